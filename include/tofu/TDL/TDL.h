@@ -1,0 +1,208 @@
+//===- TDL.h - Tensor Description Language: public interface ----*- C++ -*-===//
+//
+// TDL describes each operator once (tdl-specs/*.tdl): its inputs, attributes,
+// output shapes, the value of every output element as an expression over input
+// elements, and its gradient rule. This header is the interface the compiler
+// passes use: spec lookup, instantiation at concrete shapes (shape inference),
+// interval analysis (symbolic strategies and concrete required regions), the
+// reference evaluator, and gradient-rule expansion.
+//
+// Errors are llvm::Error values whose message starts with `file:line:col:` when
+// they concern a spec, or names the op and operand when they concern a use.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_TDL_TDL_H
+#define TOFU_TDL_TDL_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tofu::tdl {
+
+/// Element type of a tensor operand.
+enum class ElemType : uint8_t { F32, I64 };
+
+/// A concrete tensor shape with its element type.
+struct TensorType {
+  std::vector<int64_t> dims;
+  ElemType elem = ElemType::F32;
+};
+
+/// An attribute value.
+struct AttrValue {
+  enum class Kind : uint8_t { Int, Float, String, Ints };
+  Kind kind = Kind::Int;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  static AttrValue ofInt(int64_t v);
+  static AttrValue ofFloat(double v);
+  static AttrValue ofString(std::string v);
+  static AttrValue ofInts(std::vector<int64_t> v);
+};
+using AttrMap = std::map<std::string, AttrValue>;
+
+/// Half-open integer range [lo, hi).
+struct Range {
+  int64_t lo = 0, hi = 0;
+};
+/// A box: one Range per dimension.
+using Box = std::vector<Range>;
+
+class OpSpec;   // parsed `op` declaration (opaque)
+class GradRule; // parsed `grad` declaration (opaque)
+
+/// All parsed specs. `builtin()` holds the specs of tdl-specs/ embedded at
+/// build time.
+class SpecLibrary {
+public:
+  SpecLibrary();
+  ~SpecLibrary();
+  SpecLibrary(SpecLibrary &&);
+  /// Parses a .tdl source. Diagnostics are `fileName:line:col: error: ...`.
+  llvm::Error addSource(llvm::StringRef fileName, llvm::StringRef text);
+  const OpSpec *lookup(llvm::StringRef opName) const;
+  const GradRule *lookupGrad(llvm::StringRef opName) const;
+  /// Names of all ops, sorted.
+  std::vector<std::string> opNames() const;
+  /// The specs embedded from tdl-specs/ (parsed once, on first use).
+  static const SpecLibrary &builtin();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+/// A reduction variable of the top-level reducer of an output expression: a
+/// case-2 (partition-n-reduce) candidate.
+struct ReductionVar {
+  std::string name;
+  int64_t extent = 0;
+  /// True when splitting it and summing the partial outputs gives the exact
+  /// output: the output expression is `c * sum(...)` with c independent of
+  /// the reduction variables. Only such variables become strategies.
+  bool splittable = false;
+};
+
+/// A spec instantiated at concrete input types and attributes: shape
+/// inference done, broadcasting resolved, attributes defaulted.
+class OpInstance {
+public:
+  const OpSpec &spec() const;
+  llvm::StringRef opName() const;
+  /// One entry per declared input; std::nullopt for an absent optional input.
+  const std::vector<std::optional<TensorType>> &inputTypes() const;
+  const std::vector<std::string> &inputNames() const;
+  const std::vector<TensorType> &outputTypes() const;
+  const std::vector<std::string> &outputNames() const;
+  const AttrMap &attrs() const; ///< with defaults filled in
+  /// Reduction variables of output `output`'s top-level reducer (in order).
+  std::vector<ReductionVar> reductionVars(unsigned output = 0) const;
+  /// True when every input is read at exactly the output index (after
+  /// broadcasting): `Y[*i] = f(X[*i], ...)`.
+  bool isElementwise() const;
+
+  /// Concrete interval analysis: the box of each input needed to compute the
+  /// box `outputBox` of output `output`, with each reduction variable of
+  /// that output's top-level reducer restricted to `reductionRanges[r]`
+  /// (empty vector = full ranges). Result: one entry per input, nullopt for
+  /// absent inputs; boxes are clamped to the input's shape (out-of-range
+  /// reads are zero padding and need no data).
+  std::vector<std::optional<Box>>
+  requiredRegions(unsigned output, const Box &outputBox,
+                  const std::vector<Range> &reductionRanges = {}) const;
+
+  struct Impl;
+  std::shared_ptr<const Impl> impl;
+};
+
+/// Instantiates `spec` (shape inference). Errors name the op, the operand and
+/// the expected vs found shape.
+llvm::Expected<OpInstance>
+instantiate(const OpSpec &spec,
+            llvm::ArrayRef<std::optional<TensorType>> inputs,
+            const AttrMap &attrs);
+
+/// A symbolic interval (paper §4.2, Fig. 4, with separate lower and upper
+/// constants): [sum_i lower[i]*X_i + lowerConst, sum_i upper[i]*X_i +
+/// upperConst] where X_i is the symbolic extent of output dimension i.
+struct SymInterval {
+  std::vector<double> lower, upper;
+  double lowerConst = 0, upperConst = 0;
+};
+
+/// A basic partition strategy for 2 workers (paper §4.2).
+struct Strategy {
+  enum class Kind : uint8_t { SplitOutput, SplitReduction };
+  Kind kind = Kind::SplitOutput;
+  unsigned output = 0;    ///< which output
+  int64_t dim = 0;        ///< SplitOutput: output dimension
+  std::string reduction;  ///< SplitReduction: reduction variable name
+  unsigned reductionIndex = 0;
+  /// regions[w][input] = per-dimension symbolic interval of that input needed
+  /// by worker w (w = 0, 1); nullopt for absent inputs.
+  std::vector<std::vector<std::optional<std::vector<SymInterval>>>> regions;
+};
+
+/// Symbolic interval analysis of an instance: all basic strategies, output
+/// dimensions first (in order), then splittable reduction variables. Cached
+/// per (op, attributes, input ranks).
+llvm::Expected<std::vector<Strategy>> analyzeStrategies(const OpInstance &op);
+
+/// A dense tensor for the reference evaluator (row-major, float64 values;
+/// I64 tensors are stored as exact doubles).
+struct DenseTensor {
+  TensorType type;
+  std::vector<double> data;
+};
+
+/// Reference evaluator: computes every output of `op` from `inputs` (one per
+/// declared input; nullptr for absent optional inputs) in float64, directly
+/// from the TDL expression.
+llvm::Expected<std::vector<DenseTensor>>
+evaluate(const OpInstance &op, llvm::ArrayRef<const DenseTensor *> inputs);
+
+/// An operand of a call in an expanded gradient rule.
+struct GradOperand {
+  enum class Kind : uint8_t {
+    ForwardInput,  ///< index = forward op input
+    ForwardOutput, ///< index = forward op output
+    OutputGrad,    ///< index = forward op output whose gradient it is
+    Temp,          ///< index = earlier GradCall
+  };
+  Kind kind = Kind::Temp;
+  unsigned index = 0;
+};
+
+/// One op call of an expanded gradient rule; call i defines Temp i.
+struct GradCall {
+  std::string op;
+  std::vector<GradOperand> operands;
+  AttrMap attrs;
+};
+
+/// The gradient rule of a forward op, resolved for one instance: attribute
+/// conditions evaluated, nested calls flattened in dependency order.
+struct GradExpansion {
+  std::vector<GradCall> calls;
+  /// One per forward input: the operand holding its gradient, or nullopt when
+  /// the input has no gradient (integer inputs, or no rule for it).
+  std::vector<std::optional<GradOperand>> inputGrads;
+};
+
+/// Expands the gradient rule of `forward`'s op. Error if the op has no rule.
+llvm::Expected<GradExpansion> expandGradient(const SpecLibrary &library,
+                                             const OpInstance &forward);
+
+} // namespace tofu::tdl
+
+#endif // TOFU_TDL_TDL_H

@@ -1,0 +1,191 @@
+//===- Plan.h - In-memory form of a tofu plan (plan.bin) --------*- C++ -*-===//
+//
+// The contract between the compiler (tofuc's `emit` phase) and the runtime
+// (tofu-run). The compiler fills a `Plan`; `writePlan` serializes it into the
+// versioned, checksummed plan.bin container; `readPlan` verifies and loads it.
+// This header depends only on the C++17 standard library: the runtime builds
+// without LLVM/MLIR.
+//
+// Coordinates: every region (`Box`) is a half-open box [lo, hi) in the GLOBAL
+// index space of its tensor. A buffer on a device holds one box of one tensor,
+// stored densely in row-major order of that box.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_RUNTIME_PLAN_H
+#define TOFU_RUNTIME_PLAN_H
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tofu::plan {
+
+/// Element type of a tensor.
+enum class DType : uint8_t { F32 = 0, I64 = 1 };
+
+/// Size in bytes of one element of `type`.
+inline uint64_t dtypeSize(DType type) { return type == DType::F32 ? 4 : 8; }
+
+/// A half-open box [lo, hi) in a tensor's global index space. A rank-0 tensor
+/// (scalar) has empty `lo`/`hi` and one element.
+struct Box {
+  std::vector<int64_t> lo, hi;
+  /// Number of elements in the box.
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (size_t i = 0; i < lo.size(); ++i)
+      n *= hi[i] > lo[i] ? hi[i] - lo[i] : 0;
+    return n;
+  }
+};
+
+/// What a tensor is in the training step.
+enum class TensorRole : uint8_t {
+  Input = 0,      ///< fed by the data loader each step (features)
+  Label = 1,      ///< fed by the data loader each step (class labels)
+  Param = 2,      ///< trainable weight, persistent across steps
+  Activation = 3, ///< forward intermediate
+  Gradient = 4,   ///< backward intermediate (gradient of some tensor)
+  Loss = 5,       ///< the scalar loss
+  Updated = 6,    ///< new value of a parameter, copied back at step end
+};
+
+/// One cut of a tiling: dimension `dim` split into `parts` parts at one
+/// recursion step.
+struct Cut {
+  int32_t dim = 0;
+  int32_t parts = 1;
+};
+
+/// A tensor of the (unpartitioned) training graph.
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  TensorRole role = TensorRole::Activation;
+  std::vector<Cut> tiling;  ///< cuts, one per recursion step (may be empty)
+  int64_t numClasses = 0;   ///< for Label tensors: labels lie in [0, numClasses)
+  int32_t pairedInput = -1; ///< for Label tensors: the Input tensor they label
+  std::string paramName;    ///< for Param/Updated: the ONNX initializer name
+  int32_t gradientOf = -1;  ///< for a Param's full gradient: the Param tensor
+};
+
+/// A buffer on one device: a box of one tensor, at an offset in the device's
+/// static arena.
+struct Buffer {
+  int32_t tensor = -1;  ///< index into Plan::tensors
+  Box region;           ///< global coordinates of the data it holds
+  bool partial = false; ///< holds a partial sum (to be reduced), not final data
+  /// The device's canonical copy of its tile of the tensor (the region its
+  /// tiling assigns to this device). Each tensor has exactly one owned buffer
+  /// per device; the owned buffers of all devices together cover the tensor
+  /// (a scalar is owned by every device). --save and --dump read these.
+  bool owned = false;
+  uint64_t offset = 0;  ///< byte offset in the device arena
+  uint64_t bytes = 0;   ///< region.numElements() * dtypeSize
+  /// Initial contents (Param buffers only; empty otherwise), `bytes` long.
+  std::vector<uint8_t> init;
+};
+
+/// An attribute of a compute instruction.
+struct Attr {
+  enum class Kind : uint8_t { Int = 0, Float = 1, String = 2, Ints = 3 };
+  std::string name;
+  Kind kind = Kind::Int;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+};
+
+/// One piece of a fetch or reduction: `region` (global coordinates) of
+/// buffer `buffer` on device `device`.
+struct Piece {
+  int32_t device = 0;
+  int32_t buffer = 0;
+  Box region;
+};
+
+/// One instruction of a device program.
+struct Instr {
+  enum class Kind : uint8_t {
+    /// Run kernel `kernel` on local buffers `inputs` -> `outputs`.
+    Compute = 0,
+    /// MultiFetch: assemble buffer `dst` from `pieces` (each copied to the
+    /// same global coordinates inside dst's region). Pieces on other devices
+    /// are communication; pieces on this device are local copies.
+    Fetch = 1,
+    /// Reduction: dst := sum of `pieces` (dst's region is zeroed first, every
+    /// piece is added at its global coordinates). Remote pieces are
+    /// communication. Reduce-scatter and all-reduce are sets of these.
+    Reduce = 2,
+  };
+  Kind kind = Kind::Compute;
+  /// Global sequence number: the CPU backend runs the instructions of all
+  /// devices in increasing `seq`; instructions with equal `seq` are
+  /// independent of each other.
+  int64_t seq = 0;
+  std::string kernel;           ///< Compute: kernel name (= TDL op name)
+  std::vector<Attr> attrs;      ///< Compute: op attributes
+  std::vector<int32_t> inputs;  ///< Compute: buffer ids (-1 = absent optional)
+  std::vector<int32_t> outputs; ///< Compute: buffer ids
+  /// Compute: global shape of each input / output tensor (kernels that need a
+  /// global extent, e.g. a mean over the batch, read it from here).
+  std::vector<std::vector<int64_t>> inputGlobalShapes, outputGlobalShapes;
+  int32_t dst = -1;             ///< Fetch/Reduce: destination buffer id
+  std::vector<Piece> pieces;    ///< Fetch/Reduce: sources
+  std::string op;               ///< name of the graph op it came from (traces)
+};
+
+/// The program of one device.
+struct DeviceProgram {
+  std::vector<Buffer> buffers;
+  std::vector<Instr> instrs;  ///< in execution order (increasing seq)
+  uint64_t peakBytes = 0;     ///< arena size = planned peak memory
+  uint64_t commBytes = 0;     ///< planned bytes received per step
+};
+
+/// How parameters are updated (the update itself is compute instructions;
+/// this is reported and used by --save).
+struct OptimizerInfo {
+  std::string kind = "sgd";
+  double learningRate = 0.1;
+};
+
+/// A whole compiled training step for k devices.
+struct Plan {
+  std::string producer;         ///< e.g. "tofuc 0.1.0"
+  uint64_t modelFingerprint = 0;///< FNV-1a 64 of the ONNX model bytes
+  uint32_t numDevices = 1;
+  int64_t batchSize = 0;        ///< samples per step
+  std::string partitioner;      ///< e.g. "allrow-greedy"
+  double searchSeconds = 0;
+  uint64_t commBytes = 0;       ///< planned total bytes moved per step
+  OptimizerInfo optimizer;
+  std::vector<TensorInfo> tensors;
+  int32_t lossTensor = -1;
+  /// (Param tensor, Updated tensor) pairs: at step end each device copies its
+  /// Updated buffers into the Param buffers of the same region (emitted as
+  /// local Fetch instructions by the compiler, listed here for --save).
+  std::vector<std::pair<int32_t, int32_t>> paramUpdates;
+  std::vector<DeviceProgram> devices;
+  /// The original ONNX model (serialized ModelProto), used by --save to write
+  /// the trained weights back. May be empty.
+  std::vector<uint8_t> onnxModel;
+  /// Human-readable plan summary printed by `tofu-run --dump-plan`.
+  std::string summary;
+};
+
+/// Serializes `plan` into the plan.bin container. Returns an empty string on
+/// success, otherwise an error message.
+std::string writePlan(const Plan &plan, const std::string &path);
+
+/// Reads and fully verifies a plan.bin (magic, version, checksums, section
+/// bounds, FlatBuffers verifier, index ranges). Returns an empty string on
+/// success, otherwise an error message naming what is wrong and what to do.
+std::string readPlan(const std::string &path, Plan &plan);
+
+} // namespace tofu::plan
+
+#endif // TOFU_RUNTIME_PLAN_H

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what tofuc needs on a fresh Debian 12 machine (as root), skipping
+# what is already there. Idempotent; called by demo.sh and test.sh.
+set -euo pipefail
+
+debs=(
+  cmake ninja-build ccache lld-22
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  libfmt-dev libflatbuffers-dev flatbuffers-compiler
+  libopenblas-dev libopenblas0-pthread libgtest-dev
+  python3-torch python3-numpy python3-onnx
+)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# lit (the LLVM test runner) is shipped in llvm-22-tools' build tree; fall back to pip.
+if [ ! -f /usr/lib/llvm-22/build/utils/lit/lit.py ] && ! command -v lit >/dev/null; then
+  python3 -m pip install -q lit
+fi

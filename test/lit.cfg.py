@@ -1,0 +1,16 @@
+# lit configuration for tofuc: every directory under test/ except unit/ and
+# e2e/ holds lit tests (.mlir, .tdl, .test) checked with FileCheck.
+import os
+import lit.formats
+
+config.name = "tofuc"
+config.test_format = lit.formats.ShTest(not lit_config.isWindows)
+config.suffixes = [".mlir", ".tdl", ".test"]
+config.excludes = ["unit", "e2e", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.tofu_obj_root, "test")
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+config.environment["PATH"] = os.pathsep.join(
+    [config.tofu_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+config.substitutions.append(("%tofu_src", config.tofu_src_root))
+config.substitutions.append(("%torch_python", config.torch_python))
