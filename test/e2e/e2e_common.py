@@ -1,0 +1,342 @@
+"""Shared helpers for tofuc's end-to-end tests (test/e2e/*.py).
+
+Every e2e script is invoked by ctest as::
+
+    /usr/bin/python3 test/e2e/<script>.py --bin BUILD/bin --model examples/mlp/mlp.onnx \
+        --workdir BUILD/test/e2e/<name>
+
+and exits 0 on success, or non-zero after printing ``FAIL: <why>`` to stderr.
+
+This module provides:
+
+* ``parse_args`` / ``Env``: the common command line, tool paths, a fresh workdir;
+* ``run_tool``: runs tofuc / tofu-run with a timeout, treats a signal, a core
+  dump, an assertion or an LLVM crash banner as a failure, and prints the full
+  command, exit code, stdout and stderr when something is off;
+* ``rel_diff``: max|a-b| / max(max|b|, 1e-12), the tolerance measure all tests use;
+* ``TorchGraph``: rebuilds an ONNX forward+loss graph (Gemm, Relu, MatMul, Add,
+  SoftmaxCrossEntropyLoss, ...) as torch operations so gradients can be
+  computed by ``loss.backward()`` — the independent oracle for tofuc's autodiff.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+# Strings that mean a tool crashed or hit an internal invariant instead of
+# reporting a user error. Any of them on stderr is a failure.
+CRASH_MARKERS = (
+    "Segmentation fault",
+    "core dumped",
+    "Assertion",
+    "assertion failed",
+    "Aborted",
+    "terminate called",
+    "LLVM ERROR",
+    "PLEASE submit a bug report",
+    "Stack dump:",
+    "AddressSanitizer",
+    "UndefinedBehaviorSanitizer",
+    "runtime error:",
+)
+
+DEFAULT_TIMEOUT_S = 600
+
+
+class TestFailure(Exception):
+    """Raised by checks; ``main_wrapper`` turns it into exit code 1."""
+
+
+def fail(msg):
+    """Aborts the current test with ``msg``."""
+    raise TestFailure(msg)
+
+
+def check(cond, msg):
+    """Fails with ``msg`` unless ``cond``."""
+    if not cond:
+        fail(msg)
+
+
+class Env:
+    """Command-line options shared by all e2e tests, plus tool paths."""
+
+    def __init__(self, args):
+        self.bin = os.path.abspath(args.bin)
+        self.model = os.path.abspath(args.model)
+        self.workdir = os.path.abspath(args.workdir)
+        self.tofuc = os.path.join(self.bin, "tofuc")
+        self.tofu_run = os.path.join(self.bin, "tofu-run")
+
+    def require_tools(self, *tools):
+        """Fails clearly when a tool binary is missing (not built yet)."""
+        for tool in tools or (self.tofuc, self.tofu_run):
+            check(os.path.isfile(tool) and os.access(tool, os.X_OK),
+                  f"tool not found or not executable: {tool} (is the build complete?)")
+        check(os.path.isfile(self.model), f"model not found: {self.model}")
+
+    def path(self, *parts):
+        """A path inside the workdir; parent folders are created."""
+        p = os.path.join(self.workdir, *parts)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        return p
+
+
+def parse_args(description, argv=None, extra=None):
+    """Parses --bin/--model/--workdir and returns an ``Env`` with a fresh workdir."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--bin", required=True, help="folder holding tofuc and tofu-run")
+    parser.add_argument("--model", required=True, help="the MLP ONNX model")
+    parser.add_argument("--workdir", required=True, help="scratch folder (recreated)")
+    if extra:
+        extra(parser)
+    args = parser.parse_args(argv)
+    env = Env(args)
+    env.args = args
+    shutil.rmtree(env.workdir, ignore_errors=True)
+    os.makedirs(env.workdir)
+    return env
+
+
+class Result:
+    """Outcome of one tool invocation."""
+
+    def __init__(self, cmd, returncode, stdout, stderr):
+        self.cmd = cmd
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def describe(self):
+        """Full text of the invocation for failure messages."""
+        return (f"  command: {shlex.join(self.cmd)}\n"
+                f"  exit code: {self.returncode}\n"
+                f"  stdout:\n{_indent(self.stdout)}\n"
+                f"  stderr:\n{_indent(self.stderr)}")
+
+    def crash_reason(self):
+        """Why this run counts as a crash, or None."""
+        if self.returncode < 0:
+            return f"killed by signal {-self.returncode}"
+        if self.returncode >= 128:
+            return f"exit code {self.returncode} (looks like a signal/abort)"
+        for marker in CRASH_MARKERS:
+            if marker in self.stderr:
+                return f"stderr contains crash marker {marker!r}"
+        return None
+
+
+def _indent(text, limit=6000):
+    if len(text) > limit:
+        text = text[:limit // 2] + "\n    [... truncated ...]\n" + text[-limit // 2:]
+    return "\n".join("    | " + line for line in text.splitlines()) or "    | <empty>"
+
+
+def run_tool(cmd, expect_rc=0, cwd=None, timeout=DEFAULT_TIMEOUT_S, quiet=False):
+    """Runs ``cmd``; fails unless it exits with ``expect_rc`` without crashing.
+
+    ``expect_rc=None`` accepts any non-crash exit code. Returns a ``Result``.
+    """
+    cmd = [str(c) for c in cmd]
+    if not quiet:
+        print("$", shlex.join(cmd), flush=True)
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        fail(f"timed out after {timeout}s: {shlex.join(cmd)}\n"
+             f"  stdout so far:\n{_indent((e.stdout or b'').decode(errors='replace'))}\n"
+             f"  stderr so far:\n{_indent((e.stderr or b'').decode(errors='replace'))}")
+    except OSError as e:
+        fail(f"cannot execute {cmd[0]}: {e}")
+    res = Result(cmd, proc.returncode, proc.stdout.decode(errors="replace"),
+                 proc.stderr.decode(errors="replace"))
+    crash = res.crash_reason()
+    if crash:
+        fail(f"tool crashed ({crash}):\n{res.describe()}")
+    if expect_rc is not None and res.returncode != expect_rc:
+        fail(f"expected exit code {expect_rc}, got {res.returncode}:\n{res.describe()}")
+    return res
+
+
+def compile_plan(env, k, out, extra=()):
+    """``tofuc MODEL --gpus k -o out``; returns the Result."""
+    return run_tool([env.tofuc, env.model, "--gpus", str(k), "-o", out, *extra])
+
+
+def load_json(path, what="report"):
+    """Reads a JSON file, failing with a clear message when absent or invalid."""
+    check(os.path.isfile(path), f"{what} was not written: {path}")
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        fail(f"{what} {path} is not valid JSON ({e}):\n{_indent(text)}")
+
+
+def report_losses(report, path="report"):
+    """The per-step losses of a tofu-run --report, as a float64 array."""
+    check(isinstance(report, dict) and isinstance(report.get("steps"), list),
+          f"{path}: expected an object with a 'steps' list, got: {str(report)[:500]}")
+    losses = []
+    for i, step in enumerate(report["steps"]):
+        check(isinstance(step, dict) and _is_number(step.get("loss")),
+              f"{path}: steps[{i}] has no numeric 'loss': {step!r}")
+        losses.append(float(step["loss"]))
+    return np.asarray(losses, dtype=np.float64)
+
+
+def _is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def is_number(x):
+    """True for JSON numbers (int or float, not bool)."""
+    return _is_number(x)
+
+
+def is_int(x):
+    """True for JSON integers (not bool)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def rel_diff(a, b):
+    """max|a-b| / max(max|b|, 1e-12): ``b`` is the reference."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    if a.size == 0:
+        return 0.0
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        return float("inf")
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-12))
+
+
+def dump_name(onnx_name):
+    """File-name form of an ONNX tensor name used by ``tofu-run --dump``."""
+    return onnx_name.replace("/", "_")
+
+
+def initializers(model):
+    """{name: numpy array} of an ONNX model's initializers, in graph order."""
+    from onnx import numpy_helper
+    return {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+
+
+def load_onnx(path, what="model"):
+    """onnx.load with a clear failure message."""
+    import onnx
+    check(os.path.isfile(path), f"{what} was not written: {path}")
+    try:
+        return onnx.load(path)
+    except Exception as e:  # protobuf DecodeError and friends
+        fail(f"cannot load {what} {path}: {type(e).__name__}: {e}")
+
+
+# --------------------------------------------------------------------------
+# ONNX graph -> torch
+# --------------------------------------------------------------------------
+
+class TorchGraph:
+    """Evaluates an ONNX forward+loss graph with torch ops, so autograd applies.
+
+    The graph's nodes are followed in file order (ONNX requires topological
+    order). Parameters and inputs are passed as torch tensors by ONNX name.
+    Supported ops are those the example models export; anything else raises
+    ``NotImplementedError`` naming the op, so the oracle never silently guesses.
+    """
+
+    def __init__(self, model):
+        from onnx import helper
+        self.model = model
+        self.graph = model.graph
+        self.outputs = [o.name for o in self.graph.output]
+        self._attrs = [
+            {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            for node in self.graph.node
+        ]
+
+    def forward(self, tensors):
+        """Runs the graph. ``tensors``: {name: torch.Tensor} for inputs and
+        initializers. Returns {name: torch.Tensor} of every value computed."""
+        env = dict(tensors)
+        for node, attrs in zip(self.graph.node, self._attrs):
+            ins = [env[name] if name else None for name in node.input]
+            outs = self._eval(node, attrs, ins)
+            for name, value in zip(node.output, outs):
+                if name:
+                    env[name] = value
+        return env
+
+    def loss(self, tensors):
+        """The graph's single output (the scalar loss)."""
+        check(len(self.outputs) == 1,
+              f"expected one graph output (the loss), found {self.outputs}")
+        return self.forward(tensors)[self.outputs[0]]
+
+    @staticmethod
+    def _eval(node, attrs, ins):
+        import torch
+        import torch.nn.functional as F
+        op = node.op_type
+        if op == "Gemm":
+            a, b = ins[0], ins[1]
+            c = ins[2] if len(ins) > 2 else None
+            if attrs.get("transA", 0):
+                a = a.t()
+            if attrs.get("transB", 0):
+                b = b.t()
+            y = attrs.get("alpha", 1.0) * (a @ b)
+            if c is not None:
+                y = y + attrs.get("beta", 1.0) * c
+            return [y]
+        if op == "MatMul":
+            return [torch.matmul(ins[0], ins[1])]
+        if op == "Add":
+            return [ins[0] + ins[1]]
+        if op == "Mul":
+            return [ins[0] * ins[1]]
+        if op == "Relu":
+            return [torch.relu(ins[0])]
+        if op == "Identity":
+            return [ins[0]]
+        if op == "SoftmaxCrossEntropyLoss":
+            scores, labels = ins[0], ins[1].long()
+            weight = ins[2] if len(ins) > 2 else None
+            reduction = attrs.get("reduction", b"mean")
+            if isinstance(reduction, bytes):
+                reduction = reduction.decode()
+            ignore_index = attrs.get("ignore_index")
+            if ignore_index is None:
+                # ONNX: no ignore index; torch's default -100 is equivalent
+                # as long as no label is -100.
+                check(not bool((labels == -100).any()), "label -100 without ignore_index")
+                ignore_index = -100
+            loss = F.cross_entropy(scores, labels, weight=weight,
+                                   ignore_index=int(ignore_index), reduction=reduction)
+            outs = [loss]
+            if len(node.output) > 1:
+                outs.append(F.log_softmax(scores, dim=1))
+            return outs
+        raise NotImplementedError(
+            f"TorchGraph: op {op} (node {node.name!r}) is not supported by the oracle")
+
+
+def main_wrapper(fn):
+    """Runs ``fn()``; prints PASS or ``FAIL: ...`` and exits 0 / 1."""
+    name = os.path.basename(sys.argv[0])
+    try:
+        fn()
+    except TestFailure as e:
+        print(f"FAIL: {name}: {e}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    print(f"PASS: {name}", flush=True)
+    sys.exit(0)
