@@ -1,0 +1,77 @@
+//===- TileGeometry.h - devices, tiles and op shares ------------*- C++ -*-===//
+//
+// The geometry shared by the partitioner (costs) and materialization (fetches
+// and reductions): which box of a tensor each device owns under a tiling,
+// which share of an op each device computes under a per-step strategy, and
+// the exact bytes an op moves (DESIGN.md §3). Both use these functions, so
+// the cost the partitioner minimizes is the traffic the program executes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_ANALYSIS_TILEGEOMETRY_H
+#define TOFU_ANALYSIS_TILEGEOMETRY_H
+
+#include "tofu/Dialect/Tofu.h"
+#include "tofu/TDL/TDL.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tofu {
+
+/// k = k1·k2·…·km devices; device d has mixed-radix coordinates (c1, …, cm)
+/// with c1 the most significant. Step i partitions among k_i groups.
+struct DeviceGrid {
+  std::vector<int64_t> steps;
+  int64_t numDevices() const;
+  std::vector<int64_t> coordinates(int64_t device) const;
+};
+
+/// Part `index` of `parts` balanced parts of `range` (sizes differ by <= 1).
+tdl::Range splitRange(tdl::Range range, int64_t parts, int64_t index);
+/// The whole index space of a tensor of shape `shape`.
+tdl::Box fullBox(llvm::ArrayRef<int64_t> shape);
+/// Intersection of two boxes of equal rank (possibly empty).
+tdl::Box intersect(const tdl::Box &a, const tdl::Box &b);
+/// Number of elements of a box (1 for rank 0, 0 if any range is empty).
+int64_t numElements(const tdl::Box &box);
+bool isEmpty(const tdl::Box &box);
+
+/// The box of a tensor of shape `shape` owned by `device` under `tiling`
+/// (cut i applies at step i with the grid's k_i parts; steps without a cut
+/// replicate).
+tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
+                  TilingAttr tiling, int64_t device);
+
+/// What one device computes of an op.
+struct OpShare {
+  tdl::Box outputBox;                       ///< box of output 0 it produces
+  std::vector<tdl::Range> reductionRanges;  ///< its share of each reduction var
+  bool partial = false; ///< some reduction variable is split: a partial sum
+};
+
+/// The share of `op` computed by `device` when step i uses `plan[i]` (an
+/// empty plan: every device computes the whole op).
+OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
+                llvm::ArrayRef<StrategyAttr> plan, int64_t device);
+
+/// True when a device's own share already holds the complete values of its
+/// owned output tile (no partial sum, owned box inside the produced box).
+/// Otherwise the tile is assembled from every device's produced box (copied
+/// when complete, summed when partial).
+bool outputCoveredLocally(const OpShare &share, const tdl::Box &owned);
+
+/// Bytes moved per step by one op: inputs fetched (needed minus owned) plus
+/// output conversion (produced tiles moved to owners, or partial sums
+/// reduced to owners). `inputTilings`/`outputTiling` are the tilings of the
+/// op's operands and result 0.
+int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
+                    llvm::ArrayRef<StrategyAttr> plan,
+                    llvm::ArrayRef<TilingAttr> inputTilings,
+                    TilingAttr outputTiling);
+
+/// Bytes per element of a TDL element type.
+int64_t elementBytes(tdl::ElemType type);
+
+} // namespace tofu
+
+#endif // TOFU_ANALYSIS_TILEGEOMETRY_H

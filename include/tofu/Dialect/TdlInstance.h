@@ -1,0 +1,37 @@
+//===- TdlInstance.h - tofu.compute ops as TDL instances --------*- C++ -*-===//
+//
+// Converts between the IR (tensor types, attribute dictionaries) and the TDL
+// library's types, and instantiates the TDL spec of a tofu.compute op.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_DIALECT_TDLINSTANCE_H
+#define TOFU_DIALECT_TDLINSTANCE_H
+
+#include "tofu/Dialect/Tofu.h"
+#include "tofu/TDL/TDL.h"
+
+namespace tofu {
+
+/// The TDL type of a ranked tensor type (f32 or i64); error otherwise.
+llvm::Expected<tdl::TensorType> toTdlType(mlir::RankedTensorType type);
+/// The tensor type of a TDL type.
+mlir::RankedTensorType fromTdlType(mlir::MLIRContext *ctx,
+                                   const tdl::TensorType &type);
+/// The TDL attribute map of an op's `attrs` dictionary.
+llvm::Expected<tdl::AttrMap> toTdlAttrs(mlir::DictionaryAttr attrs);
+/// The attribute dictionary of a TDL attribute map.
+mlir::DictionaryAttr fromTdlAttrs(mlir::MLIRContext *ctx,
+                                  const tdl::AttrMap &attrs);
+
+/// Instantiates `spec` on the given operand types: trailing declared inputs
+/// without an operand are absent.
+llvm::Expected<tdl::OpInstance>
+instantiateSpec(llvm::StringRef spec, mlir::TypeRange operandTypes,
+                const tdl::AttrMap &attrs);
+
+/// Instantiates the TDL spec of `op` on its operand types.
+llvm::Expected<tdl::OpInstance> instantiate(ComputeOp op);
+
+} // namespace tofu
+
+#endif // TOFU_DIALECT_TDLINSTANCE_H

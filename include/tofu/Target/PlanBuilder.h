@@ -1,0 +1,46 @@
+//===- PlanBuilder.h - partitioned IR -> per-device programs ----*- C++ -*-===//
+//
+// The back half of the pipeline, after `partition`:
+//  - materialize: per-device programs with local op instances, MultiFetch
+//    instructions for the input regions each device needs and does not own,
+//    and reductions / copies that bring each op's produced tiles to their
+//    owners. Everything is derived from the interval-analysis regions and the
+//    tilings, not from the partitioner's name (paper §6, DESIGN.md §3).
+//  - schedule: a static memory plan per device (buffer offsets from
+//    liveness across all devices, peak bytes).
+//  - emit: plan.bin via the runtime's writer.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_TARGET_PLANBUILDER_H
+#define TOFU_TARGET_PLANBUILDER_H
+
+#include "tofu/Dialect/Tofu.h"
+#include "tofu/runtime/Plan.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace tofu {
+
+/// Builds the per-device programs of a partitioned training step (`func` must
+/// carry tofu.grid, tofu.tilings and tofu.plan). Buffers get no offsets yet.
+llvm::Expected<plan::Plan> materialize(mlir::func::FuncOp func);
+
+/// Assigns every buffer a static arena offset per device (first fit over
+/// lifetimes measured across all devices, since other devices read a
+/// device's buffers) and sets each device's peakBytes.
+void planMemory(plan::Plan &plan);
+
+/// Prints the per-device programs (the output of --compile-to=materialize
+/// and --compile-to=schedule).
+void printDevicePrograms(const plan::Plan &plan, llvm::raw_ostream &os);
+
+/// Human-readable plan summary: devices, bytes, memory, tilings, strategies.
+std::string formatPlanText(mlir::func::FuncOp func, const plan::Plan &plan);
+
+/// The same as JSON (schema in docs/PlanJson.md).
+std::string formatPlanJson(mlir::func::FuncOp func, const plan::Plan &plan);
+
+} // namespace tofu
+
+#endif // TOFU_TARGET_PLANBUILDER_H

@@ -1,0 +1,130 @@
+//===- TileGeometry.cpp - devices, tiles and op shares --------------------===//
+#include "tofu/Analysis/TileGeometry.h"
+
+#include <algorithm>
+
+namespace tofu {
+
+int64_t DeviceGrid::numDevices() const {
+  int64_t k = 1;
+  for (int64_t s : steps)
+    k *= s;
+  return k;
+}
+
+std::vector<int64_t> DeviceGrid::coordinates(int64_t device) const {
+  std::vector<int64_t> coords(steps.size());
+  for (size_t i = steps.size(); i-- > 0;) {
+    coords[i] = device % steps[i];
+    device /= steps[i];
+  }
+  return coords;
+}
+
+tdl::Range splitRange(tdl::Range range, int64_t parts, int64_t index) {
+  int64_t size = std::max<int64_t>(range.hi - range.lo, 0);
+  return {range.lo + size * index / parts,
+          range.lo + size * (index + 1) / parts};
+}
+
+tdl::Box fullBox(llvm::ArrayRef<int64_t> shape) {
+  tdl::Box box;
+  for (int64_t d : shape)
+    box.push_back({0, d});
+  return box;
+}
+
+tdl::Box intersect(const tdl::Box &a, const tdl::Box &b) {
+  tdl::Box result(a.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    result[i] = {std::max(a[i].lo, b[i].lo), std::min(a[i].hi, b[i].hi)};
+  return result;
+}
+
+int64_t numElements(const tdl::Box &box) {
+  int64_t n = 1;
+  for (const auto &r : box)
+    n *= std::max<int64_t>(r.hi - r.lo, 0);
+  return n;
+}
+
+bool isEmpty(const tdl::Box &box) { return numElements(box) == 0; }
+
+int64_t elementBytes(tdl::ElemType type) {
+  return type == tdl::ElemType::F32 ? 4 : 8;
+}
+
+tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
+                  TilingAttr tiling, int64_t device) {
+  tdl::Box box = fullBox(shape);
+  if (!tiling)
+    return box;
+  std::vector<int64_t> coords = grid.coordinates(device);
+  auto dims = tiling.getDims();
+  for (size_t step = 0; step < dims.size() && step < coords.size(); ++step)
+    box[dims[step]] = splitRange(box[dims[step]], grid.steps[step], coords[step]);
+  return box;
+}
+
+OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
+                llvm::ArrayRef<StrategyAttr> plan, int64_t device) {
+  OpShare share;
+  share.outputBox = fullBox(op.outputTypes()[0].dims);
+  for (const auto &var : op.reductionVars(0))
+    share.reductionRanges.push_back({0, var.extent});
+  std::vector<int64_t> coords = grid.coordinates(device);
+  for (size_t step = 0; step < plan.size() && step < coords.size(); ++step) {
+    StrategyAttr strategy = plan[step];
+    if (strategy.getKind().getValue() == "split") {
+      auto &range = share.outputBox[strategy.getDim()];
+      range = splitRange(range, grid.steps[step], coords[step]);
+    } else {
+      auto &range = share.reductionRanges[strategy.getDim()];
+      range = splitRange(range, grid.steps[step], coords[step]);
+      share.partial = true;
+    }
+  }
+  return share;
+}
+
+bool outputCoveredLocally(const OpShare &share, const tdl::Box &owned) {
+  return !share.partial &&
+         numElements(intersect(owned, share.outputBox)) == numElements(owned);
+}
+
+int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
+                    llvm::ArrayRef<StrategyAttr> plan,
+                    llvm::ArrayRef<TilingAttr> inputTilings,
+                    TilingAttr outputTiling) {
+  int64_t k = grid.numDevices();
+  int64_t bytes = 0;
+  const auto &inputTypes = op.inputTypes();
+  std::vector<OpShare> shares;
+  for (int64_t d = 0; d < k; ++d)
+    shares.push_back(opShare(grid, op, plan, d));
+  for (int64_t d = 0; d < k; ++d) {
+    auto needed = op.requiredRegions(0, shares[d].outputBox,
+                                     shares[d].reductionRanges);
+    for (size_t i = 0; i < needed.size() && i < inputTilings.size(); ++i) {
+      if (!needed[i] || !inputTypes[i])
+        continue;
+      tdl::Box owned = ownedBox(grid, inputTypes[i]->dims, inputTilings[i], d);
+      int64_t missing = numElements(*needed[i]) -
+                        numElements(intersect(*needed[i], owned));
+      bytes += missing * elementBytes(inputTypes[i]->elem);
+    }
+  }
+  const tdl::TensorType &out = op.outputTypes()[0];
+  for (int64_t d = 0; d < k; ++d) {
+    tdl::Box owned = ownedBox(grid, out.dims, outputTiling, d);
+    if (outputCoveredLocally(shares[d], owned))
+      continue;
+    for (int64_t e = 0; e < k; ++e)
+      if (e != d)
+        bytes += numElements(intersect(owned, shares[e].outputBox)) *
+                 elementBytes(out.elem);
+  }
+  return bytes;
+}
+
+} // namespace tofu

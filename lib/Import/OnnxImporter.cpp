@@ -1,0 +1,344 @@
+//===- OnnxImporter.cpp - ONNX model -> tofu IR ---------------------------===//
+//
+// Reads an ONNX ModelProto with protobuf and builds the forward graph in the
+// tofu dialect. Shapes come from tofuc's own TDL shape inference (libonnx's
+// schemas stop at opset 17), so every node's op type must have a TDL spec.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Import/OnnxImporter.h"
+#include "tofu/Dialect/TdlInstance.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <onnx/onnx_pb.h>
+
+using namespace mlir;
+
+namespace tofu {
+
+uint64_t fingerprintBytes(llvm::ArrayRef<uint8_t> bytes) {
+  uint64_t hash = 1469598103934665603ull;
+  for (uint8_t b : bytes) {
+    hash ^= b;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+namespace {
+
+/// Builds the tofu IR of one ONNX graph; every error names the model file.
+class OnnxImporter {
+public:
+  OnnxImporter(MLIRContext *ctx, StringRef path) : ctx(ctx), path(path) {}
+
+  llvm::Error importGraph(const onnx::ModelProto &model, ModuleOp module);
+
+private:
+  llvm::Error error(const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": " + message.str());
+  }
+  llvm::Expected<RankedTensorType> importType(const onnx::ValueInfoProto &info);
+  llvm::Expected<RankedTensorType> tensorType(int32_t elemType,
+                                              ArrayRef<int64_t> dims,
+                                              StringRef what);
+  llvm::Expected<DenseElementsAttr>
+  importInitializer(const onnx::TensorProto &tensor, RankedTensorType type);
+  llvm::Expected<tdl::AttrMap> importAttributes(const onnx::NodeProto &node,
+                                                StringRef nodeName);
+
+  MLIRContext *ctx;
+  std::string path;
+  llvm::StringMap<Value> values;
+};
+
+} // namespace
+
+llvm::Expected<RankedTensorType>
+OnnxImporter::tensorType(int32_t elemType, ArrayRef<int64_t> dims,
+                         StringRef what) {
+  Type elem;
+  if (elemType == onnx::TensorProto::FLOAT)
+    elem = Float32Type::get(ctx);
+  else if (elemType == onnx::TensorProto::INT64)
+    elem = IntegerType::get(ctx, 64);
+  else
+    return error(what + " has ONNX element type " +
+                 onnx::TensorProto::DataType_Name(
+                     static_cast<onnx::TensorProto::DataType>(elemType)) +
+                 ", which is not supported (FLOAT and INT64 are)");
+  return RankedTensorType::get(dims, elem);
+}
+
+llvm::Expected<RankedTensorType>
+OnnxImporter::importType(const onnx::ValueInfoProto &info) {
+  std::string what = "graph input '" + info.name() + "'";
+  if (!info.type().has_tensor_type())
+    return error(what + " is not a tensor");
+  const auto &tensor = info.type().tensor_type();
+  if (!tensor.has_shape())
+    return error(what + " has no shape; export the model with static shapes");
+  SmallVector<int64_t> dims;
+  for (const auto &dim : tensor.shape().dim()) {
+    if (!dim.has_dim_value() || dim.dim_value() <= 0)
+      return error(what + " has a symbolic dimension '" + dim.dim_param() +
+                   "'; binding symbolic dimensions (--shape/--batch) is not "
+                   "supported yet: export the model with static shapes");
+    dims.push_back(dim.dim_value());
+  }
+  return tensorType(tensor.elem_type(), dims, what);
+}
+
+llvm::Expected<DenseElementsAttr>
+OnnxImporter::importInitializer(const onnx::TensorProto &tensor,
+                                RankedTensorType type) {
+  std::string what = "initializer '" + tensor.name() + "'";
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
+    return error(what + " uses external data, which is not supported yet");
+  int64_t count = type.getNumElements();
+  bool isFloat = type.getElementType().isF32();
+  size_t elemBytes = isFloat ? 4 : 8;
+  if (tensor.has_raw_data()) {
+    const std::string &raw = tensor.raw_data();
+    if (raw.size() != static_cast<size_t>(count) * elemBytes)
+      return error(what + " holds " + std::to_string(raw.size()) +
+                   " bytes of data but its shape needs " +
+                   std::to_string(count * elemBytes));
+    return DenseElementsAttr::getFromRawBuffer(
+        type, ArrayRef<char>(raw.data(), raw.size()));
+  }
+  if (isFloat) {
+    if (tensor.float_data_size() != count)
+      return error(what + " holds " + std::to_string(tensor.float_data_size()) +
+                   " floats but its shape needs " + std::to_string(count));
+    SmallVector<float> data(tensor.float_data().begin(),
+                            tensor.float_data().end());
+    return DenseElementsAttr::get(type, ArrayRef<float>(data));
+  }
+  if (tensor.int64_data_size() != count)
+    return error(what + " holds " + std::to_string(tensor.int64_data_size()) +
+                 " int64 values but its shape needs " + std::to_string(count));
+  SmallVector<int64_t> data(tensor.int64_data().begin(),
+                            tensor.int64_data().end());
+  return DenseElementsAttr::get(type, ArrayRef<int64_t>(data));
+}
+
+llvm::Expected<tdl::AttrMap>
+OnnxImporter::importAttributes(const onnx::NodeProto &node,
+                               StringRef nodeName) {
+  tdl::AttrMap attrs;
+  for (const auto &attr : node.attribute()) {
+    switch (attr.type()) {
+    case onnx::AttributeProto::INT:
+      attrs[attr.name()] = tdl::AttrValue::ofInt(attr.i());
+      break;
+    case onnx::AttributeProto::FLOAT:
+      attrs[attr.name()] = tdl::AttrValue::ofFloat(attr.f());
+      break;
+    case onnx::AttributeProto::STRING:
+      attrs[attr.name()] = tdl::AttrValue::ofString(attr.s());
+      break;
+    case onnx::AttributeProto::INTS:
+      attrs[attr.name()] = tdl::AttrValue::ofInts(
+          std::vector<int64_t>(attr.ints().begin(), attr.ints().end()));
+      break;
+    default:
+      return error("node '" + nodeName + "' (" + node.op_type() +
+                   "): attribute '" + attr.name() +
+                   "' has a kind that is not supported (int, float, string, "
+                   "ints are)");
+    }
+  }
+  return attrs;
+}
+
+/// Number of classes of a labels input, read from the op that consumes it:
+/// the loss ops take (scores [N, C], labels [N]).
+static std::optional<int64_t> classesOfLabels(Value labels) {
+  for (Operation *user : labels.getUsers()) {
+    auto compute = dyn_cast<ComputeOp>(user);
+    if (!compute || compute.getInputs().size() < 2 ||
+        compute.getInputs()[1] != labels)
+      continue;
+    if (compute.getSpec() == "SoftmaxCrossEntropyLoss" ||
+        compute.getSpec() == "NegativeLogLikelihoodLoss") {
+      auto scores = cast<RankedTensorType>(compute.getInputs()[0].getType());
+      if (scores.getRank() >= 2)
+        return scores.getDimSize(1);
+    }
+  }
+  return std::nullopt;
+}
+
+llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
+                                      ModuleOp module) {
+  const onnx::GraphProto &graph = model.graph();
+  for (const auto &opset : model.opset_import())
+    if ((opset.domain().empty() || opset.domain() == "ai.onnx") &&
+        (opset.version() < 7 || opset.version() > 21))
+      return error("opset " + std::to_string(opset.version()) +
+                   " is not supported (opsets 7 to 21 are)");
+
+  OpBuilder builder(ctx);
+  Location fileLoc = FileLineColLoc::get(ctx, path, 0, 0);
+  auto func = func::FuncOp::create(fileLoc, "main",
+                                   builder.getFunctionType({}, {}));
+  module.push_back(func);
+  Block *body = func.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+
+  llvm::StringSet<> initializerNames;
+  for (const auto &init : graph.initializer()) {
+    initializerNames.insert(init.name());
+    SmallVector<int64_t> dims(init.dims().begin(), init.dims().end());
+    auto type = tensorType(init.data_type(), dims,
+                           "initializer '" + init.name() + "'");
+    if (!type)
+      return type.takeError();
+    auto value = importInitializer(init, *type);
+    if (!value)
+      return value.takeError();
+    auto param = builder.create<ParamOp>(NameLoc::get(builder.getStringAttr(init.name()), fileLoc),
+                                         *type, init.name(), *value);
+    values[init.name()] = param.getResult();
+  }
+
+  SmallVector<InputOp> labelInputs;
+  std::string firstFeatures;
+  for (const auto &input : graph.input()) {
+    if (initializerNames.contains(input.name()))
+      continue;
+    auto type = importType(input);
+    if (!type)
+      return type.takeError();
+    bool isLabels = type->getElementType().isInteger(64);
+    auto op = builder.create<InputOp>(
+        NameLoc::get(builder.getStringAttr(input.name()), fileLoc), *type,
+        input.name(), isLabels ? "labels" : "features", IntegerAttr(),
+        StringAttr());
+    if (isLabels)
+      labelInputs.push_back(op);
+    else if (firstFeatures.empty())
+      firstFeatures = input.name();
+    values[input.name()] = op.getResult();
+  }
+
+  llvm::StringSet<> usedNames;
+  for (const auto &[index, node] : llvm::enumerate(graph.node())) {
+    std::string nodeName = node.name();
+    if (nodeName.empty())
+      nodeName = node.output_size() ? node.output(0)
+                                    : node.op_type() + "_" + std::to_string(index);
+    if (!usedNames.insert(nodeName).second)
+      nodeName += "_" + std::to_string(index);
+    std::string where = "node '" + nodeName + "' (" + node.op_type() + ")";
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      return error(where + ": operator domain '" + node.domain() +
+                   "' is not supported");
+    if (!tdl::SpecLibrary::builtin().lookup(node.op_type()))
+      return error(where + ": operator '" + node.op_type() +
+                   "' has no TDL spec, so tofuc cannot partition or train it; "
+                   "see docs/TDL.md for adding one (one spec in tdl-specs/ "
+                   "plus its kernels)");
+    SmallVector<Value> operands;
+    bool sawAbsent = false;
+    for (const std::string &name : node.input()) {
+      if (name.empty()) {
+        sawAbsent = true;
+        continue;
+      }
+      if (sawAbsent)
+        return error(where + ": an omitted optional input before a present "
+                             "one is not supported");
+      auto it = values.find(name);
+      if (it == values.end())
+        return error(where + ": input '" + name +
+                     "' is not produced by any earlier node, initializer or "
+                     "graph input (the graph must be topologically sorted)");
+      operands.push_back(it->second);
+    }
+    auto attrs = importAttributes(node, nodeName);
+    if (!attrs)
+      return attrs.takeError();
+    auto instance = instantiateSpec(node.op_type(),
+                                    ValueRange(operands).getTypes(), *attrs);
+    if (!instance)
+      return error(where + ": " + llvm::toString(instance.takeError()));
+    if (instance->outputTypes().size() !=
+        static_cast<size_t>(node.output_size()))
+      return error(where + ": the node has " +
+                   std::to_string(node.output_size()) + " outputs but the TDL "
+                   "spec of " + node.op_type() + " declares " +
+                   std::to_string(instance->outputTypes().size()));
+    SmallVector<Type> resultTypes;
+    for (const auto &type : instance->outputTypes())
+      resultTypes.push_back(fromTdlType(ctx, type));
+    auto compute = builder.create<ComputeOp>(
+        NameLoc::get(builder.getStringAttr(nodeName), fileLoc), resultTypes,
+        node.op_type(), operands, fromTdlAttrs(ctx, *attrs), nodeName,
+        StringAttr());
+    for (auto [i, name] : llvm::enumerate(node.output()))
+      values[name] = compute.getResult(i);
+  }
+
+  for (InputOp labels : labelInputs) {
+    auto classes = classesOfLabels(labels.getResult());
+    if (!classes)
+      return error("integer graph input '" + labels.getSymName() +
+                   "' does not feed the labels of a loss; integer inputs "
+                   "other than class labels are not supported yet");
+    labels.setClassesAttr(builder.getI64IntegerAttr(*classes));
+    if (!firstFeatures.empty())
+      labels.setLabelsForAttr(builder.getStringAttr(firstFeatures));
+  }
+
+  if (graph.output_size() == 1) {
+    auto it = values.find(graph.output(0).name());
+    if (it == values.end())
+      return error("graph output '" + graph.output(0).name() +
+                   "' is not produced by any node");
+    auto type = cast<RankedTensorType>(it->second.getType());
+    if (type.getRank() == 0 && type.getElementType().isF32())
+      builder.create<LossOp>(fileLoc, it->second);
+  }
+  builder.create<func::ReturnOp>(fileLoc);
+  return llvm::Error::success();
+}
+
+llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
+                                             StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": cannot read the model: " +
+                                       buffer.getError().message());
+  ImportedModel result;
+  StringRef bytes = (*buffer)->getBuffer();
+  result.modelBytes.assign(bytes.begin(), bytes.end());
+  result.fingerprint = fingerprintBytes(result.modelBytes);
+
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromArray(bytes.data(), bytes.size()))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        path + ": not a valid ONNX model (protobuf parsing failed after " +
+            std::to_string(bytes.size()) +
+            " bytes); the file may be truncated or corrupt: re-export it");
+  if (!model.has_graph() || model.graph().node_size() == 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": the ONNX model has no graph nodes");
+
+  context->loadDialect<TofuDialect, func::FuncDialect>();
+  result.module = ModuleOp::create(FileLineColLoc::get(context, path, 0, 0));
+  OnnxImporter importer(context, path);
+  if (llvm::Error err = importer.importGraph(model, *result.module))
+    return std::move(err);
+  return std::move(result);
+}
+
+} // namespace tofu

@@ -1,0 +1,140 @@
+//===- CompilerPipeline.cpp - tofuc's phases ------------------------------===//
+#include "tofu/Pipelines/CompilerPipeline.h"
+#include "tofu/Import/OnnxImporter.h"
+#include "tofu/Target/PlanBuilder.h"
+#include "tofu/Transforms/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <chrono>
+
+using namespace mlir;
+
+namespace tofu {
+
+namespace {
+constexpr const char *kPhaseNames[] = {"import",    "train",       "analyze",
+                                       "partition", "materialize", "schedule",
+                                       "emit"};
+constexpr const char *kVersion = "tofuc 0.1.0";
+} // namespace
+
+std::optional<Phase> parsePhase(llvm::StringRef name) {
+  for (int i = 0; i <= static_cast<int>(Phase::Emit); ++i)
+    if (name == kPhaseNames[i])
+      return static_cast<Phase>(i);
+  return std::nullopt;
+}
+
+std::string phaseNames() {
+  std::string names;
+  for (const char *name : kPhaseNames)
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  return names;
+}
+
+void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
+                     Phase stopAfter) {
+  OpPassManager &funcPm = pm.nest<func::FuncOp>();
+  if (stopAfter >= Phase::Train)
+    funcPm.addPass(createBuildTrainingStep({options.learningRate}));
+  if (stopAfter >= Phase::Analyze)
+    funcPm.addPass(createAnalyzeStrategies());
+  if (stopAfter >= Phase::Partition)
+    funcPm.addPass(createPartition({options.devices, options.partitioner}));
+}
+
+llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
+  auto fail = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   message.str());
+  };
+  if (options.devices < 1)
+    return fail("--gpus must be at least 1, not " +
+                llvm::Twine(options.devices));
+
+  MLIRContext context;
+  context.loadDialect<TofuDialect, func::FuncDialect>();
+  // Collect diagnostics so that they become the error message.
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    llvm::raw_string_ostream ds(diagnostics);
+    if (!diagnostics.empty())
+      ds << "\n";
+    Location loc = diag.getLocation();
+    if (auto name = dyn_cast<NameLoc>(loc))
+      ds << "'" << name.getName().getValue() << "': ";
+    ds << diag.str();
+    return success();
+  });
+
+  auto imported = importOnnxFile(&context, options.inputPath);
+  if (!imported)
+    return imported.takeError();
+  ModuleOp module = *imported->module;
+  if (options.stopAfter == Phase::Import) {
+    module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16));
+    return llvm::Error::success();
+  }
+
+  Phase irStop = std::min(options.stopAfter, Phase::Partition);
+  // Train and analyze first, then time the search alone.
+  PassManager prePm(&context);
+  CompileOptions preOptions = options;
+  buildIRPipeline(prePm, preOptions, std::min(irStop, Phase::Analyze));
+  if (failed(prePm.run(module)))
+    return fail(options.inputPath + ": " + diagnostics);
+  double searchSeconds = 0;
+  if (irStop == Phase::Partition) {
+    PassManager partitionPm(&context);
+    partitionPm.nest<func::FuncOp>().addPass(
+        createPartition({options.devices, options.partitioner}));
+    auto start = std::chrono::steady_clock::now();
+    if (failed(partitionPm.run(module)))
+      return fail(options.inputPath + ": " + diagnostics);
+    searchSeconds = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  }
+  if (options.stopAfter <= Phase::Partition) {
+    module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16));
+    return llvm::Error::success();
+  }
+
+  auto func = *module.getOps<func::FuncOp>().begin();
+  auto plan = materialize(func);
+  if (!plan)
+    return fail(options.inputPath + ": " + llvm::toString(plan.takeError()));
+  plan->producer = kVersion;
+  plan->modelFingerprint = imported->fingerprint;
+  plan->partitioner = options.partitioner;
+  if (options.stopAfter == Phase::Materialize) {
+    printDevicePrograms(*plan, os);
+    return llvm::Error::success();
+  }
+  planMemory(*plan);
+  if (options.stopAfter == Phase::Schedule) {
+    printDevicePrograms(*plan, os);
+    return llvm::Error::success();
+  }
+  plan->onnxModel = imported->modelBytes;
+  // plan.bin holds no timing, so that it is byte-for-byte reproducible.
+  plan->searchSeconds = 0;
+  plan->summary = formatPlanText(func, *plan);
+  plan->searchSeconds = searchSeconds;
+  if (options.dumpPlan == PlanDump::Text)
+    os << formatPlanText(func, *plan);
+  else if (options.dumpPlan == PlanDump::Json)
+    os << formatPlanJson(func, *plan);
+  if (!options.outputPath.empty()) {
+    plan->searchSeconds = 0;
+    std::string err = plan::writePlan(*plan, options.outputPath);
+    if (!err.empty())
+      return fail(options.outputPath + ": " + err);
+  }
+  return llvm::Error::success();
+}
+
+} // namespace tofu

@@ -1,0 +1,442 @@
+//===- Materialize.cpp - partitioned IR -> per-device programs ------------===//
+//
+// For every tofu.compute op, in program order, and every device d:
+//   1. each input region d needs (concrete interval analysis of the op's TDL
+//      spec over d's share) is either d's owned tile, or assembled by one
+//      MultiFetch from the owners' tiles;
+//   2. d runs the kernel on its local buffers;
+//   3. d's owned tile of the output is filled from the produced tiles: kept
+//      in place, copied, or summed when the strategy split a reduction.
+// Parameters receive their updated values by a final copy.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Analysis/TileGeometry.h"
+#include "tofu/Dialect/TdlInstance.h"
+#include "tofu/Target/PlanBuilder.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cstring>
+
+using namespace mlir;
+
+namespace tofu {
+namespace {
+
+plan::Box toPlanBox(const tdl::Box &box) {
+  plan::Box result;
+  for (const auto &r : box) {
+    result.lo.push_back(r.lo);
+    result.hi.push_back(r.hi);
+  }
+  return result;
+}
+
+bool sameBox(const tdl::Box &a, const tdl::Box &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].lo != b[i].lo || a[i].hi != b[i].hi)
+      return false;
+  return true;
+}
+
+bool contains(const tdl::Box &outer, const tdl::Box &inner) {
+  return numElements(intersect(outer, inner)) == numElements(inner);
+}
+
+plan::Attr toPlanAttr(const std::string &name, const tdl::AttrValue &value) {
+  plan::Attr attr;
+  attr.name = name;
+  switch (value.kind) {
+  case tdl::AttrValue::Kind::Int:
+    attr.kind = plan::Attr::Kind::Int;
+    attr.i = value.i;
+    break;
+  case tdl::AttrValue::Kind::Float:
+    attr.kind = plan::Attr::Kind::Float;
+    attr.f = value.f;
+    break;
+  case tdl::AttrValue::Kind::String:
+    attr.kind = plan::Attr::Kind::String;
+    attr.s = value.s;
+    break;
+  case tdl::AttrValue::Kind::Ints:
+    attr.kind = plan::Attr::Kind::Ints;
+    attr.ints = value.ints;
+    break;
+  }
+  return attr;
+}
+
+/// Builds the plan's tensors and device programs.
+class Materializer {
+public:
+  explicit Materializer(func::FuncOp func) : func(func) {}
+
+  llvm::Expected<plan::Plan> run();
+
+private:
+  llvm::Error error(Operation *op, const llvm::Twine &message) {
+    std::string where;
+    if (auto compute = dyn_cast<ComputeOp>(op))
+      where = "op '" + compute.getName().str() + "' (" +
+              compute.getSpec().str() + "): ";
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "materialize: " + where + message.str());
+  }
+  llvm::Error addTensors();
+  llvm::Error addCompute(ComputeOp op, int64_t seq);
+  void addParamUpdates(int64_t seq);
+  int32_t addBuffer(int64_t device, int32_t tensor, const tdl::Box &region,
+                    bool partial);
+  /// Fills buffer `dst` on `device` (holding `region` of `tensor`) from
+  /// the source buffers `sources[e]` (one per device, holding `sourceBoxes[e]`).
+  void addAssembly(int64_t device, int32_t dst, const tdl::Box &region,
+                   int32_t tensor, llvm::ArrayRef<int32_t> sources,
+                   llvm::ArrayRef<tdl::Box> sourceBoxes, bool reduce,
+                   int64_t seq, StringRef opName);
+  tdl::Box ownedRegion(int32_t tensor, int64_t device) const;
+
+  func::FuncOp func;
+  DeviceGrid grid;
+  int64_t k = 1;
+  plan::Plan result;
+  llvm::DenseMap<Value, int32_t> tensorOf;
+  std::vector<TilingAttr> tilings;              // per tensor
+  std::vector<std::vector<int32_t>> ownedBuffer; // [device][tensor]
+};
+
+tdl::Box Materializer::ownedRegion(int32_t tensor, int64_t device) const {
+  return ownedBox(grid, result.tensors[tensor].shape, tilings[tensor], device);
+}
+
+int32_t Materializer::addBuffer(int64_t device, int32_t tensor,
+                                const tdl::Box &region, bool partial) {
+  plan::Buffer buffer;
+  buffer.tensor = tensor;
+  buffer.region = toPlanBox(region);
+  buffer.partial = partial;
+  buffer.bytes = numElements(region) *
+                 plan::dtypeSize(result.tensors[tensor].dtype);
+  auto &buffers = result.devices[device].buffers;
+  buffers.push_back(std::move(buffer));
+  return static_cast<int32_t>(buffers.size() - 1);
+}
+
+void Materializer::addAssembly(int64_t device, int32_t dst,
+                               const tdl::Box &region, int32_t tensor,
+                               llvm::ArrayRef<int32_t> sources,
+                               llvm::ArrayRef<tdl::Box> sourceBoxes,
+                               bool reduce, int64_t seq, StringRef opName) {
+  plan::Instr instr;
+  instr.kind = reduce ? plan::Instr::Kind::Reduce : plan::Instr::Kind::Fetch;
+  instr.seq = seq;
+  instr.dst = dst;
+  instr.op = opName.str();
+  uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
+  // The device's own data first, then the others in device order.
+  std::vector<int64_t> order{device};
+  for (int64_t e = 0; e < k; ++e)
+    if (e != device)
+      order.push_back(e);
+  for (int64_t e : order) {
+    tdl::Box piece = intersect(region, sourceBoxes[e]);
+    if (isEmpty(piece))
+      continue;
+    instr.pieces.push_back({static_cast<int32_t>(e), sources[e],
+                            toPlanBox(piece)});
+    if (e != device)
+      result.devices[device].commBytes += numElements(piece) * elemBytes;
+    // A complete tile needs one source; partial sums need all of them.
+    if (!reduce && contains(sourceBoxes[e], region))
+      break;
+  }
+  result.devices[device].instrs.push_back(std::move(instr));
+}
+
+llvm::Error Materializer::addTensors() {
+  MLIRContext *ctx = func.getContext();
+  llvm::DenseMap<Value, int32_t> gradientOf; // gradient value -> param tensor
+  llvm::DenseMap<Value, bool> updatedValues;
+  Value lossValue;
+  func.walk([&](Operation *op) {
+    if (auto update = dyn_cast<UpdateOp>(op))
+      updatedValues[update.getNewValue()] = true;
+    if (auto loss = dyn_cast<LossOp>(op))
+      lossValue = loss.getLoss();
+  });
+  llvm::StringMap<int32_t> inputByName;
+  SmallVector<std::pair<int32_t, std::string>> labelPairs;
+  WalkResult walk = func.walk([&](Operation *op) {
+    if (!isa<InputOp, ParamOp, ComputeOp>(op))
+      return WalkResult::advance();
+    auto tilingList = op->getAttrOfType<ArrayAttr>(kTilingsAttr);
+    if (!tilingList) {
+      (void)error(op, "no tilings; run the partition stage first");
+      return WalkResult::interrupt();
+    }
+    for (auto [i, value] : llvm::enumerate(op->getResults())) {
+      auto type = cast<RankedTensorType>(value.getType());
+      plan::TensorInfo info;
+      info.dtype = type.getElementType().isF32() ? plan::DType::F32
+                                                 : plan::DType::I64;
+      info.shape.assign(type.getShape().begin(), type.getShape().end());
+      auto tiling = cast<TilingAttr>(tilingList[i]);
+      for (auto [dim, parts] : llvm::zip(tiling.getDims(), tiling.getParts()))
+        info.tiling.push_back({static_cast<int32_t>(dim),
+                               static_cast<int32_t>(parts)});
+      if (auto input = dyn_cast<InputOp>(op)) {
+        info.name = input.getSymName().str();
+        if (input.getRole() == "labels") {
+          info.role = plan::TensorRole::Label;
+          info.numClasses = input.getClasses().value_or(0);
+          if (auto pair = input.getLabelsFor())
+            labelPairs.push_back({static_cast<int32_t>(result.tensors.size()),
+                                  pair->str()});
+        } else {
+          info.role = plan::TensorRole::Input;
+        }
+        inputByName[info.name] = result.tensors.size();
+      } else if (auto param = dyn_cast<ParamOp>(op)) {
+        info.name = param.getSymName().str();
+        info.paramName = info.name;
+        info.role = plan::TensorRole::Param;
+      } else {
+        auto compute = cast<ComputeOp>(op);
+        info.name = compute.getName().str();
+        if (op->getNumResults() > 1)
+          info.name += "#" + std::to_string(i);
+        if (value == lossValue)
+          info.role = plan::TensorRole::Loss;
+        else if (updatedValues.count(value))
+          info.role = plan::TensorRole::Updated;
+        else if (compute.getGradOf() || compute.getSpec() == "Ones")
+          info.role = plan::TensorRole::Gradient;
+        else
+          info.role = plan::TensorRole::Activation;
+      }
+      tensorOf[value] = result.tensors.size();
+      tilings.push_back(tiling);
+      result.tensors.push_back(std::move(info));
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return error(func, "no tilings; run the partition stage first");
+  for (auto &[label, input] : labelPairs) {
+    auto it = inputByName.find(input);
+    if (it != inputByName.end())
+      result.tensors[label].pairedInput = it->second;
+  }
+  for (UpdateOp update : func.getOps<UpdateOp>()) {
+    int32_t param = tensorOf.lookup(update.getParam());
+    result.tensors[tensorOf.lookup(update.getGradient())].gradientOf = param;
+    result.paramUpdates.push_back({param, tensorOf.lookup(update.getNewValue())});
+    if (auto updated = update.getNewValue().getDefiningOp<ComputeOp>())
+      if (updated.getSpec() == "SGDUpdate")
+        if (auto lr = updated.getAttrs().getAs<FloatAttr>("lr"))
+          result.optimizer.learningRate = lr.getValueAsDouble();
+  }
+  for (LossOp loss : func.getOps<LossOp>())
+    result.lossTensor = tensorOf.lookup(loss.getLoss());
+  (void)ctx;
+  return llvm::Error::success();
+}
+
+llvm::Error Materializer::addCompute(ComputeOp op, int64_t seq) {
+  auto instance = tofu::instantiate(op);
+  if (!instance)
+    return error(op, llvm::toString(instance.takeError()));
+  if (op.getNumResults() != 1)
+    return error(op, "ops with several results cannot be materialized yet");
+  auto planAttr = op->getAttrOfType<ArrayAttr>(kPlanAttr);
+  if (!planAttr)
+    return error(op, "no strategy; run the partition stage first");
+  SmallVector<StrategyAttr> strategies(planAttr.getAsRange<StrategyAttr>());
+  if (!strategies.empty() && strategies.size() != grid.steps.size())
+    return error(op, "a strategy per recursion step is needed (" +
+                         llvm::Twine(grid.steps.size()) + " steps, " +
+                         llvm::Twine(strategies.size()) + " strategies)");
+
+  std::vector<OpShare> shares;
+  for (int64_t d = 0; d < k; ++d)
+    shares.push_back(opShare(grid, *instance, strategies, d));
+  // Without any strategy every device computes the whole op (replicated
+  // compute); each then keeps its own tile, so producers overlap: that is
+  // only consistent when every owned tile is inside the device's own share.
+  int32_t out = tensorOf.lookup(op.getResult(0));
+  for (int64_t d = 0; d < k && strategies.empty(); ++d)
+    if (!outputCoveredLocally(shares[d], ownedRegion(out, d)))
+      return error(op, "internal: replicated compute must cover owned tiles");
+
+  std::vector<plan::Attr> attrs;
+  for (const auto &[name, value] : instance->attrs())
+    attrs.push_back(toPlanAttr(name, value));
+  std::vector<std::vector<int64_t>> inputShapes, outputShapes;
+  for (Value input : op.getInputs())
+    inputShapes.push_back(result.tensors[tensorOf.lookup(input)].shape);
+  outputShapes.push_back(result.tensors[out].shape);
+
+  std::vector<int32_t> produced(k);
+  std::vector<tdl::Box> producedBoxes(k);
+  for (int64_t d = 0; d < k; ++d) {
+    auto needed = instance->requiredRegions(0, shares[d].outputBox,
+                                            shares[d].reductionRanges);
+    plan::Instr compute;
+    compute.kind = plan::Instr::Kind::Compute;
+    compute.seq = seq + 1;
+    compute.kernel = op.getSpec().str();
+    compute.attrs = attrs;
+    compute.op = op.getName().str();
+    compute.inputGlobalShapes = inputShapes;
+    compute.outputGlobalShapes = outputShapes;
+    for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+      int32_t tensor = tensorOf.lookup(input);
+      if (i >= needed.size() || !needed[i])
+        return error(op, "interval analysis gave no region for input " +
+                             llvm::Twine(i));
+      tdl::Box owned = ownedRegion(tensor, d);
+      if (sameBox(*needed[i], owned)) {
+        compute.inputs.push_back(ownedBuffer[d][tensor]);
+        continue;
+      }
+      int32_t local = addBuffer(d, tensor, *needed[i], false);
+      std::vector<int32_t> sources(k);
+      std::vector<tdl::Box> boxes(k);
+      for (int64_t e = 0; e < k; ++e) {
+        sources[e] = ownedBuffer[e][tensor];
+        boxes[e] = ownedRegion(tensor, e);
+      }
+      addAssembly(d, local, *needed[i], tensor, sources, boxes,
+                  /*reduce=*/false, seq, op.getName());
+      compute.inputs.push_back(local);
+    }
+    tdl::Box owned = ownedRegion(out, d);
+    producedBoxes[d] = shares[d].outputBox;
+    if (!shares[d].partial && sameBox(shares[d].outputBox, owned))
+      produced[d] = ownedBuffer[d][out];
+    else
+      produced[d] = addBuffer(d, out, shares[d].outputBox, shares[d].partial);
+    compute.outputs.push_back(produced[d]);
+    result.devices[d].instrs.push_back(std::move(compute));
+  }
+  // Bring produced tiles to their owners.
+  for (int64_t d = 0; d < k; ++d) {
+    if (produced[d] == ownedBuffer[d][out])
+      continue;
+    tdl::Box owned = ownedRegion(out, d);
+    if (outputCoveredLocally(shares[d], owned)) {
+      std::vector<int32_t> sources(k, produced[d]);
+      std::vector<tdl::Box> boxes(k, tdl::Box(owned.size(), tdl::Range{0, 0}));
+      boxes[d] = producedBoxes[d];
+      addAssembly(d, ownedBuffer[d][out], owned, out, sources, boxes,
+                  /*reduce=*/false, seq + 2, op.getName());
+      continue;
+    }
+    addAssembly(d, ownedBuffer[d][out], owned, out, produced, producedBoxes,
+                /*reduce=*/shares[d].partial, seq + 2, op.getName());
+  }
+  return llvm::Error::success();
+}
+
+void Materializer::addParamUpdates(int64_t seq) {
+  for (auto [param, updated] : result.paramUpdates) {
+    for (int64_t d = 0; d < k; ++d) {
+      std::vector<int32_t> sources(k);
+      std::vector<tdl::Box> boxes(k);
+      for (int64_t e = 0; e < k; ++e) {
+        sources[e] = ownedBuffer[e][updated];
+        boxes[e] = ownedRegion(updated, e);
+      }
+      addAssembly(d, ownedBuffer[d][param], ownedRegion(param, d), param,
+                  sources, boxes, /*reduce=*/false, seq, "param-update");
+    }
+  }
+}
+
+llvm::Expected<plan::Plan> Materializer::run() {
+  auto gridAttr = func->getAttrOfType<DenseI64ArrayAttr>(kGridAttr);
+  if (!gridAttr)
+    return error(func, "no device grid; run the partition stage first");
+  grid.steps.assign(gridAttr.asArrayRef().begin(), gridAttr.asArrayRef().end());
+  k = grid.numDevices();
+  result.numDevices = static_cast<uint32_t>(k);
+  result.devices.resize(k);
+  if (llvm::Error err = addTensors())
+    return std::move(err);
+
+  // Every device owns one buffer per tensor: its tile.
+  ownedBuffer.assign(k, std::vector<int32_t>(result.tensors.size(), -1));
+  for (int64_t d = 0; d < k; ++d)
+    for (size_t t = 0; t < result.tensors.size(); ++t) {
+      ownedBuffer[d][t] = addBuffer(d, t, ownedRegion(t, d), false);
+      result.devices[d].buffers[ownedBuffer[d][t]].owned = true;
+    }
+
+  // Initial weights of each device's parameter tiles.
+  for (ParamOp param : func.getOps<ParamOp>()) {
+    int32_t tensor = tensorOf.lookup(param.getResult());
+    auto value = dyn_cast_or_null<DenseElementsAttr>(param.getValueAttr());
+    if (!value)
+      return error(param, "parameter '" + param.getSymName() +
+                              "' has no initial value (graph-only model); a "
+                              "plan needs weights");
+    ArrayRef<char> raw = value.getRawData();
+    const auto &shape = result.tensors[tensor].shape;
+    uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
+    for (int64_t d = 0; d < k; ++d) {
+      plan::Buffer &buffer = result.devices[d].buffers[ownedBuffer[d][tensor]];
+      tdl::Box box = ownedRegion(tensor, d);
+      buffer.init.resize(buffer.bytes);
+      if (value.isSplat()) {
+        for (uint64_t off = 0; off < buffer.bytes; off += elemBytes)
+          std::memcpy(buffer.init.data() + off, raw.data(), elemBytes);
+        continue;
+      }
+      // Copy the box row by row (last dimension contiguous).
+      int64_t rank = shape.size();
+      int64_t count = numElements(box);
+      std::vector<int64_t> index(rank);
+      for (int64_t i = 0; i < rank; ++i)
+        index[i] = box[i].lo;
+      for (int64_t n = 0; n < count; ++n) {
+        int64_t flat = 0;
+        for (int64_t i = 0; i < rank; ++i)
+          flat = flat * shape[i] + index[i];
+        std::memcpy(buffer.init.data() + n * elemBytes,
+                    raw.data() + flat * elemBytes, elemBytes);
+        for (int64_t i = rank - 1; i >= 0; --i) {
+          if (++index[i] < box[i].hi)
+            break;
+          index[i] = box[i].lo;
+        }
+      }
+    }
+  }
+
+  int64_t seq = 0;
+  for (ComputeOp op : func.getOps<ComputeOp>()) {
+    if (llvm::Error err = addCompute(op, seq))
+      return std::move(err);
+    seq += 3;
+  }
+  addParamUpdates(seq);
+  for (const auto &device : result.devices)
+    result.commBytes += device.commBytes;
+  for (const auto &tensor : result.tensors)
+    if (tensor.role == plan::TensorRole::Input && !tensor.shape.empty()) {
+      result.batchSize = tensor.shape[0];
+      break;
+    }
+  return std::move(result);
+}
+
+} // namespace
+
+llvm::Expected<plan::Plan> materialize(func::FuncOp func) {
+  return Materializer(func).run();
+}
+
+} // namespace tofu

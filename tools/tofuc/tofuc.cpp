@@ -1,0 +1,72 @@
+//===- tofuc.cpp - the tofu compiler driver -------------------------------===//
+//
+// tofuc model.onnx --gpus 8 -o plan.bin
+// tofuc model.onnx --gpus 8 --dump-plan[=text|json]
+// tofuc model.onnx --compile-to=<phase>
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Pipelines/CompilerPipeline.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
+                                      cl::Required);
+static cl::opt<std::string> outputPath("o", cl::desc("write plan.bin here"),
+                                       cl::value_desc("plan.bin"));
+static cl::opt<int64_t> gpus("gpus", cl::desc("number of devices k"),
+                             cl::init(1));
+static cl::opt<std::string>
+    partitioner("partitioner", cl::desc("partitioning algorithm"),
+                cl::init("allrow-greedy"));
+static cl::opt<double> learningRate("lr", cl::desc("SGD learning rate"),
+                                    cl::init(0.1));
+static cl::opt<std::string>
+    compileTo("compile-to",
+              cl::desc("stop after this phase and print its output"),
+              cl::value_desc("phase"));
+static cl::opt<std::string>
+    dumpPlan("dump-plan", cl::desc("print the plan summary (text or json)"),
+             cl::ValueOptional, cl::value_desc("text|json"));
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "tofuc: compiles an ONNX model's training step for k devices\n");
+  auto fail = [](const Twine &message) {
+    WithColor::error(errs(), "tofuc") << message << "\n";
+    return 1;
+  };
+  tofu::CompileOptions options;
+  options.inputPath = inputPath;
+  options.outputPath = outputPath;
+  options.devices = gpus;
+  options.partitioner = partitioner;
+  options.learningRate = learningRate;
+  if (!compileTo.empty()) {
+    auto phase = tofu::parsePhase(compileTo);
+    if (!phase)
+      return fail("unknown phase '" + compileTo +
+                  "' for --compile-to (phases: " + tofu::phaseNames() + ")");
+    options.stopAfter = *phase;
+  }
+  if (dumpPlan.getNumOccurrences()) {
+    if (dumpPlan.empty() || dumpPlan == "text")
+      options.dumpPlan = tofu::PlanDump::Text;
+    else if (dumpPlan == "json")
+      options.dumpPlan = tofu::PlanDump::Json;
+    else
+      return fail("unknown --dump-plan format '" + dumpPlan +
+                  "' (text or json)");
+  }
+  if (options.outputPath.empty() && options.dumpPlan == tofu::PlanDump::None &&
+      compileTo.empty())
+    return fail("nothing to do: give -o plan.bin, --dump-plan or --compile-to");
+  if (Error err = tofu::compileModel(options, outs()))
+    return fail(toString(std::move(err)));
+  return 0;
+}
