@@ -21,7 +21,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-# lit (the LLVM test runner) is shipped in llvm-22-tools' build tree; fall back to pip.
-if [ ! -f /usr/lib/llvm-22/build/utils/lit/lit.py ] && ! command -v lit >/dev/null; then
+# lit (the LLVM test runner) comes with llvm-22-tools; fall back to pip.
+if [ ! -x /usr/lib/llvm-22/bin/lit ] && ! command -v lit >/dev/null; then
   python3 -m pip install -q lit
 fi

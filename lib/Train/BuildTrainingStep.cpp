@@ -196,6 +196,17 @@ struct BuildTrainingStepPass
       }
     }
 
+    // Backward ops whose results nobody uses (e.g. the gradient with respect
+    // to a data input) are dropped, last first so chains go entirely.
+    SmallVector<ComputeOp> created;
+    func.walk([&](ComputeOp op) {
+      if (op.getGradOf() || op.getSpec() == "Ones")
+        created.push_back(op);
+    });
+    for (ComputeOp op : llvm::reverse(created))
+      if (op->use_empty())
+        op->erase();
+
     SmallVector<ParamOp> params;
     func.walk([&](ParamOp op) { params.push_back(op); });
     for (ParamOp param : params) {
