@@ -186,6 +186,11 @@ std::string writePlan(const Plan &plan, const std::string &path);
 /// success, otherwise an error message naming what is wrong and what to do.
 std::string readPlan(const std::string &path, Plan &plan);
 
+/// In-memory forms of writePlan/readPlan: serialize into `bytes`, or verify
+/// and load from the complete contents of a plan.bin.
+std::string writePlanBytes(const Plan &plan, std::vector<uint8_t> &bytes);
+std::string readPlanBytes(const std::vector<uint8_t> &bytes, Plan &plan);
+
 } // namespace tofu::plan
 
 #endif // TOFU_RUNTIME_PLAN_H

@@ -1,0 +1,163 @@
+//===- KernelsMatrix.cpp - Matrix CPU kernels (GEMM via OpenBLAS) ---------===//
+//
+// Gemm (ONNX semantics, C broadcast decided from the global shapes), MatMul,
+// Transpose and BiasGrad on 2-D float32 local boxes. When a reduction
+// dimension is split, the same code computes a partial product over the local
+// slice; the compiler's Reduce sums the parts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Broadcast.h"
+#include "tofu/runtime/Kernels.h"
+
+#include <cblas.h>
+
+using namespace tofu::runtime;
+using tofu::plan::DType;
+
+namespace {
+
+std::string checkMatrix(const TensorView &v, const char *what) {
+  if (!v.present())
+    return std::string(what) + " is missing";
+  if (v.dtype != DType::F32)
+    return std::string(what) + " must be float32";
+  if (v.shape.size() != 2)
+    return std::string(what) + " must be 2-D, has rank " +
+           std::to_string(v.shape.size());
+  return "";
+}
+
+std::string dims(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+/// Y = alpha * op(A) * op(B) + beta * Y (row-major, Y is [M, N]).
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+           float alpha, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float beta, float *y) {
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M * N; ++i)
+      y[i] = beta == 0.0f ? 0.0f : beta * y[i];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, y,
+              static_cast<int>(N));
+}
+
+std::string gemm(const KernelArgs &args) {
+  if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
+      args.outputs.size() != 1)
+    return "expects inputs (A, B, C?) and 1 output";
+  const TensorView &A = args.inputs[0], &B = args.inputs[1], &Y = args.outputs[0];
+  for (auto [v, what] : {std::pair{&A, "A"}, {&B, "B"}, {&Y, "Y"}})
+    if (auto err = checkMatrix(*v, what); !err.empty())
+      return err;
+  bool transA = args.intAttr("transA", 0) != 0;
+  bool transB = args.intAttr("transB", 0) != 0;
+  float alpha = static_cast<float>(args.floatAttr("alpha", 1.0));
+  float beta = static_cast<float>(args.floatAttr("beta", 1.0));
+  int64_t M = Y.shape[0], N = Y.shape[1];
+  int64_t am = transA ? A.shape[1] : A.shape[0];
+  int64_t K = transA ? A.shape[0] : A.shape[1];
+  int64_t bk = transB ? B.shape[1] : B.shape[0];
+  int64_t bn = transB ? B.shape[0] : B.shape[1];
+  if (am != M || bn != N || bk != K)
+    return "local shapes do not match: A " + dims(A.shape) + " B " +
+           dims(B.shape) + " Y " + dims(Y.shape) +
+           (transA ? " transA" : "") + (transB ? " transB" : "");
+  float *y = Y.f32();
+  bool hasC = args.inputs.size() == 3 && args.inputs[2].present();
+  if (hasC) {
+    const TensorView &C = args.inputs[2];
+    if (C.dtype != DType::F32)
+      return "C must be float32";
+    std::vector<int64_t> off;
+    if (auto err = broadcastOffsets(Y, C, off); !err.empty())
+      return "C: " + err;
+    const float *c = C.f32();
+    for (int64_t i = 0; i < M * N; ++i)
+      y[i] = beta * c[off[i]];
+  }
+  sgemm(transA, transB, M, N, K, alpha, A.f32(), A.shape[1], B.f32(),
+        B.shape[1], hasC ? 1.0f : 0.0f, y);
+  return "";
+}
+
+std::string matMul(const KernelArgs &args) {
+  if (args.inputs.size() != 2 || args.outputs.size() != 1)
+    return "expects 2 inputs and 1 output";
+  const TensorView &A = args.inputs[0], &B = args.inputs[1], &Y = args.outputs[0];
+  for (auto [v, what] : {std::pair{&A, "A"}, {&B, "B"}, {&Y, "Y"}})
+    if (auto err = checkMatrix(*v, what); !err.empty())
+      return err;
+  if (A.shape[0] != Y.shape[0] || B.shape[1] != Y.shape[1] ||
+      A.shape[1] != B.shape[0])
+    return "local shapes do not match: A " + dims(A.shape) + " B " +
+           dims(B.shape) + " Y " + dims(Y.shape);
+  sgemm(false, false, Y.shape[0], Y.shape[1], A.shape[1], 1.0f, A.f32(),
+        A.shape[1], B.f32(), B.shape[1], 0.0f, Y.f32());
+  return "";
+}
+
+std::string transpose(const KernelArgs &args) {
+  if (args.inputs.size() != 1 || args.outputs.size() != 1)
+    return "expects 1 input and 1 output";
+  const TensorView &X = args.inputs[0], &Y = args.outputs[0];
+  for (auto [v, what] : {std::pair{&X, "X"}, {&Y, "Y"}})
+    if (auto err = checkMatrix(*v, what); !err.empty())
+      return err;
+  if (args.attrs)
+    for (const auto &a : *args.attrs)
+      if (a.name == "perm" && a.ints != std::vector<int64_t>{1, 0})
+        return "only the 2-D permutation [1, 0] is supported";
+  int64_t M = X.shape[0], N = X.shape[1];
+  if (Y.shape[0] != N || Y.shape[1] != M)
+    return "local shapes do not match: X " + dims(X.shape) + " Y " +
+           dims(Y.shape);
+  const float *x = X.f32();
+  float *y = Y.f32();
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      y[n * M + m] = x[m * N + n];
+  return "";
+}
+
+std::string biasGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 1 || args.outputs.size() != 1)
+    return "expects 1 input and 1 output";
+  const TensorView &dY = args.inputs[0], &dB = args.outputs[0];
+  if (auto err = checkMatrix(dY, "dY"); !err.empty())
+    return err;
+  if (dB.dtype != DType::F32 || dB.shape.size() != 1 ||
+      dB.shape[0] != dY.shape[1])
+    return "local shapes do not match: dY " + dims(dY.shape) + " dB " +
+           dims(dB.shape);
+  int64_t M = dY.shape[0], N = dY.shape[1];
+  const float *g = dY.f32();
+  float *b = dB.f32();
+  for (int64_t n = 0; n < N; ++n)
+    b[n] = 0.0f;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      b[n] += g[m * N + n];
+  return "";
+}
+
+} // namespace
+
+void tofu::runtime::registerMatrixKernels(void (*addKernel)(const char *,
+                                                            KernelFn)) {
+  addKernel("Gemm", gemm);
+  addKernel("MatMul", matMul);
+  addKernel("Transpose", transpose);
+  addKernel("BiasGrad", biasGrad);
+}

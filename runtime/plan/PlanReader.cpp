@@ -1,0 +1,576 @@
+//===- PlanReader.cpp - Verify and load plan.bin --------------------------===//
+//
+// Reads a plan.bin and checks, in order: the file size, the magic, the format
+// version, the header checksum, the section table (bounds, alignment, no
+// overlap, zero padding), every section checksum, the FlatBuffers verifier,
+// and every index of the decoded plan (tensors, buffers, devices, regions,
+// arena offsets). Any failure returns a message naming what was expected and
+// what was found; no input makes it crash.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tofu/runtime/Plan.h"
+
+#include "PlanContainer.h"
+#include "plan_generated.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <sstream>
+
+using namespace tofu::plan;
+namespace fbs = tofu::plan::fb;
+namespace ct = tofu::plan::container;
+
+namespace {
+
+const char *kRecompile = "the file is corrupt; recompile it with tofuc";
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016llx",
+                static_cast<unsigned long long>(v));
+  return buf;
+}
+
+/// The bytes as text, non-printable ones as \xNN.
+std::string printable(const uint8_t *p, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"' && p[i] != '\\') {
+      s += static_cast<char>(p[i]);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", p[i]);
+      s += buf;
+    }
+  }
+  return s;
+}
+
+/// Largest element count of any tensor (keeps byte sizes far from overflow).
+constexpr int64_t kMaxElements = int64_t(1) << 56;
+
+std::vector<int64_t> toVec(const flatbuffers::Vector<int64_t> *v) {
+  return v ? std::vector<int64_t>(v->begin(), v->end())
+           : std::vector<int64_t>();
+}
+std::vector<int32_t> toVec(const flatbuffers::Vector<int32_t> *v) {
+  return v ? std::vector<int32_t>(v->begin(), v->end())
+           : std::vector<int32_t>();
+}
+std::string toStr(const flatbuffers::String *s) {
+  return s ? s->str() : std::string();
+}
+
+/// Decodes the FlatBuffers plan into `plan` and checks every index.
+class PlanDecoder {
+public:
+  PlanDecoder(const fbs::Plan &root, const uint8_t *weights,
+              uint64_t weightsSize, Plan &plan)
+      : root(root), weights(weights), weightsSize(weightsSize), plan(plan) {}
+
+  std::string decode();
+
+private:
+  std::string decodeTensors();
+  std::string decodeDevice(size_t d, const fbs::Device &dev);
+  std::string decodeInstr(size_t d, size_t i, const fbs::Instr &in,
+                          Instr &out);
+  std::string checkBox(const Box &box, int32_t tensor, const std::string &what);
+  std::string checkPieces(size_t d, size_t i, const Instr &in);
+
+  const fbs::Plan &root;
+  const uint8_t *weights;
+  uint64_t weightsSize;
+  Plan &plan;
+};
+
+std::string PlanDecoder::checkBox(const Box &box, int32_t tensor,
+                                  const std::string &what) {
+  const TensorInfo &t = plan.tensors[tensor];
+  if (box.lo.size() != t.shape.size() || box.hi.size() != t.shape.size())
+    return what + ": region has rank " + std::to_string(box.lo.size()) + "/" +
+           std::to_string(box.hi.size()) + " but tensor '" + t.name +
+           "' has rank " + std::to_string(t.shape.size());
+  for (size_t i = 0; i < t.shape.size(); ++i)
+    if (box.lo[i] < 0 || box.lo[i] > box.hi[i] || box.hi[i] > t.shape[i])
+      return what + ": region [" + std::to_string(box.lo[i]) + ", " +
+             std::to_string(box.hi[i]) + ") of dimension " +
+             std::to_string(i) + " lies outside tensor '" + t.name +
+             "' (extent " + std::to_string(t.shape[i]) + ")";
+  return "";
+}
+
+std::string PlanDecoder::decodeTensors() {
+  size_t n = root.tensors() ? root.tensors()->size() : 0;
+  plan.tensors.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const fbs::Tensor *ft = root.tensors()->Get(i);
+    TensorInfo &t = plan.tensors[i];
+    std::string where = "tensor " + std::to_string(i);
+    t.name = toStr(ft->name());
+    if (ft->dtype() > static_cast<uint8_t>(DType::I64))
+      return where + " ('" + t.name + "'): unknown dtype " +
+             std::to_string(ft->dtype());
+    t.dtype = static_cast<DType>(ft->dtype());
+    if (ft->role() > static_cast<uint8_t>(TensorRole::Updated))
+      return where + " ('" + t.name + "'): unknown role " +
+             std::to_string(ft->role());
+    t.role = static_cast<TensorRole>(ft->role());
+    t.shape = toVec(ft->shape());
+    int64_t elements = 1;
+    for (int64_t dim : t.shape) {
+      if (dim < 0 || (dim > 0 && elements > kMaxElements / dim))
+        return where + " ('" + t.name + "'): invalid shape";
+      elements *= dim;
+    }
+    if (ft->tiling())
+      for (const fbs::Cut *c : *ft->tiling()) {
+        if (c->dim() < 0 || static_cast<size_t>(c->dim()) >= t.shape.size() ||
+            c->parts() < 1)
+          return where + " ('" + t.name + "'): tiling cut (" +
+                 std::to_string(c->dim()) + ", " + std::to_string(c->parts()) +
+                 ") is out of range";
+        t.tiling.push_back({c->dim(), c->parts()});
+      }
+    t.numClasses = ft->num_classes();
+    t.pairedInput = ft->paired_input();
+    t.paramName = toStr(ft->param_name());
+    t.gradientOf = ft->gradient_of();
+    if (t.pairedInput < -1 || t.pairedInput >= static_cast<int64_t>(n))
+      return where + ": paired input " + std::to_string(t.pairedInput) +
+             " is not a tensor id";
+    if (t.gradientOf < -1 || t.gradientOf >= static_cast<int64_t>(n))
+      return where + ": gradientOf " + std::to_string(t.gradientOf) +
+             " is not a tensor id";
+    if (t.numClasses < 0)
+      return where + ": negative numClasses";
+  }
+  return "";
+}
+
+std::string PlanDecoder::decodeInstr(size_t d, size_t i, const fbs::Instr &in,
+                                     Instr &out) {
+  std::string where =
+      "device " + std::to_string(d) + " instruction " + std::to_string(i);
+  if (in.kind() > static_cast<uint8_t>(Instr::Kind::Reduce))
+    return where + ": unknown instruction kind " + std::to_string(in.kind());
+  out.kind = static_cast<Instr::Kind>(in.kind());
+  out.seq = in.seq();
+  out.kernel = toStr(in.kernel());
+  out.op = toStr(in.op());
+  if (in.attrs())
+    for (const fbs::Attr *fa : *in.attrs()) {
+      Attr a;
+      a.name = toStr(fa->name());
+      if (fa->kind() > static_cast<uint8_t>(Attr::Kind::Ints))
+        return where + ": attribute '" + a.name + "' has unknown kind " +
+               std::to_string(fa->kind());
+      a.kind = static_cast<Attr::Kind>(fa->kind());
+      a.i = fa->i();
+      a.f = fa->f();
+      a.s = toStr(fa->s());
+      a.ints = toVec(fa->ints());
+      out.attrs.push_back(std::move(a));
+    }
+  out.inputs = toVec(in.inputs());
+  out.outputs = toVec(in.outputs());
+  auto shapes = [](const flatbuffers::Vector<flatbuffers::Offset<fbs::Shape>>
+                       *v) {
+    std::vector<std::vector<int64_t>> r;
+    if (v)
+      for (const fbs::Shape *s : *v)
+        r.push_back(toVec(s->dims()));
+    return r;
+  };
+  out.inputGlobalShapes = shapes(in.input_global_shapes());
+  out.outputGlobalShapes = shapes(in.output_global_shapes());
+  out.dst = in.dst();
+  if (in.pieces())
+    for (const fbs::Piece *fp : *in.pieces())
+      out.pieces.push_back(
+          {fp->device(), fp->buffer(), {toVec(fp->lo()), toVec(fp->hi())}});
+
+  const auto &buffers = plan.devices[d].buffers;
+  auto validBuffer = [&](int32_t b) {
+    return b >= 0 && static_cast<size_t>(b) < buffers.size();
+  };
+  if (out.kind == Instr::Kind::Compute) {
+    if (out.kernel.empty())
+      return where + ": compute instruction without a kernel name";
+    for (int32_t b : out.inputs)
+      if (b != -1 && !validBuffer(b))
+        return where + " (" + out.kernel + "): input buffer " +
+               std::to_string(b) + " does not exist (device has " +
+               std::to_string(buffers.size()) + " buffers)";
+    for (int32_t b : out.outputs)
+      if (!validBuffer(b))
+        return where + " (" + out.kernel + "): output buffer " +
+               std::to_string(b) + " does not exist (device has " +
+               std::to_string(buffers.size()) + " buffers)";
+    if (!out.inputGlobalShapes.empty() &&
+        out.inputGlobalShapes.size() != out.inputs.size())
+      return where + " (" + out.kernel + "): " +
+             std::to_string(out.inputGlobalShapes.size()) +
+             " input global shapes for " + std::to_string(out.inputs.size()) +
+             " inputs";
+    if (!out.outputGlobalShapes.empty() &&
+        out.outputGlobalShapes.size() != out.outputs.size())
+      return where + " (" + out.kernel + "): " +
+             std::to_string(out.outputGlobalShapes.size()) +
+             " output global shapes for " +
+             std::to_string(out.outputs.size()) + " outputs";
+    return "";
+  }
+  if (!validBuffer(out.dst))
+    return where + ": destination buffer " + std::to_string(out.dst) +
+           " does not exist (device has " + std::to_string(buffers.size()) +
+           " buffers)";
+  return "";
+}
+
+std::string PlanDecoder::checkPieces(size_t d, size_t i, const Instr &in) {
+  if (in.kind == Instr::Kind::Compute)
+    return "";
+  std::string where =
+      "device " + std::to_string(d) + " instruction " + std::to_string(i);
+  const Buffer &dst = plan.devices[d].buffers[in.dst];
+  const TensorInfo &dstT = plan.tensors[dst.tensor];
+  for (size_t p = 0; p < in.pieces.size(); ++p) {
+    const Piece &piece = in.pieces[p];
+    std::string pw = where + " piece " + std::to_string(p);
+    if (piece.device < 0 ||
+        static_cast<size_t>(piece.device) >= plan.devices.size())
+      return pw + ": device " + std::to_string(piece.device) +
+             " does not exist (plan has " +
+             std::to_string(plan.devices.size()) + " devices)";
+    const auto &srcBuffers = plan.devices[piece.device].buffers;
+    if (piece.buffer < 0 || static_cast<size_t>(piece.buffer) >= srcBuffers.size())
+      return pw + ": buffer " + std::to_string(piece.buffer) +
+             " does not exist on device " + std::to_string(piece.device);
+    const Buffer &src = srcBuffers[piece.buffer];
+    const TensorInfo &srcT = plan.tensors[src.tensor];
+    if (srcT.dtype != dstT.dtype)
+      return pw + ": source tensor '" + srcT.name +
+             "' and destination tensor '" + dstT.name +
+             "' have different element types";
+    if (std::string err = checkBox(piece.region, src.tensor, pw); !err.empty())
+      return err;
+    for (size_t k = 0; k < piece.region.lo.size(); ++k) {
+      if (piece.region.lo[k] < src.region.lo[k] ||
+          piece.region.hi[k] > src.region.hi[k])
+        return pw + ": region is not inside its source buffer's region "
+                    "(dimension " + std::to_string(k) + ")";
+      if (dst.region.lo.size() != piece.region.lo.size() ||
+          piece.region.lo[k] < dst.region.lo[k] ||
+          piece.region.hi[k] > dst.region.hi[k])
+        return pw + ": region is not inside the destination buffer's region "
+                    "(dimension " + std::to_string(k) + ")";
+    }
+    if (dst.region.lo.size() != piece.region.lo.size())
+      return pw + ": rank differs from the destination buffer's rank";
+  }
+  return "";
+}
+
+std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
+  DeviceProgram &dev = plan.devices[d];
+  std::string where = "device " + std::to_string(d);
+  dev.peakBytes = fd.peak_bytes();
+  dev.commBytes = fd.comm_bytes();
+  uint64_t wOff = fd.weights_offset(), wSize = fd.weights_size();
+  if (wOff > weightsSize || wSize > weightsSize - wOff)
+    return where + ": weights range [" + std::to_string(wOff) + ", +" +
+           std::to_string(wSize) + ") lies outside the WEIGHTS section (" +
+           std::to_string(weightsSize) + " bytes)";
+
+  size_t nb = fd.buffers() ? fd.buffers()->size() : 0;
+  dev.buffers.resize(nb);
+  for (size_t b = 0; b < nb; ++b) {
+    const fbs::Buffer *fb = fd.buffers()->Get(b);
+    Buffer &buf = dev.buffers[b];
+    std::string bw = where + " buffer " + std::to_string(b);
+    buf.tensor = fb->tensor();
+    if (buf.tensor < 0 || static_cast<size_t>(buf.tensor) >= plan.tensors.size())
+      return bw + ": tensor id " + std::to_string(buf.tensor) +
+             " is out of range (plan has " +
+             std::to_string(plan.tensors.size()) + " tensors)";
+    buf.region = {toVec(fb->lo()), toVec(fb->hi())};
+    if (std::string err = checkBox(buf.region, buf.tensor, bw); !err.empty())
+      return err;
+    buf.partial = fb->partial();
+    buf.owned = fb->owned();
+    buf.offset = fb->offset();
+    buf.bytes = fb->bytes();
+    const TensorInfo &t = plan.tensors[buf.tensor];
+    uint64_t expect = static_cast<uint64_t>(buf.region.numElements()) *
+                      dtypeSize(t.dtype);
+    if (buf.bytes != expect)
+      return bw + " (tensor '" + t.name + "'): " + std::to_string(buf.bytes) +
+             " bytes recorded but its region needs " + std::to_string(expect);
+    if (buf.offset > dev.peakBytes || buf.bytes > dev.peakBytes - buf.offset)
+      return bw + " (tensor '" + t.name + "'): bytes [" +
+             std::to_string(buf.offset) + ", " +
+             std::to_string(buf.offset + buf.bytes) +
+             ") exceed the device arena of " + std::to_string(dev.peakBytes) +
+             " bytes (peakBytes)";
+    if (buf.offset % dtypeSize(t.dtype) != 0)
+      return bw + " (tensor '" + t.name + "'): arena offset " +
+             std::to_string(buf.offset) + " is not a multiple of the element "
+             "size";
+    if (fb->has_init()) {
+      uint64_t io = fb->init_offset();
+      if (io > wSize || buf.bytes > wSize - io)
+        return bw + " (tensor '" + t.name + "'): initial contents [" +
+               std::to_string(io) + ", +" + std::to_string(buf.bytes) +
+               ") lie outside the device's weights range (" +
+               std::to_string(wSize) + " bytes)";
+      const uint8_t *p = weights + wOff + io;
+      buf.init.assign(p, p + buf.bytes);
+    }
+  }
+
+  size_t ni = fd.instrs() ? fd.instrs()->size() : 0;
+  dev.instrs.resize(ni);
+  for (size_t i = 0; i < ni; ++i) {
+    if (std::string err = decodeInstr(d, i, *fd.instrs()->Get(i), dev.instrs[i]);
+        !err.empty())
+      return err;
+    if (i > 0 && dev.instrs[i].seq < dev.instrs[i - 1].seq)
+      return where + " instruction " + std::to_string(i) + ": seq " +
+             std::to_string(dev.instrs[i].seq) + " is smaller than the previous "
+             "instruction's seq " + std::to_string(dev.instrs[i - 1].seq) +
+             " (instructions must be in increasing seq)";
+  }
+  return "";
+}
+
+std::string PlanDecoder::decode() {
+  plan.producer = toStr(root.producer());
+  plan.modelFingerprint = root.model_fingerprint();
+  plan.numDevices = root.num_devices();
+  plan.batchSize = root.batch_size();
+  plan.partitioner = toStr(root.partitioner());
+  plan.searchSeconds = root.search_seconds();
+  plan.commBytes = root.comm_bytes();
+  plan.optimizer.kind = toStr(root.optimizer_kind());
+  plan.optimizer.learningRate = root.learning_rate();
+  plan.summary = toStr(root.summary());
+  if (std::string err = decodeTensors(); !err.empty())
+    return err;
+  size_t nt = plan.tensors.size();
+  plan.lossTensor = root.loss_tensor();
+  if (plan.lossTensor < -1 || plan.lossTensor >= static_cast<int64_t>(nt))
+    return "loss tensor " + std::to_string(plan.lossTensor) +
+           " is not a tensor id";
+  if (root.param_updates())
+    for (const fbs::ParamUpdate *u : *root.param_updates()) {
+      if (u->param() < 0 || static_cast<size_t>(u->param()) >= nt ||
+          u->updated() < 0 || static_cast<size_t>(u->updated()) >= nt)
+        return "parameter update (" + std::to_string(u->param()) + ", " +
+               std::to_string(u->updated()) + ") names a tensor that does not "
+               "exist";
+      plan.paramUpdates.emplace_back(u->param(), u->updated());
+    }
+  size_t nd = root.devices() ? root.devices()->size() : 0;
+  if (nd == 0 || nd != plan.numDevices)
+    return "the plan says it has " + std::to_string(plan.numDevices) +
+           " devices but holds " + std::to_string(nd) + " device programs";
+  plan.devices.resize(nd);
+  for (size_t d = 0; d < nd; ++d)
+    if (std::string err = decodeDevice(d, *root.devices()->Get(d));
+        !err.empty())
+      return err;
+  // Pieces refer to buffers of other devices: check after all are decoded.
+  for (size_t d = 0; d < nd; ++d)
+    for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i)
+      if (std::string err = checkPieces(d, i, plan.devices[d].instrs[i]);
+          !err.empty())
+        return err;
+  return "";
+}
+
+struct SectionEntry {
+  uint32_t kind;
+  uint64_t offset, size, checksum;
+};
+
+/// Verifies the container and decodes it.
+std::string readContainer(const std::vector<uint8_t> &file, Plan &plan) {
+  const uint64_t size = file.size();
+  const uint8_t *p = file.data();
+  if (size < ct::kOffHeaderSize)
+    return "file is " + std::to_string(size) +
+           " bytes, too small to be a plan.bin; " + kRecompile;
+  if (std::memcmp(p, ct::kMagic, sizeof(ct::kMagic)) != 0)
+    return "not a plan.bin: expected magic \"TOFUPLAN\", found \"" +
+           printable(p, 8) + "\" (is this the right file?)";
+  uint16_t major = ct::loadLE(p + ct::kOffMajor, 2);
+  uint16_t minor = ct::loadLE(p + ct::kOffMinor, 2);
+  if (major > ct::kMajor)
+    return "plan.bin format " + std::to_string(major) + "." +
+           std::to_string(minor) + " is newer than this tofu-run supports (" +
+           std::to_string(ct::kMajor) +
+           ".x); rebuild tofu-run or recompile the plan";
+  if (major < ct::kMajor)
+    return "plan.bin format " + std::to_string(major) + "." +
+           std::to_string(minor) + " is older than this tofu-run supports (" +
+           std::to_string(ct::kMajor) + ".x); recompile the plan with tofuc";
+  if (size < ct::kFixedHeaderBytes)
+    return "file is " + std::to_string(size) +
+           " bytes, shorter than the plan.bin header (" +
+           std::to_string(ct::kFixedHeaderBytes) + " bytes); " + kRecompile;
+  uint64_t headerSize = ct::loadLE(p + ct::kOffHeaderSize, 4);
+  uint64_t fileSize = ct::loadLE(p + ct::kOffFileSize, 8);
+  uint64_t numSections = ct::loadLE(p + ct::kOffNumSections, 4);
+  if (fileSize != size)
+    return "header records a file size of " + std::to_string(fileSize) +
+           " bytes but the file has " + std::to_string(size) +
+           " (truncated or appended to); " + kRecompile;
+  if (numSections > 1024 ||
+      headerSize != ct::kFixedHeaderBytes + numSections * ct::kSectionEntryBytes ||
+      headerSize > size)
+    return "header size " + std::to_string(headerSize) + " does not match " +
+           std::to_string(numSections) + " sections; " + kRecompile;
+  uint64_t expectHeader = ct::loadLE(p + ct::kOffHeaderChecksum, 8);
+  uint64_t foundHeader = ct::headerChecksum(p, headerSize);
+  if (expectHeader != foundHeader)
+    return "checksum mismatch in the header: expected " + hex(expectHeader) +
+           ", found " + hex(foundHeader) + "; " + kRecompile;
+  if (ct::loadLE(p + ct::kOffReserved0, 8) != 0 ||
+      ct::loadLE(p + ct::kOffReserved1, 8) != 0)
+    return std::string("reserved header fields are not zero; ") + kRecompile;
+
+  std::vector<SectionEntry> sections;
+  for (uint64_t i = 0; i < numSections; ++i) {
+    const uint8_t *e = p + ct::kFixedHeaderBytes + i * ct::kSectionEntryBytes;
+    SectionEntry s{static_cast<uint32_t>(ct::loadLE(e, 4)),
+                   ct::loadLE(e + 8, 8), ct::loadLE(e + 16, 8),
+                   ct::loadLE(e + 24, 8)};
+    std::string name = std::string(ct::sectionName(s.kind)) + " section";
+    if (s.offset < headerSize || s.offset > size || s.size > size - s.offset)
+      return name + " [" + std::to_string(s.offset) + ", +" +
+             std::to_string(s.size) + ") lies outside the file (" +
+             std::to_string(size) + " bytes) or inside the header; " +
+             kRecompile;
+    if (s.offset % ct::kSectionAlign != 0)
+      return name + " starts at misaligned offset " + std::to_string(s.offset) +
+             "; " + kRecompile;
+    for (const SectionEntry &o : sections) {
+      if (o.kind == s.kind)
+        return name + " appears twice; " + kRecompile;
+      if (s.offset < o.offset + o.size && o.offset < s.offset + s.size)
+        return name + " overlaps the " + ct::sectionName(o.kind) +
+               " section; " + kRecompile;
+    }
+    if (ct::loadLE(e + 4, 4) != 0)
+      return name + " has unknown flags; " + kRecompile;
+    sections.push_back(s);
+  }
+  // Every byte outside the header and the sections is zero padding.
+  std::vector<std::pair<uint64_t, uint64_t>> used = {{0, headerSize}};
+  for (const SectionEntry &s : sections)
+    used.emplace_back(s.offset, s.offset + s.size);
+  std::sort(used.begin(), used.end());
+  uint64_t cursor = 0;
+  for (const auto &[lo, hi] : used) {
+    for (uint64_t b = cursor; b < lo; ++b)
+      if (p[b] != 0)
+        return "non-zero byte at offset " + std::to_string(b) +
+               " between sections; " + kRecompile;
+    cursor = std::max(cursor, hi);
+  }
+  for (uint64_t b = cursor; b < size; ++b)
+    if (p[b] != 0)
+      return "non-zero byte at offset " + std::to_string(b) +
+             " after the last section; " + kRecompile;
+
+  const SectionEntry *planSec = nullptr, *weightsSec = nullptr,
+                     *modelSec = nullptr;
+  for (const SectionEntry &s : sections) {
+    uint64_t found = ct::fnv1a64(p + s.offset, s.size);
+    if (found != s.checksum)
+      return std::string("checksum mismatch in the ") +
+             ct::sectionName(s.kind) + " section: expected " +
+             hex(s.checksum) + ", found " + hex(found) + "; " + kRecompile;
+    if (s.kind == ct::kSectionPlan)
+      planSec = &s;
+    else if (s.kind == ct::kSectionWeights)
+      weightsSec = &s;
+    else if (s.kind == ct::kSectionModel)
+      modelSec = &s;
+    // Unknown kinds (from a newer minor version) are checked and skipped.
+  }
+  if (!planSec)
+    return std::string("the file has no PLAN section; ") + kRecompile;
+
+  flatbuffers::Verifier verifier(p + planSec->offset, planSec->size,
+                                 /*max_depth=*/64, /*max_tables=*/1u << 30);
+  if (!fbs::VerifyPlanBuffer(verifier))
+    return std::string("the PLAN section fails FlatBuffers verification; ") +
+           kRecompile;
+  const fbs::Plan *root = fbs::GetPlan(p + planSec->offset);
+  const uint8_t *weights = weightsSec ? p + weightsSec->offset : nullptr;
+  uint64_t weightsSize = weightsSec ? weightsSec->size : 0;
+  if (std::string err = PlanDecoder(*root, weights, weightsSize, plan).decode();
+      !err.empty())
+    return "invalid plan: " + err + "; recompile it with tofuc";
+  if (root->num_devices() != ct::loadLE(p + ct::kOffNumDevices, 4) ||
+      root->model_fingerprint() != ct::loadLE(p + ct::kOffFingerprint, 8))
+    return std::string("the header and the PLAN section disagree on the "
+                       "device count or model fingerprint; ") +
+           kRecompile;
+  if (modelSec)
+    plan.onnxModel.assign(p + modelSec->offset,
+                          p + modelSec->offset + modelSec->size);
+  return "";
+}
+
+} // namespace
+
+std::string tofu::plan::readPlanBytes(const std::vector<uint8_t> &bytes,
+                                      Plan &plan) {
+  plan = Plan();
+  try {
+    std::string err = readContainer(bytes, plan);
+    if (!err.empty())
+      plan = Plan();
+    return err;
+  } catch (const std::bad_alloc &) {
+    plan = Plan();
+    return "out of memory while loading the plan";
+  }
+}
+
+std::string tofu::plan::readPlan(const std::string &path, Plan &plan) {
+  plan = Plan();
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return "cannot open plan '" + path + "': " + std::strerror(errno);
+  if (!S_ISREG(st.st_mode))
+    return "cannot read plan '" + path + "': not a regular file";
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return "cannot open plan '" + path + "': " + std::strerror(errno);
+  std::vector<uint8_t> file;
+  try {
+    file.resize(static_cast<size_t>(st.st_size));
+    in.read(reinterpret_cast<char *>(file.data()),
+            static_cast<std::streamsize>(file.size()));
+    if (static_cast<uint64_t>(in.gcount()) != file.size())
+      return "cannot read plan '" + path + "': short read";
+    if (std::string err = readPlanBytes(file, plan); !err.empty())
+      return "'" + path + "': " + err;
+  } catch (const std::bad_alloc &) {
+    plan = Plan();
+    return "'" + path + "': out of memory while loading the plan";
+  }
+  return "";
+}

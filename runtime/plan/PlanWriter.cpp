@@ -1,0 +1,251 @@
+//===- PlanWriter.cpp - Serialize a Plan into plan.bin --------------------===//
+//
+// Builds the PLAN section with FlatBuffers, lays the initial buffer contents
+// out per device in the WEIGHTS section, appends the ONNX model as the MODEL
+// section, and wraps the three in the checksummed container described in
+// runtime/plan/README.md. The output depends only on the Plan: the same Plan
+// always gives byte-identical files.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tofu/runtime/Plan.h"
+
+#include "PlanContainer.h"
+#include "plan_generated.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+using namespace tofu::plan;
+namespace fbs = tofu::plan::fb;
+namespace ct = tofu::plan::container;
+
+namespace {
+
+/// Serializes the in-memory plan into FlatBuffers; `weights` receives the
+/// WEIGHTS section (each device's init bytes contiguous, in buffer order).
+class PlanSerializer {
+public:
+  explicit PlanSerializer(const Plan &plan) : plan(plan) {}
+
+  std::string build(std::vector<uint8_t> &planBytes,
+                    std::vector<uint8_t> &weights);
+
+private:
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>>
+  longs(const std::vector<int64_t> &v) {
+    return fbb.CreateVector(v);
+  }
+  flatbuffers::Offset<fbs::Tensor> tensor(const TensorInfo &t);
+  flatbuffers::Offset<fbs::Instr> instr(const Instr &in);
+
+  const Plan &plan;
+  flatbuffers::FlatBufferBuilder fbb{1 << 16};
+};
+
+flatbuffers::Offset<fbs::Tensor> PlanSerializer::tensor(const TensorInfo &t) {
+  std::vector<fbs::Cut> cuts;
+  for (const Cut &c : t.tiling)
+    cuts.emplace_back(c.dim, c.parts);
+  auto name = fbb.CreateString(t.name);
+  auto shape = longs(t.shape);
+  auto tiling = fbb.CreateVectorOfStructs(cuts);
+  auto paramName = fbb.CreateString(t.paramName);
+  fbs::TensorBuilder b(fbb);
+  b.add_name(name);
+  b.add_dtype(static_cast<uint8_t>(t.dtype));
+  b.add_shape(shape);
+  b.add_role(static_cast<uint8_t>(t.role));
+  b.add_tiling(tiling);
+  b.add_num_classes(t.numClasses);
+  b.add_paired_input(t.pairedInput);
+  b.add_param_name(paramName);
+  b.add_gradient_of(t.gradientOf);
+  return b.Finish();
+}
+
+flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
+  std::vector<flatbuffers::Offset<fbs::Attr>> attrs;
+  for (const Attr &a : in.attrs) {
+    auto name = fbb.CreateString(a.name);
+    auto s = fbb.CreateString(a.s);
+    auto ints = longs(a.ints);
+    attrs.push_back(fbs::CreateAttr(fbb, name, static_cast<uint8_t>(a.kind),
+                                    a.i, a.f, s, ints));
+  }
+  auto shapes = [&](const std::vector<std::vector<int64_t>> &v) {
+    std::vector<flatbuffers::Offset<fbs::Shape>> out;
+    for (const auto &dims : v)
+      out.push_back(fbs::CreateShape(fbb, longs(dims)));
+    return fbb.CreateVector(out);
+  };
+  std::vector<flatbuffers::Offset<fbs::Piece>> pieces;
+  for (const Piece &p : in.pieces) {
+    auto lo = longs(p.region.lo);
+    auto hi = longs(p.region.hi);
+    pieces.push_back(fbs::CreatePiece(fbb, p.device, p.buffer, lo, hi));
+  }
+  auto kernel = fbb.CreateString(in.kernel);
+  auto attrVec = fbb.CreateVector(attrs);
+  auto inputs = fbb.CreateVector(in.inputs);
+  auto outputs = fbb.CreateVector(in.outputs);
+  auto inShapes = shapes(in.inputGlobalShapes);
+  auto outShapes = shapes(in.outputGlobalShapes);
+  auto pieceVec = fbb.CreateVector(pieces);
+  auto op = fbb.CreateString(in.op);
+  return fbs::CreateInstr(fbb, static_cast<uint8_t>(in.kind), in.seq, kernel,
+                          attrVec, inputs, outputs, inShapes, outShapes,
+                          in.dst, pieceVec, op);
+}
+
+std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
+                                  std::vector<uint8_t> &weights) {
+  std::vector<flatbuffers::Offset<fbs::Tensor>> tensors;
+  for (const TensorInfo &t : plan.tensors)
+    tensors.push_back(tensor(t));
+
+  std::vector<flatbuffers::Offset<fbs::Device>> devices;
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const DeviceProgram &dev = plan.devices[d];
+    uint64_t weightsOffset = weights.size();
+    std::vector<flatbuffers::Offset<fbs::Buffer>> buffers;
+    for (size_t b = 0; b < dev.buffers.size(); ++b) {
+      const Buffer &buf = dev.buffers[b];
+      bool hasInit = !buf.init.empty();
+      if (hasInit && buf.init.size() != buf.bytes)
+        return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
+               ": init holds " + std::to_string(buf.init.size()) +
+               " bytes but the buffer has " + std::to_string(buf.bytes);
+      uint64_t initOffset = weights.size() - weightsOffset;
+      weights.insert(weights.end(), buf.init.begin(), buf.init.end());
+      auto lo = longs(buf.region.lo);
+      auto hi = longs(buf.region.hi);
+      buffers.push_back(fbs::CreateBuffer(fbb, buf.tensor, lo, hi, buf.partial,
+                                          buf.owned, buf.offset, buf.bytes,
+                                          hasInit, hasInit ? initOffset : 0));
+    }
+    std::vector<flatbuffers::Offset<fbs::Instr>> instrs;
+    for (const Instr &in : dev.instrs)
+      instrs.push_back(instr(in));
+    auto bufVec = fbb.CreateVector(buffers);
+    auto instrVec = fbb.CreateVector(instrs);
+    devices.push_back(fbs::CreateDevice(fbb, bufVec, instrVec, dev.peakBytes,
+                                        dev.commBytes, weightsOffset,
+                                        weights.size() - weightsOffset));
+  }
+
+  std::vector<fbs::ParamUpdate> updates;
+  for (const auto &[param, updated] : plan.paramUpdates)
+    updates.emplace_back(param, updated);
+
+  auto producer = fbb.CreateString(plan.producer);
+  auto partitioner = fbb.CreateString(plan.partitioner);
+  auto optKind = fbb.CreateString(plan.optimizer.kind);
+  auto tensorVec = fbb.CreateVector(tensors);
+  auto updateVec = fbb.CreateVectorOfStructs(updates);
+  auto deviceVec = fbb.CreateVector(devices);
+  auto summary = fbb.CreateString(plan.summary);
+  auto root = fbs::CreatePlan(
+      fbb, producer, plan.modelFingerprint, plan.numDevices, plan.batchSize,
+      partitioner, plan.searchSeconds, plan.commBytes, optKind,
+      plan.optimizer.learningRate, tensorVec, plan.lossTensor, updateVec,
+      deviceVec, summary);
+  fbs::FinishPlanBuffer(fbb, root);
+  planBytes.assign(fbb.GetBufferPointer(),
+                   fbb.GetBufferPointer() + fbb.GetSize());
+  return "";
+}
+
+uint64_t alignUp(uint64_t value) {
+  return (value + ct::kSectionAlign - 1) / ct::kSectionAlign *
+         ct::kSectionAlign;
+}
+
+} // namespace
+
+std::string tofu::plan::writePlanBytes(const Plan &plan,
+                                      std::vector<uint8_t> &file) {
+  std::vector<uint8_t> planBytes, weights;
+  if (std::string err = PlanSerializer(plan).build(planBytes, weights);
+      !err.empty())
+    return err;
+
+  struct Section {
+    uint32_t kind;
+    const std::vector<uint8_t> *bytes;
+  };
+  const Section sections[] = {{ct::kSectionPlan, &planBytes},
+                              {ct::kSectionWeights, &weights},
+                              {ct::kSectionModel, &plan.onnxModel}};
+  const size_t numSections = sizeof(sections) / sizeof(sections[0]);
+  const size_t headerSize =
+      ct::kFixedHeaderBytes + numSections * ct::kSectionEntryBytes;
+
+  // Lay the sections out after the header, each 8-byte aligned, zero padding.
+  std::vector<uint64_t> offsets;
+  uint64_t end = alignUp(headerSize);
+  for (const Section &s : sections) {
+    offsets.push_back(end);
+    end = alignUp(end + s.bytes->size());
+  }
+  const Section &last = sections[numSections - 1];
+  uint64_t fileSize = offsets.back() + last.bytes->size();
+
+  file.assign(fileSize, 0);
+  std::memcpy(file.data() + ct::kOffMagic, ct::kMagic, sizeof(ct::kMagic));
+  ct::storeLE(&file[ct::kOffMajor], ct::kMajor, 2);
+  ct::storeLE(&file[ct::kOffMinor], ct::kMinor, 2);
+  ct::storeLE(&file[ct::kOffHeaderSize], headerSize, 4);
+  ct::storeLE(&file[ct::kOffFileSize], fileSize, 8);
+  ct::storeLE(&file[ct::kOffFingerprint], plan.modelFingerprint, 8);
+  ct::storeLE(&file[ct::kOffNumDevices], plan.numDevices, 4);
+  ct::storeLE(&file[ct::kOffNumSections], numSections, 4);
+  std::memcpy(&file[ct::kOffProducer], plan.producer.data(),
+              std::min(plan.producer.size(), ct::kProducerBytes - 1));
+  for (size_t i = 0; i < numSections; ++i) {
+    uint8_t *entry =
+        &file[ct::kFixedHeaderBytes + i * ct::kSectionEntryBytes];
+    const std::vector<uint8_t> &bytes = *sections[i].bytes;
+    ct::storeLE(entry + 0, sections[i].kind, 4);
+    ct::storeLE(entry + 4, 0, 4);
+    ct::storeLE(entry + 8, offsets[i], 8);
+    ct::storeLE(entry + 16, bytes.size(), 8);
+    ct::storeLE(entry + 24, ct::fnv1a64(bytes.data(), bytes.size()), 8);
+    if (!bytes.empty())
+      std::memcpy(&file[offsets[i]], bytes.data(), bytes.size());
+  }
+  ct::storeLE(&file[ct::kOffHeaderChecksum],
+              ct::headerChecksum(file.data(), headerSize), 8);
+  return "";
+}
+
+std::string tofu::plan::writePlan(const Plan &plan, const std::string &path) {
+  std::vector<uint8_t> file;
+  if (std::string err = writePlanBytes(plan, file); !err.empty())
+    return "cannot write plan '" + path + "': " + err;
+
+  // Write to a temporary file in the same directory, then rename, so that a
+  // failure never leaves a half-written plan behind.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return "cannot open '" + tmp + "' for writing: " + std::strerror(errno);
+    out.write(reinterpret_cast<const char *>(file.data()),
+              static_cast<std::streamsize>(file.size()));
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return "cannot write '" + tmp + "' (disk full?)";
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string err = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return "cannot rename '" + tmp + "' to '" + path + "': " + err;
+  }
+  return "";
+}

@@ -1,0 +1,375 @@
+//===- tofu-run.cpp - Execute a compiled tofu plan ------------------------===//
+//
+//   tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda] [--report out.json]
+//                     [--save trained.onnx] [--dump DIR] [--dump-plan]
+//                     [--quiet]
+//
+// Loads and verifies plan.bin, runs N training steps on synthetic data and
+// reports loss, time, samples/s, peak memory and bytes moved (planned vs
+// measured). Every error is one line on stderr starting with
+// "tofu-run: error: " and exit code 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tofu/runtime/CpuBackend.h"
+#include "tofu/runtime/NpyWriter.h"
+#include "tofu/runtime/OnnxSave.h"
+#include "tofu/runtime/Plan.h"
+#include "tofu/runtime/RunReport.h"
+#include "tofu/runtime/TensorAssembly.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+using namespace tofu;
+using namespace tofu::plan;
+using namespace tofu::runtime;
+
+namespace {
+
+const char *kUsage =
+    "usage: tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda]\n"
+    "                [--report out.json] [--save trained.onnx] [--dump DIR]\n"
+    "                [--dump-plan] [--quiet]\n"
+    "\n"
+    "  --steps N          training steps to run (default 10)\n"
+    "  --backend B        auto (default: the CPU backend), cpu, or cuda\n"
+    "  --report FILE      write a JSON report (loss, time, memory, bytes)\n"
+    "  --save FILE        write the trained weights into the plan's ONNX model\n"
+    "  --dump DIR         write step-1 inputs, gradients and initial params as .npy\n"
+    "  --dump-plan        print the plan summary and exit\n"
+    "  --quiet            print no per-step lines\n";
+
+int fail(const std::string &msg) {
+  std::fprintf(stderr, "tofu-run: error: %s\n", msg.c_str());
+  return 1;
+}
+
+struct Options {
+  std::string planPath, backend = "auto", reportPath, savePath, dumpDir;
+  int64_t steps = 10;
+  bool dumpPlan = false, quiet = false;
+};
+
+std::string parseArgs(int argc, char **argv, Options &opts) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &out) -> std::string {
+      if (i + 1 >= argc)
+        return "option " + a + " needs a value";
+      out = argv[++i];
+      return "";
+    };
+    std::string err;
+    if (a == "--steps") {
+      std::string v;
+      if (!(err = value(v)).empty())
+        return err;
+      char *end = nullptr;
+      errno = 0;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || errno != 0 || n < 1)
+        return "--steps expects a positive integer, got '" + v + "'";
+      opts.steps = n;
+    } else if (a == "--backend") {
+      if (!(err = value(opts.backend)).empty())
+        return err;
+      if (opts.backend != "auto" && opts.backend != "cpu" &&
+          opts.backend != "cuda")
+        return "--backend expects auto, cpu or cuda, got '" + opts.backend +
+               "'";
+    } else if (a == "--report") {
+      if (!(err = value(opts.reportPath)).empty())
+        return err;
+    } else if (a == "--save") {
+      if (!(err = value(opts.savePath)).empty())
+        return err;
+    } else if (a == "--dump") {
+      if (!(err = value(opts.dumpDir)).empty())
+        return err;
+    } else if (a == "--dump-plan") {
+      opts.dumpPlan = true;
+    } else if (a == "--quiet") {
+      opts.quiet = true;
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (!a.empty() && a[0] == '-') {
+      return "unknown option '" + a + "' (see tofu-run --help)";
+    } else if (opts.planPath.empty()) {
+      opts.planPath = a;
+    } else {
+      return "more than one plan file given ('" + opts.planPath + "' and '" +
+             a + "')";
+    }
+  }
+  if (opts.planPath.empty())
+    return "no plan file given (usage: tofu-run plan.bin [options]; see "
+           "--help)";
+  return "";
+}
+
+std::string sanitize(std::string name) {
+  for (char &c : name)
+    if (c == '/')
+      c = '_';
+  return name;
+}
+
+/// The name a Param is known by in --save and --dump files.
+std::string paramLabel(const TensorInfo &t) {
+  return t.paramName.empty() ? t.name : t.paramName;
+}
+
+int64_t batchSizeOf(const Plan &plan) {
+  if (plan.batchSize > 0)
+    return plan.batchSize;
+  for (const TensorInfo &t : plan.tensors)
+    if (t.role == TensorRole::Input && !t.shape.empty())
+      return t.shape[0];
+  return 0;
+}
+
+/// Watches the owned buffers of every tensor that --dump writes from a step.
+void watchDumped(const Plan &plan, CpuExecutor &exec) {
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const auto &buffers = plan.devices[d].buffers;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const TensorInfo &t = plan.tensors[buffers[b].tensor];
+      bool dumped = t.role == TensorRole::Input ||
+                    t.role == TensorRole::Label || t.gradientOf >= 0;
+      if (dumped && buffers[b].owned)
+        exec.watch(static_cast<int32_t>(d), static_cast<int32_t>(b));
+    }
+  }
+}
+
+std::string dumpTensor(const Plan &plan, int32_t tensor,
+                       const BufferSource &source, const std::string &path) {
+  std::vector<uint8_t> bytes;
+  if (std::string err = assembleTensor(plan, tensor, source, bytes);
+      !err.empty())
+    return err;
+  const TensorInfo &t = plan.tensors[tensor];
+  return writeNpy(path, t.dtype, t.shape, bytes);
+}
+
+/// Writes param.<name>.npy from the initial values in the plan.
+std::string dumpInitialParams(const Plan &plan, const std::string &dir) {
+  BufferSource init = [&](int32_t d, int32_t b) -> const uint8_t * {
+    const Buffer &buf = plan.devices[d].buffers[b];
+    return buf.init.size() == buf.bytes && buf.bytes ? buf.init.data()
+                                                     : nullptr;
+  };
+  for (size_t t = 0; t < plan.tensors.size(); ++t)
+    if (plan.tensors[t].role == TensorRole::Param)
+      if (std::string err = dumpTensor(
+              plan, static_cast<int32_t>(t), init,
+              dir + "/param." + sanitize(paramLabel(plan.tensors[t])) + ".npy");
+          !err.empty())
+        return err;
+  return "";
+}
+
+/// Writes input.<name>.npy and grad.<param>.npy from the step-1 snapshots.
+std::string dumpStep(const Plan &plan, const CpuExecutor &exec,
+                     const std::string &dir) {
+  BufferSource snap = [&](int32_t d, int32_t b) -> const uint8_t * {
+    const std::vector<uint8_t> *s = exec.snapshot(d, b);
+    return s ? s->data() : nullptr;
+  };
+  for (size_t t = 0; t < plan.tensors.size(); ++t) {
+    const TensorInfo &info = plan.tensors[t];
+    std::string file;
+    if (info.role == TensorRole::Input || info.role == TensorRole::Label)
+      file = "input." + sanitize(info.name);
+    else if (info.gradientOf >= 0)
+      file = "grad." + sanitize(paramLabel(plan.tensors[info.gradientOf]));
+    else
+      continue;
+    if (std::string err = dumpTensor(plan, static_cast<int32_t>(t), snap,
+                                     dir + "/" + file + ".npy");
+        !err.empty())
+      return err;
+  }
+  return "";
+}
+
+std::string saveModel(const Plan &plan, const CpuExecutor &exec,
+                      const std::string &path) {
+  std::map<std::string, TrainedParam> params;
+  BufferSource live = [&](int32_t d, int32_t b) {
+    return exec.bufferData(d, b);
+  };
+  for (size_t t = 0; t < plan.tensors.size(); ++t) {
+    const TensorInfo &info = plan.tensors[t];
+    if (info.role != TensorRole::Param)
+      continue;
+    if (info.dtype != DType::F32)
+      return "parameter '" + info.name + "' is not float32";
+    if (info.paramName.empty())
+      return "parameter tensor '" + info.name + "' has no ONNX initializer "
+             "name (paramName) in the plan";
+    std::vector<uint8_t> bytes;
+    if (std::string err =
+            assembleTensor(plan, static_cast<int32_t>(t), live, bytes);
+        !err.empty())
+      return err;
+    TrainedParam p;
+    p.shape = info.shape;
+    p.values.resize(bytes.size() / sizeof(float));
+    std::memcpy(p.values.data(), bytes.data(), bytes.size());
+    params[info.paramName] = std::move(p);
+  }
+  return saveTrainedOnnx(plan.onnxModel, params, path);
+}
+
+int run(int argc, char **argv) {
+  Options opts;
+  if (std::string err = parseArgs(argc, argv, opts); !err.empty())
+    return fail(err);
+
+  Plan plan;
+  if (std::string err = readPlan(opts.planPath, plan); !err.empty())
+    return fail(err);
+
+  if (opts.dumpPlan) {
+    if (plan.summary.empty())
+      std::printf("(the plan carries no summary)\n");
+    else
+      std::fputs(plan.summary.c_str(), stdout);
+    if (!plan.summary.empty() && plan.summary.back() != '\n')
+      std::fputc('\n', stdout);
+    return 0;
+  }
+  if (opts.backend == "cuda")
+    return fail("the CUDA executor is not implemented yet; run this plan "
+                "with --backend cpu (or auto)");
+  const std::string backend = "cpu";
+
+  // Validate output locations before spending time on training.
+  if (!opts.savePath.empty() && plan.onnxModel.empty())
+    return fail("--save needs the original ONNX model, but this plan has "
+                "none (its MODEL section is empty); recompile with tofuc");
+  if (!opts.dumpDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opts.dumpDir, ec);
+    if (ec)
+      return fail("cannot create dump directory '" + opts.dumpDir +
+                  "': " + ec.message());
+    if (std::string err = dumpInitialParams(plan, opts.dumpDir); !err.empty())
+      return fail("--dump: " + err);
+  }
+
+  const int64_t batch = batchSizeOf(plan);
+  if (!opts.quiet) {
+    std::printf("tofu-run: %s (producer '%s', partitioner '%s')\n",
+                opts.planPath.c_str(), plan.producer.c_str(),
+                plan.partitioner.c_str());
+    std::printf("devices %u  tensors %zu  batch %lld  backend %s\n",
+                plan.numDevices, plan.tensors.size(),
+                static_cast<long long>(batch), backend.c_str());
+    std::printf("planned peak bytes per device:");
+    for (const DeviceProgram &d : plan.devices)
+      std::printf(" %llu", static_cast<unsigned long long>(d.peakBytes));
+    std::printf("\nplanned comm bytes per step: %llu\n",
+                static_cast<unsigned long long>(plan.commBytes));
+  }
+
+  CpuExecutor exec(plan);
+  if (std::string err = exec.init(); !err.empty())
+    return fail(err);
+  if (std::string err = exec.watchLoss(); !err.empty())
+    return fail(err + "; cannot report the loss");
+  if (!opts.dumpDir.empty())
+    watchDumped(plan, exec);
+
+  RunReport report;
+  report.devices = plan.numDevices;
+  report.backend = backend;
+  report.batchSize = batch;
+  double totalSeconds = 0;
+  for (int64_t s = 0; s < opts.steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (std::string err = exec.runStep(s); !err.empty())
+      return fail("step " + std::to_string(s + 1) + ": " + err);
+    double secs = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+    totalSeconds += secs;
+    double loss = 0;
+    if (std::string err = exec.lastLoss(loss); !err.empty())
+      return fail("step " + std::to_string(s + 1) + ": " + err);
+    report.steps.push_back({loss, secs, exec.commBytesTotal()});
+    if (!opts.quiet)
+      std::printf("step %lld  loss %.6f  %.4f s\n",
+                  static_cast<long long>(s + 1), loss, secs);
+    if (s == 0 && !opts.dumpDir.empty())
+      if (std::string err = dumpStep(plan, exec, opts.dumpDir); !err.empty())
+        return fail("--dump: " + err);
+  }
+
+  report.samplesPerSecond =
+      totalSeconds > 0 ? static_cast<double>(batch) * opts.steps / totalSeconds
+                       : 0;
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    report.peakBytes.push_back(
+        {plan.devices[d].peakBytes, exec.measuredPeakBytes()[d]});
+    report.commPerDevice.push_back(
+        {plan.devices[d].commBytes, exec.commBytesPerDevice()[d]});
+  }
+  report.commBytes = {plan.commBytes, exec.commBytesTotal()};
+
+  if (!opts.quiet) {
+    std::printf("samples/s %.1f  (%lld steps, %.4f s)\n",
+                report.samplesPerSecond, static_cast<long long>(opts.steps),
+                totalSeconds);
+    std::printf("peak bytes per device (planned/measured):");
+    for (const auto &p : report.peakBytes)
+      std::printf(" %llu/%llu", static_cast<unsigned long long>(p.planned),
+                  static_cast<unsigned long long>(p.measured));
+    std::printf("\ncomm bytes per step: planned %llu  measured %llu\n",
+                static_cast<unsigned long long>(report.commBytes.planned),
+                static_cast<unsigned long long>(report.commBytes.measured));
+  }
+  if (report.commBytes.planned != report.commBytes.measured)
+    std::fprintf(stderr,
+                 "tofu-run: warning: measured communication (%llu bytes per "
+                 "step) differs from the plan's commBytes (%llu)\n",
+                 static_cast<unsigned long long>(report.commBytes.measured),
+                 static_cast<unsigned long long>(report.commBytes.planned));
+
+  if (!opts.reportPath.empty())
+    if (std::string err = report.write(opts.reportPath); !err.empty())
+      return fail(err);
+  if (!opts.savePath.empty()) {
+    if (std::string err = saveModel(plan, exec, opts.savePath); !err.empty())
+      return fail("--save: " + err);
+    if (!opts.quiet)
+      std::printf("saved trained model to %s\n", opts.savePath.c_str());
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc &) {
+    return fail("out of memory");
+  } catch (const std::exception &e) {
+    return fail(std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail("internal error (unknown exception)");
+  }
+}
