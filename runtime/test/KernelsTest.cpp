@@ -1,0 +1,431 @@
+//===- KernelsTest.cpp - CPU kernels vs double-precision references -------===//
+
+#include "tofu/runtime/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+using namespace tofu::runtime;
+using tofu::plan::Attr;
+using tofu::plan::DType;
+
+namespace {
+
+/// A host tensor plus the view a kernel sees of it.
+struct Host {
+  std::vector<float> f;
+  std::vector<int64_t> i;
+  TensorView view;
+};
+
+int64_t count(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+Host randomF32(std::vector<int64_t> shape, uint32_t seed,
+               std::vector<int64_t> lo = {},
+               std::vector<int64_t> global = {}) {
+  Host h;
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  h.f.resize(count(shape));
+  for (float &x : h.f)
+    x = dist(gen);
+  h.view.dtype = DType::F32;
+  h.view.lo = lo.empty() ? std::vector<int64_t>(shape.size(), 0) : lo;
+  h.view.globalShape = global.empty() ? shape : global;
+  h.view.shape = std::move(shape);
+  h.view.data = h.f.data();
+  return h;
+}
+
+Host zerosF32(std::vector<int64_t> shape, std::vector<int64_t> lo = {},
+              std::vector<int64_t> global = {}) {
+  Host h = randomF32(shape, 0, lo, global);
+  std::fill(h.f.begin(), h.f.end(), -7.0f); // kernels must overwrite
+  return h;
+}
+
+Host labels(std::vector<int64_t> values, int64_t lo, int64_t global) {
+  Host h;
+  h.i = std::move(values);
+  h.view.dtype = DType::I64;
+  h.view.shape = {static_cast<int64_t>(h.i.size())};
+  h.view.lo = {lo};
+  h.view.globalShape = {global};
+  h.view.data = h.i.data();
+  return h;
+}
+
+Attr fattr(const char *name, double v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::Float;
+  a.f = v;
+  return a;
+}
+Attr iattr(const char *name, int64_t v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::Int;
+  a.i = v;
+  return a;
+}
+Attr sattr(const char *name, const char *v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::String;
+  a.s = v;
+  return a;
+}
+
+/// Runs kernel `name`; the vectors must outlive the call.
+std::string run(const char *name, std::vector<Host *> in, Host &out,
+                const std::vector<Attr> &attrs = {}) {
+  KernelFn fn = lookupKernel(name);
+  if (!fn)
+    return std::string("no kernel ") + name;
+  KernelArgs args;
+  for (Host *h : in)
+    args.inputs.push_back(h ? h->view : TensorView());
+  args.outputs.push_back(out.view);
+  args.attrs = &attrs;
+  return fn(args);
+}
+
+void expectNear(const std::vector<float> &got, const std::vector<double> &want,
+                double tol = 1e-5) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "at " << i;
+}
+
+TEST(Kernels, RegistryKnowsTheOpTable) {
+  for (const char *name :
+       {"Gemm", "MatMul", "Transpose", "Add", "Relu", "ReluGrad", "Scale",
+        "BiasGrad", "SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyLossGrad",
+        "SGDUpdate", "Ones"})
+    EXPECT_NE(lookupKernel(name), nullptr) << name;
+  EXPECT_EQ(lookupKernel("Conv2D"), nullptr);
+}
+
+TEST(Kernels, Relu) {
+  Host x = randomF32({2, 3, 5}, 1), y = zerosF32({2, 3, 5});
+  ASSERT_EQ(run("Relu", {&x}, y), "");
+  std::vector<double> want;
+  for (float v : x.f)
+    want.push_back(std::max<double>(v, 0.0));
+  expectNear(y.f, want, 0);
+}
+
+TEST(Kernels, ReluGrad) {
+  Host dy = randomF32({4, 5}, 2), x = randomF32({4, 5}, 3),
+       dx = zerosF32({4, 5});
+  ASSERT_EQ(run("ReluGrad", {&dy, &x}, dx), "");
+  std::vector<double> want;
+  for (size_t i = 0; i < x.f.size(); ++i)
+    want.push_back(x.f[i] > 0 ? dy.f[i] : 0.0);
+  expectNear(dx.f, want, 0);
+}
+
+TEST(Kernels, ScaleDefaultAndAttr) {
+  Host x = randomF32({7}, 4), y = zerosF32({7});
+  ASSERT_EQ(run("Scale", {&x}, y), "");
+  expectNear(y.f, std::vector<double>(x.f.begin(), x.f.end()), 0);
+  ASSERT_EQ(run("Scale", {&x}, y, {fattr("alpha", -2.5)}), "");
+  std::vector<double> want;
+  for (float v : x.f)
+    want.push_back(-2.5 * v);
+  expectNear(y.f, want);
+}
+
+TEST(Kernels, SGDUpdate) {
+  Host w = randomF32({3, 4}, 5), g = randomF32({3, 4}, 6),
+       out = zerosF32({3, 4});
+  ASSERT_EQ(run("SGDUpdate", {&w, &g}, out), "");
+  std::vector<double> want;
+  for (size_t i = 0; i < w.f.size(); ++i)
+    want.push_back(double(w.f[i]) - 0.1 * g.f[i]);
+  expectNear(out.f, want);
+  ASSERT_EQ(run("SGDUpdate", {&w, &g}, out, {fattr("lr", 0.01)}), "");
+  for (size_t i = 0; i < w.f.size(); ++i)
+    want[i] = double(w.f[i]) - 0.01 * g.f[i];
+  expectNear(out.f, want);
+}
+
+TEST(Kernels, Ones) {
+  Host x = randomF32({2, 2}, 7), y = zerosF32({2, 2});
+  ASSERT_EQ(run("Ones", {&x}, y), "");
+  expectNear(y.f, std::vector<double>(4, 1.0), 0);
+}
+
+TEST(Kernels, ElementwiseRejectsMismatchedSizes) {
+  Host a = randomF32({3}, 1), b = randomF32({4}, 2), y = zerosF32({3});
+  EXPECT_NE(run("ReluGrad", {&a, &b}, y), "");
+}
+
+/// Reference ONNX broadcast add on global tensors; returns the box of rows
+/// [r0, r1) of the (rank-2) result.
+TEST(Kernels, AddSameShape) {
+  Host a = randomF32({3, 4}, 8), b = randomF32({3, 4}, 9), c = zerosF32({3, 4});
+  ASSERT_EQ(run("Add", {&a, &b}, c), "");
+  std::vector<double> want;
+  for (size_t i = 0; i < a.f.size(); ++i)
+    want.push_back(double(a.f[i]) + b.f[i]);
+  expectNear(c.f, want);
+}
+
+TEST(Kernels, AddBroadcastRowVectorOnLocalRows) {
+  // Global: A [6, 4] + B [4] -> C [6, 4]; this device computes rows [2, 5).
+  Host aFull = randomF32({6, 4}, 10), b = randomF32({4}, 11);
+  Host a = randomF32({3, 4}, 0, {2, 0}, {6, 4});
+  std::copy(aFull.f.begin() + 8, aFull.f.begin() + 20, a.f.begin());
+  Host c = zerosF32({3, 4}, {2, 0}, {6, 4});
+  ASSERT_EQ(run("Add", {&a, &b}, c), "");
+  std::vector<double> want;
+  for (int r = 2; r < 5; ++r)
+    for (int j = 0; j < 4; ++j)
+      want.push_back(double(aFull.f[r * 4 + j]) + b.f[j]);
+  expectNear(c.f, want);
+}
+
+TEST(Kernels, AddBroadcastBothWays) {
+  // A [3, 1] + B [1, 4] -> C [3, 4]; local columns [1, 3) of C.
+  Host a = randomF32({3, 1}, 12);
+  Host bFull = randomF32({1, 4}, 13);
+  Host b = randomF32({1, 2}, 0, {0, 1}, {1, 4});
+  b.f = {bFull.f[1], bFull.f[2]};
+  b.view.data = b.f.data();
+  Host c = zerosF32({3, 2}, {0, 1}, {3, 4});
+  ASSERT_EQ(run("Add", {&a, &b}, c), "");
+  std::vector<double> want;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 1; j < 3; ++j)
+      want.push_back(double(a.f[i]) + bFull.f[j]);
+  expectNear(c.f, want);
+}
+
+TEST(Kernels, AddReportsMissingInputRegion) {
+  Host a = randomF32({2, 4}, 1, {0, 0}, {4, 4});
+  Host b = randomF32({2, 4}, 2, {0, 0}, {4, 4});
+  Host c = zerosF32({2, 4}, {2, 0}, {4, 4}); // needs rows [2, 4)
+  EXPECT_NE(run("Add", {&a, &b}, c).find("lacks global index"),
+            std::string::npos);
+}
+
+/// Reference Gemm on whole matrices in double.
+std::vector<double> refGemm(const std::vector<float> &A,
+                            const std::vector<float> &B, const float *C,
+                            const std::vector<int64_t> &cShape, int64_t M,
+                            int64_t N, int64_t K, bool tA, bool tB,
+                            double alpha, double beta) {
+  std::vector<double> Y(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += double(tA ? A[k * M + m] : A[m * K + k]) *
+             double(tB ? B[n * K + k] : B[k * N + n]);
+      double c = 0;
+      if (C) {
+        int64_t ci = 0;
+        if (cShape.size() == 2)
+          ci = (cShape[0] == 1 ? 0 : m) * cShape[1] + (cShape[1] == 1 ? 0 : n);
+        else if (cShape.size() == 1)
+          ci = cShape[0] == 1 ? 0 : n;
+        c = C[ci];
+      }
+      Y[m * N + n] = alpha * s + beta * c;
+    }
+  return Y;
+}
+
+TEST(Kernels, GemmAllTransposesAndBroadcasts) {
+  const int64_t M = 5, N = 3, K = 4;
+  std::vector<std::vector<int64_t>> cShapes = {
+      {}, {N}, {1, N}, {M, 1}, {M, N}, {1}};
+  for (int tA = 0; tA < 2; ++tA)
+    for (int tB = 0; tB < 2; ++tB)
+      for (int ci = -1; ci < static_cast<int>(cShapes.size()); ++ci) {
+        Host A = randomF32(tA ? std::vector<int64_t>{K, M}
+                              : std::vector<int64_t>{M, K},
+                           20 + tA);
+        Host B = randomF32(tB ? std::vector<int64_t>{N, K}
+                              : std::vector<int64_t>{K, N},
+                           30 + tB);
+        Host C;
+        std::vector<int64_t> cShape;
+        if (ci >= 0) {
+          cShape = cShapes[ci];
+          C = randomF32(cShape, 40 + ci);
+        }
+        Host Y = zerosF32({M, N});
+        std::vector<Attr> attrs = {fattr("alpha", 0.75), fattr("beta", -1.5),
+                                   iattr("transA", tA), iattr("transB", tB)};
+        std::vector<Host *> in = {&A, &B};
+        if (ci >= 0)
+          in.push_back(&C);
+        ASSERT_EQ(run("Gemm", in, Y, attrs), "");
+        expectNear(Y.f,
+                   refGemm(A.f, B.f, ci >= 0 ? C.f.data() : nullptr, cShape, M,
+                           N, K, tA, tB, 0.75, -1.5));
+      }
+}
+
+TEST(Kernels, GemmAbsentOptionalC) {
+  Host A = randomF32({2, 3}, 1), B = randomF32({3, 2}, 2), Y = zerosF32({2, 2});
+  std::vector<Host *> in = {&A, &B, nullptr};
+  ASSERT_EQ(run("Gemm", in, Y), "");
+  expectNear(Y.f, refGemm(A.f, B.f, nullptr, {}, 2, 2, 3, false, false, 1, 1));
+}
+
+TEST(Kernels, GemmOnLocalRowsWithBias) {
+  // Global Y [6, 3] = A [6, 4] B [4, 3] + C [3]; this device has rows [2, 5).
+  const int64_t M = 6, N = 3, K = 4;
+  Host Afull = randomF32({M, K}, 50), B = randomF32({K, N}, 51),
+       C = randomF32({N}, 52);
+  Host A = randomF32({3, K}, 0, {2, 0}, {M, K});
+  std::copy(Afull.f.begin() + 2 * K, Afull.f.begin() + 5 * K, A.f.begin());
+  Host Y = zerosF32({3, N}, {2, 0}, {M, N});
+  ASSERT_EQ(run("Gemm", {&A, &B, &C}, Y), "");
+  auto full = refGemm(Afull.f, B.f, C.f.data(), {N}, M, N, K, false, false, 1,
+                      1);
+  expectNear(Y.f, std::vector<double>(full.begin() + 2 * N,
+                                      full.begin() + 5 * N));
+}
+
+TEST(Kernels, GemmShapeMismatch) {
+  Host A = randomF32({2, 3}, 1), B = randomF32({4, 2}, 2), Y = zerosF32({2, 2});
+  EXPECT_NE(run("Gemm", {&A, &B}, Y).find("local shapes do not match"),
+            std::string::npos);
+}
+
+TEST(Kernels, MatMul) {
+  Host A = randomF32({4, 6}, 60), B = randomF32({6, 5}, 61),
+       Y = zerosF32({4, 5});
+  ASSERT_EQ(run("MatMul", {&A, &B}, Y), "");
+  expectNear(Y.f, refGemm(A.f, B.f, nullptr, {}, 4, 5, 6, false, false, 1, 0));
+}
+
+TEST(Kernels, Transpose) {
+  Host X = randomF32({3, 5}, 62), Y = zerosF32({5, 3});
+  ASSERT_EQ(run("Transpose", {&X}, Y), "");
+  std::vector<double> want;
+  for (int n = 0; n < 5; ++n)
+    for (int m = 0; m < 3; ++m)
+      want.push_back(X.f[m * 5 + n]);
+  expectNear(Y.f, want, 0);
+}
+
+TEST(Kernels, BiasGrad) {
+  Host dY = randomF32({7, 3}, 63), dB = zerosF32({3});
+  ASSERT_EQ(run("BiasGrad", {&dY}, dB), "");
+  std::vector<double> want(3, 0.0);
+  for (int m = 0; m < 7; ++m)
+    for (int n = 0; n < 3; ++n)
+      want[n] += dY.f[m * 3 + n];
+  expectNear(dB.f, want);
+}
+
+/// Reference mean softmax cross-entropy contributions of rows, / N_global.
+double refLoss(const std::vector<float> &s, const std::vector<int64_t> &l,
+               int64_t C, int64_t nGlobal) {
+  double total = 0;
+  for (size_t n = 0; n < l.size(); ++n) {
+    double mx = -1e300, sum = 0;
+    for (int64_t c = 0; c < C; ++c)
+      mx = std::max(mx, double(s[n * C + c]));
+    for (int64_t c = 0; c < C; ++c)
+      sum += std::exp(double(s[n * C + c]) - mx);
+    total += -(double(s[n * C + l[n]]) - mx - std::log(sum));
+  }
+  return total / nGlobal;
+}
+
+TEST(Kernels, SoftmaxCrossEntropyLossOnLocalRows) {
+  // Global N = 8, this device holds rows [4, 7).
+  Host scores = randomF32({3, 5}, 70, {4, 0}, {8, 5});
+  Host lab = labels({0, 4, 2}, 4, 8);
+  Host loss = zerosF32({});
+  ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &lab}, loss,
+                {sattr("reduction", "mean")}),
+            "");
+  expectNear(loss.f, {refLoss(scores.f, lab.i, 5, 8)});
+}
+
+TEST(Kernels, SoftmaxCrossEntropyLossIsStable) {
+  Host scores = randomF32({2, 3}, 71);
+  scores.f = {1000.0f, 0.0f, -1000.0f, 500.0f, 501.0f, 502.0f};
+  Host lab = labels({0, 2}, 0, 2);
+  Host loss = zerosF32({});
+  ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &lab}, loss), "");
+  EXPECT_TRUE(std::isfinite(loss.f[0]));
+  expectNear(loss.f, {refLoss(scores.f, lab.i, 3, 2)});
+}
+
+TEST(Kernels, SoftmaxCrossEntropyLossErrors) {
+  Host scores = randomF32({2, 3}, 72);
+  Host loss = zerosF32({});
+  Host bad = labels({1, 3}, 10, 12);
+  scores.view.lo = {10, 0};
+  scores.view.globalShape = {12, 3};
+  std::string err = run("SoftmaxCrossEntropyLoss", {&scores, &bad}, loss);
+  EXPECT_NE(err.find("label 3 of row 11 is outside [0, 3)"), std::string::npos)
+      << err;
+  Host ignored = labels({-100, 0}, 10, 12);
+  err = run("SoftmaxCrossEntropyLoss", {&scores, &ignored}, loss);
+  EXPECT_NE(err.find("ignore_index"), std::string::npos) << err;
+  Host good = labels({1, 2}, 10, 12);
+  err = run("SoftmaxCrossEntropyLoss", {&scores, &good}, loss,
+            {sattr("reduction", "sum")});
+  EXPECT_NE(err.find("reduction 'sum' is not supported"), std::string::npos)
+      << err;
+}
+
+TEST(Kernels, SoftmaxCrossEntropyLossGrad) {
+  Host dloss = randomF32({}, 73);
+  dloss.f[0] = 1.5f;
+  Host scores = randomF32({3, 4}, 74, {3, 0}, {6, 4});
+  Host lab = labels({3, 0, 1}, 3, 6);
+  Host ds = zerosF32({3, 4}, {3, 0}, {6, 4});
+  ASSERT_EQ(run("SoftmaxCrossEntropyLossGrad", {&dloss, &scores, &lab}, ds),
+            "");
+  std::vector<double> want;
+  for (int n = 0; n < 3; ++n) {
+    double mx = -1e300, sum = 0;
+    for (int c = 0; c < 4; ++c)
+      mx = std::max(mx, double(scores.f[n * 4 + c]));
+    for (int c = 0; c < 4; ++c)
+      sum += std::exp(double(scores.f[n * 4 + c]) - mx);
+    for (int c = 0; c < 4; ++c) {
+      double p = std::exp(double(scores.f[n * 4 + c]) - mx) / sum;
+      want.push_back(1.5 * (p - (lab.i[n] == c ? 1 : 0)) / 6.0);
+    }
+  }
+  expectNear(ds.f, want);
+}
+
+TEST(Kernels, SoftmaxCrossEntropyLossGradMatchesFiniteDifference) {
+  Host scores = randomF32({2, 3}, 75);
+  Host lab = labels({2, 1}, 0, 2);
+  Host one = zerosF32({});
+  one.f[0] = 1.0f;
+  Host ds = zerosF32({2, 3});
+  ASSERT_EQ(run("SoftmaxCrossEntropyLossGrad", {&one, &scores, &lab}, ds), "");
+  for (int e = 0; e < 6; ++e) {
+    std::vector<float> plus = scores.f, minus = scores.f;
+    plus[e] += 1e-2f;
+    minus[e] -= 1e-2f;
+    double fd = (refLoss(plus, lab.i, 3, 2) - refLoss(minus, lab.i, 3, 2)) /
+                (double(plus[e]) - double(minus[e]));
+    EXPECT_NEAR(ds.f[e], fd, 1e-4);
+  }
+}
+
+} // namespace

@@ -1,0 +1,280 @@
+//===- PlanReaderTest.cpp - plan.bin writer/reader tests ------------------===//
+//
+// Round trip and determinism; and that every damaged file (truncated, any
+// single bit flipped, newer major version, overlapping sections, bad magic,
+// out-of-range indices) is rejected with a message instead of a crash.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestPlans.h"
+#include "tofu/runtime/Plan.h"
+
+#include "../plan/PlanContainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+using namespace tofu::plan;
+using namespace tofu::test;
+namespace ct = tofu::plan::container;
+
+namespace {
+
+std::vector<uint8_t> bytesOf(const Plan &plan) {
+  std::vector<uint8_t> bytes;
+  EXPECT_EQ(writePlanBytes(plan, bytes), "");
+  return bytes;
+}
+
+/// Re-signs the header after a deliberate edit of it.
+void resignHeader(std::vector<uint8_t> &bytes) {
+  size_t headerSize = ct::loadLE(&bytes[ct::kOffHeaderSize], 4);
+  ct::storeLE(&bytes[ct::kOffHeaderChecksum],
+              ct::headerChecksum(bytes.data(), headerSize), 8);
+}
+
+/// Offset of section table entry `i`.
+size_t entry(size_t i) {
+  return ct::kFixedHeaderBytes + i * ct::kSectionEntryBytes;
+}
+
+std::string readError(const std::vector<uint8_t> &bytes) {
+  Plan plan;
+  return readPlanBytes(bytes, plan);
+}
+
+TEST(PlanFormat, RoundTripThroughFile) {
+  Plan plan = makeTwoDevicePlan();
+  std::string path = ::testing::TempDir() + "roundtrip.plan.bin";
+  ASSERT_EQ(writePlan(plan, path), "");
+  Plan back;
+  ASSERT_EQ(readPlan(path, back), "");
+  std::remove(path.c_str());
+
+  EXPECT_EQ(back.producer, plan.producer);
+  EXPECT_EQ(back.modelFingerprint, plan.modelFingerprint);
+  EXPECT_EQ(back.numDevices, 2u);
+  EXPECT_EQ(back.batchSize, 4);
+  EXPECT_EQ(back.commBytes, 56u);
+  EXPECT_EQ(back.lossTensor, kLoss);
+  EXPECT_EQ(back.paramUpdates, plan.paramUpdates);
+  EXPECT_EQ(back.onnxModel, plan.onnxModel);
+  EXPECT_EQ(back.summary, plan.summary);
+  EXPECT_DOUBLE_EQ(back.optimizer.learningRate, plan.optimizer.learningRate);
+  ASSERT_EQ(back.tensors.size(), plan.tensors.size());
+  for (size_t t = 0; t < plan.tensors.size(); ++t) {
+    EXPECT_EQ(back.tensors[t].name, plan.tensors[t].name);
+    EXPECT_EQ(back.tensors[t].shape, plan.tensors[t].shape);
+    EXPECT_EQ(back.tensors[t].role, plan.tensors[t].role);
+    EXPECT_EQ(back.tensors[t].dtype, plan.tensors[t].dtype);
+    EXPECT_EQ(back.tensors[t].tiling.size(), plan.tensors[t].tiling.size());
+    EXPECT_EQ(back.tensors[t].paramName, plan.tensors[t].paramName);
+    EXPECT_EQ(back.tensors[t].gradientOf, plan.tensors[t].gradientOf);
+    EXPECT_EQ(back.tensors[t].pairedInput, plan.tensors[t].pairedInput);
+    EXPECT_EQ(back.tensors[t].numClasses, plan.tensors[t].numClasses);
+  }
+  for (size_t d = 0; d < 2; ++d) {
+    const DeviceProgram &a = plan.devices[d], &b = back.devices[d];
+    EXPECT_EQ(a.peakBytes, b.peakBytes);
+    EXPECT_EQ(a.commBytes, b.commBytes);
+    ASSERT_EQ(a.buffers.size(), b.buffers.size());
+    for (size_t i = 0; i < a.buffers.size(); ++i) {
+      EXPECT_EQ(a.buffers[i].region.lo, b.buffers[i].region.lo);
+      EXPECT_EQ(a.buffers[i].region.hi, b.buffers[i].region.hi);
+      EXPECT_EQ(a.buffers[i].offset, b.buffers[i].offset);
+      EXPECT_EQ(a.buffers[i].owned, b.buffers[i].owned);
+      EXPECT_EQ(a.buffers[i].partial, b.buffers[i].partial);
+      EXPECT_EQ(a.buffers[i].init, b.buffers[i].init);
+    }
+    ASSERT_EQ(a.instrs.size(), b.instrs.size());
+    for (size_t i = 0; i < a.instrs.size(); ++i) {
+      EXPECT_EQ(a.instrs[i].kind, b.instrs[i].kind);
+      EXPECT_EQ(a.instrs[i].seq, b.instrs[i].seq);
+      EXPECT_EQ(a.instrs[i].kernel, b.instrs[i].kernel);
+      EXPECT_EQ(a.instrs[i].inputs, b.instrs[i].inputs);
+      EXPECT_EQ(a.instrs[i].outputs, b.instrs[i].outputs);
+      EXPECT_EQ(a.instrs[i].inputGlobalShapes, b.instrs[i].inputGlobalShapes);
+      EXPECT_EQ(a.instrs[i].attrs.size(), b.instrs[i].attrs.size());
+      EXPECT_EQ(a.instrs[i].dst, b.instrs[i].dst);
+      EXPECT_EQ(a.instrs[i].pieces.size(), b.instrs[i].pieces.size());
+    }
+  }
+  // Writing what was read gives the same bytes again.
+  EXPECT_EQ(bytesOf(back), bytesOf(plan));
+}
+
+TEST(PlanFormat, Deterministic) {
+  EXPECT_EQ(bytesOf(makeTwoDevicePlan()), bytesOf(makeTwoDevicePlan()));
+}
+
+TEST(PlanFormat, MissingFileNamesThePath) {
+  Plan plan;
+  std::string err = readPlan("/nonexistent/dir/plan.bin", plan);
+  EXPECT_NE(err.find("/nonexistent/dir/plan.bin"), std::string::npos) << err;
+}
+
+TEST(PlanFormat, EveryTruncationIsRejected) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  for (size_t len = 0; len < bytes.size(); ++len) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + len);
+    EXPECT_NE(readError(cut), "") << "length " << len;
+  }
+  // Appending is rejected too.
+  bytes.push_back(0);
+  EXPECT_NE(readError(bytes), "");
+}
+
+TEST(PlanFormat, EverySingleBitFlipIsRejected) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  ASSERT_EQ(readError(bytes), "");
+  for (size_t i = 0; i < bytes.size(); ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      bytes[i] ^= static_cast<uint8_t>(1u << bit);
+      std::string err = readError(bytes);
+      EXPECT_NE(err, "") << "byte " << i << " bit " << bit;
+      bytes[i] ^= static_cast<uint8_t>(1u << bit);
+    }
+}
+
+TEST(PlanFormat, NewerMajorVersion) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  ct::storeLE(&bytes[ct::kOffMajor], 2, 2);
+  ct::storeLE(&bytes[ct::kOffMinor], 0, 2);
+  EXPECT_EQ(readError(bytes),
+            "plan.bin format 2.0 is newer than this tofu-run supports (1.x); "
+            "rebuild tofu-run or recompile the plan");
+}
+
+TEST(PlanFormat, NewerMinorVersionIsAccepted) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  ct::storeLE(&bytes[ct::kOffMinor], 7, 2);
+  resignHeader(bytes);
+  EXPECT_EQ(readError(bytes), "");
+}
+
+TEST(PlanFormat, BadMagic) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  bytes[0] = 'X';
+  std::string err = readError(bytes);
+  EXPECT_NE(err.find("expected magic \"TOFUPLAN\", found \"XOFUPLAN\""),
+            std::string::npos)
+      << err;
+  EXPECT_NE(readError({0x89, 'P', 'N', 'G', 0, 0, 0, 0, 0, 0, 0, 0, 0}), "");
+}
+
+TEST(PlanFormat, OverlappingSections) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  // Move the WEIGHTS section (entry 1) onto the PLAN section (entry 0).
+  uint64_t planOffset = ct::loadLE(&bytes[entry(0) + 8], 8);
+  ct::storeLE(&bytes[entry(1) + 8], planOffset, 8);
+  resignHeader(bytes);
+  std::string err = readError(bytes);
+  EXPECT_NE(err.find("WEIGHTS section overlaps the PLAN section"),
+            std::string::npos)
+      << err;
+}
+
+TEST(PlanFormat, SectionOutsideTheFile) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  ct::storeLE(&bytes[entry(2) + 16], bytes.size(), 8);
+  resignHeader(bytes);
+  std::string err = readError(bytes);
+  EXPECT_NE(err.find("MODEL section"), std::string::npos) << err;
+  EXPECT_NE(err.find("outside the file"), std::string::npos) << err;
+}
+
+TEST(PlanFormat, ChecksumMessageNamesTheSection) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  uint64_t weights = ct::loadLE(&bytes[entry(1) + 8], 8);
+  bytes[weights] ^= 0x40;
+  std::string err = readError(bytes);
+  EXPECT_NE(err.find("checksum mismatch in the WEIGHTS section: expected 0x"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(", found 0x"), std::string::npos) << err;
+  EXPECT_NE(err.find("the file is corrupt; recompile it with tofuc"),
+            std::string::npos)
+      << err;
+}
+
+/// Writes `plan` (which the writer accepts as is) and expects the reader to
+/// reject it with a message containing `needle`.
+void expectInvalid(const Plan &plan, const std::string &needle) {
+  std::vector<uint8_t> bytes;
+  ASSERT_EQ(writePlanBytes(plan, bytes), "");
+  std::string err = readError(bytes);
+  EXPECT_NE(err.find(needle), std::string::npos) << err;
+  EXPECT_NE(err.find("invalid plan"), std::string::npos) << err;
+}
+
+TEST(PlanIndices, BufferTensorOutOfRange) {
+  Plan plan = makeTwoDevicePlan();
+  plan.devices[1].buffers[kBufY].tensor = 99;
+  expectInvalid(plan, "device 1 buffer 1: tensor id 99 is out of range");
+}
+
+TEST(PlanIndices, PieceDeviceOutOfRange) {
+  Plan plan = makeTwoDevicePlan();
+  plan.devices[0].instrs[1].pieces[1].device = 2;
+  expectInvalid(plan, "device 2 does not exist");
+}
+
+TEST(PlanIndices, PieceBufferOutOfRange) {
+  Plan plan = makeTwoDevicePlan();
+  plan.devices[0].instrs[1].pieces[1].buffer = 42;
+  expectInvalid(plan, "buffer 42 does not exist on device 1");
+}
+
+TEST(PlanIndices, PieceOutsideItsSourceBuffer) {
+  Plan plan = makeTwoDevicePlan();
+  plan.devices[0].instrs[1].pieces[1].region = {{1, 0}, {3, 4}};
+  expectInvalid(plan, "not inside its source buffer's region");
+}
+
+TEST(PlanIndices, BufferBeyondPeak) {
+  Plan plan = makeTwoDevicePlan();
+  plan.devices[0].buffers[kBufWn].offset = plan.devices[0].peakBytes - 4;
+  expectInvalid(plan, "exceed the device arena");
+}
+
+TEST(PlanIndices, BoxRankDiffersFromTensorRank) {
+  Plan plan = makeTwoDevicePlan();
+  plan.devices[0].buffers[kBufX].region = {{0}, {2}};
+  plan.devices[0].buffers[kBufX].bytes = 8;
+  expectInvalid(plan, "region has rank 1/1 but tensor 'X' has rank 2");
+}
+
+TEST(PlanIndices, ComputeBufferOutOfRange) {
+  Plan plan = makeTwoDevicePlan();
+  plan.devices[1].instrs[0].outputs = {17};
+  expectInvalid(plan, "output buffer 17 does not exist");
+}
+
+TEST(PlanIndices, DeviceCountMismatch) {
+  Plan plan = makeTwoDevicePlan();
+  plan.numDevices = 3;
+  expectInvalid(plan, "says it has 3 devices but holds 2");
+}
+
+TEST(PlanIndices, WrongByteCount) {
+  Plan plan = makeTwoDevicePlan();
+  plan.devices[0].buffers[kBufY].bytes = 31;
+  expectInvalid(plan, "31 bytes recorded but its region needs 32");
+}
+
+TEST(PlanIndices, UnknownRole) {
+  Plan plan = makeTwoDevicePlan();
+  plan.tensors[kY].role = static_cast<TensorRole>(9);
+  expectInvalid(plan, "unknown role 9");
+}
+
+TEST(PlanWriter, InitSizeMustMatch) {
+  Plan plan = makeTwoDevicePlan();
+  plan.devices[0].buffers[kBufW].init.push_back(0);
+  std::vector<uint8_t> bytes;
+  EXPECT_NE(writePlanBytes(plan, bytes), "");
+}
+
+} // namespace
