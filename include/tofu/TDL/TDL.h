@@ -148,6 +148,15 @@ struct Strategy {
   int64_t dim = 0;        ///< SplitOutput: output dimension
   std::string reduction;  ///< SplitReduction: reduction variable name
   unsigned reductionIndex = 0;
+  /// Names of the symbols the SymInterval coefficients refer to, in order:
+  /// `X0 .. X{n-1}` for the dims of output `output`, then one symbol per
+  /// distinct reduction extent of that output's expression (named by the
+  /// extent's spelling, e.g. `K`), so that reduction ranges such as Gemm's
+  /// k in [0, K) are expressible. Every SymInterval of this strategy has
+  /// `symbols.size()` coefficients in `lower` and `upper`.
+  std::vector<std::string> symbols;
+  /// Concrete value of each symbol for the instance that was analyzed.
+  std::vector<int64_t> symbolValues;
   /// regions[w][input] = per-dimension symbolic interval of that input needed
   /// by worker w (w = 0, 1); nullopt for absent inputs.
   std::vector<std::vector<std::optional<std::vector<SymInterval>>>> regions;

@@ -1,0 +1,165 @@
+//===- AST.h - TDL abstract syntax tree ---------------------------*- C++ -*-===//
+//
+// The parsed form of a .tdl source: `op` declarations (OpSpec) and `grad`
+// rules (GradRule). Expressions are one node type (Expr) whose meaning depends
+// on its kind; identifiers are checked for scope by the parser but resolved to
+// values only at instantiation (see Instantiate.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_LIB_TDL_AST_H
+#define TOFU_LIB_TDL_AST_H
+
+#include "tofu/TDL/TDL.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tofu::tdl {
+
+/// A source position. `file` points into the SpecLibrary's stable list of
+/// file names.
+struct Loc {
+  const std::string *file = nullptr;
+  unsigned line = 0, col = 0;
+  /// `file:line:col`.
+  std::string str() const;
+};
+
+/// Builds the error `file:line:col: error: message`.
+llvm::Error makeSpecError(const Loc &loc, const llvm::Twine &message);
+
+enum class BinOp : uint8_t {
+  Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge, And, Or,
+};
+const char *binOpSpelling(BinOp op);
+
+enum class ReduceKind : uint8_t { Sum, Max, Min, Prod };
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+/// One TDL expression node.
+struct Expr {
+  enum class Kind : uint8_t {
+    Number, ///< numeric literal (`num`; `isInt` when written without a dot)
+    String, ///< string literal (`name` holds the text)
+    Ident,  ///< identifier (`name`)
+    Splat,  ///< `*i` inside an index list or `*D` inside a shape (`name`)
+    Access, ///< `name[args...]` tensor element
+    Neg,    ///< `-args[0]`
+    Not,    ///< `!args[0]`
+    Binary, ///< `args[0] op args[1]`
+    Cond,   ///< `args[0] ? args[1] : args[2]`
+    Call,   ///< `name(args..., namedArgs...)`
+    Reduce, ///< `reducer(vars...) args[0]`
+  };
+  Kind kind;
+  Loc loc;
+  double num = 0;
+  bool isInt = false;
+  std::string name;
+  BinOp op = BinOp::Add;
+  ReduceKind reducer = ReduceKind::Sum;
+  std::vector<ExprPtr> args;
+  /// Call: `name=value` arguments (gradient rules only).
+  std::vector<std::pair<std::string, ExprPtr>> namedArgs;
+  /// Reduce: the new index variables and their extents.
+  std::vector<std::pair<std::string, ExprPtr>> vars;
+
+  Expr(Kind kind, Loc loc) : kind(kind), loc(loc) {}
+};
+
+/// One dimension of a declared input shape.
+struct DimDecl {
+  enum class Kind : uint8_t { Symbol, Constant, Splat };
+  Kind kind = Kind::Symbol;
+  std::string name; ///< Symbol / Splat: the shape symbol
+  int64_t value = 0;
+  Loc loc;
+};
+
+struct InputDecl {
+  std::string name;
+  Loc loc;
+  bool optional = false;
+  bool isInt = false;
+  /// `[*]`: any rank, dims not bound to symbols.
+  bool unconstrained = false;
+  std::vector<DimDecl> dims;
+};
+
+struct AttrDecl {
+  std::string name;
+  Loc loc;
+  AttrValue::Kind kind = AttrValue::Kind::Int;
+  std::optional<AttrValue> defaultValue;
+};
+
+struct OutputDecl {
+  std::string name;
+  Loc loc;
+  bool isInt = false;
+  /// `broadcast(A, B)`: indices of the inputs whose shapes are broadcast.
+  std::vector<unsigned> broadcastOf;
+  /// Otherwise: one expression per dim (Splat = `*D`).
+  std::vector<ExprPtr> dims;
+};
+
+struct Constraint {
+  ExprPtr cond;
+  std::string text;    ///< source text of the condition
+  std::string message; ///< optional user message
+  Loc loc;
+};
+
+/// `Out[idx...] = value`.
+struct BodyStmt {
+  unsigned output = 0;
+  Loc loc;
+  /// LHS index names; an entry starting with '*' is a splat.
+  std::vector<std::string> indices;
+  ExprPtr value;
+};
+
+/// A parsed `op` declaration.
+class OpSpec {
+public:
+  std::string name;
+  Loc loc;
+  std::vector<InputDecl> inputs;
+  std::vector<AttrDecl> attrs;
+  std::vector<OutputDecl> outputs;
+  std::vector<Constraint> constraints;
+  /// One statement per output, in output order.
+  std::vector<BodyStmt> body;
+  /// Unique id of this declaration in the process (analysis cache key).
+  uint64_t uid = 0;
+
+  int findInput(llvm::StringRef n) const;
+  int findOutput(llvm::StringRef n) const;
+  const AttrDecl *findAttr(llvm::StringRef n) const;
+};
+
+/// `dIn = value` of a gradient rule.
+struct GradStmt {
+  unsigned input = 0; ///< forward input index
+  Loc loc;
+  ExprPtr value;
+};
+
+/// A parsed `grad` rule. Names in expressions are the aliases declared in
+/// the rule's header.
+class GradRule {
+public:
+  std::string op;
+  Loc loc;
+  std::vector<std::string> inputAliases, outputAliases;
+  std::vector<GradStmt> stmts;
+};
+
+} // namespace tofu::tdl
+
+#endif // TOFU_LIB_TDL_AST_H

@@ -1,0 +1,701 @@
+//===- Instantiate.cpp - TDL shape inference and lowering -------------------===//
+//
+// instantiate() binds the shape symbols of a spec to the dims of concrete
+// input types, checks ranks, element types, repeated symbols and `where`
+// constraints, fills attribute defaults, computes the output types, and
+// lowers the body into the form of InstanceIR.h.
+//
+//===----------------------------------------------------------------------===//
+#include "InstanceIR.h"
+#include "StaticEvaluator.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cmath>
+#include <map>
+
+using namespace tofu::tdl;
+
+//===----------------------------------------------------------------------===//
+// OpInstance accessors
+//===----------------------------------------------------------------------===//
+
+const OpSpec &OpInstance::spec() const { return *impl->spec; }
+llvm::StringRef OpInstance::opName() const { return impl->spec->name; }
+const std::vector<std::optional<TensorType>> &OpInstance::inputTypes() const {
+  return impl->inputTypes;
+}
+const std::vector<std::string> &OpInstance::inputNames() const {
+  return impl->inputNames;
+}
+const std::vector<TensorType> &OpInstance::outputTypes() const {
+  return impl->outputTypes;
+}
+const std::vector<std::string> &OpInstance::outputNames() const {
+  return impl->outputNames;
+}
+const AttrMap &OpInstance::attrs() const { return impl->attrs; }
+
+static const LExpr *scaledReducer(const LExpr &e) {
+  switch (e.kind) {
+  case LExpr::Kind::Reduce:
+    return &e;
+  case LExpr::Kind::Neg:
+    return scaledReducer(*e.ops[0]);
+  case LExpr::Kind::Binary:
+    if (e.op == BinOp::Mul) {
+      if (const LExpr *r = scaledReducer(*e.ops[0]))
+        return r;
+      return scaledReducer(*e.ops[1]);
+    }
+    if (e.op == BinOp::Div)
+      return scaledReducer(*e.ops[0]);
+    return nullptr;
+  default:
+    return nullptr;
+  }
+}
+
+static const LExpr *anyArithmeticReducer(const LExpr &e) {
+  switch (e.kind) {
+  case LExpr::Kind::Reduce:
+    return &e;
+  case LExpr::Kind::Neg:
+    return anyArithmeticReducer(*e.ops[0]);
+  case LExpr::Kind::Binary:
+    if (e.op == BinOp::Add || e.op == BinOp::Sub || e.op == BinOp::Mul ||
+        e.op == BinOp::Div) {
+      if (const LExpr *r = anyArithmeticReducer(*e.ops[0]))
+        return r;
+      return anyArithmeticReducer(*e.ops[1]);
+    }
+    return nullptr;
+  default:
+    return nullptr;
+  }
+}
+
+const LExpr *tofu::tdl::findTopReducer(const LExpr &e, bool &splittable) {
+  splittable = false;
+  if (const LExpr *r = scaledReducer(e)) {
+    splittable = r->reducer == ReduceKind::Sum;
+    return r;
+  }
+  return anyArithmeticReducer(e);
+}
+
+std::vector<ReductionVar> OpInstance::reductionVars(unsigned output) const {
+  std::vector<ReductionVar> result;
+  if (output >= impl->stmts.size())
+    return result;
+  const LoweredStmt &s = impl->stmts[output];
+  bool splittable;
+  const LExpr *r = findTopReducer(*s.value, splittable);
+  if (!r)
+    return result;
+  for (unsigned v : r->redVars)
+    result.push_back({s.vars[v].name, s.vars[v].extent, splittable});
+  return result;
+}
+
+static bool readsAtOutputIndex(const LExpr &e, const LoweredStmt &s,
+                               const OpInstance::Impl &impl) {
+  switch (e.kind) {
+  case LExpr::Kind::Reduce:
+    return false;
+  case LExpr::Kind::Access: {
+    const TensorType &t = *impl.inputTypes[e.tensor];
+    size_t offset = s.outVars.size() - e.ops.size();
+    for (size_t d = 0; d < e.ops.size(); ++d) {
+      const LExpr &idx = *e.ops[d];
+      if (idx.kind == LExpr::Kind::Var && idx.var == s.outVars[offset + d])
+        continue;
+      if (idx.kind == LExpr::Kind::Const && idx.value == 0 && t.dims[d] == 1)
+        continue;
+      return false;
+    }
+    return true;
+  }
+  default:
+    return llvm::all_of(e.ops, [&](const LExprPtr &o) {
+      return readsAtOutputIndex(*o, s, impl);
+    });
+  }
+}
+
+bool OpInstance::isElementwise() const {
+  if (impl->outputTypes.empty())
+    return false;
+  for (size_t o = 0; o < impl->stmts.size(); ++o) {
+    if (impl->outputTypes[o].dims != impl->outputTypes[0].dims)
+      return false;
+    if (!readsAtOutputIndex(*impl->stmts[o].value, impl->stmts[o], *impl))
+      return false;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Instantiation
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string shapeStr(const std::vector<int64_t> &dims) {
+  std::string r = "[";
+  for (size_t k = 0; k < dims.size(); ++k)
+    r += (k ? ", " : "") + std::to_string(dims[k]);
+  return r + "]";
+}
+
+const char *elemStr(ElemType t) { return t == ElemType::I64 ? "i64" : "f32"; }
+
+class Instantiator {
+public:
+  Instantiator(const OpSpec &spec, OpInstance::Impl &impl)
+      : spec(spec), impl(impl) {}
+
+  llvm::Error run(llvm::ArrayRef<std::optional<TensorType>> inputs,
+                  const AttrMap &attrs);
+
+private:
+  llvm::Error error(const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "op " + spec.name + ": " + msg.str());
+  }
+  llvm::Error bindAttrs(const AttrMap &attrs);
+  llvm::Error bindInput(unsigned i, const TensorType &t);
+  llvm::Error computeOutput(unsigned o);
+  llvm::Error lowerStmt(const BodyStmt &s);
+  llvm::Expected<LExprPtr> lower(const Expr &e, bool inIndex);
+  llvm::Expected<LExprPtr> lowerAccess(const Expr &e);
+  std::string extentKey(const Expr &e);
+
+  std::optional<StaticValue> lookup(llvm::StringRef name) const {
+    auto s = syms.find(name.str());
+    if (s != syms.end())
+      return StaticValue::ofInt(s->second);
+    auto a = impl.attrs.find(name.str());
+    if (a != impl.attrs.end())
+      return StaticValue::ofAttr(a->second);
+    return std::nullopt;
+  }
+  StaticEnv env() const {
+    return StaticEnv{[this](llvm::StringRef n) { return lookup(n); }, {}};
+  }
+
+  const OpSpec &spec;
+  OpInstance::Impl &impl;
+  std::map<std::string, int64_t> syms;
+  std::map<std::string, std::string> symOrigin;
+  std::map<std::string, std::vector<int64_t>> rankSyms;
+  // Lowering state of the current statement.
+  LoweredStmt *cur = nullptr;
+  std::vector<std::pair<std::string, unsigned>> scope;
+  std::string splatName;
+  std::vector<unsigned> splatVars;
+};
+
+} // namespace
+
+llvm::Error Instantiator::bindAttrs(const AttrMap &attrs) {
+  for (auto &[name, value] : attrs) {
+    const AttrDecl *decl = spec.findAttr(name);
+    if (!decl)
+      return error("unknown attribute '" + name + "'");
+    AttrValue v = value;
+    if (decl->kind == AttrValue::Kind::Float && v.kind == AttrValue::Kind::Int)
+      v = AttrValue::ofFloat(static_cast<double>(v.i));
+    if (v.kind != decl->kind) {
+      static const char *names[] = {"int", "float", "string", "ints"};
+      return error("attribute '" + name + "': expected " +
+                   names[static_cast<int>(decl->kind)] + ", found " +
+                   names[static_cast<int>(v.kind)]);
+    }
+    impl.attrs[name] = v;
+  }
+  for (auto &decl : spec.attrs) {
+    if (impl.attrs.count(decl.name))
+      continue;
+    if (!decl.defaultValue)
+      return error("required attribute '" + decl.name + "' is missing");
+    impl.attrs[decl.name] = *decl.defaultValue;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
+  const InputDecl &decl = spec.inputs[i];
+  ElemType want = decl.isInt ? ElemType::I64 : ElemType::F32;
+  if (t.elem != want)
+    return error("input " + decl.name + ": expected element type " +
+                 elemStr(want) + ", found " + elemStr(t.elem));
+  for (int64_t d : t.dims)
+    if (d < 0)
+      return error("input " + decl.name + ": negative dimension in " +
+                   shapeStr(t.dims));
+  if (decl.unconstrained)
+    return llvm::Error::success();
+  size_t fixed = 0;
+  int splatAt = -1;
+  for (size_t k = 0; k < decl.dims.size(); ++k) {
+    if (decl.dims[k].kind == DimDecl::Kind::Splat)
+      splatAt = static_cast<int>(k);
+    else
+      ++fixed;
+  }
+  size_t rank = t.dims.size();
+  if (splatAt < 0 ? rank != fixed : rank < fixed)
+    return error("input " + decl.name + ": expected rank " +
+                 (splatAt < 0 ? std::to_string(fixed)
+                              : ">= " + std::to_string(fixed)) +
+                 ", found rank " + std::to_string(rank) + " (shape " +
+                 shapeStr(t.dims) + ")");
+  size_t splatLen = rank - fixed;
+  size_t dim = 0;
+  for (size_t k = 0; k < decl.dims.size(); ++k) {
+    const DimDecl &d = decl.dims[k];
+    if (d.kind == DimDecl::Kind::Splat) {
+      std::vector<int64_t> part(t.dims.begin() + dim,
+                                t.dims.begin() + dim + splatLen);
+      auto it = rankSyms.find(d.name);
+      if (it != rankSyms.end() && it->second != part)
+        return error("input " + decl.name + ": dims " + shapeStr(part) +
+                     " of *" + d.name + " do not match " +
+                     shapeStr(it->second) + " bound by an earlier input");
+      rankSyms[d.name] = part;
+      dim += splatLen;
+      continue;
+    }
+    int64_t found = t.dims[dim];
+    std::string where = "input " + decl.name + " dim " + std::to_string(dim);
+    if (d.kind == DimDecl::Kind::Constant) {
+      if (found != d.value)
+        return error(where + ": expected " + std::to_string(d.value) +
+                     ", found " + std::to_string(found));
+    } else {
+      auto it = syms.find(d.name);
+      if (it != syms.end() && it->second != found)
+        return error("input " + decl.name + ": dim " + std::to_string(dim) +
+                     " is " + std::to_string(found) + ", expected " +
+                     std::to_string(it->second) + " (" + d.name +
+                     ", bound by " + symOrigin[d.name] + ")");
+      if (it == syms.end()) {
+        syms[d.name] = found;
+        symOrigin[d.name] = where;
+      }
+    }
+    ++dim;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Instantiator::computeOutput(unsigned o) {
+  const OutputDecl &decl = spec.outputs[o];
+  TensorType t;
+  t.elem = decl.isInt ? ElemType::I64 : ElemType::F32;
+  if (!decl.broadcastOf.empty()) {
+    // ONNX multidirectional broadcasting.
+    std::vector<int64_t> result;
+    std::string resultFrom;
+    for (unsigned in : decl.broadcastOf) {
+      if (!impl.inputTypes[in])
+        continue;
+      const auto &dims = impl.inputTypes[in]->dims;
+      std::vector<int64_t> merged(std::max(result.size(), dims.size()), 1);
+      for (size_t k = 0; k < merged.size(); ++k) {
+        int64_t a = k + result.size() >= merged.size()
+                        ? result[k + result.size() - merged.size()]
+                        : 1;
+        int64_t b = k + dims.size() >= merged.size()
+                        ? dims[k + dims.size() - merged.size()]
+                        : 1;
+        if (a != b && a != 1 && b != 1)
+          return error("inputs are not broadcastable: " + resultFrom +
+                       " has shape " + shapeStr(result) + ", input " +
+                       spec.inputs[in].name + " has shape " + shapeStr(dims));
+        merged[k] = a == 1 ? b : a;
+      }
+      result = std::move(merged);
+      resultFrom += (resultFrom.empty() ? "input " : ", ") +
+                    spec.inputs[in].name;
+    }
+    t.dims = std::move(result);
+  } else {
+    for (auto &d : decl.dims) {
+      if (d->kind == Expr::Kind::Splat) {
+        auto &part = rankSyms[d->name];
+        t.dims.insert(t.dims.end(), part.begin(), part.end());
+        continue;
+      }
+      auto v = evalStatic(*d, env());
+      if (!v)
+        return v.takeError();
+      if (v->kind != StaticValue::Kind::Int)
+        return makeSpecError(d->loc, "output dimension of " + spec.name +
+                                         " is " + v->str() +
+                                         ", not an integer");
+      if (v->i < 0)
+        return error("output " + decl.name + ": dimension " +
+                     std::to_string(t.dims.size()) + " is negative (" +
+                     std::to_string(v->i) + ")");
+      t.dims.push_back(v->i);
+    }
+  }
+  impl.outputTypes.push_back(std::move(t));
+  return llvm::Error::success();
+}
+
+std::string Instantiator::extentKey(const Expr &e) {
+  if (e.kind == Expr::Kind::Ident)
+    return e.name;
+  if (e.kind == Expr::Kind::Cond) {
+    auto c = evalCondition(*e.args[0], env());
+    if (c)
+      return extentKey(*e.args[*c ? 1 : 2]);
+    llvm::consumeError(c.takeError());
+  }
+  auto v = evalStatic(e, env());
+  if (v)
+    return v->str();
+  llvm::consumeError(v.takeError());
+  return "?";
+}
+
+static LExprPtr makeConst(double v, Loc loc) {
+  auto c = std::make_unique<LExpr>();
+  c->kind = LExpr::Kind::Const;
+  c->value = v;
+  c->loc = loc;
+  return c;
+}
+
+static double floorDivValue(double a, double b) { return std::floor(a / b); }
+
+/// Folds constant operands of value and index arithmetic.
+static LExprPtr foldBinary(BinOp op, LExprPtr l, LExprPtr r, bool inIndex,
+                           Loc loc) {
+  bool lc = l->kind == LExpr::Kind::Const, rc = r->kind == LExpr::Kind::Const;
+  if (lc && rc) {
+    double a = l->value, b = r->value, v = 0;
+    switch (op) {
+    case BinOp::Add: v = a + b; break;
+    case BinOp::Sub: v = a - b; break;
+    case BinOp::Mul: v = a * b; break;
+    case BinOp::Div: v = inIndex ? floorDivValue(a, b) : a / b; break;
+    case BinOp::Eq: v = a == b; break;
+    case BinOp::Ne: v = a != b; break;
+    case BinOp::Lt: v = a < b; break;
+    case BinOp::Le: v = a <= b; break;
+    case BinOp::Gt: v = a > b; break;
+    case BinOp::Ge: v = a >= b; break;
+    case BinOp::And: v = (a != 0) && (b != 0); break;
+    case BinOp::Or: v = (a != 0) || (b != 0); break;
+    }
+    return makeConst(v, loc);
+  }
+  if (op == BinOp::Mul && ((lc && l->value == 0) || (rc && r->value == 0)))
+    return makeConst(0, loc);
+  if ((op == BinOp::Add || op == BinOp::Sub) && rc && r->value == 0)
+    return l;
+  if (op == BinOp::Add && lc && l->value == 0)
+    return r;
+  if (op == BinOp::Mul && rc && r->value == 1)
+    return l;
+  if (op == BinOp::Mul && lc && l->value == 1)
+    return r;
+  auto e = std::make_unique<LExpr>();
+  e->loc = loc;
+  e->kind = inIndex && op == BinOp::Div ? LExpr::Kind::FloorDiv
+                                        : LExpr::Kind::Binary;
+  e->op = op;
+  e->ops.push_back(std::move(l));
+  e->ops.push_back(std::move(r));
+  return e;
+}
+
+llvm::Expected<LExprPtr> Instantiator::lowerAccess(const Expr &e) {
+  unsigned t = static_cast<unsigned>(spec.findInput(e.name));
+  if (!impl.inputTypes[t])
+    return makeConst(0, e.loc); // absent optional input reads 0
+  const TensorType &type = *impl.inputTypes[t];
+  std::vector<LExprPtr> idx;
+  for (auto &a : e.args) {
+    if (a->kind == Expr::Kind::Splat) {
+      for (unsigned v : splatVars) {
+        auto var = std::make_unique<LExpr>();
+        var->kind = LExpr::Kind::Var;
+        var->var = v;
+        var->loc = a->loc;
+        idx.push_back(std::move(var));
+      }
+      continue;
+    }
+    auto l = lower(*a, /*inIndex=*/true);
+    if (!l)
+      return l.takeError();
+    idx.push_back(std::move(*l));
+  }
+  size_t rank = type.dims.size();
+  if (idx.size() < rank)
+    return error("input " + e.name + " has rank " + std::to_string(rank) +
+                 " (shape " + shapeStr(type.dims) + ") but is read with " +
+                 std::to_string(idx.size()) + " indices at " + e.loc.str());
+  // Broadcasting: use the trailing indices.
+  idx.erase(idx.begin(), idx.begin() + (idx.size() - rank));
+  for (size_t d = 0; d < rank; ++d) {
+    if (idx[d]->kind != LExpr::Kind::Var)
+      continue;
+    int64_t extent = cur->vars[idx[d]->var].extent;
+    int64_t size = type.dims[d];
+    if (size == extent)
+      continue;
+    if (size == 1) {
+      idx[d] = makeConst(0, idx[d]->loc);
+      continue;
+    }
+    if (spec.inputs[t].unconstrained)
+      return error("input " + e.name + ": dim " + std::to_string(d) + " is " +
+                   std::to_string(size) + ", expected 1 or " +
+                   std::to_string(extent) + " (broadcast to index '" +
+                   cur->vars[idx[d]->var].name + "'; shape " +
+                   shapeStr(type.dims) + ")");
+  }
+  auto acc = std::make_unique<LExpr>();
+  acc->kind = LExpr::Kind::Access;
+  acc->loc = e.loc;
+  acc->tensor = t;
+  acc->ops = std::move(idx);
+  return acc;
+}
+
+llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
+  switch (e.kind) {
+  case Expr::Kind::Number:
+    return makeConst(e.num, e.loc);
+  case Expr::Kind::Ident: {
+    for (auto it = scope.rbegin(); it != scope.rend(); ++it)
+      if (it->first == e.name) {
+        auto v = std::make_unique<LExpr>();
+        v->kind = LExpr::Kind::Var;
+        v->var = it->second;
+        v->loc = e.loc;
+        return v;
+      }
+    auto v = lookup(e.name);
+    if (!v || !v->isNumber())
+      return makeSpecError(e.loc, "'" + e.name + "' is not a number in " +
+                                      spec.name);
+    return makeConst(v->asDouble(), e.loc);
+  }
+  case Expr::Kind::Access:
+    return lowerAccess(e);
+  case Expr::Kind::Neg: {
+    auto a = lower(*e.args[0], inIndex);
+    if (!a)
+      return a.takeError();
+    if ((*a)->kind == LExpr::Kind::Const) {
+      (*a)->value = -(*a)->value;
+      return a;
+    }
+    auto n = std::make_unique<LExpr>();
+    n->kind = LExpr::Kind::Neg;
+    n->loc = e.loc;
+    n->ops.push_back(std::move(*a));
+    return n;
+  }
+  case Expr::Kind::Not: {
+    auto a = lower(*e.args[0], inIndex);
+    if (!a)
+      return a.takeError();
+    return foldBinary(BinOp::Eq, std::move(*a), makeConst(0, e.loc), inIndex,
+                      e.loc);
+  }
+  case Expr::Kind::Binary: {
+    auto l = lower(*e.args[0], inIndex);
+    if (!l)
+      return l.takeError();
+    auto r = lower(*e.args[1], inIndex);
+    if (!r)
+      return r.takeError();
+    return foldBinary(e.op, std::move(*l), std::move(*r), inIndex, e.loc);
+  }
+  case Expr::Kind::Cond: {
+    auto c = evalCondition(*e.args[0], env());
+    if (!c)
+      return c.takeError();
+    return lower(*e.args[*c ? 1 : 2], inIndex);
+  }
+  case Expr::Kind::Call: {
+    auto call = std::make_unique<LExpr>();
+    call->kind = LExpr::Kind::Call;
+    call->loc = e.loc;
+    call->fn = llvm::StringSwitch<Fn>(e.name)
+                   .Case("exp", Fn::Exp)
+                   .Case("log", Fn::Log)
+                   .Case("sqrt", Fn::Sqrt)
+                   .Case("tanh", Fn::Tanh)
+                   .Case("abs", Fn::Abs)
+                   .Case("max", Fn::Max)
+                   .Default(Fn::Min);
+    for (auto &a : e.args) {
+      auto l = lower(*a, inIndex);
+      if (!l)
+        return l.takeError();
+      call->ops.push_back(std::move(*l));
+    }
+    return call;
+  }
+  case Expr::Kind::Reduce: {
+    auto red = std::make_unique<LExpr>();
+    red->kind = LExpr::Kind::Reduce;
+    red->loc = e.loc;
+    red->reducer = e.reducer;
+    size_t before = scope.size();
+    for (auto &[name, extentExpr] : e.vars) {
+      auto v = evalStatic(*extentExpr, env());
+      if (!v)
+        return v.takeError();
+      if (v->kind != StaticValue::Kind::Int || v->i < 0)
+        return makeSpecError(extentExpr->loc,
+                             "extent of '" + name + "' is " + v->str() +
+                                 ", not a non-negative integer");
+      unsigned id = static_cast<unsigned>(cur->vars.size());
+      cur->vars.push_back({name, v->i, extentKey(*extentExpr)});
+      red->redVars.push_back(id);
+      scope.emplace_back(name, id);
+    }
+    auto body = lower(*e.args[0], inIndex);
+    scope.resize(before);
+    if (!body)
+      return body.takeError();
+    red->ops.push_back(std::move(*body));
+    return red;
+  }
+  case Expr::Kind::String:
+  case Expr::Kind::Splat:
+    break;
+  }
+  return makeSpecError(e.loc, "unexpected expression in " + spec.name);
+}
+
+llvm::Error Instantiator::lowerStmt(const BodyStmt &s) {
+  LoweredStmt &ls = impl.stmts[s.output];
+  cur = &ls;
+  scope.clear();
+  splatVars.clear();
+  const std::vector<int64_t> &dims = impl.outputTypes[s.output].dims;
+  size_t named = 0;
+  for (auto &i : s.indices)
+    if (i[0] != '*')
+      ++named;
+  bool hasSplat = named != s.indices.size();
+  if (hasSplat ? dims.size() < named : dims.size() != named)
+    return makeSpecError(s.loc, "output " + spec.outputs[s.output].name +
+                                    " has rank " +
+                                    std::to_string(dims.size()) +
+                                    " but is indexed with " +
+                                    std::to_string(named) + " indices");
+  size_t splatLen = dims.size() - named;
+  size_t d = 0;
+  for (auto &i : s.indices) {
+    if (i[0] == '*') {
+      for (size_t k = 0; k < splatLen; ++k, ++d) {
+        unsigned id = static_cast<unsigned>(ls.vars.size());
+        ls.vars.push_back({i.substr(1) + std::to_string(k), dims[d],
+                           "X" + std::to_string(d)});
+        ls.outVars.push_back(id);
+        splatVars.push_back(id);
+      }
+      continue;
+    }
+    unsigned id = static_cast<unsigned>(ls.vars.size());
+    ls.vars.push_back({i, dims[d], "X" + std::to_string(d)});
+    ls.outVars.push_back(id);
+    scope.emplace_back(i, id);
+    ++d;
+  }
+  auto v = lower(*s.value, /*inIndex=*/false);
+  if (!v)
+    return v.takeError();
+  ls.value = std::move(*v);
+  return llvm::Error::success();
+}
+
+llvm::Error Instantiator::run(llvm::ArrayRef<std::optional<TensorType>> inputs,
+                              const AttrMap &attrs) {
+  impl.spec = &spec;
+  if (inputs.size() > spec.inputs.size())
+    return error("expected at most " + std::to_string(spec.inputs.size()) +
+                 " inputs, found " + std::to_string(inputs.size()));
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    impl.inputNames.push_back(spec.inputs[i].name);
+    std::optional<TensorType> t;
+    if (i < inputs.size())
+      t = inputs[i];
+    if (!t && !spec.inputs[i].optional)
+      return error("input " + spec.inputs[i].name + " is required");
+    impl.inputTypes.push_back(std::move(t));
+  }
+  if (auto e = bindAttrs(attrs))
+    return e;
+  for (unsigned i = 0; i < impl.inputTypes.size(); ++i)
+    if (impl.inputTypes[i])
+      if (auto e = bindInput(i, *impl.inputTypes[i]))
+        return e;
+  for (auto &c : spec.constraints) {
+    auto ok = evalCondition(*c.cond, env());
+    if (!ok)
+      return ok.takeError();
+    if (*ok)
+      continue;
+    std::string bound;
+    for (auto &[name, value] : syms)
+      bound += (bound.empty() ? "" : ", ") + name + "=" + std::to_string(value);
+    for (auto &[name, value] : impl.attrs)
+      if (c.text.find(name) != std::string::npos)
+        bound += (bound.empty() ? "" : ", ") + name + "=" +
+                 StaticValue::ofAttr(value).str();
+    return error((c.message.empty() ? "" : c.message + ": ") +
+                 "constraint `" + c.text + "` does not hold (" + bound + ")");
+  }
+  for (unsigned o = 0; o < spec.outputs.size(); ++o) {
+    impl.outputNames.push_back(spec.outputs[o].name);
+    if (auto e = computeOutput(o))
+      return e;
+  }
+  impl.stmts.resize(spec.outputs.size());
+  for (auto &s : spec.body)
+    if (auto e = lowerStmt(s))
+      return e;
+
+  // Cache key: op, attributes, ranks and size-1 dims of inputs.
+  std::string key = spec.name + "#" + std::to_string(spec.uid) + "(";
+  for (auto &t : impl.inputTypes) {
+    if (!t) {
+      key += "-;";
+      continue;
+    }
+    for (int64_t d : t->dims)
+      key += d == 1 ? '1' : 'n';
+    key += ';';
+  }
+  key += ")";
+  for (auto &[name, value] : impl.attrs)
+    key += name + "=" + StaticValue::ofAttr(value).str() + ";";
+  impl.cacheKey = std::move(key);
+  return llvm::Error::success();
+}
+
+llvm::Expected<OpInstance>
+tofu::tdl::instantiate(const OpSpec &spec,
+                       llvm::ArrayRef<std::optional<TensorType>> inputs,
+                       const AttrMap &attrs) {
+  auto impl = std::make_shared<OpInstance::Impl>();
+  if (auto e = Instantiator(spec, *impl).run(inputs, attrs))
+    return std::move(e);
+  OpInstance inst;
+  inst.impl = std::move(impl);
+  return inst;
+}

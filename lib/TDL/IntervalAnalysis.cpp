@@ -1,0 +1,529 @@
+//===- IntervalAnalysis.cpp - TDL region analysis (paper §4.2) --------------===//
+//
+// Two walks over the accesses of a lowered statement:
+//
+//  * requiredRegions: concrete integer ranges. Each index variable has an
+//    inclusive range; index expressions (±k, ×k, floor ÷k, ±interval) map
+//    ranges to ranges exactly; the hull of all accesses of an input, made
+//    half-open and clamped to the input's shape, is the region it needs.
+//
+//  * analyzeStrategies: the same walk over symbolic intervals whose bounds
+//    are affine in the symbols X_i (output dims) and reduction extents, with
+//    separate lower and upper constants. Output variable x_d ranges over
+//    [0, X_d); a split gives worker 0 [0, X_d/2) and worker 1 [X_d/2, X_d)
+//    (the paper's fractional form). Bounds are carried inclusive
+//    ([lo, hi - 1]) so that sums of variables stay exact, e.g. conv's
+//    x*s + dx over worker 0 needs [0, X*s/2 - s + K).
+//
+//===----------------------------------------------------------------------===//
+#include "InstanceIR.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+
+using namespace tofu::tdl;
+
+//===----------------------------------------------------------------------===//
+// Concrete regions
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Inclusive integer range; empty when lo > hi.
+struct IRange {
+  int64_t lo = 0, hi = -1;
+  bool empty() const { return lo > hi; }
+};
+
+int64_t floorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    --q;
+  return q;
+}
+
+class ConcreteWalker {
+public:
+  ConcreteWalker(const OpInstance::Impl &impl, const LoweredStmt &s,
+                 std::vector<IRange> ranges)
+      : impl(impl), ranges(std::move(ranges)),
+        hull(impl.inputTypes.size()) {
+    (void)s;
+  }
+
+  void walk(const LExpr &e) {
+    switch (e.kind) {
+    case LExpr::Kind::Access:
+      access(e);
+      return;
+    case LExpr::Kind::Reduce:
+      for (unsigned v : e.redVars)
+        if (ranges[v].empty())
+          return; // an empty reduction reads nothing
+      walk(*e.ops[0]);
+      return;
+    default:
+      for (auto &o : e.ops)
+        walk(*o);
+    }
+  }
+
+  std::vector<std::optional<Box>> result() const {
+    std::vector<std::optional<Box>> regions(impl.inputTypes.size());
+    for (size_t t = 0; t < regions.size(); ++t) {
+      if (!impl.inputTypes[t])
+        continue;
+      if (hull[t]) {
+        regions[t] = *hull[t];
+      } else {
+        regions[t] = Box(impl.inputTypes[t]->dims.size(), Range{0, 0});
+      }
+    }
+    return regions;
+  }
+
+private:
+  IRange index(const LExpr &e) {
+    switch (e.kind) {
+    case LExpr::Kind::Const: {
+      auto v = static_cast<int64_t>(std::floor(e.value));
+      return {v, v};
+    }
+    case LExpr::Kind::Var:
+      return ranges[e.var];
+    case LExpr::Kind::Neg: {
+      IRange a = index(*e.ops[0]);
+      return {-a.hi, -a.lo};
+    }
+    case LExpr::Kind::FloorDiv: {
+      IRange a = index(*e.ops[0]);
+      IRange b = index(*e.ops[1]);
+      int64_t k = b.lo; // a constant (checked by the spec checker)
+      if (k == 0)
+        return {0, -1};
+      if (k > 0)
+        return {floorDiv(a.lo, k), floorDiv(a.hi, k)};
+      return {floorDiv(a.hi, k), floorDiv(a.lo, k)};
+    }
+    case LExpr::Kind::Binary: {
+      IRange a = index(*e.ops[0]);
+      IRange b = index(*e.ops[1]);
+      switch (e.op) {
+      case BinOp::Add:
+        return {a.lo + b.lo, a.hi + b.hi};
+      case BinOp::Sub:
+        return {a.lo - b.hi, a.hi - b.lo};
+      case BinOp::Mul: {
+        int64_t p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
+        return {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+      }
+      default:
+        break;
+      }
+      break;
+    }
+    default:
+      break;
+    }
+    // Not an index form the checker admits; be conservative.
+    return {std::numeric_limits<int32_t>::min(),
+            std::numeric_limits<int32_t>::max()};
+  }
+
+  void access(const LExpr &e) {
+    const TensorType &t = *impl.inputTypes[e.tensor];
+    Box box;
+    for (size_t d = 0; d < e.ops.size(); ++d) {
+      IRange r = index(*e.ops[d]);
+      if (r.empty())
+        return;
+      int64_t lo = std::max<int64_t>(r.lo, 0);
+      int64_t hi = std::min<int64_t>(r.hi + 1, t.dims[d]);
+      if (lo >= hi)
+        return; // entirely padding: reads zeros, needs no data
+      box.push_back({lo, hi});
+    }
+    auto &h = hull[e.tensor];
+    if (!h) {
+      h = std::move(box);
+      return;
+    }
+    for (size_t d = 0; d < box.size(); ++d) {
+      (*h)[d].lo = std::min((*h)[d].lo, box[d].lo);
+      (*h)[d].hi = std::max((*h)[d].hi, box[d].hi);
+    }
+  }
+
+  const OpInstance::Impl &impl;
+  std::vector<IRange> ranges;
+  std::vector<std::optional<Box>> hull;
+};
+
+} // namespace
+
+std::vector<std::optional<Box>>
+OpInstance::requiredRegions(unsigned output, const Box &outputBox,
+                            const std::vector<Range> &reductionRanges) const {
+  const LoweredStmt &s = impl->stmts[output];
+  std::vector<IRange> ranges(s.vars.size());
+  for (size_t v = 0; v < s.vars.size(); ++v)
+    ranges[v] = {0, s.vars[v].extent - 1};
+  bool anyEmpty = false;
+  for (size_t d = 0; d < s.outVars.size() && d < outputBox.size(); ++d) {
+    Range r = outputBox[d];
+    r.lo = std::max<int64_t>(r.lo, 0);
+    r.hi = std::min<int64_t>(r.hi, s.vars[s.outVars[d]].extent);
+    ranges[s.outVars[d]] = {r.lo, r.hi - 1};
+    anyEmpty |= r.lo >= r.hi;
+  }
+  bool splittable;
+  if (const LExpr *top = findTopReducer(*s.value, splittable))
+    for (size_t r = 0; r < reductionRanges.size() && r < top->redVars.size();
+         ++r) {
+      unsigned v = top->redVars[r];
+      Range rr = reductionRanges[r];
+      rr.lo = std::max<int64_t>(rr.lo, 0);
+      rr.hi = std::min<int64_t>(rr.hi, s.vars[v].extent);
+      ranges[v] = {rr.lo, rr.hi - 1};
+    }
+  ConcreteWalker walker(*impl, s, std::move(ranges));
+  if (!anyEmpty)
+    walker.walk(*s.value);
+  return walker.result();
+}
+
+//===----------------------------------------------------------------------===//
+// Symbolic strategies
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// sum_i coef[i] * sym_i + k.
+struct Affine {
+  std::vector<double> coef;
+  double k = 0;
+  Affine scaled(double f) const {
+    Affine r = *this;
+    for (double &c : r.coef)
+      c *= f;
+    r.k *= f;
+    return r;
+  }
+  Affine plus(const Affine &o) const {
+    Affine r = *this;
+    for (size_t i = 0; i < r.coef.size(); ++i)
+      r.coef[i] += o.coef[i];
+    r.k += o.k;
+    return r;
+  }
+  double at(const std::vector<int64_t> &values) const {
+    double v = k;
+    for (size_t i = 0; i < coef.size(); ++i)
+      v += coef[i] * static_cast<double>(values[i]);
+    return v;
+  }
+};
+
+/// Inclusive symbolic range [lo, hi].
+struct SRange {
+  Affine lo, hi;
+};
+
+class SymbolicWalker {
+public:
+  SymbolicWalker(const OpInstance::Impl &impl, std::vector<SRange> ranges,
+                 size_t numSymbols, std::vector<int64_t> symbolValues)
+      : impl(impl), ranges(std::move(ranges)), numSymbols(numSymbols),
+        symbolValues(std::move(symbolValues)),
+        hull(impl.inputTypes.size()) {}
+
+  llvm::Error walk(const LExpr &e) {
+    if (e.kind == LExpr::Kind::Access)
+      return access(e);
+    for (auto &o : e.ops)
+      if (auto err = walk(*o))
+        return err;
+    return llvm::Error::success();
+  }
+
+  std::vector<std::optional<std::vector<SymInterval>>> result() const {
+    std::vector<std::optional<std::vector<SymInterval>>> regions(
+        impl.inputTypes.size());
+    for (size_t t = 0; t < regions.size(); ++t) {
+      if (!impl.inputTypes[t])
+        continue;
+      std::vector<SymInterval> r;
+      if (hull[t]) {
+        for (const SRange &d : *hull[t]) {
+          SymInterval si;
+          si.lower = d.lo.coef;
+          si.lowerConst = d.lo.k;
+          si.upper = d.hi.coef;
+          si.upperConst = d.hi.k + 1; // half-open
+          r.push_back(std::move(si));
+        }
+      } else {
+        for (size_t d = 0; d < impl.inputTypes[t]->dims.size(); ++d) {
+          SymInterval si;
+          si.lower.assign(numSymbols, 0);
+          si.upper.assign(numSymbols, 0);
+          r.push_back(std::move(si));
+        }
+      }
+      regions[t] = std::move(r);
+    }
+    return regions;
+  }
+
+private:
+  Affine constant(double v) const {
+    Affine a;
+    a.coef.assign(numSymbols, 0);
+    a.k = v;
+    return a;
+  }
+  static bool isConst(const SRange &r) {
+    return llvm::all_of(r.lo.coef, [](double c) { return c == 0; }) &&
+           llvm::all_of(r.hi.coef, [](double c) { return c == 0; }) &&
+           r.lo.k == r.hi.k;
+  }
+
+  llvm::Expected<SRange> index(const LExpr &e) {
+    switch (e.kind) {
+    case LExpr::Kind::Const:
+      return SRange{constant(std::floor(e.value)), constant(std::floor(e.value))};
+    case LExpr::Kind::Var:
+      return ranges[e.var];
+    case LExpr::Kind::Neg: {
+      auto a = index(*e.ops[0]);
+      if (!a)
+        return a.takeError();
+      return SRange{a->hi.scaled(-1), a->lo.scaled(-1)};
+    }
+    case LExpr::Kind::FloorDiv:
+    case LExpr::Kind::Binary: {
+      auto a = index(*e.ops[0]);
+      if (!a)
+        return a.takeError();
+      auto b = index(*e.ops[1]);
+      if (!b)
+        return b.takeError();
+      if (e.kind == LExpr::Kind::Binary && e.op == BinOp::Add)
+        return SRange{a->lo.plus(b->lo), a->hi.plus(b->hi)};
+      if (e.kind == LExpr::Kind::Binary && e.op == BinOp::Sub)
+        return SRange{a->lo.plus(b->hi.scaled(-1)),
+                      a->hi.plus(b->lo.scaled(-1))};
+      bool mul = e.kind == LExpr::Kind::Binary && e.op == BinOp::Mul;
+      if (mul || e.kind == LExpr::Kind::FloorDiv) {
+        const SRange *iv = &*a;
+        double k;
+        if (isConst(*b)) {
+          k = b->lo.k;
+        } else if (mul && isConst(*a)) {
+          k = a->lo.k;
+          iv = &*b;
+        } else {
+          return makeSpecError(e.loc, mul ? "product of two intervals is not "
+                                            "supported by the interval "
+                                            "analysis"
+                                          : "division by an interval is not "
+                                            "supported by the interval "
+                                            "analysis");
+        }
+        if (!mul) {
+          if (k == 0)
+            return makeSpecError(e.loc, "division by zero in an index");
+          k = 1 / k;
+        }
+        if (k >= 0)
+          return SRange{iv->lo.scaled(k), iv->hi.scaled(k)};
+        return SRange{iv->hi.scaled(k), iv->lo.scaled(k)};
+      }
+      return makeSpecError(e.loc, "comparison of two intervals is not "
+                                  "supported by the interval analysis");
+    }
+    default:
+      return makeSpecError(e.loc, "expression not supported inside an index "
+                                  "by the interval analysis");
+    }
+  }
+
+  llvm::Error access(const LExpr &e) {
+    std::vector<SRange> box;
+    for (auto &op : e.ops) {
+      auto r = index(*op);
+      if (!r)
+        return r.takeError();
+      box.push_back(std::move(*r));
+    }
+    auto &h = hull[e.tensor];
+    if (!h) {
+      h = std::move(box);
+      return llvm::Error::success();
+    }
+    for (size_t d = 0; d < box.size(); ++d) {
+      SRange &cur = (*h)[d];
+      // Hull of two affine bounds: exact when they differ by a constant;
+      // otherwise decided at the analyzed instance's symbol values.
+      if (cur.lo.coef == box[d].lo.coef)
+        cur.lo.k = std::min(cur.lo.k, box[d].lo.k);
+      else if (box[d].lo.at(symbolValues) < cur.lo.at(symbolValues))
+        cur.lo = box[d].lo;
+      if (cur.hi.coef == box[d].hi.coef)
+        cur.hi.k = std::max(cur.hi.k, box[d].hi.k);
+      else if (box[d].hi.at(symbolValues) > cur.hi.at(symbolValues))
+        cur.hi = box[d].hi;
+    }
+    return llvm::Error::success();
+  }
+
+  const OpInstance::Impl &impl;
+  std::vector<SRange> ranges;
+  size_t numSymbols;
+  std::vector<int64_t> symbolValues;
+  std::vector<std::optional<std::vector<SRange>>> hull;
+};
+
+/// Symbols of one output statement and each variable's symbol.
+struct SymbolTable {
+  std::vector<std::string> names;
+  std::vector<int64_t> values;
+  std::vector<unsigned> ofVar;
+};
+
+SymbolTable buildSymbols(const LoweredStmt &s) {
+  SymbolTable t;
+  t.ofVar.assign(s.vars.size(), 0);
+  for (size_t d = 0; d < s.outVars.size(); ++d) {
+    t.names.push_back("X" + std::to_string(d));
+    t.values.push_back(s.vars[s.outVars[d]].extent);
+    t.ofVar[s.outVars[d]] = static_cast<unsigned>(d);
+  }
+  for (size_t v = 0; v < s.vars.size(); ++v) {
+    if (llvm::is_contained(s.outVars, v))
+      continue;
+    const std::string &key = s.vars[v].extentKey;
+    auto it = llvm::find(t.names, key);
+    // A key that collides with an output symbol name or whose extent
+    // differs gets its own, decorated symbol.
+    if (it != t.names.end() &&
+        (it - t.names.begin() < static_cast<long>(s.outVars.size()) ||
+         t.values[it - t.names.begin()] != s.vars[v].extent))
+      it = t.names.end();
+    if (it == t.names.end()) {
+      std::string name = key;
+      while (llvm::is_contained(t.names, name))
+        name += "'";
+      t.names.push_back(name);
+      t.values.push_back(s.vars[v].extent);
+      it = t.names.end() - 1;
+    }
+    t.ofVar[v] = static_cast<unsigned>(it - t.names.begin());
+  }
+  return t;
+}
+
+/// One analysis run: variable `split` gets half `worker` (or none when
+/// split < 0).
+llvm::Expected<std::vector<std::optional<std::vector<SymInterval>>>>
+runSymbolic(const OpInstance::Impl &impl, const LoweredStmt &s,
+            const SymbolTable &syms, int split, unsigned worker) {
+  size_t n = syms.names.size();
+  std::vector<SRange> ranges(s.vars.size());
+  for (size_t v = 0; v < s.vars.size(); ++v) {
+    Affine zero;
+    zero.coef.assign(n, 0);
+    Affine full = zero;
+    full.coef[syms.ofVar[v]] = 1;
+    full.k = -1;
+    Affine half = zero;
+    half.coef[syms.ofVar[v]] = 0.5;
+    SRange r{zero, full};
+    if (static_cast<int>(v) == split) {
+      if (worker == 0) {
+        r.hi = half;
+        r.hi.k = -1;
+      } else {
+        r.lo = half;
+      }
+    }
+    ranges[v] = std::move(r);
+  }
+  SymbolicWalker walker(impl, std::move(ranges), n, syms.values);
+  if (auto e = walker.walk(*s.value))
+    return std::move(e);
+  return walker.result();
+}
+
+llvm::Expected<std::vector<Strategy>> analyze(const OpInstance::Impl &impl) {
+  std::vector<Strategy> result;
+  for (unsigned o = 0; o < impl.stmts.size(); ++o) {
+    const LoweredStmt &s = impl.stmts[o];
+    SymbolTable syms = buildSymbols(s);
+    auto addStrategy = [&](Strategy st, unsigned var) -> llvm::Error {
+      st.output = o;
+      st.symbols = syms.names;
+      st.symbolValues = syms.values;
+      for (unsigned w = 0; w < 2; ++w) {
+        auto regions = runSymbolic(impl, s, syms, static_cast<int>(var), w);
+        if (!regions)
+          return regions.takeError();
+        st.regions.push_back(std::move(*regions));
+      }
+      result.push_back(std::move(st));
+      return llvm::Error::success();
+    };
+    for (size_t d = 0; d < s.outVars.size(); ++d) {
+      Strategy st;
+      st.kind = Strategy::Kind::SplitOutput;
+      st.dim = static_cast<int64_t>(d);
+      if (auto e = addStrategy(std::move(st), s.outVars[d]))
+        return std::move(e);
+    }
+    bool splittable;
+    const LExpr *top = findTopReducer(*s.value, splittable);
+    if (!top || !splittable)
+      continue;
+    for (unsigned r = 0; r < top->redVars.size(); ++r) {
+      Strategy st;
+      st.kind = Strategy::Kind::SplitReduction;
+      st.reduction = s.vars[top->redVars[r]].name;
+      st.reductionIndex = r;
+      if (auto e = addStrategy(std::move(st), top->redVars[r]))
+        return std::move(e);
+    }
+  }
+  return result;
+}
+
+} // namespace
+
+llvm::Expected<std::vector<Strategy>>
+tofu::tdl::analyzeStrategies(const OpInstance &op) {
+  static std::mutex mutex;
+  static std::map<std::string, std::vector<Strategy>> cache;
+  std::vector<Strategy> strategies;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(op.impl->cacheKey);
+    if (it != cache.end())
+      strategies = it->second;
+  }
+  if (strategies.empty()) {
+    auto r = analyze(*op.impl);
+    if (!r)
+      return r.takeError();
+    strategies = std::move(*r);
+    std::lock_guard<std::mutex> lock(mutex);
+    cache.emplace(op.impl->cacheKey, strategies);
+  }
+  // Symbol values are per instance; the cached intervals are not.
+  for (Strategy &st : strategies)
+    st.symbolValues = buildSymbols(op.impl->stmts[st.output]).values;
+  return strategies;
+}

@@ -1,0 +1,594 @@
+//===- SpecChecker.cpp - TDL semantic checks --------------------------------===//
+//
+// Scope and well-formedness checks run right after parsing, so that every
+// spec error is reported against the spec with file:line:col rather than at
+// instantiation. Index expressions are classified as constant or affine in
+// the index variables; a product of two index expressions, a division by
+// one, a comparison, a function call or a tensor access inside an index is
+// rejected (the interval analysis of paper §4.2 supports only ±k, ×k, ÷k and
+// ±interval).
+//
+//===----------------------------------------------------------------------===//
+#include "SpecChecker.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <set>
+
+using namespace tofu::tdl;
+
+namespace {
+
+enum class IndexClass { Constant, Affine };
+
+class OpChecker {
+public:
+  explicit OpChecker(const OpSpec &op) : op(op) {}
+  llvm::Error run();
+
+private:
+  llvm::Error checkStatic(const Expr &e);
+  llvm::Error checkValue(const Expr &e);
+  llvm::Expected<IndexClass> checkIndex(const Expr &e);
+  llvm::Error checkNewName(const std::string &name, const Loc &loc,
+                           const char *what);
+  bool isVar(llvm::StringRef n) const { return llvm::is_contained(vars, n); }
+
+  const OpSpec &op;
+  std::set<std::string> scalarSyms, rankSyms;
+  std::vector<std::string> vars;
+  std::string splat;
+};
+
+} // namespace
+
+llvm::Error OpChecker::checkNewName(const std::string &name, const Loc &loc,
+                                    const char *what) {
+  const char *clash = nullptr;
+  if (op.findInput(name) >= 0)
+    clash = "an input";
+  else if (op.findAttr(name))
+    clash = "an attribute";
+  else if (scalarSyms.count(name) || rankSyms.count(name))
+    clash = "a shape symbol";
+  else if (isVar(name))
+    clash = "an index variable";
+  if (clash)
+    return makeSpecError(loc, llvm::Twine(what) + " '" + name +
+                                  "' has the same name as " + clash);
+  return llvm::Error::success();
+}
+
+llvm::Error OpChecker::run() {
+  std::set<std::string> seen;
+  for (auto &in : op.inputs) {
+    if (!seen.insert(in.name).second)
+      return makeSpecError(in.loc, "duplicate input '" + in.name + "'");
+  }
+  for (auto &a : op.attrs) {
+    if (!seen.insert(a.name).second)
+      return makeSpecError(a.loc, "attribute '" + a.name +
+                                      "' has the same name as another "
+                                      "input or attribute");
+  }
+  for (auto &in : op.inputs) {
+    unsigned splats = 0;
+    for (auto &d : in.dims) {
+      if (d.kind == DimDecl::Kind::Constant)
+        continue;
+      if (seen.count(d.name))
+        return makeSpecError(d.loc, "shape symbol '" + d.name +
+                                        "' has the same name as an input or "
+                                        "attribute");
+      if (d.kind == DimDecl::Kind::Splat) {
+        if (++splats > 1)
+          return makeSpecError(d.loc, "an input shape may contain at most "
+                                      "one '*' symbol");
+        if (scalarSyms.count(d.name))
+          return makeSpecError(d.loc, "'" + d.name +
+                                          "' is used both as a dimension and "
+                                          "as a rank symbol");
+        rankSyms.insert(d.name);
+      } else {
+        if (rankSyms.count(d.name))
+          return makeSpecError(d.loc, "'" + d.name +
+                                          "' is used both as a dimension and "
+                                          "as a rank symbol");
+        scalarSyms.insert(d.name);
+      }
+    }
+  }
+  for (auto &out : op.outputs) {
+    if (!seen.insert(out.name).second || scalarSyms.count(out.name))
+      return makeSpecError(out.loc, "output '" + out.name +
+                                        "' has the same name as an input, "
+                                        "attribute or shape symbol");
+    for (auto &d : out.dims) {
+      if (d->kind == Expr::Kind::Splat) {
+        if (!rankSyms.count(d->name))
+          return makeSpecError(d->loc, "unknown rank symbol '*" + d->name +
+                                           "' (declare it in an input shape)");
+        continue;
+      }
+      if (auto e = checkStatic(*d))
+        return e;
+    }
+  }
+  for (auto &c : op.constraints)
+    if (auto e = checkStatic(*c.cond))
+      return e;
+
+  std::vector<const BodyStmt *> byOutput(op.outputs.size(), nullptr);
+  for (auto &s : op.body) {
+    if (byOutput[s.output])
+      return makeSpecError(s.loc, "output '" + op.outputs[s.output].name +
+                                      "' is defined twice");
+    byOutput[s.output] = &s;
+  }
+  for (unsigned i = 0; i < op.outputs.size(); ++i)
+    if (!byOutput[i])
+      return makeSpecError(op.loc, "output '" + op.outputs[i].name +
+                                       "' of '" + op.name +
+                                       "' has no defining statement");
+
+  for (auto &s : op.body) {
+    const OutputDecl &out = op.outputs[s.output];
+    vars.clear();
+    splat.clear();
+    for (auto &idx : s.indices) {
+      if (idx[0] == '*') {
+        if (!splat.empty())
+          return makeSpecError(s.loc, "at most one '*' index per statement");
+        splat = idx.substr(1);
+        if (auto e = checkNewName(splat, s.loc, "index variable"))
+          return e;
+        continue;
+      }
+      if (auto e = checkNewName(idx, s.loc, "index variable"))
+        return e;
+      vars.push_back(idx);
+    }
+    bool fixedRank =
+        out.broadcastOf.empty() &&
+        llvm::none_of(out.dims, [](const ExprPtr &d) {
+          return d->kind == Expr::Kind::Splat;
+        });
+    if (fixedRank && splat.empty() && s.indices.size() != out.dims.size())
+      return makeSpecError(s.loc, "wrong number of indices for output '" +
+                                      out.name + "': expected " +
+                                      std::to_string(out.dims.size()) +
+                                      ", found " +
+                                      std::to_string(s.indices.size()));
+    if (!fixedRank && splat.empty())
+      return makeSpecError(s.loc, "output '" + out.name +
+                                      "' has a rank known only at "
+                                      "instantiation: index it with '*i'");
+    if (auto e = checkValue(*s.value))
+      return e;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error OpChecker::checkStatic(const Expr &e) {
+  switch (e.kind) {
+  case Expr::Kind::Number:
+  case Expr::Kind::String:
+    return llvm::Error::success();
+  case Expr::Kind::Ident:
+    if (scalarSyms.count(e.name) || op.findAttr(e.name))
+      return llvm::Error::success();
+    if (isVar(e.name))
+      return makeSpecError(e.loc, "condition or extent must depend only on "
+                                  "attributes and shape symbols, not on "
+                                  "index variable '" +
+                                      e.name + "'");
+    if (op.findInput(e.name) >= 0)
+      return makeSpecError(e.loc, "condition or extent must depend only on "
+                                  "attributes and shape symbols, not on "
+                                  "tensor '" +
+                                      e.name + "'");
+    return makeSpecError(e.loc, "unknown identifier '" + e.name + "'");
+  case Expr::Kind::Neg:
+  case Expr::Kind::Not:
+  case Expr::Kind::Binary:
+  case Expr::Kind::Cond:
+    for (auto &a : e.args)
+      if (auto err = checkStatic(*a))
+        return err;
+    return llvm::Error::success();
+  case Expr::Kind::Access:
+    return makeSpecError(e.loc, "tensor access '" + e.name +
+                                    "[...]' is not allowed here: conditions, "
+                                    "shapes and extents depend only on "
+                                    "attributes and shape symbols");
+  case Expr::Kind::Call:
+    return makeSpecError(e.loc, "function '" + e.name +
+                                    "' is not allowed in a shape, extent or "
+                                    "condition");
+  case Expr::Kind::Reduce:
+    return makeSpecError(e.loc, "reduction is not allowed in a shape, extent "
+                                "or condition");
+  case Expr::Kind::Splat:
+    return makeSpecError(e.loc, "'*" + e.name + "' is not allowed here");
+  }
+  return llvm::Error::success();
+}
+
+/// Functions of value expressions and their arities.
+static int functionArity(llvm::StringRef fn) {
+  if (fn == "exp" || fn == "log" || fn == "sqrt" || fn == "tanh" ||
+      fn == "abs")
+    return 1;
+  if (fn == "max" || fn == "min")
+    return 2;
+  return -1;
+}
+
+llvm::Error OpChecker::checkValue(const Expr &e) {
+  switch (e.kind) {
+  case Expr::Kind::Number:
+    return llvm::Error::success();
+  case Expr::Kind::String:
+    return makeSpecError(e.loc, "string literal in a value expression");
+  case Expr::Kind::Ident: {
+    if (isVar(e.name) || scalarSyms.count(e.name))
+      return llvm::Error::success();
+    if (const AttrDecl *a = op.findAttr(e.name)) {
+      if (a->kind != AttrValue::Kind::Int && a->kind != AttrValue::Kind::Float)
+        return makeSpecError(e.loc, "attribute '" + e.name +
+                                        "' is not a number and cannot be "
+                                        "used in a value expression");
+      return llvm::Error::success();
+    }
+    if (op.findInput(e.name) >= 0)
+      return makeSpecError(e.loc, "tensor '" + e.name +
+                                      "' must be indexed: " + e.name + "[...]");
+    if (rankSyms.count(e.name))
+      return makeSpecError(e.loc, "rank symbol '" + e.name +
+                                      "' cannot be used as a value");
+    if (e.name == splat)
+      return makeSpecError(e.loc, "'" + e.name +
+                                      "' stands for several index variables; "
+                                      "write '*" + e.name + "' inside an index");
+    return makeSpecError(e.loc, "unknown identifier '" + e.name + "'");
+  }
+  case Expr::Kind::Splat:
+    return makeSpecError(e.loc, "'*" + e.name +
+                                    "' is only allowed as a tensor index");
+  case Expr::Kind::Access: {
+    int in = op.findInput(e.name);
+    if (in < 0) {
+      if (op.findOutput(e.name) >= 0)
+        return makeSpecError(e.loc, "cannot read output '" + e.name +
+                                        "' in the body");
+      return makeSpecError(e.loc, "unknown tensor '" + e.name + "'");
+    }
+    const InputDecl &decl = op.inputs[in];
+    bool hasSplat = false;
+    for (auto &idx : e.args) {
+      if (idx->kind == Expr::Kind::Splat) {
+        if (idx->name != splat)
+          return makeSpecError(idx->loc, "unknown index splat '*" + idx->name +
+                                             "'");
+        hasSplat = true;
+        continue;
+      }
+      auto cls = checkIndex(*idx);
+      if (!cls)
+        return cls.takeError();
+    }
+    bool fixedRank =
+        !decl.unconstrained &&
+        llvm::none_of(decl.dims, [](const DimDecl &d) {
+          return d.kind == DimDecl::Kind::Splat;
+        });
+    if (fixedRank && !hasSplat && e.args.size() != decl.dims.size())
+      return makeSpecError(e.loc, "wrong number of indices for '" + e.name +
+                                      "': expected " +
+                                      std::to_string(decl.dims.size()) +
+                                      ", found " +
+                                      std::to_string(e.args.size()));
+    return llvm::Error::success();
+  }
+  case Expr::Kind::Neg:
+  case Expr::Kind::Not:
+  case Expr::Kind::Binary:
+    for (auto &a : e.args)
+      if (auto err = checkValue(*a))
+        return err;
+    return llvm::Error::success();
+  case Expr::Kind::Cond:
+    if (auto err = checkStatic(*e.args[0]))
+      return err;
+    if (auto err = checkValue(*e.args[1]))
+      return err;
+    return checkValue(*e.args[2]);
+  case Expr::Kind::Call: {
+    int arity = functionArity(e.name);
+    if (arity < 0) {
+      if (e.name == "sum" || e.name == "prod")
+        return makeSpecError(e.loc, "reducer '" + e.name +
+                                        "' needs variables: " + e.name +
+                                        "(v: extent) body");
+      return makeSpecError(e.loc, "unknown function '" + e.name + "'");
+    }
+    if (!e.namedArgs.empty())
+      return makeSpecError(e.namedArgs.front().second->loc,
+                           "function '" + e.name +
+                               "' takes no named arguments");
+    if (static_cast<int>(e.args.size()) != arity)
+      return makeSpecError(e.loc, "wrong number of arguments to '" + e.name +
+                                      "': expected " + std::to_string(arity) +
+                                      ", found " +
+                                      std::to_string(e.args.size()));
+    for (auto &a : e.args)
+      if (auto err = checkValue(*a))
+        return err;
+    return llvm::Error::success();
+  }
+  case Expr::Kind::Reduce: {
+    size_t before = vars.size();
+    for (auto &[name, extent] : e.vars) {
+      if (auto err = checkStatic(*extent))
+        return err;
+      if (auto err = checkNewName(name, extent->loc, "reduction variable"))
+        return err;
+      vars.push_back(name);
+    }
+    auto err = checkValue(*e.args[0]);
+    vars.resize(before);
+    return err;
+  }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
+  switch (e.kind) {
+  case Expr::Kind::Number:
+    if (!e.isInt)
+      return makeSpecError(e.loc, "index must be an integer expression");
+    return IndexClass::Constant;
+  case Expr::Kind::Ident:
+    if (isVar(e.name))
+      return IndexClass::Affine;
+    if (scalarSyms.count(e.name))
+      return IndexClass::Constant;
+    if (const AttrDecl *a = op.findAttr(e.name)) {
+      if (a->kind != AttrValue::Kind::Int)
+        return makeSpecError(e.loc, "attribute '" + e.name +
+                                        "' is not an int and cannot be used "
+                                        "in an index");
+      return IndexClass::Constant;
+    }
+    if (op.findInput(e.name) >= 0)
+      return makeSpecError(e.loc, "data-dependent index: tensor '" + e.name +
+                                      "' inside an index is not supported");
+    return makeSpecError(e.loc, "unknown identifier '" + e.name + "'");
+  case Expr::Kind::Neg:
+    return checkIndex(*e.args[0]);
+  case Expr::Kind::Binary: {
+    if (e.op != BinOp::Add && e.op != BinOp::Sub && e.op != BinOp::Mul &&
+        e.op != BinOp::Div)
+      return makeSpecError(e.loc, llvm::Twine("operator '") +
+                                      binOpSpelling(e.op) +
+                                      "' in an index expression: comparison "
+                                      "of two intervals is not supported");
+    auto l = checkIndex(*e.args[0]);
+    if (!l)
+      return l.takeError();
+    auto r = checkIndex(*e.args[1]);
+    if (!r)
+      return r.takeError();
+    bool la = *l == IndexClass::Affine, ra = *r == IndexClass::Affine;
+    if (e.op == BinOp::Mul && la && ra)
+      return makeSpecError(e.loc, "non-affine index expression: product of "
+                                  "two intervals (index expressions) is not "
+                                  "supported");
+    if (e.op == BinOp::Div && ra)
+      return makeSpecError(e.loc, "non-affine index expression: division by "
+                                  "an index expression is not supported");
+    return la || ra ? IndexClass::Affine : IndexClass::Constant;
+  }
+  case Expr::Kind::Cond: {
+    if (auto err = checkStatic(*e.args[0]))
+      return std::move(err);
+    auto a = checkIndex(*e.args[1]);
+    if (!a)
+      return a.takeError();
+    auto b = checkIndex(*e.args[2]);
+    if (!b)
+      return b.takeError();
+    return *a == IndexClass::Affine || *b == IndexClass::Affine
+               ? IndexClass::Affine
+               : IndexClass::Constant;
+  }
+  case Expr::Kind::Access:
+    return makeSpecError(e.loc, "data-dependent index: tensor access '" +
+                                    e.name +
+                                    "[...]' inside an index is not supported");
+  case Expr::Kind::Call:
+    return makeSpecError(e.loc, "function '" + e.name +
+                                    "' in an index expression is not affine");
+  case Expr::Kind::Reduce:
+    return makeSpecError(e.loc, "reduction inside an index expression");
+  case Expr::Kind::String:
+    return makeSpecError(e.loc, "string literal in an index expression");
+  case Expr::Kind::Not:
+    return makeSpecError(e.loc, "'!' in an index expression");
+  case Expr::Kind::Splat:
+    return makeSpecError(e.loc, "'*" + e.name + "' must be a whole index");
+  }
+  return IndexClass::Constant;
+}
+
+llvm::Error tofu::tdl::checkOpSpec(const OpSpec &spec) {
+  return OpChecker(spec).run();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient rules
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class GradChecker {
+public:
+  GradChecker(const GradRule &rule, const OpSpec *forward,
+              llvm::function_ref<const OpSpec *(llvm::StringRef)> lookup)
+      : rule(rule), forward(forward), lookup(lookup) {}
+  llvm::Error run();
+
+private:
+  bool isTensorName(llvm::StringRef n) const {
+    if (llvm::is_contained(rule.inputAliases, n) ||
+        llvm::is_contained(rule.outputAliases, n))
+      return true;
+    return n.starts_with("d") &&
+           llvm::is_contained(rule.outputAliases, n.drop_front(1));
+  }
+  llvm::Error checkValue(const Expr &e);
+  llvm::Error checkStatic(const Expr &e);
+
+  const GradRule &rule;
+  const OpSpec *forward;
+  llvm::function_ref<const OpSpec *(llvm::StringRef)> lookup;
+};
+
+} // namespace
+
+llvm::Error GradChecker::run() {
+  std::set<std::string> seen;
+  for (auto &a : rule.inputAliases)
+    if (!seen.insert(a).second)
+      return makeSpecError(rule.loc, "duplicate name '" + a +
+                                         "' in the gradient rule of '" +
+                                         rule.op + "'");
+  for (auto &a : rule.outputAliases)
+    if (!seen.insert(a).second)
+      return makeSpecError(rule.loc, "duplicate name '" + a +
+                                         "' in the gradient rule of '" +
+                                         rule.op + "'");
+  if (forward) {
+    if (rule.inputAliases.size() != forward->inputs.size())
+      return makeSpecError(rule.loc,
+                           "gradient rule of '" + rule.op + "' names " +
+                               std::to_string(rule.inputAliases.size()) +
+                               " inputs, the op has " +
+                               std::to_string(forward->inputs.size()));
+    if (rule.outputAliases.size() != forward->outputs.size())
+      return makeSpecError(rule.loc,
+                           "gradient rule of '" + rule.op + "' names " +
+                               std::to_string(rule.outputAliases.size()) +
+                               " outputs, the op has " +
+                               std::to_string(forward->outputs.size()));
+  }
+  for (auto &s : rule.stmts)
+    if (auto e = checkValue(*s.value))
+      return e;
+  return llvm::Error::success();
+}
+
+llvm::Error GradChecker::checkValue(const Expr &e) {
+  switch (e.kind) {
+  case Expr::Kind::Ident:
+    if (isTensorName(e.name))
+      return llvm::Error::success();
+    return makeSpecError(e.loc, "unknown name '" + e.name +
+                                    "' in gradient rule (expected a forward "
+                                    "input, a forward output or d<output>)");
+  case Expr::Kind::Cond:
+    if (auto err = checkStatic(*e.args[0]))
+      return err;
+    if (auto err = checkValue(*e.args[1]))
+      return err;
+    return checkValue(*e.args[2]);
+  case Expr::Kind::Call: {
+    if (e.name == "not_supported") {
+      if (e.args.size() != 1 || e.args[0]->kind != Expr::Kind::String ||
+          !e.namedArgs.empty())
+        return makeSpecError(e.loc, "not_supported takes one string argument");
+      return llvm::Error::success();
+    }
+    const OpSpec *callee = lookup(e.name);
+    if (!callee)
+      return makeSpecError(e.loc, "unknown op '" + e.name +
+                                      "' in gradient rule");
+    size_t required = 0;
+    for (auto &in : callee->inputs)
+      if (!in.optional)
+        ++required;
+    if (e.args.size() < required || e.args.size() > callee->inputs.size())
+      return makeSpecError(
+          e.loc, "wrong number of operands to '" + e.name + "': expected " +
+                     (required == callee->inputs.size()
+                          ? std::to_string(required)
+                          : std::to_string(required) + " to " +
+                                std::to_string(callee->inputs.size())) +
+                     ", found " + std::to_string(e.args.size()));
+    for (auto &a : e.args)
+      if (auto err = checkValue(*a))
+        return err;
+    for (auto &[name, value] : e.namedArgs) {
+      if (!callee->findAttr(name))
+        return makeSpecError(value->loc, "op '" + e.name +
+                                             "' has no attribute '" + name +
+                                             "'");
+      if (auto err = checkStatic(*value))
+        return err;
+    }
+    return llvm::Error::success();
+  }
+  default:
+    return makeSpecError(e.loc, "a gradient value must be an op call, a "
+                                "tensor name or a conditional");
+  }
+}
+
+llvm::Error GradChecker::checkStatic(const Expr &e) {
+  switch (e.kind) {
+  case Expr::Kind::Number:
+  case Expr::Kind::String:
+    return llvm::Error::success();
+  case Expr::Kind::Ident:
+    if (forward && forward->findAttr(e.name))
+      return llvm::Error::success();
+    if (!forward)
+      return llvm::Error::success();
+    return makeSpecError(e.loc, "unknown attribute '" + e.name + "' of '" +
+                                    rule.op + "'");
+  case Expr::Kind::Neg:
+  case Expr::Kind::Not:
+  case Expr::Kind::Binary:
+  case Expr::Kind::Cond:
+    for (auto &a : e.args)
+      if (auto err = checkStatic(*a))
+        return err;
+    return llvm::Error::success();
+  case Expr::Kind::Call: {
+    unsigned arity = e.name == "dim" ? 2 : 1;
+    if (e.name != "rank" && e.name != "shape" && e.name != "dim")
+      return makeSpecError(e.loc, "unknown function '" + e.name +
+                                      "' in a gradient condition (expected "
+                                      "rank, shape or dim)");
+    if (e.args.size() != arity || !e.namedArgs.empty())
+      return makeSpecError(e.loc, "wrong number of arguments to '" + e.name +
+                                      "': expected " + std::to_string(arity));
+    if (e.args[0]->kind != Expr::Kind::Ident || !isTensorName(e.args[0]->name))
+      return makeSpecError(e.args[0]->loc, "'" + e.name +
+                                               "' expects a tensor name");
+    if (arity == 2)
+      return checkStatic(*e.args[1]);
+    return llvm::Error::success();
+  }
+  default:
+    return makeSpecError(e.loc, "not allowed in a gradient condition or "
+                                "attribute value");
+  }
+}
+
+llvm::Error tofu::tdl::checkGradRule(
+    const GradRule &rule, const OpSpec *forward,
+    llvm::function_ref<const OpSpec *(llvm::StringRef)> lookup) {
+  return GradChecker(rule, forward, lookup).run();
+}
