@@ -1,0 +1,216 @@
+//===- TofuRunToolTest.cpp - tofu-run end to end on a hand-built plan -----===//
+//
+// Writes the two-device test plan (with a real ONNX model holding the
+// parameter "w") and runs the tofu-run binary on it: report, --save, --dump,
+// --dump-plan, and the error paths (exit code 1, "tofu-run: error: ").
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestPlans.h"
+#include "tofu/runtime/CpuBackend.h"
+#include "tofu/runtime/NpyWriter.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using namespace tofu::plan;
+using namespace tofu::runtime;
+using namespace tofu::test;
+
+namespace {
+
+const float kW0[4] = {0.25f, -0.5f, 1.0f, 2.0f};
+
+std::vector<uint8_t> modelBytes() {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  onnx::GraphProto *g = model.mutable_graph();
+  g->set_name("test");
+  onnx::TensorProto *w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  for (float v : kW0)
+    w->add_float_data(v);
+  onnx::NodeProto *n = g->add_node();
+  n->set_op_type("Identity");
+  n->add_input("w");
+  n->add_output("out");
+  std::string s;
+  EXPECT_TRUE(model.SerializeToString(&s));
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result runTool(const std::string &args) {
+  std::string dir = ::testing::TempDir();
+  std::string cmd = std::string(TOFU_RUN_PATH) + " " + args + " >" + dir +
+                    "tool.out 2>" + dir + "tool.err";
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(dir + "tool.out");
+  r.err = slurp(dir + "tool.err");
+  return r;
+}
+
+class TofuRun : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = ::testing::TempDir() + "tofu-run-test/";
+    std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+    plan = makeTwoDevicePlan();
+    plan.onnxModel = modelBytes();
+    ASSERT_EQ(writePlan(plan, dir + "plan.bin"), "");
+  }
+  std::string dir;
+  Plan plan;
+};
+
+TEST_F(TofuRun, TrainsAndReports) {
+  Result r = runTool(dir + "plan.bin --steps 3 --report " + dir + "r.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("devices 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 3  loss "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("samples/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("comm bytes per step: planned 56  measured 56"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.err, "");
+  std::string json = slurp(dir + "r.json");
+  EXPECT_NE(json.find("\"devices\": 2"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"backend\": \"cpu\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"comm_bytes\": {\"planned\": 56, \"measured\": 56"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"peak_bytes\": [{\"device\": 0, \"planned\": "),
+            std::string::npos)
+      << json;
+}
+
+TEST_F(TofuRun, SavesTrainedWeights) {
+  Result r = runTool(dir + "plan.bin --steps 4 --quiet --save " + dir +
+                     "trained.onnx");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  // The same training in-process.
+  CpuExecutor exec(plan);
+  ASSERT_EQ(exec.init(), "");
+  for (int s = 0; s < 4; ++s)
+    ASSERT_EQ(exec.runStep(s), "");
+  std::vector<float> want(4);
+  std::memcpy(want.data(), exec.bufferData(0, kBufW), 8);
+  std::memcpy(want.data() + 2, exec.bufferData(1, kBufW), 8);
+
+  onnx::ModelProto model;
+  std::string bytes = slurp(dir + "trained.onnx");
+  ASSERT_TRUE(model.ParseFromString(bytes));
+  ASSERT_EQ(model.graph().initializer_size(), 1);
+  const onnx::TensorProto &w = model.graph().initializer(0);
+  EXPECT_EQ(w.float_data_size(), 0);
+  ASSERT_EQ(w.raw_data().size(), 16u);
+  std::vector<float> got(4);
+  std::memcpy(got.data(), w.raw_data().data(), 16);
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got[0], kW0[0]);
+  EXPECT_EQ(model.graph().node_size(), 1);
+}
+
+TEST_F(TofuRun, DumpsNpyFiles) {
+  Result r = runTool(dir + "plan.bin --steps 2 --quiet --dump " + dir + "d");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string param = slurp(dir + "d/param.w.npy");
+  std::string header = npyHeader(DType::F32, {4});
+  ASSERT_EQ(param.size(), header.size() + 16);
+  EXPECT_EQ(param.substr(0, header.size()), header);
+  EXPECT_EQ(header.size() % 64, 0u);
+  EXPECT_NE(header.find("{'descr': '<f4', 'fortran_order': False, 'shape': "
+                        "(4,), }"),
+            std::string::npos);
+  EXPECT_EQ(std::memcmp(param.data() + header.size(), kW0, 16), 0);
+  EXPECT_EQ(slurp(dir + "d/input.X.npy").size(),
+            npyHeader(DType::F32, {4, 4}).size() + 64);
+  std::string labels = slurp(dir + "d/input.L.npy");
+  EXPECT_NE(labels.find("'<i8'"), std::string::npos);
+  EXPECT_EQ(labels.size(), npyHeader(DType::I64, {4}).size() + 32);
+  // grad.w is step 1's column sums of relu(X).
+  std::string grad = slurp(dir + "d/grad.w.npy");
+  ASSERT_EQ(grad.size(), header.size() + 16);
+  CpuExecutor exec(plan);
+  ASSERT_EQ(exec.init(), "");
+  exec.watch(0, kBufP);
+  exec.watch(1, kBufP);
+  ASSERT_EQ(exec.runStep(0), "");
+  EXPECT_EQ(std::memcmp(grad.data() + header.size(),
+                        exec.snapshot(0, kBufP)->data(), 8),
+            0);
+  EXPECT_EQ(std::memcmp(grad.data() + header.size() + 8,
+                        exec.snapshot(1, kBufP)->data(), 8),
+            0);
+}
+
+TEST_F(TofuRun, DumpPlanPrintsTheSummary) {
+  Result r = runTool(dir + "plan.bin --dump-plan");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, plan.summary);
+}
+
+TEST_F(TofuRun, CudaBackendIsNotImplementedYet) {
+  Result r = runTool(dir + "plan.bin --backend cuda");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("tofu-run: error: the CUDA executor is not "
+                       "implemented yet"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(TofuRun, ErrorsExitWithOne) {
+  for (const std::string &args :
+       {std::string(""), dir + "missing.bin", dir + "plan.bin --steps 0",
+        dir + "plan.bin --steps", dir + "plan.bin --frobnicate",
+        dir + "plan.bin --backend tpu"}) {
+    Result r = runTool(args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(r.err.rfind("tofu-run: error: ", 0), 0u) << args << ": " << r.err;
+  }
+}
+
+TEST_F(TofuRun, CorruptPlanIsRejected) {
+  std::string bytes = slurp(dir + "plan.bin");
+  bytes[bytes.size() / 2] ^= 0x10;
+  std::ofstream(dir + "bad.bin", std::ios::binary) << bytes;
+  Result r = runTool(dir + "bad.bin");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("checksum mismatch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("recompile it with tofuc"), std::string::npos) << r.err;
+}
+
+TEST_F(TofuRun, SaveWithoutModelFails) {
+  plan.onnxModel.clear();
+  ASSERT_EQ(writePlan(plan, dir + "nomodel.bin"), "");
+  Result r = runTool(dir + "nomodel.bin --save " + dir + "x.onnx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("MODEL section is empty"), std::string::npos) << r.err;
+}
+
+} // namespace
