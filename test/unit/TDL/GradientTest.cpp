@@ -1,0 +1,238 @@
+//===- GradientTest.cpp - every gradient rule vs finite differences -------===//
+//
+// For each rule: evaluate the forward op, expand its gradient with random
+// output gradients w, evaluate the gradient calls, and compare each input
+// gradient with central differences of f(x) = sum(output * w) in float64.
+//
+//===----------------------------------------------------------------------===//
+#include "TDLTestSupport.h"
+
+#include <cmath>
+#include <random>
+
+using namespace tofu::tdl;
+using namespace tofu::tdl::test;
+
+namespace {
+
+const SpecLibrary &lib() { return SpecLibrary::builtin(); }
+
+int64_t count(const std::vector<int64_t> &dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+struct Problem {
+  std::string op;
+  std::vector<std::optional<TensorType>> types;
+  AttrMap attrs;
+  /// Values of integer inputs are drawn from [0, intRange).
+  int64_t intRange = 3;
+  /// Keep |x| >= this (avoids Relu's kink).
+  double awayFromZero = 0;
+};
+
+std::vector<DenseTensor> forward(const OpInstance &inst,
+                                 const std::vector<DenseTensor> &in) {
+  std::vector<const DenseTensor *> ptrs;
+  for (size_t i = 0; i < in.size(); ++i)
+    ptrs.push_back(inst.inputTypes()[i] ? &in[i] : nullptr);
+  auto out = evaluate(inst, ptrs);
+  EXPECT_TRUE(bool(out)) << (out ? "" : llvm::toString(out.takeError()));
+  return out ? std::move(*out) : std::vector<DenseTensor>{};
+}
+
+double objective(const OpInstance &inst, const std::vector<DenseTensor> &in,
+                 const std::vector<DenseTensor> &w) {
+  auto out = forward(inst, in);
+  double f = 0;
+  for (size_t o = 0; o < out.size(); ++o)
+    for (size_t k = 0; k < out[o].data.size(); ++k)
+      f += out[o].data[k] * w[o].data[k];
+  return f;
+}
+
+/// Runs the finite-difference check; returns the gradient expansion.
+GradExpansion checkGradient(const Problem &p, unsigned seed = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uni(-1, 1);
+  OpInstance inst = mustInstantiate(lib(), p.op, p.types, p.attrs);
+  std::vector<DenseTensor> in(p.types.size());
+  for (size_t i = 0; i < p.types.size(); ++i) {
+    if (!p.types[i])
+      continue;
+    in[i].type = *p.types[i];
+    for (int64_t k = 0; k < count(in[i].type.dims); ++k) {
+      double v;
+      if (in[i].type.elem == ElemType::I64) {
+        v = double(rng() % p.intRange);
+      } else {
+        do
+          v = uni(rng);
+        while (std::fabs(v) < p.awayFromZero);
+      }
+      in[i].data.push_back(v);
+    }
+  }
+  auto out = forward(inst, in);
+  std::vector<DenseTensor> w;
+  for (auto &o : out) {
+    DenseTensor t;
+    t.type = o.type;
+    for (size_t k = 0; k < o.data.size(); ++k)
+      t.data.push_back(uni(rng));
+    w.push_back(std::move(t));
+  }
+
+  auto g = expandGradient(lib(), inst);
+  if (!g) {
+    ADD_FAILURE() << llvm::toString(g.takeError());
+    return {};
+  }
+  // Evaluate the gradient calls.
+  std::vector<DenseTensor> temps;
+  auto operand = [&](const GradOperand &o) -> const DenseTensor & {
+    switch (o.kind) {
+    case GradOperand::Kind::ForwardInput: return in[o.index];
+    case GradOperand::Kind::ForwardOutput: return out[o.index];
+    case GradOperand::Kind::OutputGrad: return w[o.index];
+    case GradOperand::Kind::Temp: return temps[o.index];
+    }
+    return temps[0];
+  };
+  for (const GradCall &call : g->calls) {
+    std::vector<std::optional<TensorType>> types;
+    std::vector<const DenseTensor *> ptrs;
+    for (auto &o : call.operands) {
+      types.push_back(operand(o).type);
+      ptrs.push_back(&operand(o));
+    }
+    OpInstance ci = mustInstantiate(lib(), call.op, types, call.attrs);
+    auto r = evaluate(ci, ptrs);
+    if (!r) {
+      ADD_FAILURE() << llvm::toString(r.takeError());
+      return {};
+    }
+    temps.push_back(std::move((*r)[0]));
+  }
+  // Compare with central differences.
+  const double h = 1e-6;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!p.types[i] || p.types[i]->elem == ElemType::I64) {
+      EXPECT_FALSE(g->inputGrads[i].has_value()) << "input " << i;
+      continue;
+    }
+    if (!g->inputGrads[i]) {
+      ADD_FAILURE() << p.op << ": no gradient for input " << i;
+      continue;
+    }
+    const DenseTensor &gi = operand(*g->inputGrads[i]);
+    EXPECT_EQ(gi.type.dims, in[i].type.dims) << p.op << " input " << i;
+    if (gi.type.dims != in[i].type.dims)
+      continue;
+    for (size_t k = 0; k < in[i].data.size(); ++k) {
+      std::vector<DenseTensor> plus = in, minus = in;
+      plus[i].data[k] += h;
+      minus[i].data[k] -= h;
+      double fd = (objective(inst, plus, w) - objective(inst, minus, w)) /
+                  (2 * h);
+      EXPECT_NEAR(gi.data[k], fd, 1e-6 * std::max(1.0, std::fabs(fd)))
+          << p.op << " input " << i << " element " << k;
+    }
+  }
+  return std::move(*g);
+}
+
+} // namespace
+
+TEST(TDLGradient, MatMul) {
+  checkGradient({"MatMul", {f32({3, 4}), f32({4, 2})}});
+}
+
+TEST(TDLGradient, Transpose) { checkGradient({"Transpose", {f32({3, 5})}}); }
+
+TEST(TDLGradient, Add) { checkGradient({"Add", {f32({2, 3}), f32({2, 3})}}); }
+
+TEST(TDLGradient, Relu) {
+  Problem p{"Relu", {f32({3, 4})}};
+  p.awayFromZero = 0.05;
+  checkGradient(p);
+}
+
+TEST(TDLGradient, Scale) {
+  checkGradient({"Scale", {f32({5})}, {{"alpha", AttrValue::ofFloat(-1.5)}}});
+}
+
+TEST(TDLGradient, SoftmaxCrossEntropyLoss) {
+  Problem p{"SoftmaxCrossEntropyLoss", {f32({4, 3}), i64({4})}};
+  GradExpansion g = checkGradient(p);
+  EXPECT_FALSE(g.inputGrads[1].has_value()); // labels
+}
+
+TEST(TDLGradient, GemmAllTransCasesAndC) {
+  const int64_t M = 3, K = 4, N = 2;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<int64_t> a = ta ? std::vector<int64_t>{K, M}
+                                  : std::vector<int64_t>{M, K};
+      std::vector<int64_t> b = tb ? std::vector<int64_t>{N, K}
+                                  : std::vector<int64_t>{K, N};
+      for (double beta : {1.0, 0.5}) {
+        AttrMap attrs{{"transA", AttrValue::ofInt(ta)},
+                      {"transB", AttrValue::ofInt(tb)},
+                      {"alpha", AttrValue::ofFloat(1.5)},
+                      {"beta", AttrValue::ofFloat(beta)}};
+        SCOPED_TRACE("transA=" + std::to_string(ta) +
+                     " transB=" + std::to_string(tb) +
+                     " beta=" + std::to_string(beta));
+        checkGradient({"Gemm", {f32(a), f32(b)}, attrs});
+        checkGradient({"Gemm", {f32(a), f32(b), f32({N})}, attrs});
+        checkGradient({"Gemm", {f32(a), f32(b), f32({M, N})}, attrs});
+      }
+    }
+}
+
+TEST(TDLGradient, GemmUnsupportedCBroadcast) {
+  OpInstance inst = mustInstantiate(lib(), "Gemm",
+                                    {f32({3, 4}), f32({4, 2}), f32({1, 2})});
+  auto g = expandGradient(lib(), inst);
+  ASSERT_FALSE(bool(g));
+  std::string e = llvm::toString(g.takeError());
+  EXPECT_NE(e.find("op Gemm: gradient of input C is not supported: Gemm: "
+                   "gradient of C is supported only for a bias [N] or a full "
+                   "[M, N] C (tdl-specs/nn.tdl:"),
+            std::string::npos)
+      << e;
+}
+
+TEST(TDLGradient, ExpansionStructure) {
+  OpInstance inst =
+      mustInstantiate(lib(), "MatMul", {f32({3, 4}), f32({4, 2})});
+  auto g = expandGradient(lib(), inst);
+  ASSERT_TRUE(bool(g));
+  // dA = MatMul(dY, Transpose(B)): Transpose first, then MatMul.
+  ASSERT_EQ(g->calls.size(), 4u);
+  EXPECT_EQ(g->calls[0].op, "Transpose");
+  EXPECT_EQ(g->calls[0].operands[0].kind, GradOperand::Kind::ForwardInput);
+  EXPECT_EQ(g->calls[0].operands[0].index, 1u);
+  EXPECT_EQ(g->calls[1].op, "MatMul");
+  EXPECT_EQ(g->calls[1].operands[0].kind, GradOperand::Kind::OutputGrad);
+  EXPECT_EQ(g->calls[1].operands[1].kind, GradOperand::Kind::Temp);
+  EXPECT_EQ(g->calls[1].operands[1].index, 0u);
+  ASSERT_TRUE(g->inputGrads[0].has_value());
+  EXPECT_EQ(g->inputGrads[0]->kind, GradOperand::Kind::Temp);
+  EXPECT_EQ(g->inputGrads[0]->index, 1u);
+
+  OpInstance add = mustInstantiate(lib(), "Add", {f32({2}), f32({2})});
+  auto ga = expandGradient(lib(), add);
+  ASSERT_TRUE(bool(ga));
+  EXPECT_TRUE(ga->calls.empty());
+  EXPECT_EQ(ga->inputGrads[1]->kind, GradOperand::Kind::OutputGrad);
+
+  OpInstance ones = mustInstantiate(lib(), "Ones", {f32({2})});
+  auto go = expandGradient(lib(), ones);
+  ASSERT_FALSE(bool(go));
+  EXPECT_EQ(llvm::toString(go.takeError()), "op Ones has no gradient rule");
+}

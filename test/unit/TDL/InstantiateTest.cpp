@@ -1,0 +1,151 @@
+//===- InstantiateTest.cpp - TDL shape inference --------------------------===//
+#include "TDLTestSupport.h"
+
+using namespace tofu::tdl;
+using namespace tofu::tdl::test;
+
+static const SpecLibrary &lib() { return SpecLibrary::builtin(); }
+
+TEST(TDLInstantiate, MatMul) {
+  OpInstance i = mustInstantiate(lib(), "MatMul", {f32({3, 4}), f32({4, 5})});
+  ASSERT_EQ(i.outputTypes().size(), 1u);
+  EXPECT_EQ(i.outputTypes()[0].dims, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(i.outputNames()[0], "Y");
+  EXPECT_EQ(i.inputNames(), (std::vector<std::string>{"A", "B"}));
+  EXPECT_FALSE(i.isElementwise());
+  auto rv = i.reductionVars();
+  ASSERT_EQ(rv.size(), 1u);
+  EXPECT_EQ(rv[0].name, "k");
+  EXPECT_EQ(rv[0].extent, 4);
+  EXPECT_TRUE(rv[0].splittable);
+}
+
+TEST(TDLInstantiate, MatMulMismatch) {
+  EXPECT_EQ(instantiateError(lib(), "MatMul", {f32({3, 4}), f32({5, 6})}),
+            "op MatMul: input B: dim 0 is 5, expected 4 (K, bound by input A "
+            "dim 1)");
+  EXPECT_EQ(instantiateError(lib(), "MatMul", {f32({3, 4, 1}), f32({4, 6})}),
+            "op MatMul: input A: expected rank 2, found rank 3 (shape [3, 4, "
+            "1])");
+  EXPECT_EQ(instantiateError(lib(), "MatMul", {f32({3, 4})}),
+            "op MatMul: input B is required");
+}
+
+TEST(TDLInstantiate, GemmTransCases) {
+  struct Case {
+    int ta, tb;
+    std::vector<int64_t> a, b, y;
+  } cases[] = {{0, 0, {3, 4}, {4, 5}, {3, 5}},
+               {1, 0, {4, 3}, {4, 5}, {3, 5}},
+               {0, 1, {3, 4}, {5, 4}, {3, 5}},
+               {1, 1, {4, 3}, {5, 4}, {3, 5}}};
+  for (auto &c : cases) {
+    AttrMap attrs{{"transA", AttrValue::ofInt(c.ta)},
+                  {"transB", AttrValue::ofInt(c.tb)}};
+    OpInstance i =
+        mustInstantiate(lib(), "Gemm", {f32(c.a), f32(c.b)}, attrs);
+    EXPECT_EQ(i.outputTypes()[0].dims, c.y) << c.ta << c.tb;
+    EXPECT_EQ(i.reductionVars()[0].extent, 4);
+    EXPECT_TRUE(i.reductionVars()[0].splittable);
+    // Defaults are filled in.
+    EXPECT_EQ(i.attrs().at("alpha").kind, AttrValue::Kind::Float);
+    EXPECT_EQ(i.attrs().at("alpha").f, 1.0);
+  }
+  std::string e = instantiateError(lib(), "Gemm", {f32({3, 4}), f32({5, 6})});
+  EXPECT_NE(e.find("op Gemm: inner dimensions of op(A) and op(B) differ"),
+            std::string::npos)
+      << e;
+}
+
+TEST(TDLInstantiate, GemmBroadcastC) {
+  for (std::vector<int64_t> c :
+       {std::vector<int64_t>{5}, {1}, {1, 5}, {3, 1}, {3, 5}, {}}) {
+    OpInstance i = mustInstantiate(lib(), "Gemm",
+                                   {f32({3, 4}), f32({4, 5}), f32(c)});
+    EXPECT_EQ(i.outputTypes()[0].dims, (std::vector<int64_t>{3, 5}));
+    // With C the k reduction is not splittable.
+    EXPECT_FALSE(i.reductionVars()[0].splittable);
+  }
+  EXPECT_EQ(
+      instantiateError(lib(), "Gemm", {f32({3, 4}), f32({4, 5}), f32({4})}),
+      "op Gemm: input C: dim 0 is 4, expected 1 or 5 (broadcast to index "
+      "'n'; shape [4])");
+  EXPECT_NE(instantiateError(lib(), "Gemm",
+                             {f32({3, 4}), f32({4, 5}), f32({2, 3, 5})}),
+            "");
+}
+
+TEST(TDLInstantiate, AddBroadcast) {
+  OpInstance i = mustInstantiate(lib(), "Add", {f32({3, 1}), f32({4})});
+  EXPECT_EQ(i.outputTypes()[0].dims, (std::vector<int64_t>{3, 4}));
+  EXPECT_TRUE(i.isElementwise());
+  OpInstance j = mustInstantiate(lib(), "Add", {f32({2, 1, 4}), f32({3, 1})});
+  EXPECT_EQ(j.outputTypes()[0].dims, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(instantiateError(lib(), "Add", {f32({3, 2}), f32({4})}),
+            "op Add: inputs are not broadcastable: input A has shape [3, 2], "
+            "input B has shape [4]");
+}
+
+TEST(TDLInstantiate, RankPolymorphic) {
+  for (std::vector<int64_t> s :
+       {std::vector<int64_t>{}, {7}, {2, 3}, {2, 3, 4, 5}}) {
+    OpInstance i = mustInstantiate(lib(), "Relu", {f32(s)});
+    EXPECT_EQ(i.outputTypes()[0].dims, s);
+    EXPECT_TRUE(i.isElementwise());
+  }
+  EXPECT_EQ(instantiateError(lib(), "SGDUpdate", {f32({2, 3}), f32({2, 4})}),
+            "op SGDUpdate: input G: dims [2, 4] of *D do not match [2, 3] "
+            "bound by an earlier input");
+}
+
+TEST(TDLInstantiate, Loss) {
+  OpInstance i = mustInstantiate(lib(), "SoftmaxCrossEntropyLoss",
+                                 {f32({4, 3}), i64({4})});
+  EXPECT_EQ(i.outputTypes()[0].dims, std::vector<int64_t>{});
+  EXPECT_EQ(i.attrs().at("reduction").s, "mean");
+  EXPECT_EQ(i.attrs().at("ignore_index").i, -100);
+  auto rv = i.reductionVars();
+  ASSERT_EQ(rv.size(), 2u);
+  EXPECT_EQ(rv[0].name, "n");
+  EXPECT_TRUE(rv[0].splittable);
+  EXPECT_EQ(instantiateError(lib(), "SoftmaxCrossEntropyLoss",
+                             {f32({4, 3}), f32({4})}),
+            "op SoftmaxCrossEntropyLoss: input labels: expected element type "
+            "i64, found f32");
+  std::string e = instantiateError(lib(), "SoftmaxCrossEntropyLoss",
+                                   {f32({4, 3}), i64({4})},
+                                   {{"reduction", AttrValue::ofString("sum")}});
+  EXPECT_NE(e.find("not supported"), std::string::npos) << e;
+  OpInstance g = mustInstantiate(lib(), "SoftmaxCrossEntropyLossGrad",
+                                 {f32({}), f32({4, 3}), i64({4})});
+  EXPECT_EQ(g.outputTypes()[0].dims, (std::vector<int64_t>{4, 3}));
+}
+
+TEST(TDLInstantiate, AttributeErrors) {
+  EXPECT_EQ(instantiateError(lib(), "Scale", {f32({2})},
+                             {{"beta", AttrValue::ofFloat(1)}}),
+            "op Scale: unknown attribute 'beta'");
+  EXPECT_EQ(instantiateError(lib(), "Scale", {f32({2})},
+                             {{"alpha", AttrValue::ofString("x")}}),
+            "op Scale: attribute 'alpha': expected float, found string");
+  // An int is accepted for a float attribute.
+  OpInstance i = mustInstantiate(lib(), "Scale", {f32({2})},
+                                 {{"alpha", AttrValue::ofInt(3)}});
+  EXPECT_EQ(i.attrs().at("alpha").kind, AttrValue::Kind::Float);
+  EXPECT_EQ(i.attrs().at("alpha").f, 3.0);
+}
+
+TEST(TDLInstantiate, OutputShapeExpressions) {
+  SpecLibrary l;
+  ASSERT_EQ(errorText(l.addSource(
+                "conv.tdl",
+                "op Conv1D(data: [B, CI, W], filters: [CO, CI, K]) "
+                "attrs(stride: int = 1)\n"
+                "    -> out: [B, CO, (W - K) / stride + 1] {\n"
+                "  out[b, co, x] = sum(ci: CI, dx: K) data[b, ci, x * stride + "
+                "dx] * filters[co, ci, dx]\n}\n")),
+            "");
+  OpInstance i = mustInstantiate(l, "Conv1D", {f32({2, 3, 11}), f32({4, 3, 3})},
+                                 {{"stride", AttrValue::ofInt(2)}});
+  EXPECT_EQ(i.outputTypes()[0].dims, (std::vector<int64_t>{2, 4, 5}));
+}

@@ -1,0 +1,59 @@
+//===- TDLTestSupport.h - helpers for the TDL unit tests ----------*- C++ -*-===//
+#ifndef TOFU_TEST_UNIT_TDL_TDLTESTSUPPORT_H
+#define TOFU_TEST_UNIT_TDL_TDLTESTSUPPORT_H
+
+#include "tofu/TDL/TDL.h"
+
+#include <gtest/gtest.h>
+
+namespace tofu::tdl::test {
+
+inline TensorType f32(std::vector<int64_t> dims) {
+  return TensorType{std::move(dims), ElemType::F32};
+}
+inline TensorType i64(std::vector<int64_t> dims) {
+  return TensorType{std::move(dims), ElemType::I64};
+}
+
+/// The message of `e`, or "" on success.
+inline std::string errorText(llvm::Error e) {
+  if (!e)
+    return "";
+  return llvm::toString(std::move(e));
+}
+
+/// Parses `text` as "test.tdl" and returns the diagnostic ("" if none).
+inline std::string parseError(const std::string &text) {
+  SpecLibrary lib;
+  return errorText(lib.addSource("test.tdl", text));
+}
+
+inline OpInstance mustInstantiate(const SpecLibrary &lib, llvm::StringRef op,
+                                  std::vector<std::optional<TensorType>> in,
+                                  const AttrMap &attrs = {}) {
+  const OpSpec *spec = lib.lookup(op);
+  EXPECT_NE(spec, nullptr) << op.str();
+  auto inst = instantiate(*spec, in, attrs);
+  if (!inst) {
+    ADD_FAILURE() << llvm::toString(inst.takeError());
+    std::abort();
+  }
+  return std::move(*inst);
+}
+
+inline std::string instantiateError(const SpecLibrary &lib, llvm::StringRef op,
+                                    std::vector<std::optional<TensorType>> in,
+                                    const AttrMap &attrs = {}) {
+  auto inst = instantiate(*lib.lookup(op), in, attrs);
+  if (inst)
+    return "";
+  return llvm::toString(inst.takeError());
+}
+
+inline DenseTensor tensor(TensorType t, std::vector<double> data) {
+  return DenseTensor{std::move(t), std::move(data)};
+}
+
+} // namespace tofu::tdl::test
+
+#endif
