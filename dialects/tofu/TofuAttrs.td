@@ -23,10 +23,20 @@ def Tofu_IntervalAttr : Tofu_Attr<"Interval", "interval"> {
     dimension, so they must have equal length.
   }];
   let parameters = (ins
-    ArrayRefParameter<"double">:$lower,
-    "double":$lowerConst,
-    ArrayRefParameter<"double">:$upper,
-    "double":$upperConst);
+    "::mlir::DenseF64ArrayAttr":$lower,
+    "::mlir::FloatAttr":$lowerConst,
+    "::mlir::DenseF64ArrayAttr":$upper,
+    "::mlir::FloatAttr":$upperConst);
+  let builders = [
+    AttrBuilder<(ins "::llvm::ArrayRef<double>":$lower, "double":$lowerConst,
+                     "::llvm::ArrayRef<double>":$upper, "double":$upperConst), [{
+      auto f64 = ::mlir::Float64Type::get($_ctxt);
+      return $_get($_ctxt, ::mlir::DenseF64ArrayAttr::get($_ctxt, lower),
+                   ::mlir::FloatAttr::get(f64, lowerConst),
+                   ::mlir::DenseF64ArrayAttr::get($_ctxt, upper),
+                   ::mlir::FloatAttr::get(f64, upperConst));
+    }]>
+  ];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

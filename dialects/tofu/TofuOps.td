@@ -70,7 +70,8 @@ def Tofu_LossOp : Tofu_Op<"loss"> {
   let assemblyFormat = "$loss attr-dict `:` type($loss)";
 }
 
-def Tofu_UpdateOp : Tofu_Op<"update"> {
+def Tofu_UpdateOp : Tofu_Op<"update",
+    [AllTypesMatch<["param", "gradient", "new_value"]>]> {
   let summary = "The new value of a parameter at the end of the step";
   let description = [{
     `param` (a `tofu.param` result) takes the value `new_value` at the end of

@@ -65,9 +65,12 @@ Attribute IntervalAttr::parse(AsmParser &parser, Type) {
       parser.parseComma() || parseBound(parser, upper, uc) ||
       parser.parseGreater())
     return {};
+  MLIRContext *ctx = parser.getContext();
+  auto f64 = Float64Type::get(ctx);
   return IntervalAttr::getChecked(
-      [&] { return parser.emitError(loc); }, parser.getContext(), lower, lc,
-      upper, uc);
+      [&] { return parser.emitError(loc); }, ctx,
+      DenseF64ArrayAttr::get(ctx, lower), FloatAttr::get(f64, lc),
+      DenseF64ArrayAttr::get(ctx, upper), FloatAttr::get(f64, uc));
 }
 
 static void printBound(AsmPrinter &printer, ArrayRef<double> coef,
@@ -79,16 +82,18 @@ static void printBound(AsmPrinter &printer, ArrayRef<double> coef,
 
 void IntervalAttr::print(AsmPrinter &printer) const {
   printer << "<";
-  printBound(printer, getLower(), getLowerConst());
+  printBound(printer, getLower().asArrayRef(),
+             getLowerConst().getValueAsDouble());
   printer << ", ";
-  printBound(printer, getUpper(), getUpperConst());
+  printBound(printer, getUpper().asArrayRef(),
+             getUpperConst().getValueAsDouble());
   printer << ">";
 }
 
 LogicalResult
 IntervalAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     ArrayRef<double> lower, double, ArrayRef<double> upper,
-                     double) {
+                     DenseF64ArrayAttr lower, FloatAttr,
+                     DenseF64ArrayAttr upper, FloatAttr) {
   if (lower.size() != upper.size())
     return emitError() << "interval bounds have " << lower.size() << " and "
                        << upper.size()

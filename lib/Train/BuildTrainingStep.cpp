@@ -196,17 +196,6 @@ struct BuildTrainingStepPass
       }
     }
 
-    // Backward ops whose results nobody uses (e.g. the gradient with respect
-    // to a data input) are dropped, last first so chains go entirely.
-    SmallVector<ComputeOp> created;
-    func.walk([&](ComputeOp op) {
-      if (op.getGradOf() || op.getSpec() == "Ones")
-        created.push_back(op);
-    });
-    for (ComputeOp op : llvm::reverse(created))
-      if (op->use_empty())
-        op->erase();
-
     SmallVector<ParamOp> params;
     func.walk([&](ParamOp op) { params.push_back(op); });
     for (ParamOp param : params) {
@@ -223,6 +212,17 @@ struct BuildTrainingStepPass
       builder.create<UpdateOp>(param.getLoc(), param.getResult(), grad,
                                update->getResult(0));
     }
+
+    // Backward ops whose results nobody uses (e.g. the gradient with respect
+    // to a data input) are dropped, last first so chains go entirely.
+    SmallVector<ComputeOp> created;
+    func.walk([&](ComputeOp op) {
+      if (op.getGradOf() || op.getSpec() == "Ones")
+        created.push_back(op);
+    });
+    for (ComputeOp op : llvm::reverse(created))
+      if (op->use_empty())
+        op->erase();
   }
 };
 

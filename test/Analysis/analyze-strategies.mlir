@@ -4,7 +4,7 @@
 // reduction is not splittable, since partial sums would add C twice.
 
 func.func @main() {
-  %a = tofu.input "a" features : tensor<8x4xf32>
+  %a = tofu.input "a" "features" : tensor<8x4xf32>
   %b = tofu.param "b" : tensor<4x6xf32>
   %c = tofu.param "c" : tensor<6xf32>
   // CHECK: tofu.compute "MatMul"
@@ -21,7 +21,7 @@ func.func @main() {
   // partition-n-reduce strategies.
   // CHECK: tofu.compute "SoftmaxCrossEntropyLoss"
   // CHECK-SAME: tofu.strategies = [#tofu.strategy<reduce "n" 0
-  %y = tofu.input "y" labels {classes = 6 : i64} : tensor<8xi64>
+  %y = tofu.input "y" "labels" {classes = 6 : i64} : tensor<8xi64>
   %l = tofu.compute "SoftmaxCrossEntropyLoss"(%m, %y) {attrs = {}, name = "ce"} : (tensor<8x6xf32>, tensor<8xi64>) -> tensor<f32>
   return
 }

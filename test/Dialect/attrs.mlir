@@ -6,10 +6,10 @@
 func.func @attrs() attributes {tofu.grid = array<i64: 2, 2>} {
   // CHECK: tofu.param "w" {tofu.tilings = [#tofu.tiling<[(0, 2), (1, 2)]>]} : tensor<8x4xf32>
   %w = tofu.param "w" {tofu.tilings = [#tofu.tiling<[(0, 2), (1, 2)]>]} : tensor<8x4xf32>
-  // CHECK: tofu.input "x" features {tofu.tilings = [#tofu.tiling<[(0, 2), (0, 2)]>]} : tensor<16x4xf32>
-  %x = tofu.input "x" features {tofu.tilings = [#tofu.tiling<[(0, 2), (0, 2)]>]} : tensor<16x4xf32>
-  // CHECK: tofu.input "y" labels {classes = 8 : i64, labels_for = "x", tofu.tilings = [#tofu.tiling<[]>]} : tensor<16xi64>
-  %y = tofu.input "y" labels {classes = 8 : i64, labels_for = "x", tofu.tilings = [#tofu.tiling<[]>]} : tensor<16xi64>
+  // CHECK: tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[(0, 2), (0, 2)]>]} : tensor<16x4xf32>
+  %x = tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[(0, 2), (0, 2)]>]} : tensor<16x4xf32>
+  // CHECK: tofu.input "y" "labels" {classes = 8 : i64, labels_for = "x", tofu.tilings = [#tofu.tiling<[]>]} : tensor<16xi64>
+  %y = tofu.input "y" "labels" {classes = 8 : i64, labels_for = "x", tofu.tilings = [#tofu.tiling<[]>]} : tensor<16xi64>
   // CHECK: tofu.compute "Relu"(%{{.*}}) {attrs = {}, name = "r",
   // CHECK-SAME: tofu.plan = [#tofu.strategy<split 0 dim 1>, #tofu.strategy<reduce "k" 0>]
   // CHECK-SAME: tofu.strategies = [#tofu.strategy<split 0 dim 0, regions {{\[\[\[}}#tofu.interval<[5.000000e-01, 0.000000e+00] + 0.000000e+00, [1.000000e+00, 0.000000e+00] + 2.000000e+00>

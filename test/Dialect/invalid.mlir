@@ -50,7 +50,7 @@ func.func @strategy_kind() {
 // -----
 
 func.func @strategy_dim_past_rank(%x: tensor<8xf32>) {
-  %in = tofu.input "x" features : tensor<8xf32>
+  %in = tofu.input "x" "features" : tensor<8xf32>
   // expected-error @+1 {{strategy splits dimension 1 of a rank-1 output}}
   %r = tofu.compute "Relu"(%in) {attrs = {}, name = "r", tofu.plan = [#tofu.strategy<split 0 dim 1>]} : (tensor<8xf32>) -> tensor<8xf32>
   return
@@ -74,7 +74,7 @@ func.func @grid() attributes {tofu.grid = array<i64: 2, 0>} {
 // -----
 
 func.func @unknown_spec() {
-  %x = tofu.input "x" features : tensor<8xf32>
+  %x = tofu.input "x" "features" : tensor<8xf32>
   // expected-error @+1 {{no TDL spec for operator 'Frobnicate'}}
   %r = tofu.compute "Frobnicate"(%x) {attrs = {}, name = "f"} : (tensor<8xf32>) -> tensor<8xf32>
   return
@@ -83,7 +83,7 @@ func.func @unknown_spec() {
 // -----
 
 func.func @wrong_result_type() {
-  %x = tofu.input "x" features : tensor<8xf32>
+  %x = tofu.input "x" "features" : tensor<8xf32>
   // expected-error @+1 {{result 0 has type 'tensor<4xf32>' but 'Relu' gives 'tensor<8xf32>'}}
   %r = tofu.compute "Relu"(%x) {attrs = {}, name = "r"} : (tensor<8xf32>) -> tensor<4xf32>
   return
@@ -92,7 +92,7 @@ func.func @wrong_result_type() {
 // -----
 
 func.func @gemm_shape_mismatch() {
-  %a = tofu.input "a" features : tensor<8x4xf32>
+  %a = tofu.input "a" "features" : tensor<8x4xf32>
   %b = tofu.param "b" : tensor<5x3xf32>
   // expected-error @+1 {{'Gemm'}}
   %r = tofu.compute "Gemm"(%a, %b) {attrs = {}, name = "g"} : (tensor<8x4xf32>, tensor<5x3xf32>) -> tensor<8x3xf32>
@@ -103,14 +103,14 @@ func.func @gemm_shape_mismatch() {
 
 func.func @labels_without_classes() {
   // expected-error @+1 {{labels need a positive 'classes'}}
-  %y = tofu.input "y" labels : tensor<8xi64>
+  %y = tofu.input "y" "labels" : tensor<8xi64>
   return
 }
 
 // -----
 
 func.func @update_of_non_param() {
-  %x = tofu.input "x" features : tensor<8xf32>
+  %x = tofu.input "x" "features" : tensor<8xf32>
   // expected-error @+1 {{first operand must be a tofu.param}}
   tofu.update %x, %x, %x : tensor<8xf32>
   return

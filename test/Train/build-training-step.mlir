@@ -4,8 +4,8 @@
 // one SGD update per parameter. No gradient is computed for the data input.
 
 func.func @main() {
-  %x = tofu.input "x" features : tensor<8x4xf32>
-  %y = tofu.input "y" labels {classes = 3 : i64, labels_for = "x"} : tensor<8xi64>
+  %x = tofu.input "x" "features" : tensor<8x4xf32>
+  %y = tofu.input "y" "labels" {classes = 3 : i64, labels_for = "x"} : tensor<8xi64>
   %w = tofu.param "w" : tensor<3x4xf32>
   %b = tofu.param "b" : tensor<3xf32>
   %h = tofu.compute "Gemm"(%x, %w, %b) {attrs = {transB = 1 : i64}, name = "fc"} : (tensor<8x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<8x3xf32>

@@ -5,9 +5,9 @@
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: tofu.grid = array<i64: 4>
 func.func @main() {
-  // CHECK: tofu.input "x" features {tofu.tilings = [#tofu.tiling<[(0, 4)]>]}
-  %x = tofu.input "x" features : tensor<8x4xf32>
-  %y = tofu.input "y" labels {classes = 3 : i64} : tensor<8xi64>
+  // CHECK: tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[(0, 4)]>]}
+  %x = tofu.input "x" "features" : tensor<8x4xf32>
+  %y = tofu.input "y" "labels" {classes = 3 : i64} : tensor<8xi64>
   // CHECK: tofu.param "w" {tofu.tilings = [#tofu.tiling<[(0, 4)]>]}
   %w = tofu.param "w" : tensor<4x3xf32>
   // Rows of the output need rows of A only (owned) and all of B (fetched):
