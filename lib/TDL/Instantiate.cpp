@@ -106,6 +106,8 @@ static bool readsAtOutputIndex(const LExpr &e, const LoweredStmt &s,
     return false;
   case LExpr::Kind::Access: {
     const TensorType &t = *impl.inputTypes[e.tensor];
+    if (e.ops.size() > s.outVars.size())
+      return false;
     size_t offset = s.outVars.size() - e.ops.size();
     for (size_t d = 0; d < e.ops.size(); ++d) {
       const LExpr &idx = *e.ops[d];

@@ -21,6 +21,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -169,6 +170,7 @@ private:
 std::vector<std::optional<Box>>
 OpInstance::requiredRegions(unsigned output, const Box &outputBox,
                             const std::vector<Range> &reductionRanges) const {
+  assert(output < impl->stmts.size() && "no such output");
   const LoweredStmt &s = impl->stmts[output];
   std::vector<IRange> ranges(s.vars.size());
   for (size_t v = 0; v < s.vars.size(); ++v)
