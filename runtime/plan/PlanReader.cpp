@@ -57,9 +57,17 @@ std::string printable(const uint8_t *p, size_t n) {
 /// Largest element count of any tensor (keeps byte sizes far from overflow).
 constexpr int64_t kMaxElements = int64_t(1) << 56;
 
+/// The verifier checks only the 4-byte alignment of a vector's length, so a
+/// damaged (but re-signed) file can hold a misaligned vector of 8-byte
+/// elements: copy the bytes instead of loading through an int64_t pointer.
+/// FlatBuffers data is little-endian, like every host tofu-run supports.
 std::vector<int64_t> toVec(const flatbuffers::Vector<int64_t> *v) {
-  return v ? std::vector<int64_t>(v->begin(), v->end())
-           : std::vector<int64_t>();
+  std::vector<int64_t> out;
+  if (v && v->size()) {
+    out.resize(v->size());
+    std::memcpy(out.data(), v->Data(), v->size() * sizeof(int64_t));
+  }
+  return out;
 }
 std::vector<int32_t> toVec(const flatbuffers::Vector<int32_t> *v) {
   return v ? std::vector<int32_t>(v->begin(), v->end())

@@ -82,7 +82,9 @@ struct Buffer {
   /// per device; the owned buffers of all devices together cover the tensor
   /// (a scalar is owned by every device). --save and --dump read these.
   bool owned = false;
-  uint64_t offset = 0;  ///< byte offset in the device arena
+  /// Byte offset in the device arena; a multiple of the element size, and
+  /// offset + bytes <= the device's peakBytes (readPlan checks both).
+  uint64_t offset = 0;
   uint64_t bytes = 0;   ///< region.numElements() * dtypeSize
   /// Initial contents (Param buffers only; empty otherwise), `bytes` long.
   std::vector<uint8_t> init;
