@@ -73,9 +73,28 @@ std::string SyntheticData::fill(int32_t tensor, const Box &region,
   if (t.role == TensorRole::Input) {
     if (t.dtype != DType::F32)
       return "input tensor '" + t.name + "' must be float32 for synthetic data";
+    // Features labelled by a label tensor are drawn around the prototype of
+    // each row's class; other inputs are plain noise.
+    const TensorInfo *labels = nullptr;
+    for (const TensorInfo &other : plan.tensors)
+      if (other.role == TensorRole::Label && other.numClasses > 0 &&
+          other.pairedInput >= 0 &&
+          &plan.tensors[other.pairedInput] == &t && !t.shape.empty() &&
+          other.shape.size() == 1 && other.shape[0] == t.shape[0])
+        labels = &other;
+    int64_t rowSize = 1;
+    for (size_t i = 1; i < t.shape.size(); ++i)
+      rowSize *= t.shape[i];
     float *p = static_cast<float *>(out);
     forEachElement(region, [&](int64_t e, const std::vector<int64_t> &idx) {
-      p[e] = inputValue(t.name, batch, flatIndex(idx, t.shape));
+      int64_t flat = flatIndex(idx, t.shape);
+      float noise = inputValue(t.name, batch, flat);
+      if (!labels) {
+        p[e] = noise;
+        return;
+      }
+      int64_t c = labelValue(*labels, batch, idx[0]);
+      p[e] = 0.5f * noise + prototypeValue(c, flat % rowSize);
     });
     return "";
   }
@@ -87,39 +106,23 @@ std::string SyntheticData::fill(int32_t tensor, const Box &region,
   if (C <= 0)
     return "label tensor '" + t.name + "' has no class count (numClasses)";
   int64_t *p = static_cast<int64_t *>(out);
-  if (t.pairedInput < 0) {
-    uint64_t h = nameHash(t.name);
-    for (int64_t n = region.lo[0]; n < region.hi[0]; ++n)
-      p[n - region.lo[0]] = static_cast<int64_t>(
-          mix(h, static_cast<uint64_t>(batch), static_cast<uint64_t>(n)) %
-          static_cast<uint64_t>(C));
-    return "";
-  }
-  const TensorInfo &x = plan.tensors[t.pairedInput];
-  if (x.role != TensorRole::Input || x.shape.empty() ||
-      x.shape[0] != t.shape[0])
-    return "label tensor '" + t.name + "' is paired with '" + x.name +
-           "', which is not an input with the same batch extent";
-  int64_t F = 1;
-  for (size_t i = 1; i < x.shape.size(); ++i)
-    F *= x.shape[i];
-  std::vector<float> teacher(static_cast<size_t>(F * C));
-  for (int64_t j = 0; j < F * C; ++j)
-    teacher[j] = uniform(mix(kTeacherSeed, 0, static_cast<uint64_t>(j)));
-  std::vector<double> logits(C);
-  for (int64_t n = region.lo[0]; n < region.hi[0]; ++n) {
-    std::fill(logits.begin(), logits.end(), 0.0);
-    for (int64_t j = 0; j < F; ++j) {
-      double xv = inputValue(x.name, batch, n * F + j);
-      const float *row = &teacher[j * C];
-      for (int64_t c = 0; c < C; ++c)
-        logits[c] += xv * row[c];
-    }
-    int64_t best = 0;
-    for (int64_t c = 1; c < C; ++c)
-      if (logits[c] > logits[best])
-        best = c;
-    p[n - region.lo[0]] = best;
-  }
+  for (int64_t n = region.lo[0]; n < region.hi[0]; ++n)
+    p[n - region.lo[0]] = labelValue(t, batch, n);
   return "";
+}
+
+int64_t SyntheticData::labelValue(const TensorInfo &labels, int64_t batch,
+                                  int64_t row) {
+  return static_cast<int64_t>(mix(nameHash(labels.name),
+                                  static_cast<uint64_t>(batch),
+                                  static_cast<uint64_t>(row)) %
+                              static_cast<uint64_t>(labels.numClasses));
+}
+
+float SyntheticData::prototypeValue(int64_t label, int64_t feature) {
+  return (mix(kPrototypeSeed, static_cast<uint64_t>(label),
+              static_cast<uint64_t>(feature)) &
+          1)
+             ? 0.5f
+             : -0.5f;
 }

@@ -60,7 +60,12 @@ TEST(SyntheticData, DeterministicAndInRange) {
     EXPECT_LT(v, 1.0f);
   }
   EXPECT_NE(x, inputBox(a, kX, {{0, 0}, {4, 4}}, 6));
-  EXPECT_EQ(SyntheticData::inputValue("X", 5, 7), x[7]);
+  // Paired with labels: half the noise plus the row's class prototype.
+  ASSERT_GE(plan.tensors[kL].pairedInput, 0);
+  auto labels = labelBox(a, kL, {{0}, {4}}, 5);
+  EXPECT_FLOAT_EQ(0.5f * SyntheticData::inputValue("X", 5, 7) +
+                      SyntheticData::prototypeValue(labels[1], 3),
+                  x[7]);
 }
 
 Plan biggerPlan(bool paired) {
@@ -80,7 +85,7 @@ Plan biggerPlan(bool paired) {
   return plan;
 }
 
-TEST(SyntheticData, TeacherLabelsAreInRangeAndVaried) {
+TEST(SyntheticData, LabelsAreInRangeAndVaried) {
   for (bool paired : {true, false}) {
     Plan plan = biggerPlan(paired);
     SyntheticData data(plan);
@@ -97,16 +102,24 @@ TEST(SyntheticData, TeacherLabelsAreInRangeAndVaried) {
   }
 }
 
-TEST(SyntheticData, TeacherLabelsFollowTheInputs) {
-  // The teacher is a function of the input row: identical rows in different
-  // batches would get identical labels, and the labels of a batch change when
-  // its inputs do.
+TEST(SyntheticData, PairedInputsFollowTheirLabels) {
+  // A classifier's features are learnable: every element of row n has the
+  // sign of the prototype of class labels[n] (prototype ±0.5, noise < 0.5),
+  // and labels differ between batches.
   Plan plan = biggerPlan(true);
   SyntheticData data(plan);
-  auto l2 = labelBox(data, 1, {{0}, {256}}, 2);
-  auto l3 = labelBox(data, 1, {{0}, {256}}, 3);
-  EXPECT_NE(l2, l3);
-  EXPECT_EQ(l2, labelBox(data, 1, {{0}, {256}}, 2));
+  const auto &x = plan.tensors[0];
+  ASSERT_EQ(plan.tensors[1].pairedInput, 0);
+  int64_t rows = x.shape[0], cols = x.shape[1] * x.shape[2];
+  auto labels = labelBox(data, 1, {{0}, {rows}}, 2);
+  auto inputs =
+      inputBox(data, 0, {{0, 0, 0}, {rows, x.shape[1], x.shape[2]}}, 2);
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t j = 0; j < cols; ++j)
+      ASSERT_EQ(inputs[n * cols + j] > 0,
+                SyntheticData::prototypeValue(labels[n], j) > 0)
+          << "row " << n << " feature " << j;
+  EXPECT_NE(labels, labelBox(data, 1, {{0}, {rows}}, 3));
 }
 
 TEST(SyntheticData, RejectsBadLabelMetadata) {

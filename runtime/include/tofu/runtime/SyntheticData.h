@@ -4,15 +4,17 @@
 // batches, identical for every device count k, so that a k-device run can be
 // compared with a 1-device run element by element.
 //
-//  * Input tensors (f32, global shape [B, ...]): element e (flat, global,
-//    row-major) of batch b is uniform in [-1, 1):
+//  * Label tensors (i64, [B]) with numClasses C: uniform classes,
+//      labels[n] = mix(fnv1a64(name), b, n) mod C.
+//  * Input tensors (f32, global shape [B, ...]): noise u in [-1, 1) for
+//    element e (flat, global, row-major) of batch b:
 //      h = splitmix64(splitmix64(splitmix64(fnv1a64(name)) ^ b) ^ e)
-//      x = (h >> 40) * 2^-23 - 1
-//  * Label tensors (i64, [B]) with numClasses C:
-//    - with a paired input x (rows flattened to F features): a learnable
-//      teacher, labels[n] = argmax_c sum_j x[n, j] * T[j, c] (first maximum),
-//      T[j, c] = uniform [-1, 1) from splitmix64 of (kTeacherSeed, j * C + c);
-//    - otherwise uniform: labels[n] = splitmix64-hash(name, b, n) mod C.
+//      u = (h >> 40) * 2^-23 - 1
+//    An input that a label tensor is paired with (the features of a
+//    classifier) is learnable: row n lies around the prototype of its class
+//    c = labels[n]: x = 0.5 * u + P[c, j], P[c, j] = ±0.5 from
+//    mix(kPrototypeSeed, c, j) (j = feature index within the row). Other
+//    inputs are u.
 //
 // Values depend only on global coordinates, so any box can be generated on
 // its own.
@@ -31,8 +33,8 @@ class SyntheticData {
 public:
   /// Number of distinct batches; step s uses batch s % kNumBatches.
   static constexpr int64_t kNumBatches = 16;
-  /// Seed of the teacher matrix T.
-  static constexpr uint64_t kTeacherSeed = 0x7e4c4e5dULL;
+  /// Seed of the class prototypes P.
+  static constexpr uint64_t kPrototypeSeed = 0x7e4c4e5dULL;
 
   explicit SyntheticData(const plan::Plan &plan) : plan(plan) {}
 
@@ -45,6 +47,12 @@ public:
   /// One input value (exposed for tests).
   static float inputValue(const std::string &name, int64_t batch,
                           int64_t flatIndex);
+
+  /// Class of row `row` of label tensor `labels` in batch `batch`.
+  static int64_t labelValue(const plan::TensorInfo &labels, int64_t batch,
+                            int64_t row);
+  /// Feature `feature` of the prototype of class `label` (±0.5).
+  static float prototypeValue(int64_t label, int64_t feature);
 
 private:
   const plan::Plan &plan;
