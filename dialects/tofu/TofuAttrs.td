@@ -13,14 +13,16 @@ class Tofu_Attr<string name, string attrMnemonic>
 def Tofu_IntervalAttr : Tofu_Attr<"Interval", "interval"> {
   let summary = "A symbolic interval, affine in the output extents (paper §4.2)";
   let description = [{
-    `[Σ_i lower[i]·X_i + lowerConst, Σ_i upper[i]·X_i + upperConst]` where
-    `X_i` is the symbolic extent of output dimension i. Lower and upper bounds
-    keep separate constants so that asymmetric halos are exact.
+    The half-open range `[Σ_i lower[i]·S_i + lowerConst,
+    Σ_i upper[i]·S_i + upperConst)` where the symbols `S_i` are the extents of
+    the op's output dimensions `X0, X1, ...` followed by the extents of its
+    reduction variables (in the order the TDL analysis lists them). Lower and
+    upper bounds keep separate constants so that asymmetric halos are exact.
 
     Syntax: `#tofu.interval<[l0, l1, ...] + lc, [u0, u1, ...] + uc>`, e.g.
-    `#tofu.interval<[0.5, 0.0] + 0.0, [1.0, 0.0] + 2.0>` is
-    `[X0/2, X0 + 2]`. Both coefficient lists have one entry per output
-    dimension, so they must have equal length.
+    `#tofu.interval<[0.5, 0] + 0, [1, 0] + 2>` is `[X0/2, X0 + 2)`. Both
+    coefficient lists have one entry per symbol, so they must have equal
+    length.
   }];
   let parameters = (ins
     "::mlir::DenseF64ArrayAttr":$lower,

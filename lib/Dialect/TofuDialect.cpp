@@ -10,6 +10,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace tofu;
@@ -73,11 +75,20 @@ Attribute IntervalAttr::parse(AsmParser &parser, Type) {
       DenseF64ArrayAttr::get(ctx, upper), FloatAttr::get(f64, uc));
 }
 
+/// Shortest readable form that still parses as a float (`0.5`, `1.0`).
+static std::string formatCoefficient(double v) {
+  std::string s = llvm::formatv("{0}", llvm::format("%g", v)).str();
+  if (s.find_first_of(".en") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
 static void printBound(AsmPrinter &printer, ArrayRef<double> coef,
                        double constant) {
   printer << "[";
-  llvm::interleaveComma(coef, printer, [&](double v) { printer << v; });
-  printer << "] + " << constant;
+  llvm::interleaveComma(coef, printer,
+                        [&](double v) { printer << formatCoefficient(v); });
+  printer << "] + " << formatCoefficient(constant);
 }
 
 void IntervalAttr::print(AsmPrinter &printer) const {

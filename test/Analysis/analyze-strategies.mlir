@@ -7,15 +7,23 @@ func.func @main() {
   %a = tofu.input "a" "features" : tensor<8x4xf32>
   %b = tofu.param "b" : tensor<4x6xf32>
   %c = tofu.param "c" : tensor<6xf32>
+  // Symbols: X0 = m, X1 = n, then the reduction extent K. Worker 0 of a
+  // split on m reads rows [0, X0/2) and columns [0, K) of A, and all of B
+  // ([0, K) x [0, X1)); worker 1 reads rows [X0/2, X0) of A.
   // CHECK: tofu.compute "MatMul"
-  // CHECK-SAME: tofu.strategies = [#tofu.strategy<split 0 dim 0, regions
-  // Worker 0 of a split on m reads rows [0, X0/2] of A and all of B.
-  // CHECK-SAME: #tofu.interval<[0.000000e+00, 0.000000e+00] + 0.000000e+00, [5.000000e-01, 0.000000e+00]
+  // CHECK-SAME: tofu.strategies = [#tofu.strategy<split 0 dim 0, regions [
+  // CHECK-SAME: {{\[\[}}#tofu.interval<[0.0, 0.0, 0.0] + 0.0, [0.5, 0.0, 0.0] + 0.0>, #tofu.interval<[0.0, 0.0, 0.0] + 0.0, [0.0, 0.0, 1.0] + 0.0>],
+  // CHECK-SAME: [#tofu.interval<[0.0, 0.0, 0.0] + 0.0, [0.0, 0.0, 1.0] + 0.0>, #tofu.interval<[0.0, 0.0, 0.0] + 0.0, [0.0, 1.0, 0.0] + 0.0>]],
+  // CHECK-SAME: {{\[\[}}#tofu.interval<[0.5, 0.0, 0.0] + 0.0, [1.0, 0.0, 0.0] + 0.0>,
   // CHECK-SAME: #tofu.strategy<split 0 dim 1, regions
-  // CHECK-SAME: #tofu.strategy<reduce "k" 0, regions
+  // Splitting k: worker 0 reads columns [0, K/2) of A and rows [0, K/2) of B.
+  // CHECK-SAME: #tofu.strategy<reduce "k" 0, regions {{\[\[\[}}#tofu.interval<[0.0, 0.0, 0.0] + 0.0, [1.0, 0.0, 0.0] + 0.0>, #tofu.interval<[0.0, 0.0, 0.0] + 0.0, [0.0, 0.0, 0.5] + 0.0>]
   %m = tofu.compute "MatMul"(%a, %b) {attrs = {}, name = "mm"} : (tensor<8x4xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>
   // CHECK: tofu.compute "Gemm"
-  // CHECK-SAME: tofu.strategies = [#tofu.strategy<split 0 dim 0, regions {{.*}}>, #tofu.strategy<split 0 dim 1, regions {{.*}}>]}
+  // CHECK-SAME: tofu.strategies = [#tofu.strategy<split 0 dim 0, regions
+  // CHECK-SAME: #tofu.strategy<split 0 dim 1, regions
+  // CHECK-NOT: reduce
+  // CHECK-SAME: }
   %g = tofu.compute "Gemm"(%a, %b, %c) {attrs = {}, name = "gemm"} : (tensor<8x4xf32>, tensor<4x6xf32>, tensor<6xf32>) -> tensor<8x6xf32>
   // A scalar loss has no output dimension; its batch and class sums are
   // partition-n-reduce strategies.

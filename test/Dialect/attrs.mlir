@@ -12,7 +12,7 @@ func.func @attrs() attributes {tofu.grid = array<i64: 2, 2>} {
   %y = tofu.input "y" "labels" {classes = 8 : i64, labels_for = "x", tofu.tilings = [#tofu.tiling<[]>]} : tensor<16xi64>
   // CHECK: tofu.compute "Relu"(%{{.*}}) {attrs = {}, name = "r",
   // CHECK-SAME: tofu.plan = [#tofu.strategy<split 0 dim 1>, #tofu.strategy<reduce "k" 0>]
-  // CHECK-SAME: tofu.strategies = [#tofu.strategy<split 0 dim 0, regions {{\[\[\[}}#tofu.interval<[5.000000e-01, 0.000000e+00] + 0.000000e+00, [1.000000e+00, 0.000000e+00] + 2.000000e+00>
+  // CHECK-SAME: tofu.strategies = [#tofu.strategy<split 0 dim 0, regions {{\[\[\[}}#tofu.interval<[0.5, 0.0] + 0.0, [1.0, 0.0] + 2.0>
   %r = tofu.compute "Relu"(%x) {attrs = {}, name = "r",
       tofu.plan = [#tofu.strategy<split 0 dim 1>, #tofu.strategy<reduce "k" 0>],
       tofu.strategies = [#tofu.strategy<split 0 dim 0, regions [[[#tofu.interval<[0.5, 0.0] + 0.0, [1.0, 0.0] + 2.0>, #tofu.interval<[0.0, 0.0] + 0.0, [0.0, 1.0] + 0.0>]]]>]}
