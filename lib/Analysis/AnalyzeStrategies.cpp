@@ -29,8 +29,8 @@ StrategyAttr toAttr(MLIRContext *ctx, const tdl::Strategy &strategy) {
       if (input)
         for (const tdl::SymInterval &interval : *input)
           dims.push_back(IntervalAttr::get(ctx, interval.lower,
-                                           interval.lowerConst,
-                                           interval.upper, interval.upperConst));
+                                           interval.lowerConst, interval.upper,
+                                           interval.upperConst));
       inputs.push_back(ArrayAttr::get(ctx, dims));
     }
     workers.push_back(ArrayAttr::get(ctx, inputs));

@@ -62,7 +62,8 @@ tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
   std::vector<int64_t> coords = grid.coordinates(device);
   auto dims = tiling.getDims();
   for (size_t step = 0; step < dims.size() && step < coords.size(); ++step)
-    box[dims[step]] = splitRange(box[dims[step]], grid.steps[step], coords[step]);
+    box[dims[step]] =
+        splitRange(box[dims[step]], grid.steps[step], coords[step]);
   return box;
 }
 
@@ -103,14 +104,14 @@ int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
   for (int64_t d = 0; d < k; ++d)
     shares.push_back(opShare(grid, op, plan, d));
   for (int64_t d = 0; d < k; ++d) {
-    auto needed = op.requiredRegions(0, shares[d].outputBox,
-                                     shares[d].reductionRanges);
+    auto needed =
+        op.requiredRegions(0, shares[d].outputBox, shares[d].reductionRanges);
     for (size_t i = 0; i < needed.size() && i < inputTilings.size(); ++i) {
       if (!needed[i] || !inputTypes[i])
         continue;
       tdl::Box owned = ownedBox(grid, inputTypes[i]->dims, inputTilings[i], d);
-      int64_t missing = numElements(*needed[i]) -
-                        numElements(intersect(*needed[i], owned));
+      int64_t missing =
+          numElements(*needed[i]) - numElements(intersect(*needed[i], owned));
       bytes += missing * elementBytes(inputTypes[i]->elem);
     }
   }

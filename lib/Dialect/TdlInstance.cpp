@@ -20,9 +20,9 @@ llvm::Expected<tdl::TensorType> toTdlType(RankedTensorType type) {
     std::string str;
     llvm::raw_string_ostream os(str);
     os << type;
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "element type of " + str + " is not supported (f32 and i64 are)");
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "element type of " + str +
+                                       " is not supported (f32 and i64 are)");
   }
   for (int64_t d : result.dims)
     if (ShapedType::isDynamic(d))
@@ -32,9 +32,8 @@ llvm::Expected<tdl::TensorType> toTdlType(RankedTensorType type) {
 }
 
 RankedTensorType fromTdlType(MLIRContext *ctx, const tdl::TensorType &type) {
-  Type elem = type.elem == tdl::ElemType::F32
-                  ? Type(Float32Type::get(ctx))
-                  : Type(IntegerType::get(ctx, 64));
+  Type elem = type.elem == tdl::ElemType::F32 ? Type(Float32Type::get(ctx))
+                                              : Type(IntegerType::get(ctx, 64));
   return RankedTensorType::get(type.dims, elem);
 }
 

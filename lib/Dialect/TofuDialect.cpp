@@ -3,8 +3,8 @@
 // Dialect registration, attribute syntax and verifiers, op verifiers.
 //
 //===----------------------------------------------------------------------===//
-#include "tofu/Dialect/Tofu.h"
 #include "tofu/Dialect/TdlInstance.h"
+#include "tofu/Dialect/Tofu.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -41,14 +41,14 @@ void TofuDialect::initialize() {
 
 static ParseResult parseDoubleList(AsmParser &parser,
                                    SmallVectorImpl<double> &values) {
-  return parser.parseCommaSeparatedList(
-      AsmParser::Delimiter::Square, [&]() -> ParseResult {
-        double v;
-        if (parser.parseFloat(v))
-          return failure();
-        values.push_back(v);
-        return success();
-      });
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                        [&]() -> ParseResult {
+                                          double v;
+                                          if (parser.parseFloat(v))
+                                            return failure();
+                                          values.push_back(v);
+                                          return success();
+                                        });
 }
 
 static ParseResult parseBound(AsmParser &parser, SmallVectorImpl<double> &coef,
@@ -101,10 +101,9 @@ void IntervalAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
-LogicalResult
-IntervalAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     DenseF64ArrayAttr lower, FloatAttr,
-                     DenseF64ArrayAttr upper, FloatAttr) {
+LogicalResult IntervalAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   DenseF64ArrayAttr lower, FloatAttr,
+                                   DenseF64ArrayAttr upper, FloatAttr) {
   if (lower.size() != upper.size())
     return emitError() << "interval bounds have " << lower.size() << " and "
                        << upper.size()
@@ -159,10 +158,9 @@ void StrategyAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
-LogicalResult
-StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     StringAttr kind, int64_t output, int64_t dim,
-                     StringAttr var, ArrayAttr regions) {
+LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   StringAttr kind, int64_t output, int64_t dim,
+                                   StringAttr var, ArrayAttr regions) {
   if (kind.getValue() != "split" && kind.getValue() != "reduce")
     return emitError() << "strategy kind must be 'split' or 'reduce'";
   if (output < 0 || dim < 0)
@@ -178,9 +176,8 @@ StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "strategy regions must be [worker][input] arrays";
     for (Attribute input : inputs) {
       auto dims = dyn_cast<ArrayAttr>(input);
-      if (!dims || !llvm::all_of(dims, [](Attribute a) {
-            return isa<IntervalAttr>(a);
-          }))
+      if (!dims ||
+          !llvm::all_of(dims, [](Attribute a) { return isa<IntervalAttr>(a); }))
         return emitError()
                << "each input region must be an array of #tofu.interval";
     }
@@ -196,18 +193,19 @@ Attribute TilingAttr::parse(AsmParser &parser, Type) {
   SmallVector<int64_t> dims, parts;
   SMLoc loc = parser.getCurrentLocation();
   if (parser.parseLess() ||
-      parser.parseCommaSeparatedList(
-          AsmParser::Delimiter::Square,
-          [&]() -> ParseResult {
-            int64_t d, p;
-            if (parser.parseLParen() || parser.parseInteger(d) ||
-                parser.parseComma() || parser.parseInteger(p) ||
-                parser.parseRParen())
-              return failure();
-            dims.push_back(d);
-            parts.push_back(p);
-            return success();
-          }) ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                     [&]() -> ParseResult {
+                                       int64_t d, p;
+                                       if (parser.parseLParen() ||
+                                           parser.parseInteger(d) ||
+                                           parser.parseComma() ||
+                                           parser.parseInteger(p) ||
+                                           parser.parseRParen())
+                                         return failure();
+                                       dims.push_back(d);
+                                       parts.push_back(p);
+                                       return success();
+                                     }) ||
       parser.parseGreater())
     return {};
   return TilingAttr::getChecked([&] { return parser.emitError(loc); },
@@ -248,9 +246,9 @@ LogicalResult TofuDialect::verifyOperationAttribute(Operation *op,
   if (name == kTilingsAttr) {
     auto tilings = dyn_cast<ArrayAttr>(attr.getValue());
     if (!tilings || tilings.size() != op->getNumResults())
-      return op->emitOpError() << "'" << kTilingsAttr
-                               << "' needs one #tofu.tiling per result ("
-                               << op->getNumResults() << ")";
+      return op->emitOpError()
+             << "'" << kTilingsAttr << "' needs one #tofu.tiling per result ("
+             << op->getNumResults() << ")";
     for (auto [i, tilingAttr] : llvm::enumerate(tilings)) {
       auto tiling = dyn_cast<TilingAttr>(tilingAttr);
       if (!tiling)
@@ -267,23 +265,22 @@ LogicalResult TofuDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kStrategiesAttr || name == kPlanAttr) {
     auto list = dyn_cast<ArrayAttr>(attr.getValue());
-    if (!list || !llvm::all_of(list, [](Attribute a) {
-          return isa<StrategyAttr>(a);
-        }))
-      return op->emitOpError() << "'" << name
-                               << "' must be an array of #tofu.strategy";
+    if (!list ||
+        !llvm::all_of(list, [](Attribute a) { return isa<StrategyAttr>(a); }))
+      return op->emitOpError()
+             << "'" << name << "' must be an array of #tofu.strategy";
     for (auto strategy : list.getAsRange<StrategyAttr>()) {
       if (strategy.getOutput() >= op->getNumResults())
-        return op->emitOpError() << "strategy refers to output "
-                                 << strategy.getOutput() << " of an op with "
-                                 << op->getNumResults() << " results";
+        return op->emitOpError()
+               << "strategy refers to output " << strategy.getOutput()
+               << " of an op with " << op->getNumResults() << " results";
       if (strategy.getKind().getValue() == "split") {
         auto type = cast<RankedTensorType>(
             op->getResult(strategy.getOutput()).getType());
         if (strategy.getDim() >= type.getRank())
-          return op->emitOpError() << "strategy splits dimension "
-                                   << strategy.getDim() << " of a rank-"
-                                   << type.getRank() << " output";
+          return op->emitOpError()
+                 << "strategy splits dimension " << strategy.getDim()
+                 << " of a rank-" << type.getRank() << " output";
       }
     }
     return success();
@@ -339,9 +336,8 @@ LogicalResult ComputeOp::verify() {
   for (auto [i, result] : llvm::enumerate(getResults())) {
     RankedTensorType expected = fromTdlType(getContext(), outputs[i]);
     if (result.getType() != expected)
-      return emitOpError() << "result " << i << " has type "
-                           << result.getType() << " but '" << getSpec()
-                           << "' gives " << expected;
+      return emitOpError() << "result " << i << " has type " << result.getType()
+                           << " but '" << getSpec() << "' gives " << expected;
   }
   return success();
 }

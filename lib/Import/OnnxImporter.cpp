@@ -43,9 +43,8 @@ private:
                                    path + ": " + message.str());
   }
   llvm::Expected<RankedTensorType> importType(const onnx::ValueInfoProto &info);
-  llvm::Expected<RankedTensorType> tensorType(int32_t elemType,
-                                              ArrayRef<int64_t> dims,
-                                              StringRef what);
+  llvm::Expected<RankedTensorType>
+  tensorType(int32_t elemType, ArrayRef<int64_t> dims, StringRef what);
   llvm::Expected<DenseElementsAttr>
   importInitializer(const onnx::TensorProto &tensor, RankedTensorType type);
   llvm::Expected<tdl::AttrMap> importAttributes(const onnx::NodeProto &node,
@@ -185,8 +184,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
 
   OpBuilder builder(ctx);
   Location fileLoc = FileLineColLoc::get(ctx, path, 0, 0);
-  auto func = func::FuncOp::create(fileLoc, "main",
-                                   builder.getFunctionType({}, {}));
+  auto func =
+      func::FuncOp::create(fileLoc, "main", builder.getFunctionType({}, {}));
   module.push_back(func);
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
@@ -195,15 +194,16 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
   for (const auto &init : graph.initializer()) {
     initializerNames.insert(init.name());
     SmallVector<int64_t> dims(init.dims().begin(), init.dims().end());
-    auto type = tensorType(init.data_type(), dims,
-                           "initializer '" + init.name() + "'");
+    auto type =
+        tensorType(init.data_type(), dims, "initializer '" + init.name() + "'");
     if (!type)
       return type.takeError();
     auto value = importInitializer(init, *type);
     if (!value)
       return value.takeError();
-    auto param = builder.create<ParamOp>(NameLoc::get(builder.getStringAttr(init.name()), fileLoc),
-                                         *type, init.name(), *value);
+    auto param = ParamOp::create(
+        builder, NameLoc::get(builder.getStringAttr(init.name()), fileLoc),
+        *type, init.name(), *value);
     values[init.name()] = param.getResult();
   }
 
@@ -216,9 +216,9 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     if (!type)
       return type.takeError();
     bool isLabels = type->getElementType().isInteger(64);
-    auto op = builder.create<InputOp>(
-        NameLoc::get(builder.getStringAttr(input.name()), fileLoc), *type,
-        input.name(), isLabels ? "labels" : "features", IntegerAttr(),
+    auto op = InputOp::create(
+        builder, NameLoc::get(builder.getStringAttr(input.name()), fileLoc),
+        *type, input.name(), isLabels ? "labels" : "features", IntegerAttr(),
         StringAttr());
     if (isLabels)
       labelInputs.push_back(op);
@@ -231,8 +231,9 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
   for (const auto &[index, node] : llvm::enumerate(graph.node())) {
     std::string nodeName = node.name();
     if (nodeName.empty())
-      nodeName = node.output_size() ? node.output(0)
-                                    : node.op_type() + "_" + std::to_string(index);
+      nodeName = node.output_size()
+                     ? node.output(0)
+                     : node.op_type() + "_" + std::to_string(index);
     if (!usedNames.insert(nodeName).second)
       nodeName += "_" + std::to_string(index);
     std::string where = "node '" + nodeName + "' (" + node.op_type() + ")";
@@ -271,16 +272,18 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     if (instance->outputTypes().size() !=
         static_cast<size_t>(node.output_size()))
       return error(where + ": the node has " +
-                   std::to_string(node.output_size()) + " outputs but the TDL "
-                   "spec of " + node.op_type() + " declares " +
+                   std::to_string(node.output_size()) +
+                   " outputs but the TDL "
+                   "spec of " +
+                   node.op_type() + " declares " +
                    std::to_string(instance->outputTypes().size()));
     SmallVector<Type> resultTypes;
     for (const auto &type : instance->outputTypes())
       resultTypes.push_back(fromTdlType(ctx, type));
-    auto compute = builder.create<ComputeOp>(
-        NameLoc::get(builder.getStringAttr(nodeName), fileLoc), resultTypes,
-        node.op_type(), operands, fromTdlAttrs(ctx, *attrs), nodeName,
-        StringAttr());
+    auto compute = ComputeOp::create(
+        builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
+        resultTypes, node.op_type(), operands, fromTdlAttrs(ctx, *attrs),
+        nodeName, StringAttr());
     for (auto [i, name] : llvm::enumerate(node.output()))
       values[name] = compute.getResult(i);
   }
@@ -303,9 +306,9 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                    "' is not produced by any node");
     auto type = cast<RankedTensorType>(it->second.getType());
     if (type.getRank() == 0 && type.getElementType().isF32())
-      builder.create<LossOp>(fileLoc, it->second);
+      LossOp::create(builder, fileLoc, it->second);
   }
-  builder.create<func::ReturnOp>(fileLoc);
+  func::ReturnOp::create(builder, fileLoc);
   return llvm::Error::success();
 }
 
@@ -314,9 +317,9 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   path + ": cannot read the model: " +
-                                       buffer.getError().message());
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        path + ": cannot read the model: " + buffer.getError().message());
   ImportedModel result;
   StringRef bytes = (*buffer)->getBuffer();
   result.modelBytes.assign(bytes.begin(), bytes.end());
@@ -331,7 +334,8 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
             " bytes); the file may be truncated or corrupt: re-export it");
   if (!model.has_graph() || model.graph().node_size() == 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   path + ": the ONNX model has no graph nodes");
+                                   path +
+                                       ": the ONNX model has no graph nodes");
 
   context->loadDialect<TofuDialect, func::FuncDialect>();
   result.module = ModuleOp::create(FileLineColLoc::get(context, path, 0, 0));

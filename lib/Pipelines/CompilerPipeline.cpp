@@ -94,9 +94,9 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     auto start = std::chrono::steady_clock::now();
     if (failed(partitionPm.run(module)))
       return fail(options.inputPath + ": " + diagnostics);
-    searchSeconds = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
+    searchSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
   }
   if (options.stopAfter <= Phase::Partition) {
     module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16));

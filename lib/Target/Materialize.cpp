@@ -92,7 +92,8 @@ private:
   int32_t addBuffer(int64_t device, int32_t tensor, const tdl::Box &region,
                     bool partial);
   /// Fills buffer `dst` on `device` (holding `region` of `tensor`) from
-  /// the source buffers `sources[e]` (one per device, holding `sourceBoxes[e]`).
+  /// the source buffers `sources[e]` (one per device, holding
+  /// `sourceBoxes[e]`).
   void addAssembly(int64_t device, int32_t dst, const tdl::Box &region,
                    int32_t tensor, llvm::ArrayRef<int32_t> sources,
                    llvm::ArrayRef<tdl::Box> sourceBoxes, bool reduce,
@@ -104,7 +105,7 @@ private:
   int64_t k = 1;
   plan::Plan result;
   llvm::DenseMap<Value, int32_t> tensorOf;
-  std::vector<TilingAttr> tilings;              // per tensor
+  std::vector<TilingAttr> tilings;               // per tensor
   std::vector<std::vector<int32_t>> ownedBuffer; // [device][tensor]
 };
 
@@ -118,8 +119,8 @@ int32_t Materializer::addBuffer(int64_t device, int32_t tensor,
   buffer.tensor = tensor;
   buffer.region = toPlanBox(region);
   buffer.partial = partial;
-  buffer.bytes = numElements(region) *
-                 plan::dtypeSize(result.tensors[tensor].dtype);
+  buffer.bytes =
+      numElements(region) * plan::dtypeSize(result.tensors[tensor].dtype);
   auto &buffers = result.devices[device].buffers;
   buffers.push_back(std::move(buffer));
   return static_cast<int32_t>(buffers.size() - 1);
@@ -145,8 +146,8 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
     tdl::Box piece = intersect(region, sourceBoxes[e]);
     if (isEmpty(piece))
       continue;
-    instr.pieces.push_back({static_cast<int32_t>(e), sources[e],
-                            toPlanBox(piece)});
+    instr.pieces.push_back(
+        {static_cast<int32_t>(e), sources[e], toPlanBox(piece)});
     if (e != device)
       result.devices[device].commBytes += numElements(piece) * elemBytes;
     // A complete tile needs one source; partial sums need all of them.
@@ -180,21 +181,21 @@ llvm::Error Materializer::addTensors() {
     for (auto [i, value] : llvm::enumerate(op->getResults())) {
       auto type = cast<RankedTensorType>(value.getType());
       plan::TensorInfo info;
-      info.dtype = type.getElementType().isF32() ? plan::DType::F32
-                                                 : plan::DType::I64;
+      info.dtype =
+          type.getElementType().isF32() ? plan::DType::F32 : plan::DType::I64;
       info.shape.assign(type.getShape().begin(), type.getShape().end());
       auto tiling = cast<TilingAttr>(tilingList[i]);
       for (auto [dim, parts] : llvm::zip(tiling.getDims(), tiling.getParts()))
-        info.tiling.push_back({static_cast<int32_t>(dim),
-                               static_cast<int32_t>(parts)});
+        info.tiling.push_back(
+            {static_cast<int32_t>(dim), static_cast<int32_t>(parts)});
       if (auto input = dyn_cast<InputOp>(op)) {
         info.name = input.getSymName().str();
         if (input.getRole() == "labels") {
           info.role = plan::TensorRole::Label;
           info.numClasses = input.getClasses().value_or(0);
           if (auto pair = input.getLabelsFor())
-            labelPairs.push_back({static_cast<int32_t>(result.tensors.size()),
-                                  pair->str()});
+            labelPairs.push_back(
+                {static_cast<int32_t>(result.tensors.size()), pair->str()});
         } else {
           info.role = plan::TensorRole::Input;
         }
@@ -233,7 +234,8 @@ llvm::Error Materializer::addTensors() {
   for (UpdateOp update : func.getOps<UpdateOp>()) {
     int32_t param = tensorOf.lookup(update.getParam());
     result.tensors[tensorOf.lookup(update.getGradient())].gradientOf = param;
-    result.paramUpdates.push_back({param, tensorOf.lookup(update.getNewValue())});
+    result.paramUpdates.push_back(
+        {param, tensorOf.lookup(update.getNewValue())});
     if (auto updated = update.getNewValue().getDefiningOp<ComputeOp>())
       if (updated.getSpec() == "SGDUpdate")
         if (auto lr = updated.getAttrs().getAs<FloatAttr>("lr"))

@@ -53,10 +53,9 @@ void planMemory(plan::Plan &plan) {
     auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
       plan::TensorRole role = plan.tensors[buffers[b].tensor].role;
-      bool persistent =
-          buffers[b].owned && (role == plan::TensorRole::Param ||
-                               role == plan::TensorRole::Input ||
-                               role == plan::TensorRole::Label);
+      bool persistent = buffers[b].owned && (role == plan::TensorRole::Param ||
+                                             role == plan::TensorRole::Input ||
+                                             role == plan::TensorRole::Label);
       if (persistent || life[d][b].last < 0)
         life[d][b] = {-1, kForever};
     }

@@ -18,13 +18,20 @@ namespace {
 
 const char *roleName(plan::TensorRole role) {
   switch (role) {
-  case plan::TensorRole::Input: return "input";
-  case plan::TensorRole::Label: return "label";
-  case plan::TensorRole::Param: return "param";
-  case plan::TensorRole::Activation: return "activation";
-  case plan::TensorRole::Gradient: return "gradient";
-  case plan::TensorRole::Loss: return "loss";
-  case plan::TensorRole::Updated: return "updated";
+  case plan::TensorRole::Input:
+    return "input";
+  case plan::TensorRole::Label:
+    return "label";
+  case plan::TensorRole::Param:
+    return "param";
+  case plan::TensorRole::Activation:
+    return "activation";
+  case plan::TensorRole::Gradient:
+    return "gradient";
+  case plan::TensorRole::Loss:
+    return "loss";
+  case plan::TensorRole::Updated:
+    return "updated";
   }
   return "?";
 }
@@ -41,9 +48,8 @@ std::string formatTiling(const std::vector<plan::Cut> &tiling) {
     return "replicated";
   std::string s;
   for (size_t i = 0; i < tiling.size(); ++i)
-    s += (i ? " " : "") + llvm::formatv("dim{0}/{1}", tiling[i].dim,
-                                        tiling[i].parts)
-                              .str();
+    s += (i ? " " : "") +
+         llvm::formatv("dim{0}/{1}", tiling[i].dim, tiling[i].parts).str();
   return s;
 }
 
@@ -97,8 +103,8 @@ std::vector<OpRow> collectOps(func::FuncOp func) {
       SmallVector<TilingAttr> inputs;
       for (Value input : op.getInputs())
         inputs.push_back(tilingOf(input));
-      row.bytes = opCommBytes(grid, *instance, plan, inputs,
-                              tilingOf(op.getResult(0)));
+      row.bytes =
+          opCommBytes(grid, *instance, plan, inputs, tilingOf(op.getResult(0)));
     } else if (!instance) {
       llvm::consumeError(instance.takeError());
     }
@@ -151,8 +157,9 @@ void printDevicePrograms(const plan::Plan &plan, llvm::raw_ostream &os) {
 std::string formatPlanText(func::FuncOp func, const plan::Plan &plan) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << llvm::formatv("tofu plan: {0} devices, partitioner {1}, search {2:f4} s\n",
-                      plan.numDevices, plan.partitioner, plan.searchSeconds);
+  os << llvm::formatv(
+      "tofu plan: {0} devices, partitioner {1}, search {2:f4} s\n",
+      plan.numDevices, plan.partitioner, plan.searchSeconds);
   os << "communication: " << plan.commBytes << " bytes per training step\n";
   os << "peak memory per device (bytes):";
   for (const auto &device : plan.devices)
@@ -208,12 +215,13 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
       {"comm_bytes", static_cast<int64_t>(plan.commBytes)},
       {"peak_bytes", std::move(peak)},
       {"batch_size", plan.batchSize},
-      {"optimizer", llvm::json::Object{{"kind", plan.optimizer.kind},
-                                       {"learning_rate",
-                                        plan.optimizer.learningRate}}},
+      {"optimizer",
+       llvm::json::Object{{"kind", plan.optimizer.kind},
+                          {"learning_rate", plan.optimizer.learningRate}}},
       {"tensors", std::move(tensors)},
       {"ops", std::move(ops)}};
-  return llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str() + "\n";
+  return llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str() +
+         "\n";
 }
 
 } // namespace tofu

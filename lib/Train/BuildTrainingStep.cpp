@@ -30,9 +30,9 @@ public:
   }
 
   /// Creates `spec(operands)` with result types from TDL shape inference.
-  FailureOr<ComputeOp> create(Location loc, StringRef spec,
-                              ValueRange operands, const tdl::AttrMap &attrs,
-                              StringRef name, StringRef gradOf) {
+  FailureOr<ComputeOp> create(Location loc, StringRef spec, ValueRange operands,
+                              const tdl::AttrMap &attrs, StringRef name,
+                              StringRef gradOf) {
     auto instance = instantiateSpec(spec, operands.getTypes(), attrs);
     if (!instance) {
       emitError(loc) << "while building the gradient of '" << gradOf
@@ -42,10 +42,10 @@ public:
     SmallVector<Type> types;
     for (const auto &type : instance->outputTypes())
       types.push_back(fromTdlType(builder.getContext(), type));
-    return builder.create<ComputeOp>(
-        loc, types, spec, operands, fromTdlAttrs(builder.getContext(), attrs),
-        uniqueName(name), gradOf.empty() ? StringAttr()
-                                         : builder.getStringAttr(gradOf));
+    return ComputeOp::create(
+        builder, loc, types, spec, operands,
+        fromTdlAttrs(builder.getContext(), attrs), uniqueName(name),
+        gradOf.empty() ? StringAttr() : builder.getStringAttr(gradOf));
   }
 
   /// Adds `grad` to the accumulated gradient of `value`.
@@ -118,11 +118,12 @@ struct BuildTrainingStepPass
     GradientBuilder grads(func, builder);
     Location loc = loss.getLoc();
 
-    auto seed = grads.create(loc, "Ones", {loss.getLoss()}, {}, "loss.grad_seed",
-                             "");
+    auto seed =
+        grads.create(loc, "Ones", {loss.getLoss()}, {}, "loss.grad_seed", "");
     if (failed(seed))
       return signalPassFailure();
-    if (failed(grads.accumulate(loss.getLoss(), seed->getResult(0), loc, "loss")))
+    if (failed(
+            grads.accumulate(loss.getLoss(), seed->getResult(0), loc, "loss")))
       return signalPassFailure();
 
     const tdl::SpecLibrary &library = tdl::SpecLibrary::builtin();
@@ -204,13 +205,13 @@ struct BuildTrainingStepPass
         continue; // does not influence the loss
       tdl::AttrMap attrs;
       attrs["lr"] = tdl::AttrValue::ofFloat(learningRate);
-      auto update = grads.create(param.getLoc(), "SGDUpdate",
-                                 {param.getResult(), grad}, attrs,
-                                 (param.getSymName() + ".sgd").str(), "");
+      auto update =
+          grads.create(param.getLoc(), "SGDUpdate", {param.getResult(), grad},
+                       attrs, (param.getSymName() + ".sgd").str(), "");
       if (failed(update))
         return signalPassFailure();
-      builder.create<UpdateOp>(param.getLoc(), param.getResult(), grad,
-                               update->getResult(0));
+      UpdateOp::create(builder, param.getLoc(), param.getResult(), grad,
+                       update->getResult(0));
     }
 
     // Backward ops whose results nobody uses (e.g. the gradient with respect

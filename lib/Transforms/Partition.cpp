@@ -93,11 +93,11 @@ struct PartitionPass : public tofu::impl::PartitionBase<PartitionPass> {
       int64_t bestBytes = 0;
       for (auto strategy : strategies.getAsRange<StrategyAttr>()) {
         // The chosen strategy is recorded without the analysis regions.
-        auto chosen = StrategyAttr::get(ctx, strategy.getKind(),
-                                        strategy.getOutput(), strategy.getDim(),
-                                        strategy.getVar(), ArrayAttr::get(ctx, {}));
-        int64_t bytes = opCommBytes(grid, *instance, {chosen}, inputTilings,
-                                    outputTiling);
+        auto chosen = StrategyAttr::get(
+            ctx, strategy.getKind(), strategy.getOutput(), strategy.getDim(),
+            strategy.getVar(), ArrayAttr::get(ctx, {}));
+        int64_t bytes =
+            opCommBytes(grid, *instance, {chosen}, inputTilings, outputTiling);
         if (!best || bytes < bestBytes) {
           best = chosen;
           bestBytes = bytes;

@@ -19,9 +19,9 @@ static cl::opt<std::string> outputPath("o", cl::desc("write plan.bin here"),
                                        cl::value_desc("plan.bin"));
 static cl::opt<int64_t> gpus("gpus", cl::desc("number of devices k"),
                              cl::init(1));
-static cl::opt<std::string>
-    partitioner("partitioner", cl::desc("partitioning algorithm"),
-                cl::init("allrow-greedy"));
+static cl::opt<std::string> partitioner("partitioner",
+                                        cl::desc("partitioning algorithm"),
+                                        cl::init("allrow-greedy"));
 static cl::opt<double> learningRate("lr", cl::desc("SGD learning rate"),
                                     cl::init(0.1));
 static cl::opt<std::string>

@@ -44,8 +44,8 @@ tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
 
 /// What one device computes of an op.
 struct OpShare {
-  tdl::Box outputBox;                       ///< box of output 0 it produces
-  std::vector<tdl::Range> reductionRanges;  ///< its share of each reduction var
+  tdl::Box outputBox;                      ///< box of output 0 it produces
+  std::vector<tdl::Range> reductionRanges; ///< its share of each reduction var
   bool partial = false; ///< some reduction variable is split: a partial sum
 };
 

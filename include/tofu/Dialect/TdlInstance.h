@@ -25,9 +25,9 @@ mlir::DictionaryAttr fromTdlAttrs(mlir::MLIRContext *ctx,
 
 /// Instantiates `spec` on the given operand types: trailing declared inputs
 /// without an operand are absent.
-llvm::Expected<tdl::OpInstance>
-instantiateSpec(llvm::StringRef spec, mlir::TypeRange operandTypes,
-                const tdl::AttrMap &attrs);
+llvm::Expected<tdl::OpInstance> instantiateSpec(llvm::StringRef spec,
+                                                mlir::TypeRange operandTypes,
+                                                const tdl::AttrMap &attrs);
 
 /// Instantiates the TDL spec of `op` on its operand types.
 llvm::Expected<tdl::OpInstance> instantiate(ComputeOp op);

@@ -18,7 +18,15 @@
 namespace tofu {
 
 /// The named phases of the pipeline, in order.
-enum class Phase { Import, Train, Analyze, Partition, Materialize, Schedule, Emit };
+enum class Phase {
+  Import,
+  Train,
+  Analyze,
+  Partition,
+  Materialize,
+  Schedule,
+  Emit
+};
 
 /// Parses a phase name ("import", "train", ...).
 std::optional<Phase> parsePhase(llvm::StringRef name);
@@ -31,7 +39,7 @@ enum class PlanDump { None, Text, Json };
 /// Options of one compilation.
 struct CompileOptions {
   std::string inputPath;
-  std::string outputPath;       ///< plan.bin; empty = do not write
+  std::string outputPath; ///< plan.bin; empty = do not write
   int64_t devices = 1;
   std::string partitioner = "allrow-greedy";
   double learningRate = 0.1;

@@ -7,8 +7,8 @@
 #ifndef TOFU_TRANSFORMS_PASSES_H
 #define TOFU_TRANSFORMS_PASSES_H
 
-#include "tofu/Dialect/Tofu.h"
 #include "mlir/Pass/Pass.h"
+#include "tofu/Dialect/Tofu.h"
 
 namespace tofu {
 #define GEN_PASS_DECL
