@@ -19,7 +19,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
 # lit (the LLVM test runner) comes with llvm-22-tools; fall back to pip.
 if [ ! -x /usr/lib/llvm-22/bin/lit ] && ! command -v lit >/dev/null; then
