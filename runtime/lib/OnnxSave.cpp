@@ -1,6 +1,7 @@
 //===- OnnxSave.cpp - Write trained weights back into an ONNX model -------===//
 
 #include "tofu/runtime/OnnxSave.h"
+#include "tofu/runtime/AtomicFile.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -8,7 +9,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 using namespace tofu::runtime;
 
@@ -59,22 +59,5 @@ std::string tofu::runtime::saveTrainedOnnx(
   std::string bytes;
   if (!proto.SerializeToString(&bytes))
     return "cannot serialize the trained ONNX model";
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return "cannot open '" + tmp + "' for writing: " + std::strerror(errno);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return "cannot write '" + tmp + "' (disk full?)";
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string err = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return "cannot rename '" + tmp + "' to '" + path + "': " + err;
-  }
-  return "";
+  return writeFileAtomically(path, bytes.data(), bytes.size());
 }

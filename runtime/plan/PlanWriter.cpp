@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tofu/runtime/Plan.h"
+#include "tofu/runtime/AtomicFile.h"
 
 #include "PlanContainer.h"
 #include "plan_generated.h"
@@ -17,7 +18,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 using namespace tofu::plan;
 namespace fbs = tofu::plan::fb;
@@ -229,23 +229,5 @@ std::string tofu::plan::writePlan(const Plan &plan, const std::string &path) {
 
   // Write to a temporary file in the same directory, then rename, so that a
   // failure never leaves a half-written plan behind.
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return "cannot open '" + tmp + "' for writing: " + std::strerror(errno);
-    out.write(reinterpret_cast<const char *>(file.data()),
-              static_cast<std::streamsize>(file.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return "cannot write '" + tmp + "' (disk full?)";
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string err = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return "cannot rename '" + tmp + "' to '" + path + "': " + err;
-  }
-  return "";
+  return writeFileAtomically(path, file.data(), file.size());
 }
