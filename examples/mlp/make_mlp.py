@@ -15,7 +15,9 @@ Exported ONNX ops (opset 17): ``Gemm(transB=1)`` + ``Relu`` three times, then
 (float32 [B, F]) and ``labels`` (int64 [B]); the output is ``loss`` (float32,
 scalar). Weights are initializers in ``[out, in]`` layout, biases ``[out]``.
 
-The result is deterministic: the weights come from ``torch.manual_seed(seed)``.
+The result is deterministic: the weights come from ``torch.manual_seed(seed)``
+(He/Kaiming-normal weights, PyTorch's default biases), so the default SGD of
+tofuc (lr 0.1) trains it on tofu-run's synthetic data in a few dozen steps.
 
 Usage (run with Debian's Python, which has torch)::
 
