@@ -88,6 +88,15 @@ OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
   return share;
 }
 
+bool isEmptyShare(const OpShare &share) {
+  if (isEmpty(share.outputBox))
+    return true;
+  for (const auto &range : share.reductionRanges)
+    if (range.hi <= range.lo)
+      return true;
+  return false;
+}
+
 bool outputCoveredLocally(const OpShare &share, const tdl::Box &owned) {
   return !share.partial &&
          numElements(intersect(owned, share.outputBox)) == numElements(owned);
@@ -121,7 +130,7 @@ int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
     if (outputCoveredLocally(shares[d], owned))
       continue;
     for (int64_t e = 0; e < k; ++e)
-      if (e != d)
+      if (e != d && !isEmptyShare(shares[e]))
         bytes += numElements(intersect(owned, shares[e].outputBox)) *
                  elementBytes(out.elem);
   }

@@ -143,6 +143,8 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
     if (e != device)
       order.push_back(e);
   for (int64_t e : order) {
+    if (sources[e] < 0)
+      continue; // computed nothing (empty share)
     tdl::Box piece = intersect(region, sourceBoxes[e]);
     if (isEmpty(piece))
       continue;
@@ -284,6 +286,10 @@ llvm::Error Materializer::addCompute(ComputeOp op, int64_t seq) {
   std::vector<int32_t> produced(k);
   std::vector<tdl::Box> producedBoxes(k);
   for (int64_t d = 0; d < k; ++d) {
+    if (isEmptyShare(shares[d])) {
+      produced[d] = -1;
+      continue;
+    }
     auto needed = instance->requiredRegions(0, shares[d].outputBox,
                                             shares[d].reductionRanges);
     plan::Instr compute;
@@ -329,7 +335,7 @@ llvm::Error Materializer::addCompute(ComputeOp op, int64_t seq) {
     if (produced[d] == ownedBuffer[d][out])
       continue;
     tdl::Box owned = ownedRegion(out, d);
-    if (outputCoveredLocally(shares[d], owned)) {
+    if (produced[d] >= 0 && outputCoveredLocally(shares[d], owned)) {
       std::vector<int32_t> sources(k, produced[d]);
       std::vector<tdl::Box> boxes(k, tdl::Box(owned.size(), tdl::Range{0, 0}));
       boxes[d] = producedBoxes[d];

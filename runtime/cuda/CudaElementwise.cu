@@ -19,7 +19,7 @@ int blocksFor(int64_t n) {
 __global__ void reluKernel(const float *x, float *y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x)
-    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    y[i] = x[i] < 0.0f ? 0.0f : x[i]; // NaN stays NaN, as in ONNX
 }
 
 __global__ void reluGradKernel(const float *dy, const float *x, float *dx,

@@ -222,6 +222,13 @@ std::string CpuExecutor::execute(const Prepared &p) {
   const int32_t d = p.device;
   const auto &buffers = plan.devices[d].buffers;
   if (in.kind == Instr::Kind::Compute) {
+    // A device whose share of the op is empty (more devices than the split
+    // dimension has elements) has nothing to compute.
+    bool anyOutput = false;
+    for (int32_t b : in.outputs)
+      anyOutput |= buffers[b].region.numElements() > 0;
+    if (!anyOutput)
+      return "";
     for (int32_t b : in.inputs)
       if (b >= 0)
         touch(d, b);

@@ -44,7 +44,7 @@ std::string relu(const KernelArgs &args) {
   const float *x = args.inputs[0].f32();
   float *y = args.outputs[0].f32();
   for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    y[i] = x[i] < 0.0f ? 0.0f : x[i]; // NaN stays NaN, as in ONNX
   return "";
 }
 

@@ -11,29 +11,37 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 
+#include <cmath>
+
 using namespace llvm;
 
+static cl::OptionCategory tofucCategory("tofuc options");
+
 static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(tofucCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("write plan.bin here"),
-                                       cl::value_desc("plan.bin"));
+                                       cl::value_desc("plan.bin"),
+                                       cl::cat(tofucCategory));
 static cl::opt<int64_t> gpus("gpus", cl::desc("number of devices k"),
-                             cl::init(1));
+                             cl::init(1), cl::cat(tofucCategory));
 static cl::opt<std::string> partitioner("partitioner",
                                         cl::desc("partitioning algorithm"),
-                                        cl::init("allrow-greedy"));
+                                        cl::init("allrow-greedy"),
+                                        cl::cat(tofucCategory));
 static cl::opt<double> learningRate("lr", cl::desc("SGD learning rate"),
-                                    cl::init(0.1));
+                                    cl::init(0.1), cl::cat(tofucCategory));
 static cl::opt<std::string>
     compileTo("compile-to",
               cl::desc("stop after this phase and print its output"),
-              cl::value_desc("phase"));
+              cl::value_desc("phase"), cl::cat(tofucCategory));
 static cl::opt<std::string>
     dumpPlan("dump-plan", cl::desc("print the plan summary (text or json)"),
-             cl::ValueOptional, cl::value_desc("text|json"));
+             cl::ValueOptional, cl::value_desc("text|json"),
+             cl::cat(tofucCategory));
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(tofucCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
       "tofuc: compiles an ONNX model's training step for k devices\n");
@@ -46,6 +54,9 @@ int main(int argc, char **argv) {
   options.outputPath = outputPath;
   options.devices = gpus;
   options.partitioner = partitioner;
+  if (!(learningRate > 0) || !std::isfinite(learningRate))
+    return fail("--lr must be a finite positive number, not " +
+                Twine(std::to_string(learningRate)));
   options.learningRate = learningRate;
   if (!compileTo.empty()) {
     auto phase = tofu::parsePhase(compileTo);

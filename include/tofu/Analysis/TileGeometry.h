@@ -49,6 +49,11 @@ struct OpShare {
   bool partial = false; ///< some reduction variable is split: a partial sum
 };
 
+/// True when a share computes nothing: its output box or one of its
+/// reduction ranges is empty (more devices than the split dimension has
+/// elements). Such a device runs no kernel and contributes no data.
+bool isEmptyShare(const OpShare &share);
+
 /// The share of `op` computed by `device` when step i uses `plan[i]` (an
 /// empty plan: every device computes the whole op).
 OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
