@@ -21,11 +21,18 @@
 
 namespace tofu::plan {
 
-/// Element type of a tensor.
-enum class DType : uint8_t { F32 = 0, I64 = 1 };
+/// Element type of a tensor. Bool is stored as one byte (0 or 1).
+enum class DType : uint8_t { F32 = 0, I64 = 1, Bool = 2 };
 
 /// Size in bytes of one element of `type`.
-inline uint64_t dtypeSize(DType type) { return type == DType::F32 ? 4 : 8; }
+inline uint64_t dtypeSize(DType type) {
+  switch (type) {
+  case DType::F32: return 4;
+  case DType::I64: return 8;
+  case DType::Bool: return 1;
+  }
+  return 0;
+}
 
 /// A half-open box [lo, hi) in a tensor's global index space. A rank-0 tensor
 /// (scalar) has empty `lo`/`hi` and one element.
@@ -101,6 +108,62 @@ struct Attr {
   std::vector<int64_t> ints;
 };
 
+/// Binary operators of expression programs (value semantics in float64;
+/// comparisons and logic give 1.0 or 0.0; FloorDiv/Mod are floor-based).
+enum class BinaryOp : uint8_t {
+  Add = 0, Sub, Mul, Div, FloorDiv, Mod, Pow,
+  Eq, Ne, Lt, Le, Gt, Ge, And, Or,
+};
+/// Functions of expression programs.
+enum class Function : uint8_t {
+  Exp = 0, Log, Sqrt, Tanh, Abs, Max, Min, Erf, Sigmoid, Floor, Ceil, Select,
+};
+/// Reducers of expression programs.
+enum class Reducer : uint8_t { Sum = 0, Max, Min, Prod };
+
+/// A node of an expression program (a TDL output expression lowered at
+/// compile time, so that tofu-run can evaluate any op that has a TDL spec
+/// without a hand-written kernel and without a compiler).
+struct ExprNode {
+  enum class Kind : uint8_t {
+    Const = 0,  ///< `value`
+    Var = 1,    ///< the current value of index variable `var`
+    Access = 2, ///< input `input` at indices operands[0..rank) (global
+                ///< coordinates, truncated to integers); outside the tensor's
+                ///< global shape it reads 0 (padding)
+    Neg = 3,    ///< -operands[0]
+    Binary = 4, ///< operands[0] `binary` operands[1]
+    Call = 5,   ///< `function`(operands...); Select(c, a, b) = c != 0 ? a : b
+    Reduce = 6, ///< `reducer` of operands[0] over index variables `vars`
+  };
+  Kind kind = Kind::Const;
+  double value = 0;
+  int32_t var = -1;
+  int32_t input = -1;
+  BinaryOp binary = BinaryOp::Add;
+  Function function = Function::Exp;
+  Reducer reducer = Reducer::Sum;
+  std::vector<int32_t> operands; ///< node ids, always smaller than this one's
+  std::vector<int32_t> vars;     ///< Reduce: the variables it binds
+};
+
+/// The expression computing one output of an op: every element
+/// out[v_outputVars[0], ...] = nodes[root], with each index variable ranging
+/// over [0, varExtents[v]) (global extents). A Compute instruction whose
+/// kernel has no native implementation is evaluated from these, over the
+/// output buffer's region, with every reduction variable of the top-level
+/// reducer restricted to `reductionRanges` when the device computes a
+/// partial sum.
+struct ExprProgram {
+  std::vector<int64_t> varExtents;
+  std::vector<int32_t> outputVars; ///< one variable per output dimension
+  /// The variables of the top-level reducer, in the order of the TDL
+  /// library's reductionVars(); Instr::reductionRanges refers to these.
+  std::vector<int32_t> topReductionVars;
+  std::vector<ExprNode> nodes;
+  int32_t root = -1;
+};
+
 /// One piece of a fetch or reduction: `region` (global coordinates) of
 /// buffer `buffer` on device `device`.
 struct Piece {
@@ -138,6 +201,13 @@ struct Instr {
   int32_t dst = -1;             ///< Fetch/Reduce: destination buffer id
   std::vector<Piece> pieces;    ///< Fetch/Reduce: sources
   std::string op;               ///< name of the graph op it came from (traces)
+  /// Compute: one expression program per output (empty for opaque ops, which
+  /// need a native kernel), and, per output, this device's half-open range
+  /// [lo, hi) of each of that program's topReductionVars ({} = the whole
+  /// extents). Native kernels see the same ranges through their local input
+  /// shapes.
+  std::vector<ExprProgram> programs;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> reductionRanges;
 };
 
 /// The program of one device.
