@@ -1,0 +1,100 @@
+//===- SampleCases.h - one or more sample instances per builtin op -*- C++ -*-===//
+//
+// Small instances of every builtin op with their random-input ranges, shared
+// by tests that must run over all specs (program lowering vs evaluate).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_TEST_UNIT_TDL_SAMPLECASES_H
+#define TOFU_TEST_UNIT_TDL_SAMPLECASES_H
+
+#include "TDLTestSupport.h"
+
+#include <random>
+
+namespace tofu::tdl::test {
+
+inline int64_t numElements(const std::vector<int64_t> &dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+struct SampleCase {
+  std::string op;
+  std::vector<std::optional<TensorType>> types;
+  AttrMap attrs;
+  /// Integer / bool inputs are drawn from [intLo, intHi).
+  int64_t intLo = 0, intHi = 3;
+  /// Float inputs are drawn from [lo, hi).
+  double lo = -1, hi = 1;
+
+  std::string describe() const {
+    std::string s = op + "(";
+    for (auto &t : types) {
+      s += "[";
+      if (t)
+        for (int64_t d : t->dims)
+          s += std::to_string(d) + " ";
+      s += "]";
+    }
+    s += ")";
+    for (auto &[k, v] : attrs)
+      s += " " + k;
+    return s;
+  }
+};
+
+inline AttrValue I(int64_t v) { return AttrValue::ofInt(v); }
+inline AttrValue F(double v) { return AttrValue::ofFloat(v); }
+inline AttrValue S(std::string v) { return AttrValue::ofString(std::move(v)); }
+inline AttrValue Is(std::vector<int64_t> v) {
+  return AttrValue::ofInts(std::move(v));
+}
+
+/// Random values for the inputs of `c` (absent inputs stay empty).
+inline std::vector<DenseTensor> randomInputs(const SampleCase &c,
+                                             unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uni(c.lo, c.hi);
+  std::vector<DenseTensor> in(c.types.size());
+  for (size_t i = 0; i < c.types.size(); ++i) {
+    if (!c.types[i])
+      continue;
+    in[i].type = *c.types[i];
+    for (int64_t k = 0; k < numElements(in[i].type.dims); ++k)
+      in[i].data.push_back(
+          in[i].type.elem == ElemType::F32
+              ? uni(rng)
+              : double(c.intLo + int64_t(rng() % uint64_t(c.intHi - c.intLo))));
+  }
+  return in;
+}
+
+inline std::vector<SampleCase> sampleCases() {
+  std::vector<SampleCase> cases = {
+      {"Gemm", {f32({3, 4}), f32({4, 5}), f32({5})}},
+      {"Gemm", {f32({4, 3}), f32({5, 4}), std::nullopt},
+       {{"transA", I(1)}, {"transB", I(1)}, {"alpha", F(0.5)}}},
+      {"Gemm", {f32({3, 4}), f32({5, 4}), f32({3, 5})},
+       {{"transB", I(1)}, {"beta", F(2)}}},
+      {"MatMul", {f32({3, 4}), f32({4, 2})}},
+      {"Transpose", {f32({3, 4})}},
+      {"Add", {f32({2, 3}), f32({3})}},
+      {"Add", {f32({2, 1}), f32({1, 3})}},
+      {"Relu", {f32({2, 3})}},
+      {"ReluGrad", {f32({2, 3}), f32({2, 3})}},
+      {"Scale", {f32({4})}, {{"alpha", F(-3)}}},
+      {"BiasGrad", {f32({3, 4})}},
+      {"SoftmaxCrossEntropyLoss", {f32({3, 4}), i64({3})}, {}, -1, 4},
+      {"SoftmaxCrossEntropyLossGrad", {f32({}), f32({3, 4}), i64({3})}, {},
+       0, 4},
+      {"SGDUpdate", {f32({2, 2}), f32({2, 2})}, {{"lr", F(0.25)}}},
+      {"Ones", {f32({2, 3})}},
+  };
+  return cases;
+}
+
+} // namespace tofu::tdl::test
+
+#endif
