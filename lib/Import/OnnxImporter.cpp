@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/OnnxImporter.h"
+#include "tofu/Import/OnnxConversion.h"
 #include "tofu/Dialect/TdlInstance.h"
 
 #include "mlir/IR/Builders.h"
@@ -47,8 +48,6 @@ private:
   tensorType(int32_t elemType, ArrayRef<int64_t> dims, StringRef what);
   llvm::Expected<DenseElementsAttr>
   importInitializer(const onnx::TensorProto &tensor, RankedTensorType type);
-  llvm::Expected<tdl::AttrMap> importAttributes(const onnx::NodeProto &node,
-                                                StringRef nodeName);
 
   MLIRContext *ctx;
   std::string path;
@@ -60,17 +59,16 @@ private:
 llvm::Expected<RankedTensorType>
 OnnxImporter::tensorType(int32_t elemType, ArrayRef<int64_t> dims,
                          StringRef what) {
-  Type elem;
-  if (elemType == onnx::TensorProto::FLOAT)
-    elem = Float32Type::get(ctx);
-  else if (elemType == onnx::TensorProto::INT64)
-    elem = IntegerType::get(ctx, 64);
-  else
-    return error(what + " has ONNX element type " +
-                 onnx::TensorProto::DataType_Name(
-                     static_cast<onnx::TensorProto::DataType>(elemType)) +
-                 ", which is not supported (FLOAT and INT64 are)");
-  return RankedTensorType::get(dims, elem);
+  auto elem = convertOnnxElemType(elemType, what);
+  if (!elem)
+    return error(llvm::toString(elem.takeError()));
+  if (isBoolElemType(*elem))
+    return error(what + " has ONNX element type BOOL, which the importer does "
+                        "not support yet (FLOAT and INT64 are)");
+  tdl::TensorType type;
+  type.dims.assign(dims.begin(), dims.end());
+  type.elem = *elem;
+  return fromTdlType(ctx, type);
 }
 
 llvm::Expected<RankedTensorType>
@@ -95,64 +93,12 @@ OnnxImporter::importType(const onnx::ValueInfoProto &info) {
 llvm::Expected<DenseElementsAttr>
 OnnxImporter::importInitializer(const onnx::TensorProto &tensor,
                                 RankedTensorType type) {
-  std::string what = "initializer '" + tensor.name() + "'";
-  if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
-    return error(what + " uses external data, which is not supported yet");
-  int64_t count = type.getNumElements();
-  bool isFloat = type.getElementType().isF32();
-  size_t elemBytes = isFloat ? 4 : 8;
-  if (tensor.has_raw_data()) {
-    const std::string &raw = tensor.raw_data();
-    if (raw.size() != static_cast<size_t>(count) * elemBytes)
-      return error(what + " holds " + std::to_string(raw.size()) +
-                   " bytes of data but its shape needs " +
-                   std::to_string(count * elemBytes));
-    return DenseElementsAttr::getFromRawBuffer(
-        type, ArrayRef<char>(raw.data(), raw.size()));
-  }
-  if (isFloat) {
-    if (tensor.float_data_size() != count)
-      return error(what + " holds " + std::to_string(tensor.float_data_size()) +
-                   " floats but its shape needs " + std::to_string(count));
-    SmallVector<float> data(tensor.float_data().begin(),
-                            tensor.float_data().end());
-    return DenseElementsAttr::get(type, ArrayRef<float>(data));
-  }
-  if (tensor.int64_data_size() != count)
-    return error(what + " holds " + std::to_string(tensor.int64_data_size()) +
-                 " int64 values but its shape needs " + std::to_string(count));
-  SmallVector<int64_t> data(tensor.int64_data().begin(),
-                            tensor.int64_data().end());
-  return DenseElementsAttr::get(type, ArrayRef<int64_t>(data));
-}
-
-llvm::Expected<tdl::AttrMap>
-OnnxImporter::importAttributes(const onnx::NodeProto &node,
-                               StringRef nodeName) {
-  tdl::AttrMap attrs;
-  for (const auto &attr : node.attribute()) {
-    switch (attr.type()) {
-    case onnx::AttributeProto::INT:
-      attrs[attr.name()] = tdl::AttrValue::ofInt(attr.i());
-      break;
-    case onnx::AttributeProto::FLOAT:
-      attrs[attr.name()] = tdl::AttrValue::ofFloat(attr.f());
-      break;
-    case onnx::AttributeProto::STRING:
-      attrs[attr.name()] = tdl::AttrValue::ofString(attr.s());
-      break;
-    case onnx::AttributeProto::INTS:
-      attrs[attr.name()] = tdl::AttrValue::ofInts(
-          std::vector<int64_t>(attr.ints().begin(), attr.ints().end()));
-      break;
-    default:
-      return error("node '" + nodeName + "' (" + node.op_type() +
-                   "): attribute '" + attr.name() +
-                   "' has a kind that is not supported (int, float, string, "
-                   "ints are)");
-    }
-  }
-  return attrs;
+  auto data = convertOnnxTensor(tensor, "initializer '" + tensor.name() + "'");
+  if (!data)
+    return error(llvm::toString(data.takeError()));
+  return DenseElementsAttr::getFromRawBuffer(
+      type, ArrayRef<char>(reinterpret_cast<const char *>(data->bytes.data()),
+                           data->bytes.size()));
 }
 
 /// Number of classes of a labels input, read from the op that consumes it:
@@ -262,9 +208,9 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                      "graph input (the graph must be topologically sorted)");
       operands.push_back(it->second);
     }
-    auto attrs = importAttributes(node, nodeName);
+    auto attrs = convertOnnxAttributes(node, nodeName);
     if (!attrs)
-      return attrs.takeError();
+      return error(llvm::toString(attrs.takeError()));
     auto instance = instantiateSpec(node.op_type(),
                                     ValueRange(operands).getTypes(), *attrs);
     if (!instance)

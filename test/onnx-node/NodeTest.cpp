@@ -1,0 +1,217 @@
+//===- NodeTest.cpp - Load one ONNX backend node test ---------------------===//
+//
+// Parses model.onnx and the test_data_set_N/*.pb files with libonnx's
+// protobuf classes and converts them with the importer's conversions.
+//
+//===----------------------------------------------------------------------===//
+#include "NodeTest.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+
+namespace tofu::nodetest {
+
+namespace {
+
+/// Parses the protobuf message in file `path` into `message`.
+template <typename Message>
+std::string parseFile(const std::string &path, Message &message) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return "cannot read " + path + ": " + buffer.getError().message();
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (!message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return path + " is not a valid protobuf message of its kind";
+  return "";
+}
+
+std::string baseName(const std::string &path) {
+  return llvm::sys::path::filename(path).str();
+}
+
+/// The test_data_set_N subdirectories of `dir`, sorted by N.
+std::vector<std::string> dataSetDirs(const std::string &dir) {
+  std::vector<std::pair<int, std::string>> found;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    int index;
+    if (name.consume_front("test_data_set_") && !name.getAsInteger(10, index))
+      found.emplace_back(index, it->path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> result;
+  for (auto &entry : found)
+    result.push_back(entry.second);
+  return result;
+}
+
+/// The kind of a non-tensor ValueInfo ("sequence", "optional", ...).
+std::string typeKind(const onnx::TypeProto &type) {
+  if (type.has_sequence_type())
+    return "a sequence";
+  if (type.has_optional_type())
+    return "an optional";
+  if (type.has_map_type())
+    return "a map";
+  if (type.has_sparse_tensor_type())
+    return "a sparse tensor";
+  return "not a tensor";
+}
+
+/// Reads one TensorProto file and converts it.
+std::string readTensor(const std::string &path, const std::string &what,
+                       std::optional<TensorData> &out) {
+  onnx::TensorProto proto;
+  if (std::string err = parseFile(path, proto); !err.empty())
+    return err;
+  auto data = convertOnnxTensor(proto, what);
+  if (!data)
+    return llvm::toString(data.takeError());
+  out = std::move(*data);
+  return "";
+}
+
+} // namespace
+
+int64_t NodeTest::totalElements() const {
+  int64_t n = 0;
+  for (const DataSet &set : dataSets) {
+    for (const auto &t : set.inputs)
+      if (t)
+        n += t->numElements();
+    for (const auto &t : set.expected)
+      if (t)
+        n += t->numElements();
+  }
+  return n;
+}
+
+std::string singleNodeOpType(const std::string &dir) {
+  onnx::ModelProto model;
+  if (!parseFile(dir + "/model.onnx", model).empty() ||
+      model.graph().node_size() != 1)
+    return "";
+  return model.graph().node(0).op_type();
+}
+
+NodeTest loadNodeTest(const std::string &dir) {
+  NodeTest test;
+  test.name = baseName(dir);
+  onnx::ModelProto model;
+  if (std::string err = parseFile(dir + "/model.onnx", model); !err.empty()) {
+    test.skipReason = err;
+    return test;
+  }
+  const onnx::GraphProto &graph = model.graph();
+  if (graph.node_size() != 1) {
+    test.skipReason =
+        "multi-node graph (" + std::to_string(graph.node_size()) + " nodes)";
+    return test;
+  }
+  const onnx::NodeProto &node = graph.node(0);
+  test.opType = node.op_type();
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    test.skipReason = "operator domain '" + node.domain() + "'";
+    return test;
+  }
+  if (!tdl::SpecLibrary::builtin().lookup(node.op_type())) {
+    test.skipReason = "no TDL spec for " + node.op_type();
+    return test;
+  }
+  std::string nodeName = node.name().empty() ? test.name : node.name();
+  auto attrs = convertOnnxAttributes(node, nodeName);
+  if (!attrs) {
+    test.skipReason = llvm::toString(attrs.takeError());
+    return test;
+  }
+  test.attrs = std::move(*attrs);
+  for (const auto &value : graph.input())
+    if (!value.type().has_tensor_type()) {
+      test.skipReason =
+          "graph input '" + value.name() + "' is " + typeKind(value.type());
+      return test;
+    }
+  for (const auto &value : graph.output())
+    if (!value.type().has_tensor_type()) {
+      test.skipReason =
+          "graph output '" + value.name() + "' is " + typeKind(value.type());
+      return test;
+    }
+  test.outputNames.assign(node.output().begin(), node.output().end());
+
+  std::vector<std::string> sets = dataSetDirs(dir);
+  if (sets.empty()) {
+    test.skipReason = "no test_data_set_N directory";
+    return test;
+  }
+  for (const std::string &setDir : sets) {
+    DataSet set;
+    set.name = baseName(setDir);
+    // Values by name: initializers, then this data set's graph inputs.
+    llvm::StringMap<std::optional<TensorData>> values;
+    for (const auto &init : graph.initializer()) {
+      auto data = convertOnnxTensor(init, "initializer '" + init.name() + "'");
+      if (!data) {
+        test.skipReason = llvm::toString(data.takeError());
+        return test;
+      }
+      values[init.name()] = std::move(*data);
+    }
+    for (int k = 0; k < graph.input_size(); ++k) {
+      const std::string &name = graph.input(k).name();
+      if (values.count(name))
+        continue; // an initializer listed as an input
+      std::optional<TensorData> data;
+      std::string err =
+          readTensor(setDir + "/input_" + std::to_string(k) + ".pb",
+                     "input '" + name + "'", data);
+      if (!err.empty()) {
+        test.skipReason = err;
+        return test;
+      }
+      values[name] = std::move(data);
+    }
+    for (const std::string &name : node.input()) {
+      if (name.empty()) {
+        set.inputs.push_back(std::nullopt);
+        continue;
+      }
+      auto it = values.find(name);
+      if (it == values.end()) {
+        test.skipReason = "node input '" + name + "' is not a graph input";
+        return test;
+      }
+      set.inputs.push_back(it->second);
+    }
+    set.expected.resize(node.output_size());
+    for (int k = 0; k < graph.output_size(); ++k) {
+      const std::string &name = graph.output(k).name();
+      auto pos = std::find(test.outputNames.begin(), test.outputNames.end(),
+                           name);
+      if (pos == test.outputNames.end()) {
+        test.skipReason = "graph output '" + name + "' is not a node output";
+        return test;
+      }
+      std::string err =
+          readTensor(setDir + "/output_" + std::to_string(k) + ".pb",
+                     "output '" + name + "'", set.expected[pos - test.outputNames.begin()]);
+      if (!err.empty()) {
+        test.skipReason = err;
+        return test;
+      }
+    }
+    test.dataSets.push_back(std::move(set));
+  }
+  return test;
+}
+
+} // namespace tofu::nodetest

@@ -1,0 +1,121 @@
+//===- RunNodeTest.cpp - Run and classify one ONNX node test --------------===//
+//
+// Pass: every output of every data set within tolerance. Fail: an output
+// differs (the worst element is reported) or the backend reports an error.
+// Skip: the test cannot run here (no spec, unsupported element type or
+// operand kind, multi-node graph, instantiation error, too large, or the CPU
+// backend missing from this build), with the reason.
+//
+//===----------------------------------------------------------------------===//
+#include "RunNodeTest.h"
+
+#include "Compare.h"
+#include "NodeTest.h"
+
+namespace tofu::nodetest {
+
+const char *statusName(TestResult::Status status) {
+  switch (status) {
+  case TestResult::Status::Pass:
+    return "PASS";
+  case TestResult::Status::Fail:
+    return "FAIL";
+  case TestResult::Status::Skip:
+    return "SKIP";
+  }
+  return "?";
+}
+
+std::string skipCategory(const std::string &reason) {
+  auto has = [&](const char *s) { return reason.find(s) != std::string::npos; };
+  if (has("no TDL spec"))
+    return "no TDL spec";
+  if (has("multi-node graph"))
+    return "multi-node graph (function expansion)";
+  if (has("has ONNX element type"))
+    return "element type not supported";
+  if (has("' is a ") || has("' is an ") || has("is not a tensor"))
+    return "sequence/optional/map operand";
+  if (has("instantiation: "))
+    return "instantiation error";
+  if (has("attribute '"))
+    return "attribute kind not supported";
+  if (has("elements (limit"))
+    return "too large";
+  if (has("ComputeKernel.h"))
+    return "CPU backend not in this build";
+  if (has("opaque op without a native kernel"))
+    return "opaque spec without a native kernel";
+  if (has("no native kernel registered"))
+    return "no native kernel (native-kernels mode)";
+  if (has("operator domain"))
+    return "non-default domain";
+  return "other";
+}
+
+TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
+  TestResult result;
+  NodeTest test = loadNodeTest(dir);
+  result.name = test.name;
+  result.opType = test.opType;
+  auto skip = [&](std::string reason) {
+    result.status = TestResult::Status::Skip;
+    result.detail = std::move(reason);
+    return result;
+  };
+  auto fail = [&](std::string reason) {
+    result.status = TestResult::Status::Fail;
+    result.detail = std::move(reason);
+    return result;
+  };
+  if (!test.skipReason.empty())
+    return skip(test.skipReason);
+  int64_t elements = test.totalElements();
+  if (elements > options.maxElements)
+    return skip("inputs and outputs hold " + std::to_string(elements) +
+                " elements (limit " + std::to_string(options.maxElements) +
+                ")");
+  if (options.backend == Backend::Cpu && !cpuBackendMissing().empty())
+    return skip(cpuBackendMissing());
+
+  const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(test.opType);
+  for (const DataSet &set : test.dataSets) {
+    std::vector<std::optional<tdl::TensorType>> types;
+    for (const auto &input : set.inputs)
+      types.push_back(input ? std::optional<tdl::TensorType>(input->type)
+                            : std::nullopt);
+    auto op = tdl::instantiate(*spec, types, test.attrs);
+    if (!op)
+      return skip("instantiation: " + llvm::toString(op.takeError()));
+    if (test.outputNames.size() > op->outputTypes().size())
+      return skip("instantiation: the node has " +
+                  std::to_string(test.outputNames.size()) +
+                  " outputs, the TDL spec declares " +
+                  std::to_string(op->outputTypes().size()));
+    std::vector<TensorData> outputs;
+    std::string how;
+    std::string err = runInstance(options.backend, *op, set.inputs, outputs,
+                                  how);
+    result.how = how;
+    if (!err.empty()) {
+      if (skipCategory(err) != "other")
+        return skip(err);
+      return fail(set.name + ": " + err);
+    }
+    for (size_t o = 0; o < set.expected.size(); ++o) {
+      if (!set.expected[o])
+        continue;
+      if (o >= outputs.size())
+        return fail(set.name + ": output " + std::to_string(o) +
+                    " was not computed");
+      std::string what = set.name + ": output '" + test.outputNames[o] + "'";
+      std::string diff = compareTensors(outputs[o], *set.expected[o], what);
+      if (!diff.empty())
+        return fail(diff);
+    }
+  }
+  result.status = TestResult::Status::Pass;
+  return result;
+}
+
+} // namespace tofu::nodetest

@@ -1,0 +1,41 @@
+//===- RunNodeTest.h - Run and classify one ONNX node test ------*- C++ -*-===//
+#ifndef TOFU_TEST_ONNXNODE_RUNNODETEST_H
+#define TOFU_TEST_ONNXNODE_RUNNODETEST_H
+
+#include "Backend.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tofu::nodetest {
+
+/// The outcome of one node test.
+struct TestResult {
+  enum class Status { Pass, Fail, Skip };
+  std::string name;   ///< directory name
+  std::string opType; ///< "" unless the graph is a single node
+  Status status = Status::Skip;
+  std::string how;    ///< what ran: "native", "interpreted", "reference"
+  std::string detail; ///< skip reason, or the failure (worst element)
+};
+
+const char *statusName(TestResult::Status status);
+
+/// Options of a run.
+struct RunOptions {
+  Backend backend = Backend::Cpu;
+  /// Tests whose inputs and outputs hold more elements are skipped.
+  int64_t maxElements = 1 << 20;
+};
+
+/// Loads the node test in `dir`, instantiates the TDL spec of its node on
+/// the inputs of each data set, runs it and compares every output.
+TestResult runNodeTest(const std::string &dir, const RunOptions &options);
+
+/// A short category of a skip reason, for the summary ("no TDL spec",
+/// "multi-node graph", "element type not supported", ...).
+std::string skipCategory(const std::string &reason);
+
+} // namespace tofu::nodetest
+
+#endif // TOFU_TEST_ONNXNODE_RUNNODETEST_H
