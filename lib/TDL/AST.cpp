@@ -31,6 +31,9 @@ const char *tofu::tdl::binOpSpelling(BinOp op) {
   case BinOp::Ge: return ">=";
   case BinOp::And: return "&&";
   case BinOp::Or: return "||";
+  case BinOp::FloorDiv: return "//";
+  case BinOp::Mod: return "%";
+  case BinOp::Pow: return "pow";
   }
   return "?";
 }

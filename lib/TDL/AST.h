@@ -33,6 +33,9 @@ llvm::Error makeSpecError(const Loc &loc, const llvm::Twine &message);
 
 enum class BinOp : uint8_t {
   Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge, And, Or,
+  FloorDiv, ///< `a // b` = floor(a / b)
+  Mod,      ///< `a % b` = a - b * floor(a / b) (sign of b, like Python)
+  Pow,      ///< `pow(a, b)` (a function in the syntax)
 };
 const char *binOpSpelling(BinOp op);
 
@@ -86,6 +89,8 @@ struct InputDecl {
   Loc loc;
   bool optional = false;
   bool isInt = false;
+  /// `: int` (I64), `: bool` (Bool) or `: float` / nothing (F32).
+  ElemType elem = ElemType::F32;
   /// `[*]`: any rank, dims not bound to symbols.
   bool unconstrained = false;
   std::vector<DimDecl> dims;
@@ -102,6 +107,8 @@ struct OutputDecl {
   std::string name;
   Loc loc;
   bool isInt = false;
+  /// `: int` (I64), `: bool` (Bool) or `: float` / nothing (F32).
+  ElemType elem = ElemType::F32;
   /// `broadcast(A, B)`: indices of the inputs whose shapes are broadcast.
   std::vector<unsigned> broadcastOf;
   /// Otherwise: one expression per dim (Splat = `*D`).

@@ -58,10 +58,15 @@ public:
       case BinOp::Ge: return a >= b;
       case BinOp::And: return (a != 0) && (b != 0);
       case BinOp::Or: return (a != 0) || (b != 0);
+      case BinOp::FloorDiv: return std::floor(a / b);
+      case BinOp::Mod: return a - b * std::floor(a / b);
+      case BinOp::Pow: return std::pow(a, b);
       }
       return 0;
     }
     case LExpr::Kind::Call: {
+      if (e.fn == Fn::Select)
+        return value(*e.ops[0]) != 0 ? value(*e.ops[1]) : value(*e.ops[2]);
       double a = value(*e.ops[0]);
       switch (e.fn) {
       case Fn::Exp: return std::exp(a);
@@ -71,6 +76,11 @@ public:
       case Fn::Abs: return std::fabs(a);
       case Fn::Max: return std::max(a, value(*e.ops[1]));
       case Fn::Min: return std::min(a, value(*e.ops[1]));
+      case Fn::Erf: return std::erf(a);
+      case Fn::Sigmoid: return 1 / (1 + std::exp(-a));
+      case Fn::Floor: return std::floor(a);
+      case Fn::Ceil: return std::ceil(a);
+      case Fn::Select: break;
       }
       return 0;
     }
@@ -185,6 +195,8 @@ tofu::tdl::evaluate(const OpInstance &op,
       double v = ev.value(*s.value);
       if (out.type.elem == ElemType::I64)
         v = std::floor(v);
+      else if (out.type.elem == ElemType::Bool)
+        v = v != 0 ? 1 : 0;
       out.data[static_cast<size_t>(flat)] = v;
     }
     outputs.push_back(std::move(out));

@@ -138,7 +138,7 @@ llvm::Expected<GradExpansion> Expander::run() {
   result.inputGrads.assign(forward.inputTypes().size(), std::nullopt);
   for (const GradStmt &s : rule.stmts) {
     const auto &type = forward.inputTypes()[s.input];
-    if (!type || type->elem == ElemType::I64)
+    if (!type || type->elem != ElemType::F32)
       continue;
     auto operand = expand(*s.value, s.input);
     if (!operand)

@@ -16,7 +16,10 @@
 
 namespace tofu::tdl {
 
-enum class Fn : uint8_t { Exp, Log, Sqrt, Tanh, Abs, Max, Min };
+enum class Fn : uint8_t {
+  Exp, Log, Sqrt, Tanh, Abs, Max, Min, Erf, Sigmoid, Floor, Ceil,
+  Select, ///< select(c, a, b) = c != 0 ? a : b (a value-level condition)
+};
 
 struct LExpr;
 using LExprPtr = std::unique_ptr<LExpr>;
@@ -27,8 +30,9 @@ struct LExpr {
     Var,      ///< index variable `var`
     Access,   ///< input `tensor` at `ops` (one index per dim of the tensor)
     Neg,      ///< -ops[0]
-    Binary,   ///< ops[0] `op` ops[1] (value semantics; comparisons give 1/0)
-    FloorDiv, ///< floor(ops[0] / ops[1]) (inside indices)
+    Binary,   ///< ops[0] `op` ops[1] (value semantics; comparisons give 1/0;
+              ///< FloorDiv, Mod and Pow included)
+    FloorDiv, ///< floor(ops[0] / ops[1]) (`/` inside indices)
     Call,     ///< `fn`(ops...)
     Reduce,   ///< `reducer` over `redVars` of ops[0]
   };

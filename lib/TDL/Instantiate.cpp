@@ -151,7 +151,14 @@ std::string shapeStr(const std::vector<int64_t> &dims) {
   return r + "]";
 }
 
-const char *elemStr(ElemType t) { return t == ElemType::I64 ? "i64" : "f32"; }
+const char *elemStr(ElemType t) {
+  switch (t) {
+  case ElemType::F32: return "f32";
+  case ElemType::I64: return "i64";
+  case ElemType::Bool: return "bool";
+  }
+  return "?";
+}
 
 class Instantiator {
 public:
@@ -229,7 +236,7 @@ llvm::Error Instantiator::bindAttrs(const AttrMap &attrs) {
 
 llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
   const InputDecl &decl = spec.inputs[i];
-  ElemType want = decl.isInt ? ElemType::I64 : ElemType::F32;
+  ElemType want = decl.elem;
   if (t.elem != want)
     return error("input " + decl.name + ": expected element type " +
                  elemStr(want) + ", found " + elemStr(t.elem));
@@ -296,7 +303,7 @@ llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
 llvm::Error Instantiator::computeOutput(unsigned o) {
   const OutputDecl &decl = spec.outputs[o];
   TensorType t;
-  t.elem = decl.isInt ? ElemType::I64 : ElemType::F32;
+  t.elem = decl.elem;
   if (!decl.broadcastOf.empty()) {
     // ONNX multidirectional broadcasting.
     std::vector<int64_t> result;
@@ -394,6 +401,9 @@ static LExprPtr foldBinary(BinOp op, LExprPtr l, LExprPtr r, bool inIndex,
     case BinOp::Ge: v = a >= b; break;
     case BinOp::And: v = (a != 0) && (b != 0); break;
     case BinOp::Or: v = (a != 0) || (b != 0); break;
+    case BinOp::FloorDiv: v = floorDivValue(a, b); break;
+    case BinOp::Mod: v = a - b * std::floor(a / b); break;
+    case BinOp::Pow: v = std::pow(a, b); break;
     }
     return makeConst(v, loc);
   }
@@ -409,9 +419,9 @@ static LExprPtr foldBinary(BinOp op, LExprPtr l, LExprPtr r, bool inIndex,
     return r;
   auto e = std::make_unique<LExpr>();
   e->loc = loc;
-  e->kind = inIndex && op == BinOp::Div ? LExpr::Kind::FloorDiv
-                                        : LExpr::Kind::Binary;
-  e->op = op;
+  bool floorDiv = op == BinOp::FloorDiv || (inIndex && op == BinOp::Div);
+  e->kind = floorDiv && inIndex ? LExpr::Kind::FloorDiv : LExpr::Kind::Binary;
+  e->op = floorDiv ? BinOp::FloorDiv : op;
   e->ops.push_back(std::move(l));
   e->ops.push_back(std::move(r));
   return e;
@@ -530,6 +540,16 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
     return lower(*e.args[*c ? 1 : 2], inIndex);
   }
   case Expr::Kind::Call: {
+    if (e.name == "pow") {
+      auto l = lower(*e.args[0], inIndex);
+      if (!l)
+        return l.takeError();
+      auto r = lower(*e.args[1], inIndex);
+      if (!r)
+        return r.takeError();
+      return foldBinary(BinOp::Pow, std::move(*l), std::move(*r), inIndex,
+                        e.loc);
+    }
     auto call = std::make_unique<LExpr>();
     call->kind = LExpr::Kind::Call;
     call->loc = e.loc;
@@ -540,6 +560,11 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
                    .Case("tanh", Fn::Tanh)
                    .Case("abs", Fn::Abs)
                    .Case("max", Fn::Max)
+                   .Case("erf", Fn::Erf)
+                   .Case("sigmoid", Fn::Sigmoid)
+                   .Case("floor", Fn::Floor)
+                   .Case("ceil", Fn::Ceil)
+                   .Case("select", Fn::Select)
                    .Default(Fn::Min);
     for (auto &a : e.args) {
       auto l = lower(*a, inIndex);

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -123,6 +124,18 @@ private:
         int64_t p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
         return {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
       }
+      case BinOp::Mod: {
+        // Exact within one period of the (constant) modulus, else the
+        // modulus' whole range: a sound over-approximation.
+        int64_t k = b.lo;
+        if (k == 0 || b.lo != b.hi)
+          break;
+        if (k > 0 && floorDiv(a.lo, k) == floorDiv(a.hi, k)) {
+          int64_t q = floorDiv(a.lo, k) * k;
+          return {a.lo - q, a.hi - q};
+        }
+        return k > 0 ? IRange{0, k - 1} : IRange{k + 1, 0};
+      }
       default:
         break;
       }
@@ -137,6 +150,8 @@ private:
   }
 
   void access(const LExpr &e) {
+    for (auto &op : e.ops)
+      walk(*op); // data-dependent indices read tensors too
     const TensorType &t = *impl.inputTypes[e.tensor];
     Box box;
     for (size_t d = 0; d < e.ops.size(); ++d) {
@@ -231,22 +246,30 @@ struct Affine {
   }
 };
 
-/// Inclusive symbolic range [lo, hi].
+/// Inclusive symbolic range [lo, hi]. `whole`: the value is unknown to the
+/// analysis (a data-dependent index); the access needs the whole extent of
+/// the dimension it indexes.
 struct SRange {
   Affine lo, hi;
+  bool whole = false;
 };
 
 class SymbolicWalker {
 public:
   SymbolicWalker(const OpInstance::Impl &impl, std::vector<SRange> ranges,
-                 size_t numSymbols, std::vector<int64_t> symbolValues)
+                 size_t numSymbols, std::vector<int64_t> symbolValues,
+                 std::function<unsigned(unsigned, unsigned)> dimSymbol)
       : impl(impl), ranges(std::move(ranges)), numSymbols(numSymbols),
-        symbolValues(std::move(symbolValues)),
+        symbolValues(std::move(symbolValues)), dimSymbol(std::move(dimSymbol)),
         hull(impl.inputTypes.size()) {}
 
   llvm::Error walk(const LExpr &e) {
-    if (e.kind == LExpr::Kind::Access)
+    if (e.kind == LExpr::Kind::Access) {
+      for (auto &o : e.ops)
+        if (auto err = walk(*o)) // data-dependent indices read tensors too
+          return err;
       return access(e);
+    }
     for (auto &o : e.ops)
       if (auto err = walk(*o))
         return err;
@@ -289,6 +312,11 @@ private:
     a.k = v;
     return a;
   }
+  SRange wholeRange() const {
+    SRange r{constant(0), constant(0)};
+    r.whole = true;
+    return r;
+  }
   static bool isConst(const SRange &r) {
     return llvm::all_of(r.lo.coef, [](double c) { return c == 0; }) &&
            llvm::all_of(r.hi.coef, [](double c) { return c == 0; }) &&
@@ -301,10 +329,14 @@ private:
       return SRange{constant(std::floor(e.value)), constant(std::floor(e.value))};
     case LExpr::Kind::Var:
       return ranges[e.var];
+    case LExpr::Kind::Access:
+      return wholeRange();
     case LExpr::Kind::Neg: {
       auto a = index(*e.ops[0]);
       if (!a)
         return a.takeError();
+      if (a->whole)
+        return wholeRange();
       return SRange{a->hi.scaled(-1), a->lo.scaled(-1)};
     }
     case LExpr::Kind::FloorDiv:
@@ -315,6 +347,15 @@ private:
       auto b = index(*e.ops[1]);
       if (!b)
         return b.takeError();
+      if (e.kind == LExpr::Kind::Binary && e.op == BinOp::Mod) {
+        // x % k lies in [0, k) for a constant k > 0 (a sound
+        // over-approximation: %, unlike the affine forms, is not monotone).
+        if (!b->whole && isConst(*b) && b->lo.k > 0)
+          return SRange{constant(0), constant(b->lo.k - 1)};
+        return wholeRange();
+      }
+      if (a->whole || b->whole)
+        return wholeRange();
       if (e.kind == LExpr::Kind::Binary && e.op == BinOp::Add)
         return SRange{a->lo.plus(b->lo), a->hi.plus(b->hi)};
       if (e.kind == LExpr::Kind::Binary && e.op == BinOp::Sub)
@@ -361,6 +402,14 @@ private:
       auto r = index(*op);
       if (!r)
         return r.takeError();
+      if (r->whole) {
+        // [0, dim(T, d) - 1].
+        unsigned d = static_cast<unsigned>(box.size());
+        r->lo = constant(0);
+        r->hi = constant(-1);
+        r->hi.coef[dimSymbol(e.tensor, d)] = 1;
+        r->whole = false;
+      }
       box.push_back(std::move(*r));
     }
     auto &h = hull[e.tensor];
@@ -388,6 +437,8 @@ private:
   std::vector<SRange> ranges;
   size_t numSymbols;
   std::vector<int64_t> symbolValues;
+  /// The symbol of dim d of input t (whole-extent accesses).
+  std::function<unsigned(unsigned, unsigned)> dimSymbol;
   std::vector<std::optional<std::vector<SRange>>> hull;
 };
 
@@ -396,9 +447,45 @@ struct SymbolTable {
   std::vector<std::string> names;
   std::vector<int64_t> values;
   std::vector<unsigned> ofVar;
+  /// (input, dim) -> symbol, for dims read with a non-affine index.
+  std::vector<std::pair<std::pair<unsigned, unsigned>, unsigned>> dimOf;
 };
 
-SymbolTable buildSymbols(const LoweredStmt &s) {
+/// True when some index of `e` (or below) is not affine: a data-dependent
+/// index or `%`.
+bool hasWholeIndex(const LExpr &e) {
+  if (e.kind == LExpr::Kind::Access || e.kind == LExpr::Kind::Binary)
+    if (e.kind == LExpr::Kind::Access || e.op == BinOp::Mod)
+      return true;
+  return llvm::any_of(e.ops, [](const LExprPtr &o) { return hasWholeIndex(*o); });
+}
+
+/// True when an index below `e` multiplies, divides or takes a remainder.
+bool hasScaledIndex(const LExpr &e, bool inIndex) {
+  if (inIndex && (e.kind == LExpr::Kind::FloorDiv ||
+                  (e.kind == LExpr::Kind::Binary &&
+                   (e.op == BinOp::Mul || e.op == BinOp::Mod ||
+                    e.op == BinOp::FloorDiv))))
+    return true;
+  bool sub = inIndex || e.kind == LExpr::Kind::Access;
+  return llvm::any_of(e.ops, [&](const LExprPtr &o) {
+    return hasScaledIndex(*o, sub);
+  });
+}
+
+/// Collects the (input, dim) pairs indexed by a non-affine index.
+void collectWholeDims(const LExpr &e,
+                      std::vector<std::pair<unsigned, unsigned>> &out) {
+  if (e.kind == LExpr::Kind::Access)
+    for (unsigned d = 0; d < e.ops.size(); ++d)
+      if (hasWholeIndex(*e.ops[d]) &&
+          !llvm::is_contained(out, std::make_pair(e.tensor, d)))
+        out.emplace_back(e.tensor, d);
+  for (auto &o : e.ops)
+    collectWholeDims(*o, out);
+}
+
+SymbolTable buildSymbols(const OpInstance::Impl &impl, const LoweredStmt &s) {
   SymbolTable t;
   t.ofVar.assign(s.vars.size(), 0);
   for (size_t d = 0; d < s.outVars.size(); ++d) {
@@ -427,14 +514,25 @@ SymbolTable buildSymbols(const LoweredStmt &s) {
     }
     t.ofVar[v] = static_cast<unsigned>(it - t.names.begin());
   }
+  // dim(T, d) for the dims read with a non-affine index.
+  std::vector<std::pair<unsigned, unsigned>> whole;
+  collectWholeDims(*s.value, whole);
+  for (auto [in, d] : whole) {
+    t.dimOf.emplace_back(std::make_pair(in, d),
+                         static_cast<unsigned>(t.names.size()));
+    t.names.push_back("dim(" + impl.inputNames[in] + ", " +
+                      std::to_string(d) + ")");
+    t.values.push_back(impl.inputTypes[in]->dims[d]);
+  }
   return t;
 }
 
-/// One analysis run: variable `split` gets half `worker` (or none when
-/// split < 0).
+/// One analysis run: variable `split` gets part `worker` of `parts` (or none
+/// when split < 0).
 llvm::Expected<std::vector<std::optional<std::vector<SymInterval>>>>
 runSymbolic(const OpInstance::Impl &impl, const LoweredStmt &s,
-            const SymbolTable &syms, int split, unsigned worker) {
+            const SymbolTable &syms, int split, unsigned worker,
+            unsigned parts) {
   size_t n = syms.names.size();
   std::vector<SRange> ranges(s.vars.size());
   for (size_t v = 0; v < s.vars.size(); ++v) {
@@ -443,36 +541,45 @@ runSymbolic(const OpInstance::Impl &impl, const LoweredStmt &s,
     Affine full = zero;
     full.coef[syms.ofVar[v]] = 1;
     full.k = -1;
-    Affine half = zero;
-    half.coef[syms.ofVar[v]] = 0.5;
     SRange r{zero, full};
     if (static_cast<int>(v) == split) {
-      if (worker == 0) {
-        r.hi = half;
+      // [w*X/g, (w+1)*X/g - 1], inclusive.
+      r.lo.coef[syms.ofVar[v]] = double(worker) / parts;
+      if (worker + 1 < parts) {
+        r.hi = zero;
+        r.hi.coef[syms.ofVar[v]] = double(worker + 1) / parts;
         r.hi.k = -1;
-      } else {
-        r.lo = half;
       }
     }
     ranges[v] = std::move(r);
   }
-  SymbolicWalker walker(impl, std::move(ranges), n, syms.values);
+  auto dimSymbol = [&syms](unsigned in, unsigned d) {
+    for (auto &[key, sym] : syms.dimOf)
+      if (key == std::make_pair(in, d))
+        return sym;
+    assert(false && "dim symbol not collected");
+    return 0u;
+  };
+  SymbolicWalker walker(impl, std::move(ranges), n, syms.values, dimSymbol);
   if (auto e = walker.walk(*s.value))
     return std::move(e);
   return walker.result();
 }
 
-llvm::Expected<std::vector<Strategy>> analyze(const OpInstance::Impl &impl) {
+llvm::Expected<std::vector<Strategy>> analyze(const OpInstance::Impl &impl,
+                                              unsigned parts) {
   std::vector<Strategy> result;
   for (unsigned o = 0; o < impl.stmts.size(); ++o) {
     const LoweredStmt &s = impl.stmts[o];
-    SymbolTable syms = buildSymbols(s);
+    SymbolTable syms = buildSymbols(impl, s);
     auto addStrategy = [&](Strategy st, unsigned var) -> llvm::Error {
       st.output = o;
+      st.parts = parts;
       st.symbols = syms.names;
       st.symbolValues = syms.values;
-      for (unsigned w = 0; w < 2; ++w) {
-        auto regions = runSymbolic(impl, s, syms, static_cast<int>(var), w);
+      for (unsigned w = 0; w < parts; ++w) {
+        auto regions =
+            runSymbolic(impl, s, syms, static_cast<int>(var), w, parts);
         if (!regions)
           return regions.takeError();
         st.regions.push_back(std::move(*regions));
@@ -507,25 +614,64 @@ llvm::Expected<std::vector<Strategy>> analyze(const OpInstance::Impl &impl) {
 
 llvm::Expected<std::vector<Strategy>>
 tofu::tdl::analyzeStrategies(const OpInstance &op) {
+  return analyzeStrategies(op, 2);
+}
+
+Range tofu::tdl::evaluateInterval(const SymInterval &si,
+                                  llvm::ArrayRef<int64_t> symbolValues) {
+  double lo = si.lowerConst, hi = si.upperConst;
+  for (size_t i = 0; i < symbolValues.size(); ++i) {
+    if (i < si.lower.size())
+      lo += si.lower[i] * double(symbolValues[i]);
+    if (i < si.upper.size())
+      hi += si.upper[i] * double(symbolValues[i]);
+  }
+  // Tolerate rounding of fractional coefficients such as 1/3.
+  return {static_cast<int64_t>(std::floor(lo + 1e-9)),
+          static_cast<int64_t>(std::ceil(hi - 1e-9))};
+}
+
+llvm::Expected<std::vector<Strategy>>
+tofu::tdl::analyzeStrategies(const OpInstance &op, unsigned parts) {
   static std::mutex mutex;
   static std::map<std::string, std::vector<Strategy>> cache;
+  if (parts < 2)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "analyzeStrategies: parts must be >= 2");
+  std::string key = op.impl->cacheKey + "|parts=" + std::to_string(parts);
+  // Constants of ×, ÷ and % in indices may come from shape symbols (e.g.
+  // Flatten's `i // M`); they are baked into the intervals, so such ops are
+  // cached per shape, not per rank.
+  if (llvm::any_of(op.impl->stmts, [](const LoweredStmt &s) {
+        return s.value && hasScaledIndex(*s.value, false);
+      }))
+    for (auto &t : op.impl->inputTypes) {
+      key += ";";
+      if (t)
+        for (int64_t d : t->dims)
+          key += std::to_string(d) + "x";
+    }
   std::vector<Strategy> strategies;
+  bool found = false;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(op.impl->cacheKey);
-    if (it != cache.end())
+    auto it = cache.find(key);
+    if (it != cache.end()) {
       strategies = it->second;
+      found = true;
+    }
   }
-  if (strategies.empty()) {
-    auto r = analyze(*op.impl);
+  if (!found) {
+    auto r = analyze(*op.impl, parts);
     if (!r)
       return r.takeError();
     strategies = std::move(*r);
     std::lock_guard<std::mutex> lock(mutex);
-    cache.emplace(op.impl->cacheKey, strategies);
+    cache.emplace(key, strategies);
   }
   // Symbol values are per instance; the cached intervals are not.
   for (Strategy &st : strategies)
-    st.symbolValues = buildSymbols(op.impl->stmts[st.output]).values;
+    st.symbolValues =
+        buildSymbols(*op.impl, op.impl->stmts[st.output]).values;
   return strategies;
 }

@@ -125,7 +125,8 @@ Token Lexer::next() {
   case '?': advance(); return make(K::Question, begin, l, c);
   case '*': advance(); return make(K::Star, begin, l, c);
   case '+': advance(); return make(K::Plus, begin, l, c);
-  case '/': advance(); return make(K::Slash, begin, l, c);
+  case '/': return two('/', K::SlashSlash, K::Slash);
+  case '%': advance(); return make(K::Percent, begin, l, c);
   case '-': return two('>', K::Arrow, K::Minus);
   case '=': return two('=', K::EqEq, K::Assign);
   case '!': return two('=', K::NotEq, K::Bang);

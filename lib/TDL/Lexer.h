@@ -17,7 +17,7 @@ struct Token {
   enum class Kind : uint8_t {
     Eof, Error, Ident, Number, String,
     LParen, RParen, LBracket, RBracket, LBrace, RBrace,
-    Comma, Colon, Semi, Question, Star, Plus, Minus, Slash,
+    Comma, Colon, Semi, Question, Star, Plus, Minus, Slash, SlashSlash, Percent,
     Assign, EqEq, NotEq, Less, LessEq, Greater, GreaterEq,
     AndAnd, OrOr, Bang, Arrow,
   };

@@ -251,8 +251,11 @@ bool Parser::parseInput(InputDecl &in) {
     consume();
     if (isKeyword("int")) {
       in.isInt = true;
+      in.elem = ElemType::I64;
+    } else if (isKeyword("bool")) {
+      in.elem = ElemType::Bool;
     } else if (!isKeyword("float")) {
-      return errorAtToken("element type 'int' or 'float'");
+      return errorAtToken("element type 'int', 'bool' or 'float'");
     }
     consume();
   }
@@ -379,9 +382,14 @@ bool Parser::parseOutput(OpSpec &op, OutputDecl &out) {
     if (!expect(K::RBracket, "',' or ']' in the output shape"))
       return false;
   }
-  if (peek().kind == K::Colon && (isKeyword("int", 1) || isKeyword("float", 1))) {
+  if (peek().kind == K::Colon &&
+      (isKeyword("int", 1) || isKeyword("float", 1) || isKeyword("bool", 1))) {
     consume();
-    out.isInt = consume().text == "int";
+    llvm::StringRef type = consume().text;
+    out.isInt = type == "int";
+    out.elem = type == "int"    ? ElemType::I64
+               : type == "bool" ? ElemType::Bool
+                                : ElemType::F32;
   }
   return true;
 }
@@ -536,6 +544,8 @@ static std::optional<BinOp> binOpAt(K kind, int level) {
   case 4:
     if (kind == K::Star) return BinOp::Mul;
     if (kind == K::Slash) return BinOp::Div;
+    if (kind == K::SlashSlash) return BinOp::FloorDiv;
+    if (kind == K::Percent) return BinOp::Mod;
     break;
   }
   return std::nullopt;

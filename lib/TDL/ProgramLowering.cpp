@@ -82,6 +82,9 @@ public:
     case BinOp::Ge: return plan::BinaryOp::Ge;
     case BinOp::And: return plan::BinaryOp::And;
     case BinOp::Or: return plan::BinaryOp::Or;
+    case BinOp::FloorDiv: return plan::BinaryOp::FloorDiv;
+    case BinOp::Mod: return plan::BinaryOp::Mod;
+    case BinOp::Pow: return plan::BinaryOp::Pow;
     }
     return plan::BinaryOp::Add;
   }
@@ -95,6 +98,11 @@ public:
     case Fn::Abs: return plan::Function::Abs;
     case Fn::Max: return plan::Function::Max;
     case Fn::Min: return plan::Function::Min;
+    case Fn::Erf: return plan::Function::Erf;
+    case Fn::Sigmoid: return plan::Function::Sigmoid;
+    case Fn::Floor: return plan::Function::Floor;
+    case Fn::Ceil: return plan::Function::Ceil;
+    case Fn::Select: return plan::Function::Select;
     }
     return plan::Function::Exp;
   }
@@ -150,6 +158,17 @@ tofu::tdl::lowerToProgram(const OpInstance &op, unsigned output) {
     floor.function = plan::Function::Floor;
     floor.operands.push_back(root);
     program.nodes.push_back(std::move(floor));
+    root = static_cast<int32_t>(program.nodes.size() - 1);
+  } else if (impl.outputTypes[output].elem == ElemType::Bool) {
+    // As evaluate: any nonzero value is true (1.0).
+    plan::ExprNode zero;
+    zero.kind = plan::ExprNode::Kind::Const;
+    program.nodes.push_back(std::move(zero));
+    plan::ExprNode ne;
+    ne.kind = plan::ExprNode::Kind::Binary;
+    ne.binary = plan::BinaryOp::Ne;
+    ne.operands = {root, static_cast<int32_t>(program.nodes.size() - 1)};
+    program.nodes.push_back(std::move(ne));
     root = static_cast<int32_t>(program.nodes.size() - 1);
   }
   program.root = root;

@@ -13,13 +13,18 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
 #include <set>
 
 using namespace tofu::tdl;
 
 namespace {
 
-enum class IndexClass { Constant, Affine };
+/// Constant: static; Affine: affine in the index variables; Data: depends on
+/// tensor values (a data-dependent index such as Gather's) or is not affine
+/// (`%`); the interval analysis over-approximates the last kind by the whole
+/// extent of the dimension it indexes.
+enum class IndexClass { Constant, Affine, Data };
 
 class OpChecker {
 public:
@@ -217,10 +222,13 @@ llvm::Error OpChecker::checkStatic(const Expr &e) {
 /// Functions of value expressions and their arities.
 static int functionArity(llvm::StringRef fn) {
   if (fn == "exp" || fn == "log" || fn == "sqrt" || fn == "tanh" ||
-      fn == "abs")
+      fn == "abs" || fn == "erf" || fn == "sigmoid" || fn == "floor" ||
+      fn == "ceil")
     return 1;
-  if (fn == "max" || fn == "min")
+  if (fn == "max" || fn == "min" || fn == "pow")
     return 2;
+  if (fn == "select")
+    return 3;
   return -1;
 }
 
@@ -362,14 +370,14 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
       return IndexClass::Constant;
     }
     if (op.findInput(e.name) >= 0)
-      return makeSpecError(e.loc, "data-dependent index: tensor '" + e.name +
-                                      "' inside an index is not supported");
+      return makeSpecError(e.loc, "tensor '" + e.name +
+                                      "' must be indexed: " + e.name + "[...]");
     return makeSpecError(e.loc, "unknown identifier '" + e.name + "'");
   case Expr::Kind::Neg:
     return checkIndex(*e.args[0]);
   case Expr::Kind::Binary: {
     if (e.op != BinOp::Add && e.op != BinOp::Sub && e.op != BinOp::Mul &&
-        e.op != BinOp::Div)
+        e.op != BinOp::Div && e.op != BinOp::FloorDiv && e.op != BinOp::Mod)
       return makeSpecError(e.loc, llvm::Twine("operator '") +
                                       binOpSpelling(e.op) +
                                       "' in an index expression: comparison "
@@ -380,12 +388,20 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
     auto r = checkIndex(*e.args[1]);
     if (!r)
       return r.takeError();
+    if (*l == IndexClass::Data || *r == IndexClass::Data)
+      return IndexClass::Data;
     bool la = *l == IndexClass::Affine, ra = *r == IndexClass::Affine;
+    if (e.op == BinOp::Mod) {
+      if (ra)
+        return makeSpecError(e.loc, "non-affine index expression: '%' by an "
+                                    "index expression is not supported");
+      return la ? IndexClass::Data : IndexClass::Constant;
+    }
     if (e.op == BinOp::Mul && la && ra)
       return makeSpecError(e.loc, "non-affine index expression: product of "
                                   "two intervals (index expressions) is not "
                                   "supported");
-    if (e.op == BinOp::Div && ra)
+    if ((e.op == BinOp::Div || e.op == BinOp::FloorDiv) && ra)
       return makeSpecError(e.loc, "non-affine index expression: division by "
                                   "an index expression is not supported");
     return la || ra ? IndexClass::Affine : IndexClass::Constant;
@@ -399,14 +415,17 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
     auto b = checkIndex(*e.args[2]);
     if (!b)
       return b.takeError();
-    return *a == IndexClass::Affine || *b == IndexClass::Affine
-               ? IndexClass::Affine
-               : IndexClass::Constant;
+    return std::max(*a, *b);
   }
   case Expr::Kind::Access:
-    return makeSpecError(e.loc, "data-dependent index: tensor access '" +
-                                    e.name +
-                                    "[...]' inside an index is not supported");
+    // A data-dependent index (Gather): its value is unknown to the analysis.
+    if (auto err = checkValue(e))
+      return std::move(err);
+    if (int in = op.findInput(e.name);
+        in >= 0 && op.inputs[in].elem != ElemType::I64)
+      return makeSpecError(e.loc, "data-dependent index: tensor '" + e.name +
+                                      "' must be an 'int' input");
+    return IndexClass::Data;
   case Expr::Kind::Call:
     return makeSpecError(e.loc, "function '" + e.name +
                                     "' in an index expression is not affine");

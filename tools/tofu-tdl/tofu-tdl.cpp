@@ -38,6 +38,9 @@ static cl::list<std::string>
               cl::value_desc("name=value"));
 static cl::opt<bool> analyze("analyze",
                              cl::desc("Print the partition strategies"));
+static cl::opt<unsigned> parts("parts",
+                               cl::desc("Workers per split for --analyze"),
+                               cl::init(2));
 static cl::opt<bool> grad("grad", cl::desc("Print the expanded gradient"));
 static cl::opt<bool> evalRandom("eval-random",
                                 cl::desc("Evaluate on random inputs"));
@@ -64,6 +67,8 @@ static llvm::Expected<std::optional<TensorType>> parseType(llvm::StringRef s) {
     t.elem = ElemType::F32;
   else if (elem == "i64")
     t.elem = ElemType::I64;
+  else if (elem == "bool")
+    t.elem = ElemType::Bool;
   else
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "bad --input '" + s +
@@ -111,7 +116,9 @@ static std::string typeStr(const TensorType &t) {
   std::string r;
   for (int64_t d : t.dims)
     r += std::to_string(d) + "x";
-  return r + (t.elem == ElemType::I64 ? "i64" : "f32");
+  return r + (t.elem == ElemType::I64    ? "i64"
+               : t.elem == ElemType::Bool ? "bool"
+                                          : "f32");
 }
 
 static std::string attrStr(const AttrValue &a) {
@@ -182,9 +189,13 @@ static void printStrategies(const OpInstance &inst,
     else
       llvm::outs() << "split reduction " << st.reduction << " of "
                    << inst.outputNames()[st.output] << ":\n";
-    // Concrete regions at this instance, worker halves.
+    // Concrete regions at this instance, one per worker.
     const auto &outDims = inst.outputTypes()[st.output].dims;
-    for (unsigned w = 0; w < 2; ++w) {
+    unsigned g = st.parts;
+    auto part = [&](int64_t x, unsigned w) {
+      return Range{int64_t(w) * x / g, int64_t(w + 1) * x / g};
+    };
+    for (unsigned w = 0; w < g; ++w) {
       llvm::outs() << "    worker " << w << ":";
       for (size_t i = 0; i < st.regions[w].size(); ++i) {
         if (!st.regions[w][i])
@@ -206,12 +217,12 @@ static void printStrategies(const OpInstance &inst,
       std::vector<Range> red;
       if (st.kind == Strategy::Kind::SplitOutput) {
         int64_t x = outDims[st.dim];
-        box[st.dim] = w == 0 ? Range{0, x / 2} : Range{x / 2, x};
+        box[st.dim] = part(x, w);
       } else {
         for (auto &rv : inst.reductionVars(st.output))
           red.push_back({0, rv.extent});
         int64_t x = red[st.reductionIndex].hi;
-        red[st.reductionIndex] = w == 0 ? Range{0, x / 2} : Range{x / 2, x};
+        red[st.reductionIndex] = part(x, w);
       }
       auto regions = inst.requiredRegions(st.output, box, red);
       llvm::outs() << "\n      at this shape:";
@@ -305,7 +316,7 @@ int main(int argc, char **argv) {
     llvm::outs() << "  elementwise\n";
 
   if (analyze) {
-    auto strategies = analyzeStrategies(*inst);
+    auto strategies = analyzeStrategies(*inst, parts);
     if (!strategies)
       return fail(strategies.takeError());
     llvm::outs() << "strategies:\n";
@@ -361,9 +372,10 @@ int main(int argc, char **argv) {
       for (int64_t d : storage[i].type.dims)
         n *= d;
       for (int64_t k = 0; k < n; ++k)
-        storage[i].data.push_back(storage[i].type.elem == ElemType::I64
-                                      ? double(rng() % 4)
-                                      : uni(rng));
+        storage[i].data.push_back(
+            storage[i].type.elem == ElemType::I64    ? double(rng() % 4)
+            : storage[i].type.elem == ElemType::Bool ? double(rng() % 2)
+                                                     : uni(rng));
       ptrs.push_back(&storage[i]);
     }
     auto outs = evaluate(*inst, ptrs);

@@ -27,8 +27,10 @@
 
 namespace tofu::tdl {
 
-/// Element type of a tensor operand.
-enum class ElemType : uint8_t { F32, I64 };
+/// Element type of a tensor operand. Values are float64 in the evaluator
+/// whatever the type; Bool values are 0.0 / 1.0 (stored as one byte by the
+/// runtime).
+enum class ElemType : uint8_t { F32, I64, Bool };
 
 /// A concrete tensor shape with its element type.
 struct TensorType {
@@ -140,7 +142,9 @@ struct SymInterval {
   double lowerConst = 0, upperConst = 0;
 };
 
-/// A basic partition strategy for 2 workers (paper §4.2).
+/// A basic partition strategy (paper §4.2): for 2 workers from
+/// analyzeStrategies(op), for `parts` workers from
+/// analyzeStrategies(op, parts).
 struct Strategy {
   enum class Kind : uint8_t { SplitOutput, SplitReduction };
   Kind kind = Kind::SplitOutput;
@@ -157,8 +161,13 @@ struct Strategy {
   std::vector<std::string> symbols;
   /// Concrete value of each symbol for the instance that was analyzed.
   std::vector<int64_t> symbolValues;
+  /// Number of workers the split dimension is divided into.
+  unsigned parts = 2;
   /// regions[w][input] = per-dimension symbolic interval of that input needed
-  /// by worker w (w = 0, 1); nullopt for absent inputs.
+  /// by worker w (w = 0 .. parts-1); nullopt for absent inputs. Worker w owns
+  /// [w*X/parts, (w+1)*X/parts) of the split variable's range [0, X) (the
+  /// paper's fractional form; halos appear as constants, e.g. conv1d's
+  /// `+ K - 1`).
   std::vector<std::vector<std::optional<std::vector<SymInterval>>>> regions;
 };
 
@@ -166,6 +175,18 @@ struct Strategy {
 /// dimensions first (in order), then splittable reduction variables. Cached
 /// per (op, attributes, input ranks).
 llvm::Expected<std::vector<Strategy>> analyzeStrategies(const OpInstance &op);
+
+/// The same strategies with the split dimension divided into `parts` >= 2
+/// workers (Strategy::parts, Strategy::regions[0 .. parts-1]). Cached per
+/// (op, attributes, input ranks, parts).
+llvm::Expected<std::vector<Strategy>> analyzeStrategies(const OpInstance &op,
+                                                        unsigned parts);
+
+/// Evaluates a symbolic interval at `symbolValues` (Strategy::symbolValues)
+/// as a concrete half-open range: lower bound floored, upper bound ceiled
+/// (so the result covers the region at any rounding of the split points).
+Range evaluateInterval(const SymInterval &si,
+                       llvm::ArrayRef<int64_t> symbolValues);
 
 /// A dense tensor for the reference evaluator (row-major, float64 values;
 /// I64 tensors are stored as exact doubles).

@@ -226,3 +226,199 @@ TEST(TDLIntervals, CachedPerSignature) {
   EXPECT_EQ((*sa)[2].regions[0][0]->at(2).upper,
             (*sb)[2].regions[0][0]->at(2).upper);
 }
+
+//===----------------------------------------------------------------------===//
+// Non-affine indices: data-dependent (Gather) and `%`, `//`
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+const char *kNonAffineSpecs = R"(
+op Take(A: [N, M], L: [K] : int) -> Y: [K, M] { Y[k, m] = A[L[k], m] }
+op Roll(A: [N]) -> B: [N] { B[i] = A[(i + 1) % N] }
+op Flat(A: [N, M]) -> B: [N * M] { B[i] = A[i // M, i % M] }
+op Positive(A: [*D]) -> B: [*D] : bool { B[*i] = A[*i] > 0 }
+)";
+
+const SpecLibrary &nonAffineLib() {
+  static SpecLibrary lib = [] {
+    SpecLibrary l;
+    if (auto e = l.addSource("nonaffine.tdl", kNonAffineSpecs))
+      ADD_FAILURE() << llvm::toString(std::move(e));
+    return l;
+  }();
+  return lib;
+}
+
+} // namespace
+
+TEST(TDLIntervals, DataDependentIndexNeedsWholeDim) {
+  OpInstance take = mustInstantiate(nonAffineLib(), "Take",
+                                    {f32({10, 4}), i64({6})});
+  auto r = take.requiredRegions(0, {{2, 4}, {1, 3}});
+  expectBox(r[0], {{0, 10}, {1, 3}});
+  expectBox(r[1], {{2, 4}});
+  auto st = analyzeStrategies(take);
+  ASSERT_TRUE(bool(st)) << llvm::toString(st.takeError());
+  ASSERT_EQ(st->size(), 2u);
+  const Strategy &splitK = (*st)[0];
+  EXPECT_EQ(splitK.symbols,
+            (std::vector<std::string>{"X0", "X1", "dim(A, 0)"}));
+  EXPECT_EQ(splitK.symbolValues, (std::vector<int64_t>{6, 4, 10}));
+  // Worker 1 of the split on k needs all rows of A and its half of L.
+  expectInterval(splitK.regions[1][0]->at(0), {0, 0, 0}, 0, {0, 0, 1}, 0);
+  expectInterval(splitK.regions[1][1]->at(0), {0.5, 0, 0}, 0, {1, 0, 0}, 0);
+}
+
+TEST(TDLIntervals, ModAndFloorDivAreSoundOverApproximations) {
+  OpInstance roll = mustInstantiate(nonAffineLib(), "Roll", {f32({8})});
+  expectBox(roll.requiredRegions(0, {{0, 3}})[0], {{1, 4}});
+  expectBox(roll.requiredRegions(0, {{4, 8}})[0], {{0, 8}});
+  OpInstance flat = mustInstantiate(nonAffineLib(), "Flat", {f32({3, 4})});
+  EXPECT_EQ(flat.outputTypes()[0].dims, std::vector<int64_t>{12});
+  expectBox(flat.requiredRegions(0, {{4, 8}})[0], {{1, 2}, {0, 4}});
+  expectBox(flat.requiredRegions(0, {{2, 5}})[0], {{0, 2}, {0, 4}});
+  auto st = analyzeStrategies(flat);
+  ASSERT_TRUE(bool(st)) << llvm::toString(st.takeError());
+  // i % M lies in [0, M): the symbolic column range is [0, dim(A, 1)).
+  for (const Strategy &s : *st)
+    for (unsigned w = 0; w < s.parts; ++w) {
+      Range cols = evaluateInterval(s.regions[w][0]->at(1), s.symbolValues);
+      EXPECT_LE(cols.lo, 0);
+      EXPECT_GE(cols.hi, 4);
+    }
+}
+
+TEST(TDLIntervals, BoolOutput) {
+  OpInstance pos = mustInstantiate(nonAffineLib(), "Positive", {f32({3})});
+  EXPECT_EQ(pos.outputTypes()[0].elem, ElemType::Bool);
+  DenseTensor a = tensor(f32({3}), {-1, 0, 2});
+  auto out = evaluate(pos, {&a});
+  ASSERT_TRUE(bool(out));
+  EXPECT_EQ((*out)[0].data, (std::vector<double>{0, 0, 1}));
+}
+
+//===----------------------------------------------------------------------===//
+// g-part strategies vs brute-force concrete analysis
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Checks every strategy of `op` for `parts` workers against
+/// requiredRegions: the symbolic region (clamped to the input) must contain
+/// the concrete one, and equal it when `exact`. Output extents should be
+/// divisible by `parts` for exactness.
+void checkParts(const OpInstance &op, unsigned parts, bool exact) {
+  auto st = analyzeStrategies(op, parts);
+  ASSERT_TRUE(bool(st)) << llvm::toString(st.takeError());
+  for (const Strategy &s : *st) {
+    ASSERT_EQ(s.parts, parts);
+    ASSERT_EQ(s.regions.size(), parts);
+    const auto &outDims = op.outputTypes()[s.output].dims;
+    auto reds = op.reductionVars(s.output);
+    for (unsigned w = 0; w < parts; ++w) {
+      Box outBox;
+      for (int64_t d : outDims)
+        outBox.push_back({0, d});
+      std::vector<Range> redRanges;
+      auto part = [&](int64_t x) {
+        return Range{int64_t(w) * x / parts, int64_t(w + 1) * x / parts};
+      };
+      if (s.kind == Strategy::Kind::SplitOutput) {
+        outBox[s.dim] = part(outDims[s.dim]);
+      } else {
+        for (auto &r : reds)
+          redRanges.push_back({0, r.extent});
+        redRanges[s.reductionIndex] = part(reds[s.reductionIndex].extent);
+      }
+      auto concrete = op.requiredRegions(s.output, outBox, redRanges);
+      for (size_t in = 0; in < concrete.size(); ++in) {
+        if (!concrete[in])
+          continue;
+        SCOPED_TRACE(op.opName().str() + " strategy " +
+                     (s.kind == Strategy::Kind::SplitOutput
+                          ? "dim " + std::to_string(s.dim)
+                          : s.reduction) +
+                     " worker " + std::to_string(w) + " input " +
+                     std::to_string(in));
+        const auto &dims = op.inputTypes()[in]->dims;
+        const Box &c = *concrete[in];
+        bool concreteEmpty = llvm::any_of(c, [](Range r) {
+          return r.lo >= r.hi;
+        });
+        Box sym;
+        bool symEmpty = false;
+        for (size_t d = 0; d < dims.size(); ++d) {
+          Range r = evaluateInterval(s.regions[w][in]->at(d), s.symbolValues);
+          r.lo = std::max<int64_t>(r.lo, 0);
+          r.hi = std::min<int64_t>(r.hi, dims[d]);
+          symEmpty |= r.lo >= r.hi;
+          sym.push_back(r);
+        }
+        if (concreteEmpty) {
+          if (exact) {
+            EXPECT_TRUE(symEmpty);
+          }
+          continue;
+        }
+        ASSERT_FALSE(symEmpty);
+        for (size_t d = 0; d < dims.size(); ++d) {
+          EXPECT_LE(sym[d].lo, c[d].lo) << "dim " << d;
+          EXPECT_GE(sym[d].hi, c[d].hi) << "dim " << d;
+          if (exact) {
+            EXPECT_EQ(sym[d].lo, c[d].lo) << "dim " << d;
+            EXPECT_EQ(sym[d].hi, c[d].hi) << "dim " << d;
+          }
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+TEST(TDLIntervals, PartsAgreeWithConcreteAnalysis) {
+  for (unsigned g : {2u, 3u, 4u}) {
+    SCOPED_TRACE("g = " + std::to_string(g));
+    // Every split extent is 12 (divisible by 2, 3, 4): regions are exact.
+    checkParts(mustInstantiate(testLib(), "Conv1D",
+                               {f32({12, 12, 23}), f32({12, 12, 12})}),
+               g, true);
+    checkParts(mustInstantiate(testLib(), "Conv1D",
+                               {f32({12, 12, 45}), f32({12, 12, 12})},
+                               {{"stride", AttrValue::ofInt(3)}}),
+               g, true);
+    // Unsplit extents need not be divisible.
+    checkParts(mustInstantiate(testLib(), "Conv1D",
+                               {f32({12, 5, 29}), f32({12, 5, 7})},
+                               {{"stride", AttrValue::ofInt(2)}}),
+               g, false);
+    checkParts(mustInstantiate(testLib(), "ShiftTwo", {f32({14})}), g, true);
+    checkParts(mustInstantiate(testLib(), "Down", {f32({24})}), g, true);
+    checkParts(mustInstantiate(SpecLibrary::builtin(), "Gemm",
+                               {f32({12, 24}), f32({24, 12}), std::nullopt}),
+               g, true);
+    checkParts(mustInstantiate(nonAffineLib(), "Take",
+                               {f32({10, 12}), i64({12})}),
+               g, false);
+    checkParts(mustInstantiate(nonAffineLib(), "Flat", {f32({3, 8})}), g,
+               false);
+  }
+}
+
+TEST(TDLIntervals, Conv1DThreeWorkersHalo) {
+  // x split into 3: worker 1 needs data[.., X/3 : 2X/3 + K - 1).
+  OpInstance conv = mustInstantiate(testLib(), "Conv1D",
+                                    {f32({2, 3, 14}), f32({4, 3, 3})});
+  auto st = analyzeStrategies(conv, 3);
+  ASSERT_TRUE(bool(st));
+  const Strategy &x = (*st)[2];
+  ASSERT_EQ(x.symbols, (std::vector<std::string>{"X0", "X1", "X2", "CI", "K"}));
+  expectInterval(x.regions[1][0]->at(2), {0, 0, 1.0 / 3, 0, 0}, 0,
+                 {0, 0, 2.0 / 3, 0, 1}, -1);
+  // Cached per (signature, parts): the 2-part analysis is unchanged.
+  auto two = analyzeStrategies(conv);
+  ASSERT_TRUE(bool(two));
+  EXPECT_EQ((*two)[2].parts, 2u);
+  EXPECT_EQ((*two)[2].regions.size(), 2u);
+}

@@ -63,10 +63,22 @@ TEST(TDLParser, ComparisonInIndex) {
 }
 
 TEST(TDLParser, DataDependentIndex) {
-  EXPECT_NE(
-      parseError("op F(A: [N], L: [N] : int) -> Y: [N] { Y[i] = A[L[i]] }")
-          .find("test.tdl:1:49: error: data-dependent index"),
-      std::string::npos);
+  EXPECT_EQ(
+      parseError("op F(A: [N], L: [N] : int) -> Y: [N] { Y[i] = A[L[i]] }"),
+      "");
+  EXPECT_NE(parseError("op F(A: [N], L: [N]) -> Y: [N] { Y[i] = A[L[i]] }")
+                .find("test.tdl:1:43: error: data-dependent index: tensor 'L' "
+                      "must be an 'int' input"),
+            std::string::npos);
+}
+
+TEST(TDLParser, ModAndFloorDivInIndex) {
+  EXPECT_EQ(parseError("op F(A: [N]) -> Y: [N] { Y[i] = A[(i + 1) % N] + "
+                       "A[i // 2] + i % 3 + i // 2 }"),
+            "");
+  EXPECT_NE(parseError("op F(A: [N]) -> Y: [N] { Y[i] = A[3 % i] }")
+                .find("'%' by an index expression"),
+            std::string::npos);
 }
 
 TEST(TDLParser, BadToken) {
