@@ -51,7 +51,15 @@ int64_t numElements(const tdl::Box &box) {
 bool isEmpty(const tdl::Box &box) { return numElements(box) == 0; }
 
 int64_t elementBytes(tdl::ElemType type) {
-  return type == tdl::ElemType::F32 ? 4 : 8;
+  switch (type) {
+  case tdl::ElemType::F32:
+    return 4;
+  case tdl::ElemType::I64:
+    return 8;
+  case tdl::ElemType::Bool:
+    return 1;
+  }
+  return 0;
 }
 
 tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,

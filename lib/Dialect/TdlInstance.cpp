@@ -16,6 +16,8 @@ llvm::Expected<tdl::TensorType> toTdlType(RankedTensorType type) {
     result.elem = tdl::ElemType::F32;
   else if (elem.isInteger(64))
     result.elem = tdl::ElemType::I64;
+  else if (elem.isInteger(1))
+    result.elem = tdl::ElemType::Bool;
   else {
     std::string str;
     llvm::raw_string_ostream os(str);

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "tofu/Analysis/TileGeometry.h"
 #include "tofu/Dialect/TdlInstance.h"
+#include "tofu/TDL/ProgramLowering.h"
 #include "tofu/Target/PlanBuilder.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -283,6 +284,19 @@ llvm::Error Materializer::addCompute(ComputeOp op, int64_t seq) {
     inputShapes.push_back(result.tensors[tensorOf.lookup(input)].shape);
   outputShapes.push_back(result.tensors[out].shape);
 
+  // The op's TDL expression, for the runtime's generic evaluator (opaque
+  // outputs have none and need a native kernel).
+  std::vector<plan::ExprProgram> programs;
+  for (unsigned o = 0; o < instance->outputTypes().size(); ++o) {
+    auto program = tdl::lowerToProgram(*instance, o);
+    if (!program) {
+      llvm::consumeError(program.takeError());
+      programs.clear();
+      break;
+    }
+    programs.push_back(std::move(*program));
+  }
+
   std::vector<int32_t> produced(k);
   std::vector<tdl::Box> producedBoxes(k);
   for (int64_t d = 0; d < k; ++d) {
@@ -300,6 +314,12 @@ llvm::Error Materializer::addCompute(ComputeOp op, int64_t seq) {
     compute.op = op.getName().str();
     compute.inputGlobalShapes = inputShapes;
     compute.outputGlobalShapes = outputShapes;
+    compute.programs = programs;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    if (shares[d].partial)
+      for (const tdl::Range &range : shares[d].reductionRanges)
+        ranges.push_back({range.lo, range.hi});
+    compute.reductionRanges.push_back(std::move(ranges));
     for (auto [i, input] : llvm::enumerate(op.getInputs())) {
       int32_t tensor = tensorOf.lookup(input);
       if (i >= needed.size() || !needed[i])

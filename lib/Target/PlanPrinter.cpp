@@ -36,6 +36,18 @@ const char *roleName(plan::TensorRole role) {
   return "?";
 }
 
+const char *dtypeName(plan::DType type) {
+  switch (type) {
+  case plan::DType::F32:
+    return "f32";
+  case plan::DType::I64:
+    return "i64";
+  case plan::DType::Bool:
+    return "bool";
+  }
+  return "?";
+}
+
 std::string formatShape(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -195,7 +207,7 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
     tensors.push_back(llvm::json::Object{
         {"name", tensor.name},
         {"role", roleName(tensor.role)},
-        {"dtype", tensor.dtype == plan::DType::F32 ? "f32" : "i64"},
+        {"dtype", dtypeName(tensor.dtype)},
         {"shape", std::move(shape)},
         {"tiling", std::move(tiling)}});
   }
