@@ -179,6 +179,7 @@ private:
   llvm::Error lowerStmt(const BodyStmt &s);
   llvm::Expected<LExprPtr> lower(const Expr &e, bool inIndex);
   llvm::Expected<LExprPtr> lowerAccess(const Expr &e);
+  llvm::Expected<LExprPtr> lowerUnbroadcast(const Expr &e);
   std::string extentKey(const Expr &e);
 
   std::optional<StaticValue> lookup(llvm::StringRef name) const {
@@ -191,7 +192,15 @@ private:
     return std::nullopt;
   }
   StaticEnv env() const {
-    return StaticEnv{[this](llvm::StringRef n) { return lookup(n); }, {}};
+    return StaticEnv{
+        [this](llvm::StringRef n) { return lookup(n); },
+        [this](llvm::StringRef n) -> std::optional<std::vector<int64_t>> {
+          int in = spec.findInput(n);
+          if (in < 0 || size_t(in) >= impl.inputTypes.size() ||
+              !impl.inputTypes[in])
+            return std::nullopt;
+          return impl.inputTypes[in]->dims;
+        }};
   }
 
   const OpSpec &spec;
@@ -482,6 +491,62 @@ llvm::Expected<LExprPtr> Instantiator::lowerAccess(const Expr &e) {
   return acc;
 }
 
+/// `unbroadcast(T)`: the sum of T's elements that broadcast (ONNX, trailing
+/// alignment) onto the current output element: T's extra leading dims and
+/// its dims where the output has size 1 become reduction variables.
+llvm::Expected<LExprPtr> Instantiator::lowerUnbroadcast(const Expr &e) {
+  const std::string &name = e.args[0]->name;
+  unsigned t = static_cast<unsigned>(spec.findInput(name));
+  if (!impl.inputTypes[t])
+    return makeConst(0, e.loc);
+  const std::vector<int64_t> &dims = impl.inputTypes[t]->dims;
+  size_t r = cur->outVars.size(), n = dims.size();
+  if (n < r)
+    return error("unbroadcast(" + name + "): rank " + std::to_string(n) +
+                 " is smaller than the output rank " + std::to_string(r));
+  auto red = std::make_unique<LExpr>();
+  red->kind = LExpr::Kind::Reduce;
+  red->reducer = ReduceKind::Sum;
+  red->loc = e.loc;
+  auto acc = std::make_unique<LExpr>();
+  acc->kind = LExpr::Kind::Access;
+  acc->loc = e.loc;
+  acc->tensor = t;
+  for (size_t d = 0; d < n; ++d) {
+    auto var = std::make_unique<LExpr>();
+    var->kind = LExpr::Kind::Var;
+    var->loc = e.loc;
+    bool reduce = d < n - r;
+    if (!reduce) {
+      unsigned ov = cur->outVars[d - (n - r)];
+      int64_t extent = cur->vars[ov].extent;
+      if (extent == dims[d]) {
+        var->var = ov;
+      } else if (extent == 1) {
+        reduce = true;
+      } else {
+        return error("unbroadcast(" + name + "): dim " + std::to_string(d) +
+                     " is " + std::to_string(dims[d]) +
+                     ", which does not broadcast to " +
+                     std::to_string(extent) + " (shape " + shapeStr(dims) +
+                     ")");
+      }
+    }
+    if (reduce) {
+      unsigned id = static_cast<unsigned>(cur->vars.size());
+      cur->vars.push_back({"u" + std::to_string(d), dims[d],
+                           "dim(" + name + ", " + std::to_string(d) + ")"});
+      red->redVars.push_back(id);
+      var->var = id;
+    }
+    acc->ops.push_back(std::move(var));
+  }
+  if (red->redVars.empty())
+    return acc;
+  red->ops.push_back(std::move(acc));
+  return red;
+}
+
 llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
   switch (e.kind) {
   case Expr::Kind::Number:
@@ -540,6 +605,8 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
     return lower(*e.args[*c ? 1 : 2], inIndex);
   }
   case Expr::Kind::Call: {
+    if (e.name == "unbroadcast")
+      return lowerUnbroadcast(e);
     if (e.name == "pow") {
       auto l = lower(*e.args[0], inIndex);
       if (!l)

@@ -207,6 +207,10 @@ llvm::Error OpChecker::checkStatic(const Expr &e) {
                                     "shapes and extents depend only on "
                                     "attributes and shape symbols");
   case Expr::Kind::Call:
+    if (e.name == "present" && e.args.size() == 1 &&
+        e.args[0]->kind == Expr::Kind::Ident &&
+        op.findInput(e.args[0]->name) >= 0)
+      return llvm::Error::success();
     return makeSpecError(e.loc, "function '" + e.name +
                                     "' is not allowed in a shape, extent or "
                                     "condition");
@@ -312,6 +316,16 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
       return err;
     return checkValue(*e.args[2]);
   case Expr::Kind::Call: {
+    if (e.name == "unbroadcast") {
+      if (e.args.size() != 1 || e.args[0]->kind != Expr::Kind::Ident ||
+          op.findInput(e.args[0]->name) < 0)
+        return makeSpecError(e.loc, "unbroadcast takes one input name: "
+                                    "unbroadcast(T)");
+      if (splat.empty())
+        return makeSpecError(e.loc, "unbroadcast needs an output indexed "
+                                    "with '*i'");
+      return llvm::Error::success();
+    }
     int arity = functionArity(e.name);
     if (arity < 0) {
       if (e.name == "sum" || e.name == "prod")

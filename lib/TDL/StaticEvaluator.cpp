@@ -194,6 +194,9 @@ llvm::Expected<StaticValue> tofu::tdl::evalStatic(const Expr &e,
     return makeSpecError(e.loc, "unsupported operator");
   }
   case Expr::Kind::Call: {
+    if (e.name == "present" && e.args.size() == 1 &&
+        e.args[0]->kind == Expr::Kind::Ident && env.tensorShape)
+      return StaticValue::ofInt(env.tensorShape(e.args[0]->name).has_value());
     if ((e.name == "rank" || e.name == "shape" || e.name == "dim") &&
         !e.args.empty() && e.args[0]->kind == Expr::Kind::Ident &&
         env.tensorShape) {
