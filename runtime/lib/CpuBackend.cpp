@@ -1,6 +1,7 @@
 //===- CpuBackend.cpp - Execute a k-device plan on the CPU ----------------===//
 
 #include "tofu/runtime/CpuBackend.h"
+#include "tofu/runtime/ComputeKernel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,14 +11,15 @@
 using namespace tofu::runtime;
 using namespace tofu::plan;
 
-/// One instruction ready to run: its kernel resolved and its operand views
-/// pointing into the arenas.
+/// One instruction ready to run: a Compute's operand views point into the
+/// arenas; runCompute (ComputeKernel.h) picks the native kernel or the
+/// expression interpreter.
 struct CpuExecutor::Prepared {
   int32_t device = 0;
   size_t index = 0; ///< position in the device program
   const Instr *instr = nullptr;
-  KernelFn kernel = nullptr;
-  KernelArgs args;
+  /// Compute: operand views into the device arena.
+  std::vector<TensorView> inputs, outputs;
 };
 
 namespace {
@@ -68,6 +70,9 @@ void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
       const float *sf = reinterpret_cast<const float *>(s);
       for (int64_t k = 0; k < run; ++k)
         df[k] += sf[k];
+    } else if (dtype == DType::Bool) {
+      for (int64_t k = 0; k < run; ++k) // a sum of booleans saturates at 1
+        d[k] = (d[k] | s[k]) ? 1 : 0;
     } else {
       int64_t *di = reinterpret_cast<int64_t *>(d);
       const int64_t *si = reinterpret_cast<const int64_t *>(s);
@@ -153,15 +158,15 @@ std::string CpuExecutor::prepare() {
       p.index = i;
       p.instr = &in;
       if (in.kind == Instr::Kind::Compute) {
-        p.kernel = lookupKernel(in.kernel);
-        if (!p.kernel) {
+        if (!hasNativeKernel(in.kernel) && in.programs.empty()) {
           std::string names;
           for (const std::string &n : registeredKernels())
             names += (names.empty() ? "" : ", ") + n;
           return describe(plan, p.device, i) + ": no CPU kernel named '" +
                  in.kernel + "' (available: " + names +
-                 "); add the kernel to the runtime or compile the model "
-                 "without this op";
+                 ") and no expression program for it; add the kernel to the "
+                 "runtime, give the op a TDL spec that is not opaque, or "
+                 "compile the model without this op";
         }
         auto view = [&](int32_t b, const std::vector<std::vector<int64_t>> &g,
                         size_t pos) {
@@ -179,11 +184,9 @@ std::string CpuExecutor::prepare() {
           return v;
         };
         for (size_t j = 0; j < in.inputs.size(); ++j)
-          p.args.inputs.push_back(view(in.inputs[j], in.inputGlobalShapes, j));
+          p.inputs.push_back(view(in.inputs[j], in.inputGlobalShapes, j));
         for (size_t j = 0; j < in.outputs.size(); ++j)
-          p.args.outputs.push_back(
-              view(in.outputs[j], in.outputGlobalShapes, j));
-        p.args.attrs = &in.attrs;
+          p.outputs.push_back(view(in.outputs[j], in.outputGlobalShapes, j));
       }
       program.push_back(std::move(p));
     }
@@ -234,10 +237,10 @@ std::string CpuExecutor::execute(const Prepared &p) {
         touch(d, b);
     for (int32_t b : in.outputs)
       touch(d, b);
-    std::string err = p.kernel(p.args);
+    std::string err = runCompute(in.kernel, in.attrs, p.inputs, p.outputs,
+                                 in.programs, in.reductionRanges);
     if (!err.empty())
-      return describe(plan, d, p.index) + ": kernel '" + in.kernel +
-             "': " + err;
+      return describe(plan, d, p.index) + ": " + err;
     for (int32_t b : in.outputs)
       afterWrite(d, b);
     return "";

@@ -25,6 +25,8 @@ const std::map<std::string, KernelFn> &registry() {
   static const bool initialized = [] {
     registerElementwiseKernels(addKernel);
     registerMatrixKernels(addKernel);
+    registerMatMulKernels(addKernel);
+    registerConvKernels(addKernel);
     registerLossKernels(addKernel);
     return true;
   }();
@@ -55,6 +57,17 @@ int64_t KernelArgs::intAttr(const std::string &name, int64_t dflt) const {
   if (!a)
     return dflt;
   return a->kind == Attr::Kind::Float ? static_cast<int64_t>(a->f) : a->i;
+}
+
+std::vector<int64_t>
+KernelArgs::intsAttr(const std::string &name,
+                     const std::vector<int64_t> &dflt) const {
+  const Attr *a = findAttr(attrs, name);
+  return a ? a->ints : dflt;
+}
+
+bool KernelArgs::hasAttr(const std::string &name) const {
+  return findAttr(attrs, name) != nullptr;
 }
 
 std::string KernelArgs::stringAttr(const std::string &name,

@@ -1,16 +1,16 @@
 //===- KernelsMatrix.cpp - Matrix CPU kernels (GEMM via OpenBLAS) ---------===//
 //
-// Gemm (ONNX semantics, C broadcast decided from the global shapes), MatMul,
-// Transpose and BiasGrad on 2-D float32 local boxes. When a reduction
+// Gemm (ONNX semantics, C broadcast decided from the global shapes),
+// Transpose and BiasGrad on 2-D float32 local boxes (MatMul, N-D, lives in
+// KernelsMatMul.cpp). When a reduction
 // dimension is split, the same code computes a partial product over the local
 // slice; the compiler's Reduce sums the parts.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Blas.h"
 #include "Broadcast.h"
 #include "tofu/runtime/Kernels.h"
-
-#include <cblas.h>
 
 using namespace tofu::runtime;
 using tofu::plan::DType;
@@ -33,24 +33,6 @@ std::string dims(const std::vector<int64_t> &s) {
   for (size_t i = 0; i < s.size(); ++i)
     r += (i ? "," : "") + std::to_string(s[i]);
   return r + "]";
-}
-
-/// Y = alpha * op(A) * op(B) + beta * Y (row-major, Y is [M, N]).
-void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-           float alpha, const float *a, int64_t lda, const float *b,
-           int64_t ldb, float beta, float *y) {
-  if (M == 0 || N == 0)
-    return;
-  if (K == 0) {
-    for (int64_t i = 0; i < M * N; ++i)
-      y[i] = beta == 0.0f ? 0.0f : beta * y[i];
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, y,
-              static_cast<int>(N));
 }
 
 std::string gemm(const KernelArgs &args) {
@@ -88,23 +70,7 @@ std::string gemm(const KernelArgs &args) {
       y[i] = beta * c[off[i]];
   }
   sgemm(transA, transB, M, N, K, alpha, A.f32(), A.shape[1], B.f32(),
-        B.shape[1], hasC ? 1.0f : 0.0f, y);
-  return "";
-}
-
-std::string matMul(const KernelArgs &args) {
-  if (args.inputs.size() != 2 || args.outputs.size() != 1)
-    return "expects 2 inputs and 1 output";
-  const TensorView &A = args.inputs[0], &B = args.inputs[1], &Y = args.outputs[0];
-  for (auto [v, what] : {std::pair{&A, "A"}, {&B, "B"}, {&Y, "Y"}})
-    if (auto err = checkMatrix(*v, what); !err.empty())
-      return err;
-  if (A.shape[0] != Y.shape[0] || B.shape[1] != Y.shape[1] ||
-      A.shape[1] != B.shape[0])
-    return "local shapes do not match: A " + dims(A.shape) + " B " +
-           dims(B.shape) + " Y " + dims(Y.shape);
-  sgemm(false, false, Y.shape[0], Y.shape[1], A.shape[1], 1.0f, A.f32(),
-        A.shape[1], B.f32(), B.shape[1], 0.0f, Y.f32());
+        B.shape[1], hasC ? 1.0f : 0.0f, y, N);
   return "";
 }
 
@@ -157,7 +123,6 @@ std::string biasGrad(const KernelArgs &args) {
 void tofu::runtime::registerMatrixKernels(void (*addKernel)(const char *,
                                                             KernelFn)) {
   addKernel("Gemm", gemm);
-  addKernel("MatMul", matMul);
   addKernel("Transpose", transpose);
   addKernel("BiasGrad", biasGrad);
 }

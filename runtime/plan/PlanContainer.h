@@ -18,7 +18,9 @@ inline constexpr char kMagic[8] = {'T', 'O', 'F', 'U', 'P', 'L', 'A', 'N'};
 /// Format version written by this runtime. A reader accepts any minor of its
 /// own major and rejects a newer major.
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 0;
+/// Minor history: 1.0 initial; 1.1 adds Instr.programs,
+/// Instr.reduction_ranges and DType::Bool.
+inline constexpr uint16_t kMinor = 1;
 
 /// Fixed part of the header; the section table follows it.
 inline constexpr size_t kFixedHeaderBytes = 128;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tofu/runtime/Plan.h"
+#include "tofu/runtime/ExprProgramCheck.h"
 
 #include "PlanContainer.h"
 #include "plan_generated.h"
@@ -92,6 +93,8 @@ private:
   std::string decodeInstr(size_t d, size_t i, const fbs::Instr &in,
                           Instr &out);
   std::string checkBox(const Box &box, int32_t tensor, const std::string &what);
+  std::string decodePrograms(size_t d, const fbs::Instr &in, Instr &out,
+                             const std::string &where);
   std::string checkPieces(size_t d, size_t i, const Instr &in);
 
   const fbs::Plan &root;
@@ -124,7 +127,7 @@ std::string PlanDecoder::decodeTensors() {
     TensorInfo &t = plan.tensors[i];
     std::string where = "tensor " + std::to_string(i);
     t.name = toStr(ft->name());
-    if (ft->dtype() > static_cast<uint8_t>(DType::I64))
+    if (ft->dtype() > static_cast<uint8_t>(DType::Bool))
       return where + " ('" + t.name + "'): unknown dtype " +
              std::to_string(ft->dtype());
     t.dtype = static_cast<DType>(ft->dtype());
@@ -235,12 +238,100 @@ std::string PlanDecoder::decodeInstr(size_t d, size_t i, const fbs::Instr &in,
              std::to_string(out.outputGlobalShapes.size()) +
              " output global shapes for " +
              std::to_string(out.outputs.size()) + " outputs";
-    return "";
+    return decodePrograms(d, in, out, where + " (" + out.kernel + ")");
   }
+  if (in.programs() || in.reduction_ranges())
+    return where + ": expression programs on a non-compute instruction";
   if (!validBuffer(out.dst))
     return where + ": destination buffer " + std::to_string(out.dst) +
            " does not exist (device has " + std::to_string(buffers.size()) +
            " buffers)";
+  return "";
+}
+
+/// Decodes and verifies the expression programs and reduction ranges of a
+/// Compute instruction whose buffers are already checked.
+std::string PlanDecoder::decodePrograms(size_t d, const fbs::Instr &in,
+                                        Instr &out, const std::string &where) {
+  const auto &buffers = plan.devices[d].buffers;
+  if (in.programs()) {
+    if (in.programs()->size() != out.outputs.size())
+      return where + ": " + std::to_string(in.programs()->size()) +
+             " expression programs for " + std::to_string(out.outputs.size()) +
+             " outputs";
+    for (const fbs::ExprProgram *fp : *in.programs()) {
+      ExprProgram p;
+      p.varExtents = toVec(fp->var_extents());
+      p.outputVars = toVec(fp->output_vars());
+      p.topReductionVars = toVec(fp->top_reduction_vars());
+      p.root = fp->root();
+      if (fp->nodes()) {
+        if (fp->nodes()->size() > kMaxExprNodes)
+          return where + ": program " + std::to_string(out.programs.size()) +
+                 " has " + std::to_string(fp->nodes()->size()) +
+                 " nodes (at most " + std::to_string(kMaxExprNodes) + ")";
+        p.nodes.reserve(fp->nodes()->size());
+        for (const fbs::ExprNode *fn : *fp->nodes()) {
+          ExprNode n;
+          // Enumerations are range-checked by verifyExprProgram.
+          n.kind = static_cast<ExprNode::Kind>(fn->kind());
+          n.value = fn->value();
+          n.var = fn->var();
+          n.input = fn->input();
+          n.binary = static_cast<BinaryOp>(fn->binary());
+          n.function = static_cast<Function>(fn->function());
+          n.reducer = static_cast<Reducer>(fn->reducer());
+          n.operands = toVec(fn->operands());
+          n.vars = toVec(fn->vars());
+          p.nodes.push_back(std::move(n));
+        }
+      }
+      out.programs.push_back(std::move(p));
+    }
+  }
+  if (in.reduction_ranges()) {
+    if (in.reduction_ranges()->size() != out.programs.size())
+      return where + ": " + std::to_string(in.reduction_ranges()->size()) +
+             " reduction range lists for " +
+             std::to_string(out.programs.size()) + " expression programs";
+    for (const fbs::Ranges *fr : *in.reduction_ranges()) {
+      std::vector<int64_t> lo = toVec(fr->lo()), hi = toVec(fr->hi());
+      if (lo.size() != hi.size())
+        return where + ": reduction ranges have " + std::to_string(lo.size()) +
+               " lower and " + std::to_string(hi.size()) + " upper bounds";
+      std::vector<std::pair<int64_t, int64_t>> list;
+      for (size_t r = 0; r < lo.size(); ++r)
+        list.emplace_back(lo[r], hi[r]);
+      out.reductionRanges.push_back(std::move(list));
+    }
+  }
+  if (out.programs.empty())
+    return "";
+
+  auto rankOf = [&](int32_t b, const std::vector<std::vector<int64_t>> &g,
+                    size_t pos) -> int64_t {
+    if (b < 0)
+      return -1; // absent optional input: reads as 0
+    if (!g.empty())
+      return static_cast<int64_t>(g[pos].size());
+    return static_cast<int64_t>(plan.tensors[buffers[b].tensor].shape.size());
+  };
+  std::vector<int64_t> inputRanks;
+  for (size_t j = 0; j < out.inputs.size(); ++j)
+    inputRanks.push_back(rankOf(out.inputs[j], out.inputGlobalShapes, j));
+  for (size_t o = 0; o < out.programs.size(); ++o) {
+    const ExprProgram &p = out.programs[o];
+    int64_t outRank = rankOf(out.outputs[o], out.outputGlobalShapes, o);
+    std::string po = where + " program " + std::to_string(o);
+    if (std::string err =
+            verifyExprProgram(p, inputRanks, static_cast<size_t>(outRank));
+        !err.empty())
+      return po + ": " + err;
+    if (!out.reductionRanges.empty())
+      if (std::string err = verifyReductionRanges(p, out.reductionRanges[o]);
+          !err.empty())
+        return po + ": " + err;
+  }
   return "";
 }
 

@@ -41,6 +41,7 @@ private:
   }
   flatbuffers::Offset<fbs::Tensor> tensor(const TensorInfo &t);
   flatbuffers::Offset<fbs::Instr> instr(const Instr &in);
+  flatbuffers::Offset<fbs::ExprProgram> program(const ExprProgram &p);
 
   const Plan &plan;
   flatbuffers::FlatBufferBuilder fbb{1 << 16};
@@ -65,6 +66,25 @@ flatbuffers::Offset<fbs::Tensor> PlanSerializer::tensor(const TensorInfo &t) {
   b.add_param_name(paramName);
   b.add_gradient_of(t.gradientOf);
   return b.Finish();
+}
+
+flatbuffers::Offset<fbs::ExprProgram>
+PlanSerializer::program(const ExprProgram &p) {
+  std::vector<flatbuffers::Offset<fbs::ExprNode>> nodes;
+  for (const ExprNode &n : p.nodes) {
+    auto operands = fbb.CreateVector(n.operands);
+    auto vars = fbb.CreateVector(n.vars);
+    nodes.push_back(fbs::CreateExprNode(
+        fbb, static_cast<uint8_t>(n.kind), n.value, n.var, n.input,
+        static_cast<uint8_t>(n.binary), static_cast<uint8_t>(n.function),
+        static_cast<uint8_t>(n.reducer), operands, vars));
+  }
+  auto extents = longs(p.varExtents);
+  auto outputVars = fbb.CreateVector(p.outputVars);
+  auto topVars = fbb.CreateVector(p.topReductionVars);
+  auto nodeVec = fbb.CreateVector(nodes);
+  return fbs::CreateExprProgram(fbb, extents, outputVars, topVars, nodeVec,
+                                p.root);
 }
 
 flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
@@ -96,9 +116,34 @@ flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
   auto outShapes = shapes(in.outputGlobalShapes);
   auto pieceVec = fbb.CreateVector(pieces);
   auto op = fbb.CreateString(in.op);
+  // Plans without programs stay byte-identical to format 1.0 contents.
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::ExprProgram>>>
+      programVec;
+  if (!in.programs.empty()) {
+    std::vector<flatbuffers::Offset<fbs::ExprProgram>> programs;
+    for (const ExprProgram &p : in.programs)
+      programs.push_back(program(p));
+    programVec = fbb.CreateVector(programs);
+  }
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::Ranges>>>
+      rangeVec;
+  if (!in.reductionRanges.empty()) {
+    std::vector<flatbuffers::Offset<fbs::Ranges>> ranges;
+    for (const auto &list : in.reductionRanges) {
+      std::vector<int64_t> lo, hi;
+      for (const auto &[l, h] : list) {
+        lo.push_back(l);
+        hi.push_back(h);
+      }
+      auto loVec = longs(lo);
+      auto hiVec = longs(hi);
+      ranges.push_back(fbs::CreateRanges(fbb, loVec, hiVec));
+    }
+    rangeVec = fbb.CreateVector(ranges);
+  }
   return fbs::CreateInstr(fbb, static_cast<uint8_t>(in.kind), in.seq, kernel,
                           attrVec, inputs, outputs, inShapes, outShapes,
-                          in.dst, pieceVec, op);
+                          in.dst, pieceVec, op, programVec, rangeVec);
 }
 
 std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,

@@ -147,6 +147,52 @@ TEST(CpuExecutor, PlanSurvivesTheFileRoundTrip) {
   EXPECT_EQ(exec.commBytesTotal(), back.commBytes);
 }
 
+TEST(CpuExecutor, ProgramOnlyComputeMatchesNativeKernels) {
+  // Relu and the partial column sums run from expression programs alone
+  // (through the file format); the results equal the native kernels'.
+  Plan native = makeTwoDevicePlan();
+  Plan programs;
+  std::vector<uint8_t> bytes;
+  ASSERT_EQ(writePlanBytes(withProgramsOnly(makeTwoDevicePlan()), bytes), "");
+  ASSERT_EQ(readPlanBytes(bytes, programs), "");
+  CpuExecutor en(native), ep(programs);
+  ASSERT_EQ(en.init(), "");
+  ASSERT_EQ(ep.init(), "");
+  ASSERT_EQ(en.watchLoss(), "");
+  ASSERT_EQ(ep.watchLoss(), "");
+  for (int32_t d = 0; d < 2; ++d) {
+    en.watch(d, kBufP);
+    ep.watch(d, kBufP);
+  }
+  for (int64_t step = 0; step < 3; ++step) {
+    ASSERT_EQ(en.runStep(step), "");
+    ASSERT_EQ(ep.runStep(step), "");
+    double ln = 0, lp = 0;
+    ASSERT_EQ(en.lastLoss(ln), "");
+    ASSERT_EQ(ep.lastLoss(lp), "");
+    EXPECT_NEAR(ln, lp, 1e-6);
+    for (int32_t d = 0; d < 2; ++d)
+    {
+      std::vector<float> want = asFloats(*en.snapshot(d, kBufP));
+      expectNear(asFloats(*ep.snapshot(d, kBufP)),
+                 std::vector<double>(want.begin(), want.end()));
+    }
+  }
+}
+
+TEST(CpuExecutor, ProgramReadingOutsideItsBufferIsAnError) {
+  // Without its reduction range, device 1's column sum would read rows
+  // [0, 2) of Y, which it does not hold.
+  Plan plan = withProgramsOnly(makeTwoDevicePlan());
+  plan.devices[1].instrs[1].reductionRanges.clear();
+  CpuExecutor exec(plan);
+  ASSERT_EQ(exec.init(), "");
+  std::string err = exec.runStep(0);
+  EXPECT_NE(err.find("device 1 instruction 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("ColumnSumByProgram"), std::string::npos) << err;
+  EXPECT_NE(err.find("outside the local buffer"), std::string::npos) << err;
+}
+
 TEST(CpuExecutor, UnknownKernelIsNamed) {
   Plan plan = makeTwoDevicePlan();
   plan.devices[1].instrs[0].kernel = "FancyConv";

@@ -294,6 +294,160 @@ TEST(PlanIndices, UnknownRole) {
   expectInvalid(plan, "unknown role 9");
 }
 
+//===----------------------------------------------------------------------===//
+// Expression programs (format 1.1)
+//===----------------------------------------------------------------------===//
+
+bool sameProgram(const ExprProgram &a, const ExprProgram &b) {
+  if (a.varExtents != b.varExtents || a.outputVars != b.outputVars ||
+      a.topReductionVars != b.topReductionVars || a.root != b.root ||
+      a.nodes.size() != b.nodes.size())
+    return false;
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    const ExprNode &x = a.nodes[i], &y = b.nodes[i];
+    if (x.kind != y.kind || x.value != y.value || x.var != y.var ||
+        x.input != y.input || x.binary != y.binary ||
+        x.function != y.function || x.reducer != y.reducer ||
+        x.operands != y.operands || x.vars != y.vars)
+      return false;
+  }
+  return true;
+}
+
+TEST(PlanPrograms, RoundTrip) {
+  Plan plan = withProgramsOnly(makeTwoDevicePlan());
+  // Every node field with a non-default value somewhere.
+  ExprProgram &relu = plan.devices[1].instrs[0].programs[0];
+  relu.nodes[3].value = -1.5;
+  relu.nodes[4].binary = BinaryOp::Or;
+  relu.nodes[4].reducer = Reducer::Prod;
+  TensorInfo flag;
+  flag.name = "flag";
+  flag.dtype = DType::Bool;
+  flag.shape = {3};
+  plan.tensors.push_back(flag);
+  Plan back;
+  ASSERT_EQ(readPlanBytes(bytesOf(plan), back), "");
+  EXPECT_EQ(back.tensors.back().dtype, DType::Bool);
+  for (size_t d = 0; d < 2; ++d)
+    for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i) {
+      const Instr &a = plan.devices[d].instrs[i], &b = back.devices[d].instrs[i];
+      ASSERT_EQ(a.programs.size(), b.programs.size());
+      for (size_t o = 0; o < a.programs.size(); ++o)
+        EXPECT_TRUE(sameProgram(a.programs[o], b.programs[o]))
+            << "device " << d << " instruction " << i;
+      EXPECT_EQ(a.reductionRanges, b.reductionRanges);
+    }
+  EXPECT_EQ(back.devices[1].instrs[1].reductionRanges,
+            (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
+}
+
+TEST(PlanPrograms, VersionIsOneOne) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 1u);
+}
+
+TEST(PlanPrograms, EverySingleBitFlipIsRejected) {
+  const std::vector<uint8_t> clean = bytesOf(withProgramsOnly(makeTwoDevicePlan()));
+  std::vector<uint8_t> bytes = clean;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    bytes[i] ^= static_cast<uint8_t>(1u << (i % 8));
+    EXPECT_NE(readError(bytes), "") << "byte " << i;
+    bytes[i] = clean[i];
+  }
+}
+
+/// Every bit of the PLAN section of a plan with programs, re-signed: the
+/// FlatBuffers verifier and the program checks see the damage. Nothing may
+/// crash (run under sanitizers too), and what loads must run or fail
+/// cleanly in the interpreter's own checks.
+TEST(PlanPrograms, ResignedDamageNeverCrashes) {
+  const std::vector<uint8_t> clean =
+      bytesOf(withProgramsOnly(makeTwoDevicePlan()));
+  uint64_t off = ct::loadLE(&clean[entry(0) + 8], 8);
+  uint64_t size = ct::loadLE(&clean[entry(0) + 16], 8);
+  size_t rejected = 0, total = 0;
+  std::vector<uint8_t> bytes = clean;
+  for (uint64_t i = off; i < off + size; ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      bytes[i] ^= static_cast<uint8_t>(1u << bit);
+      ct::storeLE(&bytes[entry(0) + 24], ct::fnv1a64(&bytes[off], size), 8);
+      resignHeader(bytes);
+      Plan plan;
+      if (!readPlanBytes(bytes, plan).empty())
+        ++rejected;
+      ++total;
+      bytes[i] = clean[i];
+    }
+  EXPECT_GT(rejected, 0u);
+  EXPECT_LT(rejected, total);
+}
+
+/// The two-device plan with programs, its device-1 Relu program edited.
+template <typename Edit> void expectInvalidProgram(Edit edit,
+                                                   const std::string &needle) {
+  Plan plan = withProgramsOnly(makeTwoDevicePlan());
+  edit(plan.devices[1].instrs[0], plan.devices[1].instrs[1]);
+  expectInvalid(plan, needle);
+}
+
+TEST(PlanPrograms, CorruptProgramsAreRejected) {
+  using I = Instr;
+  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[4].operands = {2, 4}; },
+                       "node 4: operand 4 is not an earlier node");
+  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[2].operands = {0, 3}; },
+                       "node 2: operand 3 is not an earlier node");
+  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[0].var = 2; },
+                       "node 0: variable 2 is out of range");
+  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[2].input = 1; },
+                       "node 2: input 1 is out of range");
+  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[2].operands = {0}; },
+                       "has 1 indices but the input has rank 2");
+  expectInvalidProgram([](I &r, I &) { r.programs[0].root = 5; },
+                       "root 5 is not a node id");
+  expectInvalidProgram([](I &r, I &) { r.programs[0].root = -1; },
+                       "root -1 is not a node id");
+  expectInvalidProgram(
+      [](I &r, I &) { r.programs[0].nodes[1].kind = static_cast<ExprNode::Kind>(9); },
+      "node 1: unknown node kind 9");
+  expectInvalidProgram(
+      [](I &r, I &) {
+        r.programs[0].nodes[4].kind = ExprNode::Kind::Binary;
+        r.programs[0].nodes[4].binary = static_cast<BinaryOp>(99);
+      },
+      "unknown binary operator 99");
+  expectInvalidProgram(
+      [](I &r, I &) { r.programs[0].nodes[4].function = static_cast<Function>(50); },
+      "unknown function 50");
+  expectInvalidProgram(
+      [](I &r, I &) { r.programs[0].nodes[4].function = Function::Select; },
+      "expects 3 operands, has 2");
+  expectInvalidProgram([](I &r, I &) { r.programs[0].outputVars = {0}; },
+                       "1 output variables for an output of rank 2");
+  expectInvalidProgram([](I &r, I &) { r.programs[0].varExtents[1] = -3; },
+                       "negative extent");
+  expectInvalidProgram([](I &r, I &) { r.programs.push_back(r.programs[0]); },
+                       "2 expression programs for 1 outputs");
+  expectInvalidProgram(
+      [](I &, I &s) { s.programs[0].nodes[3].reducer = static_cast<Reducer>(7); },
+      "unknown reducer 7");
+  expectInvalidProgram([](I &, I &s) { s.programs[0].nodes[3].vars = {2}; },
+                       "reduction variable 2 is out of range");
+  expectInvalidProgram([](I &, I &s) { s.programs[0].nodes[3].vars = {0}; },
+                       "is an output variable");
+  expectInvalidProgram([](I &, I &s) { s.programs[0].topReductionVars = {0}; },
+                       "top-level reduction variable 0 is not bound");
+  expectInvalidProgram([](I &, I &s) { s.reductionRanges = {{{2, 5}}}; },
+                       "reduction range [2, 5) of variable 1 is not inside [0, 4)");
+  expectInvalidProgram([](I &, I &s) { s.reductionRanges = {{{3, 2}}}; },
+                       "is not inside");
+  expectInvalidProgram([](I &, I &s) { s.reductionRanges = {{{0, 1}, {0, 1}}}; },
+                       "2 reduction ranges for 1 top-level");
+  expectInvalidProgram([](I &, I &s) { s.reductionRanges = {{}, {}}; },
+                       "2 reduction range lists for 1 expression programs");
+}
+
 TEST(PlanWriter, InitSizeMustMatch) {
   Plan plan = makeTwoDevicePlan();
   plan.devices[0].buffers[kBufW].init.push_back(0);

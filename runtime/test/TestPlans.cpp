@@ -162,3 +162,72 @@ Plan makePlan(int k) {
 
 Plan tofu::test::makeTwoDevicePlan() { return makePlan(2); }
 Plan tofu::test::makeOneDevicePlan() { return makePlan(1); }
+
+namespace {
+
+ExprNode node(ExprNode::Kind kind) {
+  ExprNode n;
+  n.kind = kind;
+  return n;
+}
+
+/// out[i, j] = max(in[i, j], 0) over a 4x4 tensor.
+ExprProgram reluProgram() {
+  ExprProgram p;
+  p.varExtents = {4, 4};
+  p.outputVars = {0, 1};
+  ExprNode i = node(ExprNode::Kind::Var), j = node(ExprNode::Kind::Var);
+  i.var = 0;
+  j.var = 1;
+  ExprNode x = node(ExprNode::Kind::Access);
+  x.input = 0;
+  x.operands = {0, 1};
+  ExprNode zero = node(ExprNode::Kind::Const);
+  ExprNode relu = node(ExprNode::Kind::Call);
+  relu.function = Function::Max;
+  relu.operands = {2, 3};
+  p.nodes = {i, j, x, zero, relu};
+  p.root = 4;
+  return p;
+}
+
+/// out[j] = sum_i in[i, j] over a 4x4 tensor.
+ExprProgram columnSumProgram() {
+  ExprProgram p;
+  p.varExtents = {4, 4}; // j, i
+  p.outputVars = {0};
+  p.topReductionVars = {1};
+  ExprNode j = node(ExprNode::Kind::Var), i = node(ExprNode::Kind::Var);
+  j.var = 0;
+  i.var = 1;
+  ExprNode y = node(ExprNode::Kind::Access);
+  y.input = 0;
+  y.operands = {1, 0};
+  ExprNode sum = node(ExprNode::Kind::Reduce);
+  sum.reducer = Reducer::Sum;
+  sum.operands = {2};
+  sum.vars = {1};
+  p.nodes = {j, i, y, sum};
+  p.root = 3;
+  return p;
+}
+
+} // namespace
+
+Plan tofu::test::withProgramsOnly(Plan plan) {
+  for (DeviceProgram &dev : plan.devices)
+    for (Instr &in : dev.instrs) {
+      if (in.kind != Instr::Kind::Compute)
+        continue;
+      if (in.kernel == "Relu") {
+        in.kernel = "ReluByProgram";
+        in.programs = {reluProgram()};
+      } else if (in.kernel == "BiasGrad") {
+        in.kernel = "ColumnSumByProgram";
+        in.programs = {columnSumProgram()};
+        const Box &rows = dev.buffers[in.inputs[0]].region;
+        in.reductionRanges = {{{rows.lo[0], rows.hi[0]}}};
+      }
+    }
+  return plan;
+}

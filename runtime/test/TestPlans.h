@@ -44,6 +44,12 @@ plan::Plan makeTwoDevicePlan();
 /// The same model on one device (no communication).
 plan::Plan makeOneDevicePlan();
 
+/// `plan` with its Relu and BiasGrad instructions replaced by kernels that
+/// have no native implementation ("ReluByProgram", "ColumnSumByProgram"),
+/// only expression programs: max(X[i, j], 0) and sum_i Y[i, j], the column
+/// sum restricted to the device's local rows through reductionRanges.
+plan::Plan withProgramsOnly(plan::Plan plan);
+
 } // namespace tofu::test
 
 #endif // TOFU_RUNTIME_TEST_TESTPLANS_H

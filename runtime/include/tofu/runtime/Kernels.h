@@ -11,31 +11,13 @@
 #ifndef TOFU_RUNTIME_KERNELS_H
 #define TOFU_RUNTIME_KERNELS_H
 
+#include "tofu/runtime/ComputeKernel.h"
 #include "tofu/runtime/Plan.h"
 
 #include <string>
 #include <vector>
 
 namespace tofu::runtime {
-
-/// One operand of a kernel call.
-struct TensorView {
-  void *data = nullptr;              ///< null for an absent optional input
-  plan::DType dtype = plan::DType::F32;
-  std::vector<int64_t> shape;        ///< local extents (hi - lo)
-  std::vector<int64_t> lo;           ///< global coordinates of element 0
-  std::vector<int64_t> globalShape;  ///< shape of the whole tensor
-
-  bool present() const { return data != nullptr; }
-  int64_t numElements() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
-  float *f32() const { return static_cast<float *>(data); }
-  int64_t *i64() const { return static_cast<int64_t *>(data); }
-};
 
 /// Arguments of one kernel call.
 struct KernelArgs {
@@ -47,6 +29,11 @@ struct KernelArgs {
   double floatAttr(const std::string &name, double dflt) const;
   /// Int attribute `name`, or `dflt`.
   int64_t intAttr(const std::string &name, int64_t dflt) const;
+  /// Ints attribute `name`, or `dflt`.
+  std::vector<int64_t> intsAttr(const std::string &name,
+                                const std::vector<int64_t> &dflt) const;
+  /// True when attribute `name` is given.
+  bool hasAttr(const std::string &name) const;
   /// String attribute `name`, or `dflt`.
   std::string stringAttr(const std::string &name,
                          const std::string &dflt) const;
@@ -54,6 +41,14 @@ struct KernelArgs {
 
 /// A CPU kernel.
 using KernelFn = std::string (*)(const KernelArgs &args);
+
+/// The error a kernel returns when it cannot handle a local configuration
+/// that is nevertheless valid (e.g. a split it does not implement):
+/// `runCompute` then falls back to the expression interpreter if the op has
+/// a program, and reports `why` otherwise.
+std::string unsupportedConfiguration(const std::string &why);
+/// True when `error` came from unsupportedConfiguration.
+bool isUnsupportedConfiguration(const std::string &error);
 
 /// The kernel registered under `name` (= TDL op name), or null.
 KernelFn lookupKernel(const std::string &name);
@@ -64,6 +59,8 @@ std::vector<std::string> registeredKernels();
 /// Registration hooks of the kernel families (called once by the registry).
 void registerElementwiseKernels(void (*add)(const char *, KernelFn));
 void registerMatrixKernels(void (*add)(const char *, KernelFn));
+void registerMatMulKernels(void (*add)(const char *, KernelFn));
+void registerConvKernels(void (*add)(const char *, KernelFn));
 void registerLossKernels(void (*add)(const char *, KernelFn));
 
 } // namespace tofu::runtime

@@ -130,7 +130,8 @@ struct ExprNode {
     Var = 1,    ///< the current value of index variable `var`
     Access = 2, ///< input `input` at indices operands[0..rank) (global
                 ///< coordinates, truncated to integers); outside the tensor's
-                ///< global shape it reads 0 (padding)
+                ///< global shape it reads 0 (padding). The runtime rounds
+                ///< each index with std::floor, as the TDL evaluator does.
     Neg = 3,    ///< -operands[0]
     Binary = 4, ///< operands[0] `binary` operands[1]
     Call = 5,   ///< `function`(operands...); Select(c, a, b) = c != 0 ? a : b

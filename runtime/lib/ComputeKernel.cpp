@@ -1,0 +1,166 @@
+//===- ComputeKernel.cpp - Run one compute op on local buffers ------------===//
+//
+// Validates the operand views, then dispatches to the native kernel or the
+// expression interpreter (see ComputeKernel.h for the rules).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tofu/runtime/ComputeKernel.h"
+
+#include "ExprInterpreter.h"
+#include "tofu/runtime/Kernels.h"
+
+using namespace tofu::runtime;
+using namespace tofu::plan;
+
+namespace {
+
+const char kUnsupportedTag[] = "unsupported configuration: ";
+
+std::string checkView(const TensorView &v, const std::string &what) {
+  size_t rank = v.globalShape.size();
+  if (v.shape.size() != rank || v.lo.size() != rank)
+    return what + ": shape, lo and globalShape have different ranks (" +
+           std::to_string(v.shape.size()) + ", " + std::to_string(v.lo.size()) +
+           ", " + std::to_string(rank) + ")";
+  if (v.dtype > DType::Bool)
+    return what + ": unknown element type";
+  for (size_t d = 0; d < rank; ++d)
+    if (v.shape[d] < 0 || v.lo[d] < 0 ||
+        v.lo[d] > v.globalShape[d] - v.shape[d])
+      return what + ": local box [" + std::to_string(v.lo[d]) + ", +" +
+             std::to_string(v.shape[d]) + ") of dimension " +
+             std::to_string(d) + " lies outside the global extent " +
+             std::to_string(v.globalShape[d]);
+  return "";
+}
+
+std::string interpret(const std::vector<TensorView> &inputs,
+                      const std::vector<TensorView> &outputs,
+                      const std::vector<ExprProgram> &programs,
+                      const std::vector<ReductionRanges> &reductionRanges) {
+  if (programs.size() != outputs.size())
+    return std::to_string(programs.size()) + " expression programs for " +
+           std::to_string(outputs.size()) + " outputs";
+  if (!reductionRanges.empty() && reductionRanges.size() != programs.size())
+    return std::to_string(reductionRanges.size()) +
+           " reduction range lists for " + std::to_string(programs.size()) +
+           " programs";
+  static const ReductionRanges kWhole;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const ReductionRanges &r =
+        reductionRanges.empty() ? kWhole : reductionRanges[o];
+    if (std::string err = evaluateProgram(programs[o], inputs, outputs[o], r);
+        !err.empty())
+      return "output " + std::to_string(o) + ": " + err;
+  }
+  return "";
+}
+
+} // namespace
+
+TensorView TensorView::ofRegion(void *data, DType dtype, const Box &region,
+                                std::vector<int64_t> globalShape) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.lo = region.lo;
+  for (size_t d = 0; d < region.lo.size() && d < region.hi.size(); ++d)
+    v.shape.push_back(region.hi[d] - region.lo[d]);
+  v.globalShape = std::move(globalShape);
+  return v;
+}
+
+TensorView TensorView::whole(void *data, DType dtype,
+                             std::vector<int64_t> shape) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.lo.assign(shape.size(), 0);
+  v.shape = shape;
+  v.globalShape = std::move(shape);
+  return v;
+}
+
+Box TensorView::region() const {
+  Box b;
+  b.lo = lo;
+  for (size_t d = 0; d < lo.size() && d < shape.size(); ++d)
+    b.hi.push_back(lo[d] + shape[d]);
+  return b;
+}
+
+std::string tofu::runtime::unsupportedConfiguration(const std::string &why) {
+  return kUnsupportedTag + why;
+}
+
+bool tofu::runtime::isUnsupportedConfiguration(const std::string &error) {
+  return error.compare(0, sizeof(kUnsupportedTag) - 1, kUnsupportedTag) == 0;
+}
+
+bool tofu::runtime::hasNativeKernel(const std::string &kernel) {
+  return lookupKernel(kernel) != nullptr;
+}
+
+std::string tofu::runtime::runCompute(
+    const std::string &kernel, const std::vector<Attr> &attrs,
+    const std::vector<TensorView> &inputs,
+    const std::vector<TensorView> &outputs,
+    const std::vector<ExprProgram> &programs,
+    const std::vector<ReductionRanges> &reductionRanges, ComputePath path,
+    ComputePath *used) {
+  const std::string who = "kernel '" + kernel + "': ";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].present())
+      if (std::string err = checkView(inputs[i], "input " + std::to_string(i));
+          !err.empty())
+        return who + err;
+  bool anyOutput = false;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (!outputs[o].present() && outputs[o].numElements() > 0)
+      return who + "output " + std::to_string(o) + " has no buffer";
+    if (std::string err = checkView(outputs[o], "output " + std::to_string(o));
+        !err.empty())
+      return who + err;
+    anyOutput |= outputs[o].numElements() > 0;
+  }
+  if (!anyOutput && !outputs.empty())
+    return ""; // an empty share: nothing to compute
+
+  KernelFn native = path == ComputePath::Interpreter ? nullptr
+                                                      : lookupKernel(kernel);
+  std::string nativeError;
+  if (native) {
+    KernelArgs args;
+    args.inputs = inputs;
+    args.outputs = outputs;
+    args.attrs = &attrs;
+    nativeError = native(args);
+    if (nativeError.empty()) {
+      if (used)
+        *used = ComputePath::Native;
+      return "";
+    }
+    if (!isUnsupportedConfiguration(nativeError) || programs.empty() ||
+        path == ComputePath::Native)
+      return who + nativeError;
+  } else if (path == ComputePath::Native) {
+    return who + "no native CPU kernel is registered under this name";
+  }
+  if (programs.empty()) {
+    std::string names;
+    for (const std::string &n : registeredKernels())
+      names += (names.empty() ? "" : ", ") + n;
+    return who + "no native CPU kernel (available: " + names +
+           ") and no expression program; add a kernel to the runtime or a "
+           "TDL spec that is not opaque";
+  }
+  if (std::string err =
+          interpret(inputs, outputs, programs, reductionRanges);
+      !err.empty())
+    return who + (nativeError.empty() ? "" : nativeError + "; ") +
+           "interpreter: " + err;
+  if (used)
+    *used = ComputePath::Interpreter;
+  return "";
+}

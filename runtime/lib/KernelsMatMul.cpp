@@ -1,0 +1,160 @@
+//===- KernelsMatMul.cpp - N-D batched MatMul (ONNX) via cblas_sgemm ------===//
+//
+// MatMul(A, B) -> Y with ONNX (numpy) semantics: A [..., M, K] times
+// B [..., K, N]; a 1-D A is [1, K] and a 1-D B is [K, 1] with that dimension
+// dropped from Y; the batch dimensions broadcast (decided from the GLOBAL
+// shapes: a global extent of 1 against a larger one reads index 0).
+//
+// Local execution: Y's local box selects the batch elements, rows and
+// columns to compute; A and B must hold them (supersets are fine). The sum
+// runs over the K slice the inputs hold, which must be the same slice in A
+// and B: a K split gives a partial product that the plan's Reduce sums.
+// One cblas_sgemm per local batch element.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Blas.h"
+#include "tofu/runtime/Kernels.h"
+
+using namespace tofu::runtime;
+using tofu::plan::DType;
+
+namespace {
+
+std::string dims(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+/// Local flat offset of one operand's batch element for each local batch
+/// element of Y (odometer over Y's local batch box).
+std::string batchOffsets(const TensorView &Y, size_t yBatch,
+                         const TensorView &X, size_t xBatch, int64_t matrix,
+                         const char *what, std::vector<int64_t> &offsets) {
+  // contrib[i][k]: offset of Y's local batch index k in dimension i.
+  std::vector<std::vector<int64_t>> contrib(yBatch);
+  int64_t stride = matrix;
+  for (size_t j = xBatch; j-- > 0;) {
+    size_t i = j + (yBatch - xBatch);
+    int64_t gx = X.globalShape[j], gy = Y.globalShape[i];
+    if (gx != gy && gx != 1)
+      return std::string(what) + ": batch dimension " + std::to_string(j) +
+             " has global extent " + std::to_string(gx) +
+             ", not broadcastable to " + std::to_string(gy);
+    for (int64_t k = 0; k < Y.shape[i]; ++k) {
+      int64_t global = (gx == 1 && gy != 1) ? 0 : Y.lo[i] + k;
+      int64_t local = global - X.lo[j];
+      if (local < 0 || local >= X.shape[j])
+        return unsupportedConfiguration(
+            std::string(what) + " lacks batch index " + std::to_string(global) +
+            " of dimension " + std::to_string(j) + " (holds [" +
+            std::to_string(X.lo[j]) + ", " +
+            std::to_string(X.lo[j] + X.shape[j]) + "))");
+      contrib[i].push_back(local * stride);
+    }
+    stride *= X.shape[j];
+  }
+  for (size_t i = 0; i < yBatch - xBatch; ++i)
+    contrib[i].assign(Y.shape[i], 0);
+  int64_t n = 1;
+  for (size_t i = 0; i < yBatch; ++i)
+    n *= Y.shape[i];
+  offsets.assign(n, 0);
+  std::vector<int64_t> idx(yBatch, 0);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t off = 0;
+    for (size_t i = 0; i < yBatch; ++i)
+      off += contrib[i][idx[i]];
+    offsets[e] = off;
+    for (size_t i = yBatch; i-- > 0;) {
+      if (++idx[i] < Y.shape[i])
+        break;
+      idx[i] = 0;
+    }
+  }
+  return "";
+}
+
+std::string matMul(const KernelArgs &args) {
+  if (args.inputs.size() != 2 || args.outputs.size() != 1)
+    return "expects inputs (A, B) and 1 output";
+  const TensorView &A = args.inputs[0], &B = args.inputs[1],
+                   &Y = args.outputs[0];
+  if (!A.present() || !B.present())
+    return "an input is missing";
+  if (A.dtype != DType::F32 || B.dtype != DType::F32 || Y.dtype != DType::F32)
+    return "operands must be float32";
+  const size_t ra = A.shape.size(), rb = B.shape.size(), ry = Y.shape.size();
+  if (ra == 0 || rb == 0)
+    return "inputs must have rank 1 or more";
+  const bool vecA = ra == 1, vecB = rb == 1;
+  const size_t aBatch = vecA ? 0 : ra - 2, bBatch = vecB ? 0 : rb - 2;
+  const size_t yBatch = std::max(aBatch, bBatch);
+  if (ry != yBatch + (vecA ? 0 : 1) + (vecB ? 0 : 1))
+    return "output rank " + std::to_string(ry) + " does not fit inputs of rank " +
+           std::to_string(ra) + " and " + std::to_string(rb);
+
+  // Global consistency: K, M, N.
+  const size_t aK = ra - 1, bK = vecB ? 0 : rb - 2;
+  if (A.globalShape[aK] != B.globalShape[bK])
+    return "global inner dimensions differ: A " + dims(A.globalShape) +
+           " B " + dims(B.globalShape);
+  // Local positions (global coordinates) of Y's rows and columns.
+  int64_t M = 1, N = 1, yM0 = 0, yN0 = 0;
+  if (!vecA) {
+    size_t d = yBatch;
+    if (Y.globalShape[d] != A.globalShape[ra - 2])
+      return "global row counts differ: A " + dims(A.globalShape) + " Y " +
+             dims(Y.globalShape);
+    M = Y.shape[d];
+    yM0 = Y.lo[d];
+  }
+  if (!vecB) {
+    size_t d = ry - 1;
+    if (Y.globalShape[d] != B.globalShape[rb - 1])
+      return "global column counts differ: B " + dims(B.globalShape) +
+             " Y " + dims(Y.globalShape);
+    N = Y.shape[d];
+    yN0 = Y.lo[d];
+  }
+  // The K slice: the same in A and B.
+  const int64_t K = A.shape[aK];
+  if (A.lo[aK] != B.lo[bK] || B.shape[bK] != K)
+    return unsupportedConfiguration(
+        "A holds K [" + std::to_string(A.lo[aK]) + ", " +
+        std::to_string(A.lo[aK] + K) + ") but B holds K [" +
+        std::to_string(B.lo[bK]) + ", " +
+        std::to_string(B.lo[bK] + B.shape[bK]) + ")");
+  // Row and column offsets inside A and B.
+  int64_t aRows = vecA ? 1 : A.shape[ra - 2];
+  int64_t aRow0 = vecA ? 0 : yM0 - A.lo[ra - 2];
+  int64_t bCols = vecB ? 1 : B.shape[rb - 1];
+  int64_t bCol0 = vecB ? 0 : yN0 - B.lo[rb - 1];
+  if (aRow0 < 0 || aRow0 + M > aRows)
+    return unsupportedConfiguration("A lacks rows of Y's local box");
+  if (bCol0 < 0 || bCol0 + N > bCols)
+    return unsupportedConfiguration("B lacks columns of Y's local box");
+
+  std::vector<int64_t> aOff, bOff;
+  if (auto err = batchOffsets(Y, yBatch, A, aBatch, aRows * K, "A", aOff);
+      !err.empty())
+    return err;
+  if (auto err = batchOffsets(Y, yBatch, B, bBatch, K * bCols, "B", bOff);
+      !err.empty())
+    return err;
+  const float *a = A.f32(), *b = B.f32();
+  float *y = Y.f32();
+  for (size_t e = 0; e < aOff.size(); ++e)
+    sgemm(false, false, M, N, K, 1.0f, a + aOff[e] + aRow0 * K, K,
+          b + bOff[e] + bCol0, bCols, 0.0f, y + e * M * N, N);
+  return "";
+}
+
+} // namespace
+
+void tofu::runtime::registerMatMulKernels(void (*addKernel)(const char *,
+                                                            KernelFn)) {
+  addKernel("MatMul", matMul);
+}

@@ -1,0 +1,621 @@
+//===- KernelsConvTest.cpp - MatMul and Conv kernels vs double references -===//
+//
+// Each native kernel against a straightforward float64 reference on random
+// inputs: MatMul with batch broadcasting and 1-D operands; Conv,
+// ConvGradInput, ConvGradWeight and ConvBiasGrad over 1-D and 2-D shapes,
+// strides, asymmetric pads, dilations and groups. Partitioned execution:
+// local boxes with halos, channel and kernel splits giving partial sums
+// (which must add up to the reference), and a missing halo (an error, never
+// a wrong value).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tofu/runtime/ComputeKernel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace tofu::runtime;
+using tofu::plan::Attr;
+using tofu::plan::Box;
+using tofu::plan::DType;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+int64_t count(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+/// A whole tensor in double precision (the reference's view) and float.
+struct Tensor {
+  Shape shape;
+  std::vector<double> v;
+  double &at(const Shape &idx) { return v[flat(idx)]; }
+  double at(const Shape &idx) const { return v[flat(idx)]; }
+  int64_t flat(const Shape &idx) const {
+    int64_t f = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      f = f * shape[d] + idx[d];
+    return f;
+  }
+  std::vector<float> floats() const {
+    return std::vector<float>(v.begin(), v.end());
+  }
+};
+
+Tensor zeros(Shape shape) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.v.assign(count(t.shape), 0.0);
+  return t;
+}
+
+Tensor random(Shape shape, uint32_t seed) {
+  Tensor t = zeros(std::move(shape));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (double &x : t.v)
+    x = dist(gen); // float-representable
+  return t;
+}
+
+/// Advances `idx` through box [lo, hi); false when done.
+bool next(Shape &idx, const Shape &lo, const Shape &hi) {
+  for (size_t d = idx.size(); d-- > 0;) {
+    if (++idx[d] < hi[d])
+      return true;
+    idx[d] = lo[d];
+  }
+  return false;
+}
+
+Box whole(const Shape &s) { return {Shape(s.size(), 0), s}; }
+
+/// The elements of `t` in box `b`, row-major, as float.
+std::vector<float> slice(const Tensor &t, const Box &b) {
+  std::vector<float> out;
+  Box bb = b;
+  for (size_t d = 0; d < bb.lo.size(); ++d)
+    if (bb.lo[d] >= bb.hi[d])
+      return out;
+  Shape idx = b.lo;
+  do
+    out.push_back(static_cast<float>(t.at(idx)));
+  while (next(idx, b.lo, b.hi));
+  return out;
+}
+
+/// Expects `got` (box `b` of a tensor) to equal `want` in that box.
+void expectBox(const std::vector<float> &got, const Tensor &want, const Box &b,
+               double tol = 1e-4) {
+  std::vector<float> w = slice(want, b);
+  ASSERT_EQ(got.size(), w.size());
+  for (size_t i = 0; i < w.size(); ++i)
+    ASSERT_NEAR(got[i], w[i], tol * (1 + std::fabs(w[i]))) << "element " << i;
+}
+
+Attr ints(const char *name, Shape v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+Attr integer(const char *name, int64_t v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::Int;
+  a.i = v;
+  return a;
+}
+
+//===----------------------------------------------------------------------===//
+// MatMul
+//===----------------------------------------------------------------------===//
+
+/// numpy matmul in double.
+Tensor refMatMul(const Tensor &A, const Tensor &B) {
+  Shape a = A.shape, b = B.shape;
+  bool vecA = a.size() == 1, vecB = b.size() == 1;
+  if (vecA)
+    a.insert(a.begin(), 1);
+  if (vecB)
+    b.push_back(1);
+  size_t ab = a.size() - 2, bb = b.size() - 2, yb = std::max(ab, bb);
+  Shape batch(yb);
+  for (size_t i = 0; i < yb; ++i) {
+    int64_t x = i + ab >= yb ? a[i + ab - yb] : 1;
+    int64_t y = i + bb >= yb ? b[i + bb - yb] : 1;
+    batch[i] = std::max(x, y);
+  }
+  int64_t M = a[ab], K = a[ab + 1], N = b[bb + 1];
+  Shape yShape = batch;
+  if (!vecA)
+    yShape.push_back(M);
+  if (!vecB)
+    yShape.push_back(N);
+  Tensor Y = zeros(yShape);
+  Shape bi(yb, 0);
+  int64_t e = 0;
+  do {
+    int64_t aoff = 0, boff = 0;
+    for (size_t i = 0; i < ab; ++i)
+      aoff = aoff * a[i] + (a[i] == 1 ? 0 : bi[i + yb - ab]);
+    for (size_t i = 0; i < bb; ++i)
+      boff = boff * b[i] + (b[i] == 1 ? 0 : bi[i + yb - bb]);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k)
+          s += A.v[(aoff * M + m) * K + k] * B.v[(boff * K + k) * N + n];
+        Y.v[(e * M + m) * N + n] = s;
+      }
+    ++e;
+  } while (yb > 0 && next(bi, Shape(yb, 0), batch));
+  return Y;
+}
+
+TEST(MatMulKernel, BatchedBroadcastingAndVectors) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 4}, {4, 5}},       {{2, 3, 4}, {4, 5}},    {{4}, {2, 4, 3}},
+      {{2, 1, 3, 4}, {5, 4, 6}}, {{3, 4}, {4}},       {{4}, {4}},
+      {{1, 3, 4}, {2, 4, 2}}, {{2, 3, 0}, {0, 5}},
+  };
+  uint32_t seed = 10;
+  for (const auto &[sa, sb] : cases) {
+    SCOPED_TRACE(::testing::Message() << "case " << seed);
+    Tensor A = random(sa, seed++), B = random(sb, seed++);
+    Tensor want = refMatMul(A, B);
+    std::vector<float> a = A.floats(), b = B.floats(),
+                       y(count(want.shape), -7.0f);
+    a.reserve(1); // a present (non-null) buffer even with no elements
+    b.reserve(1);
+    y.reserve(1);
+    ComputePath used;
+    ASSERT_EQ(runCompute("MatMul", {},
+                         {TensorView::whole(a.data(), DType::F32, sa),
+                          TensorView::whole(b.data(), DType::F32, sb)},
+                         {TensorView::whole(y.data(), DType::F32, want.shape)},
+                         {}, {}, ComputePath::Native, &used),
+              "");
+    expectBox(y, want, whole(want.shape));
+  }
+}
+
+TEST(MatMulKernel, LocalBoxesAndPartialK) {
+  // Y [2, 5, 6] = A [2, 5, 8] x B [8, 6]; this device: batch 1, rows
+  // [1, 4), columns [2, 5), K slice [3, 7) (a partial product).
+  Tensor A = random({2, 5, 8}, 1), B = random({8, 6}, 2);
+  Tensor part = zeros({2, 5, 6});
+  for (int64_t e = 0; e < 2; ++e)
+    for (int64_t m = 0; m < 5; ++m)
+      for (int64_t n = 0; n < 6; ++n)
+        for (int64_t k = 3; k < 7; ++k)
+          part.at({e, m, n}) += A.at({e, m, k}) * B.at({k, n});
+  Box aBox{{1, 0, 3}, {2, 5, 7}}, bBox{{3, 0}, {7, 6}},
+      yBox{{1, 1, 2}, {2, 4, 5}};
+  std::vector<float> a = slice(A, aBox), b = slice(B, bBox), y(9, -7.0f);
+  ASSERT_EQ(runCompute("MatMul", {},
+                       {TensorView::ofRegion(a.data(), DType::F32, aBox,
+                                             A.shape),
+                        TensorView::ofRegion(b.data(), DType::F32, bBox,
+                                             B.shape)},
+                       {TensorView::ofRegion(y.data(), DType::F32, yBox,
+                                             {2, 5, 6})},
+                       {}, {}, ComputePath::Native),
+            "");
+  expectBox(y, part, yBox);
+
+  // Different K slices in A and B: not a wrong value.
+  Box bOther{{2, 0}, {6, 6}};
+  std::vector<float> b2 = slice(B, bOther);
+  std::string err = runCompute(
+      "MatMul", {},
+      {TensorView::ofRegion(a.data(), DType::F32, aBox, A.shape),
+       TensorView::ofRegion(b2.data(), DType::F32, bOther, B.shape)},
+      {TensorView::ofRegion(y.data(), DType::F32, yBox, {2, 5, 6})}, {}, {});
+  EXPECT_NE(err.find("holds K"), std::string::npos) << err;
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+struct ConvCase {
+  int64_t N, C, M, G;
+  Shape in, k, strides, pads, dilations;
+
+  size_t sp() const { return in.size(); }
+  Shape xShape() const {
+    Shape s = {N, C};
+    s.insert(s.end(), in.begin(), in.end());
+    return s;
+  }
+  Shape wShape() const {
+    Shape s = {M, C / G};
+    s.insert(s.end(), k.begin(), k.end());
+    return s;
+  }
+  Shape out() const {
+    Shape o;
+    for (size_t s = 0; s < sp(); ++s)
+      o.push_back((in[s] + pads[s] + pads[sp() + s] -
+                   dilations[s] * (k[s] - 1) - 1) /
+                      strides[s] +
+                  1);
+    return o;
+  }
+  Shape yShape() const {
+    Shape s = {N, M};
+    Shape o = out();
+    s.insert(s.end(), o.begin(), o.end());
+    return s;
+  }
+  std::vector<Attr> attrs() const {
+    return {ints("strides", strides), ints("pads", pads),
+            ints("dilations", dilations), integer("group", G),
+            ints("kernel_shape", k)};
+  }
+  std::string describe() const {
+    auto l = [](const Shape &s) {
+      std::string r;
+      for (int64_t x : s)
+        r += std::to_string(x) + " ";
+      return r;
+    };
+    return "N" + std::to_string(N) + " C" + std::to_string(C) + " M" +
+           std::to_string(M) + " G" + std::to_string(G) + " in " + l(in) +
+           "k " + l(k) + "s " + l(strides) + "p " + l(pads) + "d " +
+           l(dilations);
+  }
+};
+
+/// Calls f(n, m, c, cw, o, kk, i) for every term of the convolution sum
+/// whose input position i lies inside the input.
+template <typename F> void forEachTerm(const ConvCase &c, F f) {
+  const size_t sp = c.sp();
+  const Shape out = c.out();
+  const int64_t Cg = c.C / c.G, Mg = c.M / c.G;
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t cw = 0; cw < Cg; ++cw) {
+        int64_t ch = (m / Mg) * Cg + cw;
+        Shape o(sp, 0);
+        do {
+          Shape kk(sp, 0);
+          do {
+            Shape i(sp);
+            bool inside = true;
+            for (size_t s = 0; s < sp; ++s) {
+              i[s] = o[s] * c.strides[s] - c.pads[s] + kk[s] * c.dilations[s];
+              inside &= i[s] >= 0 && i[s] < c.in[s];
+            }
+            if (inside)
+              f(n, m, ch, cw, o, kk, i);
+          } while (next(kk, Shape(sp, 0), c.k));
+        } while (next(o, Shape(sp, 0), out));
+      }
+}
+
+Shape cat(Shape a, const Shape &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<ConvCase> convCases() {
+  return {
+      {2, 3, 4, 1, {9}, {3}, {1}, {1, 1}, {1}},
+      {2, 4, 6, 2, {11}, {3}, {2}, {2, 0}, {2}},
+      {1, 3, 2, 1, {6, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+      {2, 4, 4, 4, {7, 6}, {3, 2}, {2, 1}, {0, 1, 2, 0}, {1, 2}},
+      {1, 6, 4, 2, {8, 8}, {2, 3}, {3, 2}, {1, 0, 0, 2}, {2, 1}},
+      {3, 2, 3, 1, {5, 5}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}},
+  };
+}
+
+TEST(ConvKernels, WholeTensorsMatchTheReference) {
+  uint32_t seed = 100;
+  for (const ConvCase &c : convCases()) {
+    SCOPED_TRACE(c.describe());
+    Tensor X = random(c.xShape(), seed++), W = random(c.wShape(), seed++),
+           B = random({c.M}, seed++), dY = random(c.yShape(), seed++);
+    Tensor Y = zeros(c.yShape()), dX = zeros(c.xShape()),
+           dW = zeros(c.wShape()), dB = zeros({c.M});
+    forEachTerm(c, [&](int64_t n, int64_t m, int64_t ch, int64_t cw,
+                       const Shape &o, const Shape &kk, const Shape &i) {
+      Y.at(cat({n, m}, o)) += X.at(cat({n, ch}, i)) * W.at(cat({m, cw}, kk));
+      dX.at(cat({n, ch}, i)) += dY.at(cat({n, m}, o)) * W.at(cat({m, cw}, kk));
+      dW.at(cat({m, cw}, kk)) += dY.at(cat({n, m}, o)) * X.at(cat({n, ch}, i));
+    });
+    for (int64_t f = 0; f < count(c.yShape()); ++f)
+      dB.v[(f / count(c.out())) % c.M] += dY.v[f];
+    Tensor YB = Y;
+    for (int64_t f = 0; f < count(c.yShape()); ++f)
+      YB.v[f] += B.v[(f / count(c.out())) % c.M];
+
+    std::vector<float> x = X.floats(), w = W.floats(), b = B.floats(),
+                       dy = dY.floats();
+    auto run = [&](const char *kernel, std::vector<TensorView> in,
+                   const Shape &outShape, const Tensor &want) {
+      SCOPED_TRACE(kernel);
+      std::vector<float> out(count(outShape), -7.0f);
+      ComputePath used;
+      ASSERT_EQ(runCompute(kernel, c.attrs(), in,
+                           {TensorView::whole(out.data(), DType::F32, outShape)},
+                           {}, {}, ComputePath::Native, &used),
+                "");
+      expectBox(out, want, whole(outShape));
+    };
+    auto v = [](std::vector<float> &d, const Shape &s) {
+      return TensorView::whole(d.data(), DType::F32, s);
+    };
+    run("Conv", {v(x, c.xShape()), v(w, c.wShape())}, c.yShape(), Y);
+    run("Conv", {v(x, c.xShape()), v(w, c.wShape()), v(b, {c.M})}, c.yShape(),
+        YB);
+    // X and W are not read by the gradients: pass absent data, global shape.
+    TensorView xShapeOnly = v(x, c.xShape()), wShapeOnly = v(w, c.wShape());
+    run("ConvGradInput", {v(dy, c.yShape()), v(w, c.wShape()), xShapeOnly},
+        c.xShape(), dX);
+    run("ConvGradWeight", {v(dy, c.yShape()), v(x, c.xShape()), wShapeOnly},
+        c.wShape(), dW);
+    run("ConvBiasGrad", {v(dy, c.yShape())}, {c.M}, dB);
+  }
+}
+
+/// Index range [lo, hi) of input positions that outputs [o0, o1) of spatial
+/// dimension s read (clipped to the input).
+std::pair<int64_t, int64_t> inputRange(const ConvCase &c, size_t s, int64_t o0,
+                                       int64_t o1) {
+  int64_t lo = o0 * c.strides[s] - c.pads[s];
+  int64_t hi = (o1 - 1) * c.strides[s] - c.pads[s] +
+               (c.k[s] - 1) * c.dilations[s] + 1;
+  return {std::max<int64_t>(lo, 0), std::min(hi, c.in[s])};
+}
+
+TEST(ConvKernels, SpatialSplitWithHalo) {
+  uint32_t seed = 300;
+  for (const ConvCase &c : convCases()) {
+    SCOPED_TRACE(c.describe());
+    Tensor X = random(c.xShape(), seed++), W = random(c.wShape(), seed++);
+    Tensor Y = zeros(c.yShape());
+    forEachTerm(c, [&](int64_t n, int64_t m, int64_t ch, int64_t cw,
+                       const Shape &o, const Shape &kk, const Shape &i) {
+      Y.at(cat({n, m}, o)) += X.at(cat({n, ch}, i)) * W.at(cat({m, cw}, kk));
+    });
+    std::vector<float> w = W.floats();
+    const Shape out = c.out();
+    // Three parts along the first spatial output dimension, and the
+    // second half of the output channels.
+    for (int part = 0; part < 3; ++part) {
+      int64_t o0 = out[0] * part / 3, o1 = out[0] * (part + 1) / 3;
+      if (o0 == o1)
+        continue;
+      Box yBox = whole(c.yShape());
+      yBox.lo[2] = o0;
+      yBox.hi[2] = o1;
+      yBox.lo[1] = c.M / 2;
+      Box xBox = whole(c.xShape());
+      auto [i0, i1] = inputRange(c, 0, o0, o1);
+      xBox.lo[2] = i0;
+      xBox.hi[2] = std::max(i0, i1);
+      std::vector<float> x = slice(X, xBox), y(count(c.yShape()), -7.0f);
+      y.resize(slice(Y, yBox).size());
+      ASSERT_EQ(runCompute("Conv", c.attrs(),
+                           {TensorView::ofRegion(x.data(), DType::F32, xBox,
+                                                 c.xShape()),
+                            TensorView::whole(w.data(), DType::F32,
+                                              c.wShape())},
+                           {TensorView::ofRegion(y.data(), DType::F32, yBox,
+                                                 c.yShape())},
+                           {}, {}, ComputePath::Native),
+                "")
+          << "part " << part;
+      expectBox(y, Y, yBox);
+
+      // Without the halo's last input row (when it is inside the input)
+      // the kernel refuses rather than computing a wrong value.
+      if (xBox.hi[2] - xBox.lo[2] >= 2 && i1 <= c.in[0] && i1 > i0) {
+        Box small = xBox;
+        small.hi[2] -= 1;
+        std::vector<float> xs = slice(X, small);
+        std::string err = runCompute(
+            "Conv", c.attrs(),
+            {TensorView::ofRegion(xs.data(), DType::F32, small, c.xShape()),
+             TensorView::whole(w.data(), DType::F32, c.wShape())},
+            {TensorView::ofRegion(y.data(), DType::F32, yBox, c.yShape())},
+            {}, {});
+        EXPECT_NE(err.find("unsupported configuration"), std::string::npos)
+            << err;
+      }
+    }
+  }
+}
+
+TEST(ConvKernels, ChannelAndKernelSplitsGivePartialSums) {
+  uint32_t seed = 500;
+  for (const ConvCase &c : convCases()) {
+    SCOPED_TRACE(c.describe());
+    Tensor X = random(c.xShape(), seed++), W = random(c.wShape(), seed++);
+    Tensor Y = zeros(c.yShape());
+    forEachTerm(c, [&](int64_t n, int64_t m, int64_t ch, int64_t cw,
+                       const Shape &o, const Shape &kk, const Shape &i) {
+      Y.at(cat({n, m}, o)) += X.at(cat({n, ch}, i)) * W.at(cat({m, cw}, kk));
+    });
+    const int64_t Cg = c.C / c.G;
+    // Split the per-group input channels in two (when there are two) and
+    // the first kernel dimension in two: four partial sums.
+    std::vector<std::pair<int64_t, int64_t>> cws = {{0, Cg}};
+    if (Cg >= 2)
+      cws = {{0, Cg / 2}, {Cg / 2, Cg}};
+    std::vector<std::pair<int64_t, int64_t>> ks = {{0, c.k[0]}};
+    if (c.k[0] >= 2)
+      ks = {{0, 1}, {1, c.k[0]}};
+    std::vector<double> sum(count(c.yShape()), 0.0);
+    for (auto [c0, c1] : cws)
+      for (auto [k0, k1] : ks) {
+        Box wBox = whole(c.wShape());
+        wBox.lo[1] = c0;
+        wBox.hi[1] = c1;
+        wBox.lo[2] = k0;
+        wBox.hi[2] = k1;
+        // X: with one group, only the channel slice; else all channels.
+        Box xBox = whole(c.xShape());
+        if (c.G == 1) {
+          xBox.lo[1] = c0;
+          xBox.hi[1] = c1;
+        }
+        std::vector<float> x = slice(X, xBox), w = slice(W, wBox),
+                           y(count(c.yShape()), -7.0f);
+        ASSERT_EQ(runCompute("Conv", c.attrs(),
+                             {TensorView::ofRegion(x.data(), DType::F32, xBox,
+                                                   c.xShape()),
+                              TensorView::ofRegion(w.data(), DType::F32, wBox,
+                                                   c.wShape())},
+                             {TensorView::whole(y.data(), DType::F32,
+                                                c.yShape())},
+                             {}, {}, ComputePath::Native),
+                  "");
+        for (size_t e = 0; e < y.size(); ++e)
+          sum[e] += y[e];
+      }
+    std::vector<float> got(sum.begin(), sum.end());
+    expectBox(got, Y, whole(c.yShape()));
+  }
+}
+
+TEST(ConvKernels, GradientsOnLocalBoxes) {
+  uint32_t seed = 700;
+  for (const ConvCase &c : convCases()) {
+    SCOPED_TRACE(c.describe());
+    Tensor X = random(c.xShape(), seed++), W = random(c.wShape(), seed++),
+           dY = random(c.yShape(), seed++);
+    Tensor dX = zeros(c.xShape()), dW = zeros(c.wShape()), dB = zeros({c.M});
+    forEachTerm(c, [&](int64_t n, int64_t m, int64_t ch, int64_t cw,
+                       const Shape &o, const Shape &kk, const Shape &i) {
+      dX.at(cat({n, ch}, i)) += dY.at(cat({n, m}, o)) * W.at(cat({m, cw}, kk));
+      dW.at(cat({m, cw}, kk)) += dY.at(cat({n, m}, o)) * X.at(cat({n, ch}, i));
+    });
+    for (int64_t f = 0; f < count(c.yShape()); ++f)
+      dB.v[(f / count(c.out())) % c.M] += dY.v[f];
+    std::vector<float> w = W.floats();
+    const Shape out = c.out();
+
+    // ConvGradInput: dX split in two along the first spatial dimension;
+    // dY holds the output positions that reach it (clipped).
+    for (int part = 0; part < 2; ++part) {
+      int64_t i0 = c.in[0] * part / 2, i1 = c.in[0] * (part + 1) / 2;
+      Box dxBox = whole(c.xShape());
+      dxBox.lo[2] = i0;
+      dxBox.hi[2] = i1;
+      int64_t oLo = out[0], oHi = 0;
+      for (int64_t o = 0; o < out[0]; ++o)
+        for (int64_t kk = 0; kk < c.k[0]; ++kk) {
+          int64_t i = o * c.strides[0] - c.pads[0] + kk * c.dilations[0];
+          if (i >= i0 && i < i1) {
+            oLo = std::min(oLo, o);
+            oHi = std::max(oHi, o + 1);
+          }
+        }
+      Box dyBox = whole(c.yShape());
+      dyBox.lo[2] = std::min(oLo, oHi);
+      dyBox.hi[2] = oHi;
+      std::vector<float> dy = slice(dY, dyBox), dx(slice(dX, dxBox).size());
+      ASSERT_EQ(runCompute("ConvGradInput", c.attrs(),
+                           {TensorView::ofRegion(dy.data(), DType::F32, dyBox,
+                                                 c.yShape()),
+                            TensorView::whole(w.data(), DType::F32,
+                                              c.wShape()),
+                            TensorView::ofRegion(nullptr, DType::F32, dxBox,
+                                                 c.xShape())},
+                           {TensorView::ofRegion(dx.data(), DType::F32, dxBox,
+                                                 c.xShape())},
+                           {}, {}, ComputePath::Native),
+                "")
+          << "part " << part;
+      expectBox(dx, dX, dxBox);
+    }
+
+    // ConvGradWeight and ConvBiasGrad: batch x first-spatial split of dY
+    // (X with the halo), partial sums over the parts; dW's second half of
+    // the output channels.
+    Box dwBox = whole(c.wShape());
+    dwBox.lo[0] = c.M / 2;
+    std::vector<double> sumW(slice(dW, dwBox).size(), 0.0),
+        sumB(c.M, 0.0);
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int part = 0; part < 2; ++part) {
+        int64_t o0 = out[0] * part / 2, o1 = out[0] * (part + 1) / 2;
+        if (o0 == o1)
+          continue;
+        Box dyBox = whole(c.yShape());
+        dyBox.lo[0] = n;
+        dyBox.hi[0] = n + 1;
+        dyBox.lo[2] = o0;
+        dyBox.hi[2] = o1;
+        Box xBox = whole(c.xShape());
+        xBox.lo[0] = n;
+        xBox.hi[0] = n + 1;
+        auto [i0, i1] = inputRange(c, 0, o0, o1);
+        xBox.lo[2] = i0;
+        xBox.hi[2] = std::max(i0, i1);
+        std::vector<float> dy = slice(dY, dyBox), x = slice(X, xBox),
+                           dw(sumW.size(), -7.0f), db(c.M, -7.0f);
+        ASSERT_EQ(runCompute("ConvGradWeight", c.attrs(),
+                             {TensorView::ofRegion(dy.data(), DType::F32,
+                                                   dyBox, c.yShape()),
+                              TensorView::ofRegion(x.data(), DType::F32, xBox,
+                                                   c.xShape()),
+                              TensorView::absent()},
+                             {TensorView::ofRegion(dw.data(), DType::F32,
+                                                   dwBox, c.wShape())},
+                             {}, {}, ComputePath::Native),
+                  "");
+        ASSERT_EQ(runCompute("ConvBiasGrad", c.attrs(),
+                             {TensorView::ofRegion(dy.data(), DType::F32,
+                                                   dyBox, c.yShape())},
+                             {TensorView::whole(db.data(), DType::F32, {c.M})},
+                             {}, {}, ComputePath::Native),
+                  "");
+        for (size_t e = 0; e < dw.size(); ++e)
+          sumW[e] += dw[e];
+        for (int64_t m = 0; m < c.M; ++m)
+          sumB[m] += db[m];
+      }
+    expectBox(std::vector<float>(sumW.begin(), sumW.end()), dW, dwBox);
+    expectBox(std::vector<float>(sumB.begin(), sumB.end()), dB, whole({c.M}));
+  }
+}
+
+TEST(ConvKernels, AttributeErrors) {
+  ConvCase c{1, 2, 2, 1, {5}, {3}, {1}, {0, 0}, {1}};
+  std::vector<float> x(10), w(12), y(6);
+  auto run = [&](std::vector<Attr> attrs, Shape yShape) {
+    return runCompute("Conv", attrs,
+                      {TensorView::whole(x.data(), DType::F32, c.xShape()),
+                       TensorView::whole(w.data(), DType::F32, c.wShape())},
+                      {TensorView::whole(y.data(), DType::F32, yShape)}, {},
+                      {});
+  };
+  EXPECT_EQ(run(c.attrs(), c.yShape()), "");
+  Attr autoPad;
+  autoPad.name = "auto_pad";
+  autoPad.kind = Attr::Kind::String;
+  autoPad.s = "SAME_UPPER";
+  EXPECT_NE(run({autoPad}, c.yShape()).find("auto_pad"), std::string::npos);
+  EXPECT_NE(run({ints("kernel_shape", {2})}, c.yShape()).find("kernel_shape"),
+            std::string::npos);
+  EXPECT_NE(run({}, {1, 2, 4}).find("output extent 4"), std::string::npos);
+  EXPECT_NE(run({integer("group", 2)}, c.yShape()).find("input channels"),
+            std::string::npos);
+  EXPECT_NE(run({ints("strides", {0})}, c.yShape()).find("positive"),
+            std::string::npos);
+}
+
+} // namespace
