@@ -237,8 +237,11 @@ std::string CpuExecutor::execute(const Prepared &p) {
         touch(d, b);
     for (int32_t b : in.outputs)
       touch(d, b);
+    ComputePath path = interpretPrograms && !in.programs.empty()
+                           ? ComputePath::Interpreter
+                           : ComputePath::Auto;
     std::string err = runCompute(in.kernel, in.attrs, p.inputs, p.outputs,
-                                 in.programs, in.reductionRanges);
+                                 in.programs, in.reductionRanges, path);
     if (!err.empty())
       return describe(plan, d, p.index) + ": " + err;
     for (int32_t b : in.outputs)

@@ -108,6 +108,35 @@ TEST_F(TofuRun, TrainsAndReports) {
       << json;
 }
 
+TEST_F(TofuRun, InterpreterKernelsGiveTheSameLosses) {
+  // A Relu that carries a program (native kernel registered too) and a
+  // program-only column sum: both --kernels modes print the same losses.
+  Plan withPrograms = withProgramsOnly(makeTwoDevicePlan());
+  for (DeviceProgram &dev : withPrograms.devices)
+    for (Instr &in : dev.instrs)
+      if (in.kernel == "ReluByProgram")
+        in.kernel = "Relu";
+  ASSERT_EQ(writePlan(withPrograms, dir + "programs.bin"), "");
+  Result native = runTool(dir + "programs.bin --steps 3");
+  Result interp = runTool(dir + "programs.bin --steps 3 --kernels interpreter");
+  ASSERT_EQ(native.code, 0) << native.err;
+  ASSERT_EQ(interp.code, 0) << interp.err;
+  auto losses = [](const std::string &out) {
+    std::string l;
+    for (size_t p = out.find("loss "); p != std::string::npos;
+         p = out.find("loss ", p + 1))
+      l += out.substr(p, 14) + ";";
+    return l;
+  };
+  EXPECT_EQ(losses(native.out), losses(interp.out));
+  EXPECT_NE(losses(native.out), "");
+  Result bad = runTool(dir + "programs.bin --kernels fast");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--kernels expects native or interpreter"),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST_F(TofuRun, SavesTrainedWeights) {
   Result r = runTool(dir + "plan.bin --steps 4 --quiet --save " + dir +
                      "trained.onnx");

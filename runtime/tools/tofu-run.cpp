@@ -2,7 +2,7 @@
 //
 //   tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda] [--report out.json]
 //                     [--save trained.onnx] [--dump DIR] [--dump-plan]
-//                     [--quiet]
+//                     [--kernels native|interpreter] [--quiet]
 //
 // Loads and verifies plan.bin, runs N training steps on synthetic data and
 // reports loss, time, samples/s, peak memory and bytes moved (planned vs
@@ -39,7 +39,7 @@ namespace {
 const char *kUsage =
     "usage: tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda]\n"
     "                [--report out.json] [--save trained.onnx] [--dump DIR]\n"
-    "                [--dump-plan] [--quiet]\n"
+    "                [--dump-plan] [--kernels native|interpreter] [--quiet]\n"
     "\n"
     "  --steps N          training steps to run (default 10)\n"
     "  --backend B        auto (default: the CPU backend), cpu, or cuda\n"
@@ -47,6 +47,9 @@ const char *kUsage =
     "  --save FILE        write the trained weights into the plan's ONNX model\n"
     "  --dump DIR         write step-1 inputs, gradients and initial params as .npy\n"
     "  --dump-plan        print the plan summary and exit\n"
+    "  --kernels K        native (default: native kernels first, the TDL\n"
+    "                     expression interpreter for the rest) or interpreter\n"
+    "                     (every op that carries a TDL program is interpreted)\n"
     "  --quiet            print no per-step lines\n";
 
 int fail(const std::string &msg) {
@@ -56,6 +59,7 @@ int fail(const std::string &msg) {
 
 struct Options {
   std::string planPath, backend = "auto", reportPath, savePath, dumpDir;
+  std::string kernels = "native";
   int64_t steps = 10;
   bool dumpPlan = false, quiet = false;
 };
@@ -87,6 +91,12 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
           opts.backend != "cuda")
         return "--backend expects auto, cpu or cuda, got '" + opts.backend +
                "'";
+    } else if (a == "--kernels") {
+      if (!(err = value(opts.kernels)).empty())
+        return err;
+      if (opts.kernels != "native" && opts.kernels != "interpreter")
+        return "--kernels expects native or interpreter, got '" +
+               opts.kernels + "'";
     } else if (a == "--report") {
       if (!(err = value(opts.reportPath)).empty())
         return err;
@@ -286,6 +296,7 @@ int run(int argc, char **argv) {
   }
 
   CpuExecutor exec(plan);
+  exec.preferInterpreter(opts.kernels == "interpreter");
   if (std::string err = exec.init(); !err.empty())
     return fail(err);
   if (std::string err = exec.watchLoss(); !err.empty())

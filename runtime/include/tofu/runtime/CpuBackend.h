@@ -12,6 +12,7 @@
 #ifndef TOFU_RUNTIME_CPUBACKEND_H
 #define TOFU_RUNTIME_CPUBACKEND_H
 
+#include "tofu/runtime/ComputeKernel.h"
 #include "tofu/runtime/Kernels.h"
 #include "tofu/runtime/Plan.h"
 #include "tofu/runtime/SyntheticData.h"
@@ -27,6 +28,11 @@ class CpuExecutor {
 public:
   explicit CpuExecutor(const plan::Plan &plan);
   ~CpuExecutor();
+
+  /// Whether Compute instructions that carry expression programs run on the
+  /// interpreter even when a native kernel exists (a cross-check of the
+  /// kernels against their TDL specs; slower). Default: native first.
+  void preferInterpreter(bool prefer) { interpretPrograms = prefer; }
 
   /// Allocates the arenas, loads the initial parameter values and resolves
   /// every kernel. Must succeed before `runStep`.
@@ -80,6 +86,7 @@ private:
   std::map<std::pair<int32_t, int32_t>, Snapshot> watched;
   std::pair<int32_t, int32_t> lossBuffer{-1, -1};
   bool initialized = false;
+  bool interpretPrograms = false;
 };
 
 } // namespace tofu::runtime
