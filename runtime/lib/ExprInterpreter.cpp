@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 using namespace tofu::runtime;
 using namespace tofu::plan;
@@ -114,7 +115,9 @@ public:
             const TensorView &output, const ReductionRanges &ranges)
       : p(p), views(inputs), output(output), ranges(ranges) {}
 
-  std::string run();
+  /// Compiles the program, then writes output elements [begin, end) (flat
+  /// indices into the output's local box).
+  std::string run(int64_t begin, int64_t end);
 
 private:
   struct Placed {
@@ -483,23 +486,27 @@ void store(void *data, DType dtype, int64_t i, double v) {
   }
 }
 
-std::string Evaluator::run() {
+std::string Evaluator::run(int64_t begin, int64_t end) {
   if (std::string err = compile(); !err.empty())
     return err;
-  const int64_t n = output.numElements();
-  if (n == 0)
+  if (begin >= end)
     return "";
   runBlock(0);
   if (failed)
     return accessError();
   const size_t rank = p.outputVars.size();
-  std::vector<int64_t> idx(output.lo);
+  // The global coordinates of element `begin` of the output's local box.
+  std::vector<int64_t> idx(rank);
+  for (size_t d = rank, rest = static_cast<size_t>(begin); d-- > 0;) {
+    idx[d] = output.lo[d] + static_cast<int64_t>(rest) % output.shape[d];
+    rest /= static_cast<size_t>(output.shape[d]);
+  }
   std::vector<int32_t> outRegs;
   for (int32_t v : p.outputVars)
     outRegs.push_back(varRegister(p, v));
   for (size_t d = 0; d < rank; ++d)
     regs[outRegs[d]] = static_cast<double>(idx[d]);
-  for (int64_t e = 0; e < n; ++e) {
+  for (int64_t e = begin; e < end; ++e) {
     runBlock(1);
     if (failed)
       return accessError();
@@ -516,11 +523,48 @@ std::string Evaluator::run() {
   return "";
 }
 
+/// Rough cost of one output element: nodes plus the iterations of every
+/// reduction (nested reductions multiply).
+double elementCost(const ExprProgram &p) {
+  double cost = static_cast<double>(p.nodes.size());
+  for (const ExprNode &n : p.nodes)
+    if (n.kind == ExprNode::Kind::Reduce) {
+      double iterations = 1;
+      for (int32_t v : n.vars)
+        if (v >= 0 && static_cast<size_t>(v) < p.varExtents.size())
+          iterations *= static_cast<double>(p.varExtents[v]);
+      cost += iterations;
+    }
+  return cost;
+}
+
 } // namespace
 
 std::string tofu::runtime::evaluateProgram(const ExprProgram &program,
                                            const std::vector<TensorView> &inputs,
                                            const TensorView &output,
                                            const ReductionRanges &ranges) {
-  return Evaluator(program, inputs, output, ranges).run();
+  const int64_t n = output.numElements();
+  // Threads for large outputs: each compiles its own evaluator (registers,
+  // loop state) and writes a disjoint range of elements.
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, 16);
+  const double work = elementCost(program) * static_cast<double>(n);
+  if (work < 1e6 || n < 2 * static_cast<int64_t>(threads))
+    threads = 1;
+  if (threads == 1)
+    return Evaluator(program, inputs, output, ranges).run(0, n);
+  std::vector<std::string> errors(threads);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      int64_t begin = n * t / threads, end = n * (t + 1) / threads;
+      errors[t] = Evaluator(program, inputs, output, ranges).run(begin, end);
+    });
+  for (std::thread &th : pool)
+    th.join();
+  for (const std::string &err : errors)
+    if (!err.empty())
+      return err;
+  return "";
 }
