@@ -83,16 +83,22 @@ std::string parseGeometry(const KernelArgs &args,
   g.G = args.intAttr("group", 1);
   g.in.assign(x.begin() + 2, x.end());
   g.kernel.assign(w.begin() + 2, w.end());
-  g.strides = args.intsAttr("strides", std::vector<int64_t>(g.sp, 1));
-  g.dilations = args.intsAttr("dilations", std::vector<int64_t>(g.sp, 1));
+  // An absent or empty list means the ONNX default (TDL fills defaults in
+  // as empty lists).
+  auto intsOrDefault = [&](const char *name, std::vector<int64_t> fallback) {
+    std::vector<int64_t> value = args.intsAttr(name, fallback);
+    return value.empty() ? fallback : value;
+  };
+  g.strides = intsOrDefault("strides", std::vector<int64_t>(g.sp, 1));
+  g.dilations = intsOrDefault("dilations", std::vector<int64_t>(g.sp, 1));
   std::vector<int64_t> pads =
-      args.intsAttr("pads", std::vector<int64_t>(2 * g.sp, 0));
+      intsOrDefault("pads", std::vector<int64_t>(2 * g.sp, 0));
   if (g.strides.size() != g.sp || g.dilations.size() != g.sp ||
       pads.size() != 2 * g.sp)
     return "strides " + dims(g.strides) + ", dilations " + dims(g.dilations) +
            " and pads " + dims(pads) + " do not fit " + std::to_string(g.sp) +
            " spatial dimensions";
-  if (args.hasAttr("kernel_shape") &&
+  if (!args.intsAttr("kernel_shape", {}).empty() &&
       args.intsAttr("kernel_shape", {}) != g.kernel)
     return "kernel_shape " + dims(args.intsAttr("kernel_shape", {})) +
            " differs from W's spatial shape " + dims(g.kernel);

@@ -78,13 +78,16 @@ std::string transpose(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.size() != 1)
     return "expects 1 input and 1 output";
   const TensorView &X = args.inputs[0], &Y = args.outputs[0];
+  // Other ranks and permutations are left to the interpreter.
+  std::vector<int64_t> perm = args.intsAttr("perm", {});
+  if (X.shape.size() != 2 ||
+      !(perm.empty() || perm == std::vector<int64_t>{1, 0}))
+    return unsupportedConfiguration(
+        "the native Transpose handles 2-D [1, 0] only (rank " +
+        std::to_string(X.shape.size()) + ", perm " + dims(perm) + ")");
   for (auto [v, what] : {std::pair{&X, "X"}, {&Y, "Y"}})
     if (auto err = checkMatrix(*v, what); !err.empty())
       return err;
-  if (args.attrs)
-    for (const auto &a : *args.attrs)
-      if (a.name == "perm" && a.ints != std::vector<int64_t>{1, 0})
-        return "only the 2-D permutation [1, 0] is supported";
   int64_t M = X.shape[0], N = X.shape[1];
   if (Y.shape[0] != N || Y.shape[1] != M)
     return "local shapes do not match: X " + dims(X.shape) + " Y " +
