@@ -50,7 +50,9 @@ struct Expr {
     Number, ///< numeric literal (`num`; `isInt` when written without a dot)
     String, ///< string literal (`name` holds the text)
     Ident,  ///< identifier (`name`)
-    Splat,  ///< `*i` inside an index list or `*D` inside a shape (`name`)
+    Splat,  ///< `*i` inside an index list or `*D` inside a shape (`name`);
+            ///< `*list` (args[0], name empty): a static list spliced into
+            ///< an output shape or a comprehension spliced into an index list
     Access, ///< `name[args...]` tensor element
     Neg,    ///< `-args[0]`
     Not,    ///< `!args[0]`
@@ -58,6 +60,9 @@ struct Expr {
     Cond,   ///< `args[0] ? args[1] : args[2]`
     Call,   ///< `name(args..., namedArgs...)`
     Reduce, ///< `reducer(vars...) args[0]`
+    For,    ///< `for(v: count [if cond]) args[0]`: vars[0] = (v, count),
+            ///< args[1] = the optional filter; one element per static v in
+            ///< [0, count) passing the filter
   };
   Kind kind;
   Loc loc;
@@ -69,7 +74,9 @@ struct Expr {
   std::vector<ExprPtr> args;
   /// Call: `name=value` arguments (gradient rules only).
   std::vector<std::pair<std::string, ExprPtr>> namedArgs;
-  /// Reduce: the new index variables and their extents.
+  /// Reduce: the new index variables and their extents; a name starting
+  /// with '*' is a reduction splat whose extent is a `for` comprehension
+  /// (one variable per element, addressed as `r[key]`).
   std::vector<std::pair<std::string, ExprPtr>> vars;
 
   Expr(Kind kind, Loc loc) : kind(kind), loc(loc) {}
@@ -132,10 +139,20 @@ struct BodyStmt {
 };
 
 /// A parsed `op` declaration.
+/// `let name = expr`: a named static value of an op (body), usable in
+/// shapes, constraints, extents, indices and values.
+struct LetDecl {
+  std::string name;
+  Loc loc;
+  ExprPtr value;
+};
+
 class OpSpec {
 public:
   std::string name;
   Loc loc;
+  /// Static definitions, evaluated in order after the inputs are bound.
+  std::vector<LetDecl> lets;
   std::vector<InputDecl> inputs;
   std::vector<AttrDecl> attrs;
   std::vector<OutputDecl> outputs;

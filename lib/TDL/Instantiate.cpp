@@ -183,6 +183,12 @@ private:
   std::string extentKey(const Expr &e);
 
   std::optional<StaticValue> lookup(llvm::StringRef name) const {
+    for (auto it = statics.rbegin(); it != statics.rend(); ++it)
+      if (it->first == name)
+        return StaticValue::ofInt(it->second);
+    auto l = lets.find(name.str());
+    if (l != lets.end())
+      return l->second;
     auto s = syms.find(name.str());
     if (s != syms.end())
       return StaticValue::ofInt(s->second);
@@ -213,6 +219,19 @@ private:
   std::vector<std::pair<std::string, unsigned>> scope;
   std::string splatName;
   std::vector<unsigned> splatVars;
+  /// Splats in scope (the statement's `*i`, reduction splats): name ->
+  /// (key, variable) pairs; `i[key]` names one variable.
+  std::map<std::string, std::vector<std::pair<int64_t, unsigned>>> groups;
+  /// Bound comprehension / static variables (innermost last).
+  std::vector<std::pair<std::string, int64_t>> statics;
+  std::map<std::string, StaticValue> lets;
+  llvm::Error evalLets();
+  llvm::Expected<std::vector<LExprPtr>> lowerIndexList(const Expr &e);
+  llvm::Expected<LExprPtr> lowerUnrolled(const Expr &call, const Expr &f);
+  /// Runs `body(d)` for each static value d of comprehension `f` that passes
+  /// its filter, with d bound.
+  llvm::Error forEach(const Expr &f,
+                      llvm::function_ref<llvm::Error(int64_t)> body);
 };
 
 } // namespace
@@ -342,6 +361,20 @@ llvm::Error Instantiator::computeOutput(unsigned o) {
     t.dims = std::move(result);
   } else {
     for (auto &d : decl.dims) {
+      if (d->kind == Expr::Kind::Splat && !d->args.empty()) {
+        auto v = evalStatic(*d->args[0], env());
+        if (!v)
+          return v.takeError();
+        if (v->kind != StaticValue::Kind::Ints &&
+            v->kind != StaticValue::Kind::Shape)
+          return makeSpecError(d->loc, "'*' needs a list, found " + v->str());
+        for (int64_t x : v->shape)
+          if (x < 0)
+            return error("output " + decl.name + ": negative dimension in " +
+                         v->str());
+        t.dims.insert(t.dims.end(), v->shape.begin(), v->shape.end());
+        continue;
+      }
       if (d->kind == Expr::Kind::Splat) {
         auto &part = rankSyms[d->name];
         t.dims.insert(t.dims.end(), part.begin(), part.end());
@@ -365,9 +398,59 @@ llvm::Error Instantiator::computeOutput(unsigned o) {
   return llvm::Error::success();
 }
 
+llvm::Error Instantiator::evalLets() {
+  for (auto &let : spec.lets) {
+    auto v = evalStatic(*let.value, env());
+    if (!v)
+      return v.takeError();
+    lets[let.name] = *v;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error
+Instantiator::forEach(const Expr &f,
+                      llvm::function_ref<llvm::Error(int64_t)> body) {
+  auto n = evalStatic(*f.vars[0].second, env());
+  if (!n)
+    return n.takeError();
+  if (n->kind != StaticValue::Kind::Int)
+    return makeSpecError(f.vars[0].second->loc,
+                         "comprehension count is " + n->str() +
+                             ", not an integer");
+  for (int64_t d = 0; d < n->i; ++d) {
+    statics.emplace_back(f.vars[0].first, d);
+    llvm::Error err = llvm::Error::success();
+    bool keep = true;
+    if (f.args.size() > 1) {
+      auto c = evalCondition(*f.args[1], env());
+      if (!c)
+        err = c.takeError();
+      else
+        keep = *c;
+    }
+    if (!err && keep)
+      err = body(d);
+    statics.pop_back();
+    if (err)
+      return err;
+  }
+  return llvm::Error::success();
+}
+
 std::string Instantiator::extentKey(const Expr &e) {
-  if (e.kind == Expr::Kind::Ident)
+  if (e.kind == Expr::Kind::Ident && !lets.count(e.name))
     return e.name;
+  if (e.kind == Expr::Kind::Call && e.name == "dim" && e.args.size() == 2) {
+    auto k = evalStatic(*e.args[1], env());
+    auto shape = env().tensorShape(e.args[0]->name);
+    if (k && shape && k->kind == StaticValue::Kind::Int) {
+      int64_t d = k->i < 0 ? k->i + int64_t(shape->size()) : k->i;
+      return "dim(" + e.args[0]->name + ", " + std::to_string(d) + ")";
+    }
+    if (!k)
+      llvm::consumeError(k.takeError());
+  }
   if (e.kind == Expr::Kind::Cond) {
     auto c = evalCondition(*e.args[0], env());
     if (c)
@@ -436,21 +519,33 @@ static LExprPtr foldBinary(BinOp op, LExprPtr l, LExprPtr r, bool inIndex,
   return e;
 }
 
-llvm::Expected<LExprPtr> Instantiator::lowerAccess(const Expr &e) {
-  unsigned t = static_cast<unsigned>(spec.findInput(e.name));
-  if (!impl.inputTypes[t])
-    return makeConst(0, e.loc); // absent optional input reads 0
-  const TensorType &type = *impl.inputTypes[t];
+static LExprPtr makeVar(unsigned v, Loc loc) {
+  auto var = std::make_unique<LExpr>();
+  var->kind = LExpr::Kind::Var;
+  var->var = v;
+  var->loc = loc;
+  return var;
+}
+
+llvm::Expected<std::vector<LExprPtr>>
+Instantiator::lowerIndexList(const Expr &e) {
   std::vector<LExprPtr> idx;
   for (auto &a : e.args) {
+    if (a->kind == Expr::Kind::Splat && !a->args.empty()) {
+      // `*for(d: n) index`: one index per static d.
+      if (auto err = forEach(*a->args[0], [&](int64_t) -> llvm::Error {
+            auto l = lower(*a->args[0]->args[0], /*inIndex=*/true);
+            if (!l)
+              return l.takeError();
+            idx.push_back(std::move(*l));
+            return llvm::Error::success();
+          }))
+        return std::move(err);
+      continue;
+    }
     if (a->kind == Expr::Kind::Splat) {
-      for (unsigned v : splatVars) {
-        auto var = std::make_unique<LExpr>();
-        var->kind = LExpr::Kind::Var;
-        var->var = v;
-        var->loc = a->loc;
-        idx.push_back(std::move(var));
-      }
+      for (auto &[key, v] : groups[a->name])
+        idx.push_back(makeVar(v, a->loc));
       continue;
     }
     auto l = lower(*a, /*inIndex=*/true);
@@ -458,6 +553,39 @@ llvm::Expected<LExprPtr> Instantiator::lowerAccess(const Expr &e) {
       return l.takeError();
     idx.push_back(std::move(*l));
   }
+  return idx;
+}
+
+llvm::Expected<LExprPtr> Instantiator::lowerAccess(const Expr &e) {
+  auto group = groups.find(e.name);
+  if (group != groups.end()) {
+    // `i[key]`: one variable of a splat.
+    auto k = evalStatic(*e.args[0], env());
+    if (!k)
+      return k.takeError();
+    for (auto &[key, v] : group->second)
+      if (k->kind == StaticValue::Kind::Int && key == k->i)
+        return makeVar(v, e.loc);
+    return makeSpecError(e.loc, "'" + e.name + "' has no variable " +
+                                    k->str() + " (it has " +
+                                    std::to_string(group->second.size()) +
+                                    ")");
+  }
+  if (spec.findInput(e.name) < 0) {
+    // An element of a static list (`perm[d]`).
+    auto v = evalStatic(e, env());
+    if (!v)
+      return v.takeError();
+    return makeConst(v->asDouble(), e.loc);
+  }
+  unsigned t = static_cast<unsigned>(spec.findInput(e.name));
+  if (!impl.inputTypes[t])
+    return makeConst(0, e.loc); // absent optional input reads 0
+  const TensorType &type = *impl.inputTypes[t];
+  auto lowered = lowerIndexList(e);
+  if (!lowered)
+    return lowered.takeError();
+  std::vector<LExprPtr> idx = std::move(*lowered);
   size_t rank = type.dims.size();
   if (idx.size() < rank)
     return error("input " + e.name + " has rank " + std::to_string(rank) +
@@ -607,6 +735,19 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
   case Expr::Kind::Call: {
     if (e.name == "unbroadcast")
       return lowerUnbroadcast(e);
+    if ((e.name == "sum" || e.name == "prod") && e.args.size() == 1 &&
+        e.args[0]->kind == Expr::Kind::For)
+      return lowerUnrolled(e, *e.args[0]);
+    if (isStaticFunction(e.name) &&
+        (inIndex || (e.name != "max" && e.name != "min"))) {
+      auto v = evalStatic(e, env());
+      if (!v)
+        return v.takeError();
+      if (!v->isNumber())
+        return makeSpecError(e.loc, "'" + e.name + "' gives " + v->str() +
+                                        ", not a number");
+      return makeConst(v->asDouble(), e.loc);
+    }
     if (e.name == "pow") {
       auto l = lower(*e.args[0], inIndex);
       if (!l)
@@ -647,7 +788,33 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
     red->loc = e.loc;
     red->reducer = e.reducer;
     size_t before = scope.size();
+    std::vector<std::string> newGroups;
     for (auto &[name, extentExpr] : e.vars) {
+      if (name[0] == '*') {
+        // A reduction splat: one variable per comprehension element.
+        std::string g = name.substr(1);
+        auto &members = groups[g];
+        members.clear();
+        newGroups.push_back(g);
+        const Expr &f = *extentExpr;
+        if (auto err = forEach(f, [&](int64_t d) -> llvm::Error {
+              auto v = evalStatic(*f.args[0], env());
+              if (!v)
+                return v.takeError();
+              if (v->kind != StaticValue::Kind::Int || v->i < 0)
+                return makeSpecError(f.args[0]->loc,
+                                     "extent of '*" + g + "' is " + v->str() +
+                                         ", not a non-negative integer");
+              unsigned id = static_cast<unsigned>(cur->vars.size());
+              cur->vars.push_back(
+                  {g + std::to_string(d), v->i, extentKey(*f.args[0])});
+              red->redVars.push_back(id);
+              members.emplace_back(d, id);
+              return llvm::Error::success();
+            }))
+          return std::move(err);
+        continue;
+      }
       auto v = evalStatic(*extentExpr, env());
       if (!v)
         return v.takeError();
@@ -662,11 +829,16 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
     }
     auto body = lower(*e.args[0], inIndex);
     scope.resize(before);
+    for (auto &g : newGroups)
+      groups.erase(g);
     if (!body)
       return body.takeError();
+    if (red->redVars.empty())
+      return std::move(*body);
     red->ops.push_back(std::move(*body));
     return red;
   }
+  case Expr::Kind::For:
   case Expr::Kind::String:
   case Expr::Kind::Splat:
     break;
@@ -674,11 +846,30 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
   return makeSpecError(e.loc, "unexpected expression in " + spec.name);
 }
 
+/// `sum(for(d: n) e)` / `prod(for(d: n) e)` in a value: the static sum or
+/// product of e over d (empty: 0 / 1).
+llvm::Expected<LExprPtr> Instantiator::lowerUnrolled(const Expr &call,
+                                                     const Expr &f) {
+  bool isSum = call.name == "sum";
+  LExprPtr acc = makeConst(isSum ? 0 : 1, call.loc);
+  if (auto err = forEach(f, [&](int64_t) -> llvm::Error {
+        auto l = lower(*f.args[0], /*inIndex=*/false);
+        if (!l)
+          return l.takeError();
+        acc = foldBinary(isSum ? BinOp::Add : BinOp::Mul, std::move(acc),
+                         std::move(*l), /*inIndex=*/false, call.loc);
+        return llvm::Error::success();
+      }))
+    return std::move(err);
+  return acc;
+}
+
 llvm::Error Instantiator::lowerStmt(const BodyStmt &s) {
   LoweredStmt &ls = impl.stmts[s.output];
   cur = &ls;
   scope.clear();
   splatVars.clear();
+  groups.clear();
   const std::vector<int64_t> &dims = impl.outputTypes[s.output].dims;
   size_t named = 0;
   for (auto &i : s.indices)
@@ -701,6 +892,7 @@ llvm::Error Instantiator::lowerStmt(const BodyStmt &s) {
                            "X" + std::to_string(d)});
         ls.outVars.push_back(id);
         splatVars.push_back(id);
+        groups[i.substr(1)].emplace_back(int64_t(k), id);
       }
       continue;
     }
@@ -738,6 +930,8 @@ llvm::Error Instantiator::run(llvm::ArrayRef<std::optional<TensorType>> inputs,
     if (impl.inputTypes[i])
       if (auto e = bindInput(i, *impl.inputTypes[i]))
         return e;
+  if (auto e = evalLets())
+    return e;
   for (auto &c : spec.constraints) {
     auto ok = evalCondition(*c.cond, env());
     if (!ok)
@@ -747,6 +941,11 @@ llvm::Error Instantiator::run(llvm::ArrayRef<std::optional<TensorType>> inputs,
     std::string bound;
     for (auto &[name, value] : syms)
       bound += (bound.empty() ? "" : ", ") + name + "=" + std::to_string(value);
+    for (size_t i = 0; i < spec.inputs.size(); ++i)
+      if (impl.inputTypes[i] && spec.inputs[i].unconstrained &&
+          c.text.find(spec.inputs[i].name) != std::string::npos)
+        bound += (bound.empty() ? "" : ", ") + spec.inputs[i].name + ": " +
+                 shapeStr(impl.inputTypes[i]->dims);
     for (auto &[name, value] : impl.attrs)
       if (c.text.find(name) != std::string::npos)
         bound += (bound.empty() ? "" : ", ") + name + "=" +

@@ -210,6 +210,20 @@ std::unique_ptr<OpSpec> Parser::parseOp() {
       errorAtToken("'}' to close the body of '" + op->name + "'");
       return nullptr;
     }
+    if (isKeyword("let") && peek(1).kind == K::Ident &&
+        peek(2).kind == K::Assign) {
+      consume();
+      LetDecl let;
+      let.loc = peek().loc;
+      let.name = consume().text.str();
+      consume(); // '='
+      let.value = parseExpr();
+      if (!let.value)
+        return nullptr;
+      op->lets.push_back(std::move(let));
+      consumeIf(K::Semi);
+      continue;
+    }
     if (!parseStmt(*op))
       return nullptr;
     consumeIf(K::Semi);
@@ -368,8 +382,16 @@ bool Parser::parseOutput(OpSpec &op, OutputDecl &out) {
         if (peek().kind == K::Star) {
           Loc l = consume().loc;
           auto e = std::make_unique<Expr>(Expr::Kind::Splat, l);
-          if (!expectIdent(e->name, nullptr, "a shape symbol after '*'"))
-            return false;
+          if (peek().kind == K::Ident && peek(1).kind != K::LParen &&
+              peek(1).kind != K::LBracket) {
+            e->name = consume().text.str();
+          } else {
+            // `*list`: a static list (e.g. `*for(d: n) ...`, `*slice(...)`).
+            ExprPtr list = parseUnary();
+            if (!list)
+              return false;
+            e->args.push_back(std::move(list));
+          }
           out.dims.push_back(std::move(e));
           continue;
         }
@@ -600,6 +622,13 @@ ExprPtr Parser::parseIndexElement() {
   if (peek().kind == K::Star) {
     Loc l = consume().loc;
     auto e = std::make_unique<Expr>(Expr::Kind::Splat, l);
+    if (isKeyword("for") && peek(1).kind == K::LParen) {
+      ExprPtr list = parsePrimary();
+      if (!list)
+        return nullptr;
+      e->args.push_back(std::move(list));
+      return e;
+    }
     if (!expectIdent(e->name, nullptr, "an index variable after '*'"))
       return nullptr;
     return e;
@@ -659,6 +688,33 @@ ExprPtr Parser::parsePrimary() {
     e->name = name;
     return e;
   }
+  // A comprehension: `for(v: count [if cond]) body`.
+  if (name == "for" && peek(1).kind == K::Ident && peek(2).kind == K::Colon) {
+    consume(); // '('
+    auto e = std::make_unique<Expr>(Expr::Kind::For, id.loc);
+    std::string v = consume().text.str();
+    consume(); // ':'
+    ExprPtr count = parseExpr();
+    if (!count)
+      return nullptr;
+    e->vars.emplace_back(std::move(v), std::move(count));
+    ExprPtr filter;
+    if (isKeyword("if")) {
+      consume();
+      filter = parseExpr();
+      if (!filter)
+        return nullptr;
+    }
+    if (!expect(K::RParen, "')' after the comprehension variable"))
+      return nullptr;
+    ExprPtr body = parseExpr();
+    if (!body)
+      return nullptr;
+    e->args.push_back(std::move(body));
+    if (filter)
+      e->args.push_back(std::move(filter));
+    return e;
+  }
   // A reducer: `sum(v: extent, ...) body`.
   std::optional<ReduceKind> red =
       llvm::StringSwitch<std::optional<ReduceKind>>(name)
@@ -667,20 +723,28 @@ ExprPtr Parser::parsePrimary() {
           .Case("min", ReduceKind::Min)
           .Case("prod", ReduceKind::Prod)
           .Default(std::nullopt);
-  if (red && peek(1).kind == K::Ident && peek(2).kind == K::Colon) {
+  if (red && ((peek(1).kind == K::Ident && peek(2).kind == K::Colon) ||
+              (peek(1).kind == K::Star && peek(2).kind == K::Ident &&
+               peek(3).kind == K::Colon))) {
     consume(); // '('
     auto e = std::make_unique<Expr>(Expr::Kind::Reduce, id.loc);
     e->name = name;
     e->reducer = *red;
     do {
       std::string v;
+      bool star = consumeIf(K::Star);
       if (!expectIdent(v, nullptr, "a reduction variable") ||
           !expect(K::Colon, "':' and an extent after the reduction variable"))
         return nullptr;
       ExprPtr extent = parseExpr();
       if (!extent)
         return nullptr;
-      e->vars.emplace_back(std::move(v), std::move(extent));
+      if (star && extent->kind != Expr::Kind::For) {
+        error(extent->loc, "a reduction splat '*" + v +
+                               "' needs a comprehension 'for(d: n) extent'");
+        return nullptr;
+      }
+      e->vars.emplace_back(star ? "*" + v : v, std::move(extent));
     } while (consumeIf(K::Comma));
     if (!expect(K::RParen, "',' or ')' after the reduction variables"))
       return nullptr;

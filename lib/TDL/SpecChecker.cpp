@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "SpecChecker.h"
+#include "StaticEvaluator.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -38,11 +39,28 @@ private:
   llvm::Error checkNewName(const std::string &name, const Loc &loc,
                            const char *what);
   bool isVar(llvm::StringRef n) const { return llvm::is_contained(vars, n); }
+  bool isStatic(llvm::StringRef n) const {
+    return llvm::is_contained(statics, n);
+  }
+  bool isSplatName(llvm::StringRef n) const {
+    return (!splat.empty() && n == splat) || llvm::is_contained(redSplats, n);
+  }
+  /// A static list: an `ints` attribute or a let (checked at instantiation).
+  bool isListName(llvm::StringRef n) const {
+    const AttrDecl *a = op.findAttr(n);
+    return (a && a->kind == AttrValue::Kind::Ints) || isStatic(n);
+  }
+  llvm::Error checkStaticCall(const Expr &e);
+  llvm::Error checkFor(const Expr &e, bool indexBody);
 
   const OpSpec &op;
   std::set<std::string> scalarSyms, rankSyms;
   std::vector<std::string> vars;
   std::string splat;
+  /// Names with a static integer value: lets and comprehension variables.
+  std::vector<std::string> statics;
+  /// Reduction splats in scope (`sum(*r: for(...) ...)`).
+  std::vector<std::string> redSplats;
 };
 
 } // namespace
@@ -58,6 +76,8 @@ llvm::Error OpChecker::checkNewName(const std::string &name, const Loc &loc,
     clash = "a shape symbol";
   else if (isVar(name))
     clash = "an index variable";
+  else if (isStatic(name))
+    clash = "a let or comprehension variable";
   if (clash)
     return makeSpecError(loc, llvm::Twine(what) + " '" + name +
                                   "' has the same name as " + clash);
@@ -103,12 +123,24 @@ llvm::Error OpChecker::run() {
       }
     }
   }
+  for (auto &let : op.lets) {
+    if (auto e = checkStatic(*let.value))
+      return e;
+    if (auto e = checkNewName(let.name, let.loc, "let"))
+      return e;
+    statics.push_back(let.name);
+  }
   for (auto &out : op.outputs) {
     if (!seen.insert(out.name).second || scalarSyms.count(out.name))
       return makeSpecError(out.loc, "output '" + out.name +
                                         "' has the same name as an input, "
                                         "attribute or shape symbol");
     for (auto &d : out.dims) {
+      if (d->kind == Expr::Kind::Splat && !d->args.empty()) {
+        if (auto e = checkStatic(*d->args[0]))
+          return e;
+        continue;
+      }
       if (d->kind == Expr::Kind::Splat) {
         if (!rankSyms.count(d->name))
           return makeSpecError(d->loc, "unknown rank symbol '*" + d->name +
@@ -180,7 +212,7 @@ llvm::Error OpChecker::checkStatic(const Expr &e) {
   case Expr::Kind::String:
     return llvm::Error::success();
   case Expr::Kind::Ident:
-    if (scalarSyms.count(e.name) || op.findAttr(e.name))
+    if (scalarSyms.count(e.name) || op.findAttr(e.name) || isStatic(e.name))
       return llvm::Error::success();
     if (isVar(e.name))
       return makeSpecError(e.loc, "condition or extent must depend only on "
@@ -202,25 +234,86 @@ llvm::Error OpChecker::checkStatic(const Expr &e) {
         return err;
     return llvm::Error::success();
   case Expr::Kind::Access:
+    if (isListName(e.name) && e.args.size() == 1 &&
+        e.args[0]->kind != Expr::Kind::Splat)
+      return checkStatic(*e.args[0]);
     return makeSpecError(e.loc, "tensor access '" + e.name +
                                     "[...]' is not allowed here: conditions, "
                                     "shapes and extents depend only on "
                                     "attributes and shape symbols");
   case Expr::Kind::Call:
-    if (e.name == "present" && e.args.size() == 1 &&
-        e.args[0]->kind == Expr::Kind::Ident &&
-        op.findInput(e.args[0]->name) >= 0)
-      return llvm::Error::success();
-    return makeSpecError(e.loc, "function '" + e.name +
-                                    "' is not allowed in a shape, extent or "
-                                    "condition");
-  case Expr::Kind::Reduce:
-    return makeSpecError(e.loc, "reduction is not allowed in a shape, extent "
-                                "or condition");
+    return checkStaticCall(e);
+  case Expr::Kind::For:
+    return checkFor(e, /*indexBody=*/false);
+  case Expr::Kind::Reduce: {
+    size_t before = statics.size();
+    for (auto &[name, extent] : e.vars) {
+      if (name[0] == '*')
+        return makeSpecError(extent->loc, "a reduction splat is not allowed "
+                                          "in a shape, extent or condition");
+      if (auto err = checkStatic(*extent))
+        return err;
+      if (auto err = checkNewName(name, extent->loc, "static variable"))
+        return err;
+      statics.push_back(name);
+    }
+    auto err = checkStatic(*e.args[0]);
+    statics.resize(before);
+    return err;
+  }
   case Expr::Kind::Splat:
     return makeSpecError(e.loc, "'*" + e.name + "' is not allowed here");
   }
   return llvm::Error::success();
+}
+
+llvm::Error OpChecker::checkStaticCall(const Expr &e) {
+  if (!isStaticFunction(e.name))
+    return makeSpecError(e.loc, "function '" + e.name +
+                                    "' is not allowed in a shape, extent or "
+                                    "condition");
+  if (!e.namedArgs.empty())
+    return makeSpecError(e.namedArgs.front().second->loc,
+                         "function '" + e.name + "' takes no named arguments");
+  bool tensorArg = e.name == "present" || e.name == "rank" ||
+                   e.name == "shape" || e.name == "dim";
+  for (size_t k = 0; k < e.args.size(); ++k) {
+    const Expr &a = *e.args[k];
+    if (tensorArg && k == 0) {
+      if (a.kind != Expr::Kind::Ident || op.findInput(a.name) < 0)
+        return makeSpecError(a.loc, "'" + e.name + "' expects an input name");
+      continue;
+    }
+    if (auto err = checkStatic(a))
+      return err;
+  }
+  if (tensorArg && e.args.size() != (e.name == "dim" ? 2u : 1u))
+    return makeSpecError(e.loc, "wrong number of arguments to '" + e.name +
+                                    "'");
+  return llvm::Error::success();
+}
+
+llvm::Error OpChecker::checkFor(const Expr &e, bool indexBody) {
+  const auto &[name, count] = e.vars[0];
+  if (auto err = checkStatic(*count))
+    return err;
+  if (auto err = checkNewName(name, count->loc, "comprehension variable"))
+    return err;
+  statics.push_back(name);
+  llvm::Error err = llvm::Error::success();
+  if (e.args.size() > 1)
+    err = checkStatic(*e.args[1]);
+  if (!err) {
+    if (indexBody) {
+      auto cls = checkIndex(*e.args[0]);
+      if (!cls)
+        err = cls.takeError();
+    } else {
+      err = checkStatic(*e.args[0]);
+    }
+  }
+  statics.pop_back();
+  return err;
 }
 
 /// Functions of value expressions and their arities.
@@ -243,7 +336,7 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
   case Expr::Kind::String:
     return makeSpecError(e.loc, "string literal in a value expression");
   case Expr::Kind::Ident: {
-    if (isVar(e.name) || scalarSyms.count(e.name))
+    if (isVar(e.name) || scalarSyms.count(e.name) || isStatic(e.name))
       return llvm::Error::success();
     if (const AttrDecl *a = op.findAttr(e.name)) {
       if (a->kind != AttrValue::Kind::Int && a->kind != AttrValue::Kind::Float)
@@ -268,6 +361,13 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
     return makeSpecError(e.loc, "'*" + e.name +
                                     "' is only allowed as a tensor index");
   case Expr::Kind::Access: {
+    if (isSplatName(e.name) || (isListName(e.name) && op.findInput(e.name) < 0)) {
+      // `i[d]`: one variable of a splat; `perm[d]`: a static list element.
+      if (e.args.size() != 1 || e.args[0]->kind == Expr::Kind::Splat)
+        return makeSpecError(e.loc, "'" + e.name +
+                                        "[...]' takes one static position");
+      return checkStatic(*e.args[0]);
+    }
     int in = op.findInput(e.name);
     if (in < 0) {
       if (op.findOutput(e.name) >= 0)
@@ -279,10 +379,15 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
     bool hasSplat = false;
     for (auto &idx : e.args) {
       if (idx->kind == Expr::Kind::Splat) {
-        if (idx->name != splat)
+        hasSplat = true;
+        if (!idx->args.empty()) {
+          if (auto err = checkFor(*idx->args[0], /*indexBody=*/true))
+            return err;
+          continue;
+        }
+        if (!isSplatName(idx->name))
           return makeSpecError(idx->loc, "unknown index splat '*" + idx->name +
                                              "'");
-        hasSplat = true;
         continue;
       }
       auto cls = checkIndex(*idx);
@@ -326,6 +431,25 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
                                     "with '*i'");
       return llvm::Error::success();
     }
+    if ((e.name == "sum" || e.name == "prod") && e.args.size() == 1 &&
+        e.args[0]->kind == Expr::Kind::For) {
+      // Unrolled at instantiation: sum/product over a static range.
+      const Expr &f = *e.args[0];
+      if (auto err = checkStatic(*f.vars[0].second))
+        return err;
+      if (auto err = checkNewName(f.vars[0].first, f.loc,
+                                  "comprehension variable"))
+        return err;
+      statics.push_back(f.vars[0].first);
+      llvm::Error err = f.args.size() > 1 ? checkStatic(*f.args[1])
+                                          : llvm::Error::success();
+      if (!err)
+        err = checkValue(*f.args[0]);
+      statics.pop_back();
+      return err;
+    }
+    if (isStaticFunction(e.name) && e.name != "max" && e.name != "min")
+      return checkStaticCall(e);
     int arity = functionArity(e.name);
     if (arity < 0) {
       if (e.name == "sum" || e.name == "prod")
@@ -349,18 +473,29 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
     return llvm::Error::success();
   }
   case Expr::Kind::Reduce: {
-    size_t before = vars.size();
+    size_t before = vars.size(), beforeSplats = redSplats.size();
     for (auto &[name, extent] : e.vars) {
       if (auto err = checkStatic(*extent))
         return err;
+      if (name[0] == '*') {
+        std::string n = name.substr(1);
+        if (auto err = checkNewName(n, extent->loc, "reduction splat"))
+          return err;
+        redSplats.push_back(n);
+        continue;
+      }
       if (auto err = checkNewName(name, extent->loc, "reduction variable"))
         return err;
       vars.push_back(name);
     }
     auto err = checkValue(*e.args[0]);
     vars.resize(before);
+    redSplats.resize(beforeSplats);
     return err;
   }
+  case Expr::Kind::For:
+    return makeSpecError(e.loc, "a comprehension is only allowed after '*' "
+                                "or inside sum(...) / prod(...)");
   }
   return llvm::Error::success();
 }
@@ -374,7 +509,7 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
   case Expr::Kind::Ident:
     if (isVar(e.name))
       return IndexClass::Affine;
-    if (scalarSyms.count(e.name))
+    if (scalarSyms.count(e.name) || isStatic(e.name))
       return IndexClass::Constant;
     if (const AttrDecl *a = op.findAttr(e.name)) {
       if (a->kind != AttrValue::Kind::Int)
@@ -432,6 +567,16 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
     return std::max(*a, *b);
   }
   case Expr::Kind::Access:
+    if (isSplatName(e.name)) {
+      if (auto err = checkValue(e))
+        return std::move(err);
+      return IndexClass::Affine;
+    }
+    if (isListName(e.name) && op.findInput(e.name) < 0) {
+      if (auto err = checkValue(e))
+        return std::move(err);
+      return IndexClass::Constant;
+    }
     // A data-dependent index (Gather): its value is unknown to the analysis.
     if (auto err = checkValue(e))
       return std::move(err);
@@ -441,8 +586,15 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
                                       "' must be an 'int' input");
     return IndexClass::Data;
   case Expr::Kind::Call:
+    if (isStaticFunction(e.name)) {
+      if (auto err = checkStaticCall(e))
+        return std::move(err);
+      return IndexClass::Constant;
+    }
     return makeSpecError(e.loc, "function '" + e.name +
                                     "' in an index expression is not affine");
+  case Expr::Kind::For:
+    return makeSpecError(e.loc, "a comprehension must follow '*'");
   case Expr::Kind::Reduce:
     return makeSpecError(e.loc, "reduction inside an index expression");
   case Expr::Kind::String:
@@ -600,10 +752,17 @@ llvm::Error GradChecker::checkStatic(const Expr &e) {
     return llvm::Error::success();
   case Expr::Kind::Call: {
     unsigned arity = e.name == "dim" ? 2 : 1;
-    if (e.name != "rank" && e.name != "shape" && e.name != "dim")
-      return makeSpecError(e.loc, "unknown function '" + e.name +
-                                      "' in a gradient condition (expected "
-                                      "rank, shape or dim)");
+    if (e.name != "rank" && e.name != "shape" && e.name != "dim") {
+      if (!isStaticFunction(e.name) || e.name == "present")
+        return makeSpecError(e.loc, "unknown function '" + e.name +
+                                        "' in a gradient condition (expected "
+                                        "rank, shape, dim or a static list "
+                                        "function)");
+      for (auto &a : e.args)
+        if (auto err = checkStatic(*a))
+          return err;
+      return llvm::Error::success();
+    }
     if (e.args.size() != arity || !e.namedArgs.empty())
       return makeSpecError(e.loc, "wrong number of arguments to '" + e.name +
                                       "': expected " + std::to_string(arity));

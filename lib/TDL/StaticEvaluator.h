@@ -53,6 +53,14 @@ struct StaticEnv {
 
 llvm::Expected<StaticValue> evalStatic(const Expr &e, const StaticEnv &env);
 
+/// `env` with the integer `name` bound to `value` (comprehension and static
+/// reduction variables).
+StaticEnv bindLocal(const StaticEnv &env, llvm::StringRef name, int64_t value);
+
+/// True for the functions evaluated at instantiation (rank, dim, len, slice,
+/// ...; see docs/TDL.md).
+bool isStaticFunction(llvm::StringRef name);
+
 /// Evaluates `e` as a condition (a nonzero number is true).
 llvm::Expected<bool> evalCondition(const Expr &e, const StaticEnv &env);
 

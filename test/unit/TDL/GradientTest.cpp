@@ -306,3 +306,31 @@ TEST(TDLGradient, ClipAndWhere) {
   checkGradient({"Where", {TensorType{{2, 3}, ElemType::Bool}, f32({2, 3}),
                            f32({3})}});
 }
+
+TEST(TDLGradient, MatMulBatchedBroadcast) {
+  checkGradient({"MatMul", {f32({2, 3, 4}), f32({4, 2})}});
+  checkGradient({"MatMul", {f32({2, 1, 3, 4}), f32({3, 4, 2})}});
+}
+
+TEST(TDLGradient, TransposePerm) {
+  checkGradient({"Transpose", {f32({2, 3, 4})}, {{"perm", AttrValue::ofInts({1, 2, 0})}}});
+}
+
+TEST(TDLGradient, Conv) {
+  auto ints = [](std::vector<int64_t> v) { return AttrValue::ofInts(v); };
+  checkGradient({"Conv", {f32({2, 3, 7}), f32({4, 3, 3}), f32({4})}});
+  checkGradient({"Conv", {f32({2, 3, 8}), f32({4, 3, 3}), std::nullopt},
+                 {{"strides", ints({2})}, {"pads", ints({1, 2})},
+                  {"dilations", ints({2})}}});
+  checkGradient({"Conv", {f32({1, 4, 6, 5}), f32({6, 2, 3, 2}), f32({6})},
+                 {{"group", AttrValue::ofInt(2)}, {"strides", ints({2, 1})},
+                  {"pads", ints({1, 0, 1, 1})}, {"dilations", ints({1, 2})}}});
+}
+
+TEST(TDLGradient, ConvTranspose) {
+  auto ints = [](std::vector<int64_t> v) { return AttrValue::ofInts(v); };
+  checkGradient({"ConvTranspose", {f32({2, 3, 4}), f32({3, 2, 3}), f32({2})}});
+  checkGradient({"ConvTranspose", {f32({1, 4, 3, 2}), f32({4, 3, 3, 2}), std::nullopt},
+                 {{"group", AttrValue::ofInt(2)}, {"strides", ints({2, 1})},
+                  {"pads", ints({1, 0, 0, 1})}, {"output_padding", ints({1, 0})}}});
+}

@@ -22,11 +22,17 @@ TEST(TDLInstantiate, MatMul) {
 
 TEST(TDLInstantiate, MatMulMismatch) {
   EXPECT_EQ(instantiateError(lib(), "MatMul", {f32({3, 4}), f32({5, 6})}),
-            "op MatMul: input B: dim 0 is 5, expected 4 (K, bound by input A "
-            "dim 1)");
-  EXPECT_EQ(instantiateError(lib(), "MatMul", {f32({3, 4, 1}), f32({4, 6})}),
-            "op MatMul: input A: expected rank 2, found rank 3 (shape [3, 4, "
-            "1])");
+            "op MatMul: inner dimensions of A and B differ: constraint "
+            "`dim(A, -1) == dim(B, rank(B) == 1 ? 0 : -2)` does not hold "
+            "(A: [3, 4], B: [5, 6])");
+  // Batch dims broadcast; 3 and 2 do not.
+  EXPECT_EQ(instantiateError(lib(), "MatMul",
+                             {f32({3, 2, 4}), f32({2, 4, 6})}),
+            "tdl-specs/nn.tdl:40:13: error: shapes [3] and [2] are not "
+            "broadcastable");
+  EXPECT_EQ(instantiateError(lib(), "MatMul", {f32({3, 4, 1}), f32({2, 6})})
+                .substr(0, 40),
+            "op MatMul: inner dimensions of A and B d");
   EXPECT_EQ(instantiateError(lib(), "MatMul", {f32({3, 4})}),
             "op MatMul: input B is required");
 }
@@ -148,4 +154,40 @@ TEST(TDLInstantiate, OutputShapeExpressions) {
   OpInstance i = mustInstantiate(l, "Conv1D", {f32({2, 3, 11}), f32({4, 3, 3})},
                                  {{"stride", AttrValue::ofInt(2)}});
   EXPECT_EQ(i.outputTypes()[0].dims, (std::vector<int64_t>{2, 4, 5}));
+}
+
+TEST(TDLInstantiate, NDShapes) {
+  auto shapeOf = [](const char *op, std::vector<std::optional<TensorType>> in,
+                    AttrMap attrs = {}) {
+    return mustInstantiate(lib(), op, in, attrs).outputTypes()[0].dims;
+  };
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(shapeOf("MatMul", {f32({2, 1, 3, 4}), f32({5, 4, 6})}),
+            V({2, 5, 3, 6}));
+  EXPECT_EQ(shapeOf("MatMul", {f32({4}), f32({2, 4, 6})}), V({2, 6}));
+  EXPECT_EQ(shapeOf("MatMul", {f32({2, 3, 4}), f32({4})}), V({2, 3}));
+  EXPECT_EQ(shapeOf("MatMul", {f32({4}), f32({4})}), V({}));
+  EXPECT_EQ(shapeOf("Transpose", {f32({2, 3, 4})}), V({4, 3, 2}));
+  EXPECT_EQ(shapeOf("Transpose", {f32({2, 3, 4})},
+                    {{"perm", AttrValue::ofInts({1, 2, 0})}}),
+            V({3, 4, 2}));
+  // Conv: (7 + 1 + 2 - 2 * 2 - 1) / 2 + 1 = 3.
+  EXPECT_EQ(shapeOf("Conv", {f32({2, 3, 7}), f32({4, 3, 3}), std::nullopt},
+                    {{"strides", AttrValue::ofInts({2})},
+                     {"pads", AttrValue::ofInts({1, 2})},
+                     {"dilations", AttrValue::ofInts({2})}}),
+            V({2, 4, 3}));
+  EXPECT_EQ(shapeOf("Conv", {f32({1, 4, 6, 5}), f32({6, 2, 3, 3})},
+                    {{"group", AttrValue::ofInt(2)}}),
+            V({1, 6, 4, 3}));
+  EXPECT_EQ(instantiateError(lib(), "Conv", {f32({1, 4, 6}), f32({6, 3, 3})}),
+            "op Conv: channels must divide into groups (C = W dim 1 * group): "
+            "constraint `group >= 1 && C == CG * group && M % group == 0` "
+            "does not hold (C=4, CG=3, M=6, N=1, group=1)");
+  // ConvTranspose: 2 * (3 - 1) + 1 + (3 - 1) + 1 - 1 = 7.
+  EXPECT_EQ(shapeOf("ConvTranspose", {f32({1, 4, 3}), f32({4, 3, 3})},
+                    {{"strides", AttrValue::ofInts({2})},
+                     {"pads", AttrValue::ofInts({1, 0})},
+                     {"output_padding", AttrValue::ofInts({1})}}),
+            V({1, 3, 7}));
 }
