@@ -26,6 +26,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <atomic>
 #include <mutex>
 
 using namespace tofu::tdl;
@@ -631,6 +632,11 @@ Range tofu::tdl::evaluateInterval(const SymInterval &si,
           static_cast<int64_t>(std::ceil(hi - 1e-9))};
 }
 
+/// Number of symbolic analyses run (cache misses), for tests.
+static std::atomic<uint64_t> symbolicAnalysesRun{0};
+
+uint64_t tofu::tdl::symbolicAnalysisCount() { return symbolicAnalysesRun; }
+
 llvm::Expected<std::vector<Strategy>>
 tofu::tdl::analyzeStrategies(const OpInstance &op, unsigned parts) {
   static std::mutex mutex;
@@ -662,6 +668,7 @@ tofu::tdl::analyzeStrategies(const OpInstance &op, unsigned parts) {
     }
   }
   if (!found) {
+    ++symbolicAnalysesRun;
     auto r = analyze(*op.impl, parts);
     if (!r)
       return r.takeError();

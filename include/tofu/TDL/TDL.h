@@ -107,6 +107,12 @@ public:
   const std::vector<TensorType> &outputTypes() const;
   const std::vector<std::string> &outputNames() const;
   const AttrMap &attrs() const; ///< with defaults filled in
+  /// Values of the const inputs given to instantiate (by input index).
+  const std::map<unsigned, std::vector<double>> &constValues() const;
+  /// True when input `input` is declared `: int const` / `: float const`:
+  /// its values are known at compile time and it is never read at run time
+  /// (requiredRegions gives it an empty box).
+  bool isConstInput(unsigned input) const;
   /// Reduction variables of output `output`'s top-level reducer (in order).
   std::vector<ReductionVar> reductionVars(unsigned output = 0) const;
   /// True when every input is read at exactly the output index (after
@@ -127,12 +133,27 @@ public:
   std::shared_ptr<const Impl> impl;
 };
 
+/// True when input `input` of `spec` is a compile-time constant (`: int
+/// const`, `: float const`): instantiate needs its values.
+bool isConstInput(const OpSpec &spec, unsigned input);
+
 /// Instantiates `spec` (shape inference). Errors name the op, the operand and
 /// the expected vs found shape.
 llvm::Expected<OpInstance>
 instantiate(const OpSpec &spec,
             llvm::ArrayRef<std::optional<TensorType>> inputs,
             const AttrMap &attrs);
+
+/// As above, with the values of the spec's const inputs (`: int const`,
+/// `: float const`), row-major, keyed by input index. Every present const
+/// input needs its values; int values outside the int64 range (2^63 as a
+/// double) saturate to INT64_MAX / INT64_MIN. A value for a non-const input
+/// is an error.
+llvm::Expected<OpInstance>
+instantiate(const OpSpec &spec,
+            llvm::ArrayRef<std::optional<TensorType>> inputs,
+            const AttrMap &attrs,
+            const std::map<unsigned, std::vector<double>> &constValues);
 
 /// A symbolic interval (paper §4.2, Fig. 4, with separate lower and upper
 /// constants): [sum_i lower[i]*X_i + lowerConst, sum_i upper[i]*X_i +
@@ -175,6 +196,10 @@ struct Strategy {
 /// dimensions first (in order), then splittable reduction variables. Cached
 /// per (op, attributes, input ranks).
 llvm::Expected<std::vector<Strategy>> analyzeStrategies(const OpInstance &op);
+
+/// How many symbolic analyses have run in this process (analyses served
+/// from the per-signature cache do not count).
+uint64_t symbolicAnalysisCount();
 
 /// The same strategies with the split dimension divided into `parts` >= 2
 /// workers (Strategy::parts, Strategy::regions[0 .. parts-1]). Cached per
