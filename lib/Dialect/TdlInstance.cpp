@@ -34,8 +34,10 @@ llvm::Expected<tdl::TensorType> toTdlType(RankedTensorType type) {
 }
 
 RankedTensorType fromTdlType(MLIRContext *ctx, const tdl::TensorType &type) {
-  Type elem = type.elem == tdl::ElemType::F32 ? Type(Float32Type::get(ctx))
-                                              : Type(IntegerType::get(ctx, 64));
+  Type elem = type.elem == tdl::ElemType::F32
+                 ? Type(Float32Type::get(ctx))
+                 : Type(IntegerType::get(
+                       ctx, type.elem == tdl::ElemType::Bool ? 1 : 64));
   return RankedTensorType::get(type.dims, elem);
 }
 
@@ -46,6 +48,8 @@ llvm::Expected<tdl::AttrMap> toTdlAttrs(DictionaryAttr attrs) {
   for (NamedAttribute named : attrs) {
     std::string name = named.getName().str();
     Attribute value = named.getValue();
+    if (named.getName().strref().starts_with(kConstValuePrefix))
+      continue;
     if (auto i = dyn_cast<IntegerAttr>(value))
       result[name] = tdl::AttrValue::ofInt(i.getInt());
     else if (auto f = dyn_cast<FloatAttr>(value))
@@ -65,9 +69,35 @@ llvm::Expected<tdl::AttrMap> toTdlAttrs(DictionaryAttr attrs) {
   return result;
 }
 
-DictionaryAttr fromTdlAttrs(MLIRContext *ctx, const tdl::AttrMap &attrs) {
+llvm::Expected<ConstValues> constValuesOf(DictionaryAttr attrs) {
+  ConstValues result;
+  if (!attrs)
+    return result;
+  for (NamedAttribute named : attrs) {
+    StringRef name = named.getName().strref();
+    if (!name.consume_front(kConstValuePrefix))
+      continue;
+    unsigned index;
+    auto values = dyn_cast<DenseF64ArrayAttr>(named.getValue());
+    if (name.getAsInteger(10, index) || !values)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "attribute '" + named.getName().str() +
+              "': const operand values are 'tdl.const<index>' = array<f64>");
+    result[index].assign(values.asArrayRef().begin(),
+                         values.asArrayRef().end());
+  }
+  return result;
+}
+
+DictionaryAttr fromTdlAttrs(MLIRContext *ctx, const tdl::AttrMap &attrs,
+                            const ConstValues &constValues) {
   Builder b(ctx);
   SmallVector<NamedAttribute> named;
+  for (const auto &[index, values] : constValues)
+    named.push_back(b.getNamedAttr(
+        (kConstValuePrefix + llvm::Twine(index)).str(),
+        b.getDenseF64ArrayAttr(values)));
   for (const auto &[name, value] : attrs) {
     Attribute attr;
     switch (value.kind) {
@@ -91,7 +121,8 @@ DictionaryAttr fromTdlAttrs(MLIRContext *ctx, const tdl::AttrMap &attrs) {
 
 llvm::Expected<tdl::OpInstance> instantiateSpec(StringRef spec,
                                                 TypeRange operandTypes,
-                                                const tdl::AttrMap &attrs) {
+                                                const tdl::AttrMap &attrs,
+                                                const ConstValues &constValues) {
   const tdl::OpSpec *opSpec = tdl::SpecLibrary::builtin().lookup(spec);
   if (!opSpec)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -107,14 +138,18 @@ llvm::Expected<tdl::OpInstance> instantiateSpec(StringRef spec,
       return tdlType.takeError();
     inputs.push_back(*tdlType);
   }
-  return tdl::instantiate(*opSpec, inputs, attrs);
+  return tdl::instantiate(*opSpec, inputs, attrs, constValues);
 }
 
 llvm::Expected<tdl::OpInstance> instantiate(ComputeOp op) {
   auto attrs = toTdlAttrs(op.getAttrs());
   if (!attrs)
     return attrs.takeError();
-  return instantiateSpec(op.getSpec(), op.getInputs().getTypes(), *attrs);
+  auto constValues = constValuesOf(op.getAttrs());
+  if (!constValues)
+    return constValues.takeError();
+  return instantiateSpec(op.getSpec(), op.getInputs().getTypes(), *attrs,
+                         *constValues);
 }
 
 } // namespace tofu

@@ -31,6 +31,9 @@ uint64_t fingerprintBytes(llvm::ArrayRef<uint8_t> bytes) {
 
 namespace {
 
+/// Initializers up to this many elements are recorded for const operands.
+constexpr int64_t kMaxConstElements = 1 << 16;
+
 /// Builds the tofu IR of one ONNX graph; every error names the model file.
 class OnnxImporter {
 public:
@@ -49,9 +52,16 @@ private:
   llvm::Expected<DenseElementsAttr>
   importInitializer(const onnx::TensorProto &tensor, RankedTensorType type);
 
+  llvm::Error importConstantNode(OpBuilder &builder, Location fileLoc,
+                                 const onnx::NodeProto &node,
+                                 const std::string &where);
+
   MLIRContext *ctx;
   std::string path;
   llvm::StringMap<Value> values;
+  /// Values of the initializers and Constant outputs, for const operands
+  /// (shapes, axes, starts, ...) of the nodes that use them.
+  llvm::StringMap<std::vector<double>> constants;
 };
 
 } // namespace
@@ -101,6 +111,67 @@ OnnxImporter::importInitializer(const onnx::TensorProto &tensor,
                            data->bytes.size()));
 }
 
+/// A Constant node becomes a parameter holding its value (like an
+/// initializer); its values are recorded for const operands.
+llvm::Error OnnxImporter::importConstantNode(OpBuilder &builder,
+                                             Location fileLoc,
+                                             const onnx::NodeProto &node,
+                                             const std::string &where) {
+  if (node.output_size() != 1)
+    return error(where + ": a Constant has one output");
+  onnx::TensorProto tensor;
+  bool found = false;
+  for (const auto &attr : node.attribute()) {
+    if (attr.name() == "value" && attr.has_t()) {
+      tensor = attr.t();
+      found = true;
+    } else if (attr.name() == "value_int" || attr.name() == "value_ints") {
+      tensor.set_data_type(onnx::TensorProto::INT64);
+      if (attr.name() == "value_int")
+        tensor.add_int64_data(attr.i());
+      else {
+        tensor.add_dims(attr.ints_size());
+        for (int64_t v : attr.ints())
+          tensor.add_int64_data(v);
+      }
+      found = true;
+    } else if (attr.name() == "value_float" || attr.name() == "value_floats") {
+      tensor.set_data_type(onnx::TensorProto::FLOAT);
+      if (attr.name() == "value_float")
+        tensor.add_float_data(attr.f());
+      else {
+        tensor.add_dims(attr.floats_size());
+        for (float v : attr.floats())
+          tensor.add_float_data(v);
+      }
+      found = true;
+    }
+  }
+  if (!found)
+    return error(where + ": only 'value', 'value_int(s)' and "
+                         "'value_float(s)' Constants are supported");
+  const std::string &name = node.output(0);
+  tensor.set_name(name);
+  SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
+  auto type = tensorType(tensor.data_type(), dims, where);
+  if (!type)
+    return type.takeError();
+  auto value = importInitializer(tensor, *type);
+  if (!value)
+    return value.takeError();
+  auto data = convertOnnxTensor(tensor, where);
+  if (!data)
+    return error(llvm::toString(data.takeError()));
+  std::vector<double> &c = constants[name];
+  for (int64_t k = 0; k < data->numElements(); ++k)
+    c.push_back(data->valueAt(k));
+  auto param = ParamOp::create(
+      builder, NameLoc::get(builder.getStringAttr(name), fileLoc), *type, name,
+      *value);
+  values[name] = param.getResult();
+  return llvm::Error::success();
+}
+
 /// Number of classes of a labels input, read from the op that consumes it:
 /// the loss ops take (scores [N, C], labels [N]).
 static std::optional<int64_t> classesOfLabels(Value labels) {
@@ -147,6 +218,14 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     auto value = importInitializer(init, *type);
     if (!value)
       return value.takeError();
+    if (auto data = convertOnnxTensor(init, "initializer '" + init.name() + "'");
+        data && data->numElements() <= kMaxConstElements) {
+      std::vector<double> &c = constants[init.name()];
+      for (int64_t k = 0; k < data->numElements(); ++k)
+        c.push_back(data->valueAt(k));
+    } else if (!data) {
+      llvm::consumeError(data.takeError());
+    }
     auto param = ParamOp::create(
         builder, NameLoc::get(builder.getStringAttr(init.name()), fileLoc),
         *type, init.name(), *value);
@@ -186,7 +265,13 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return error(where + ": operator domain '" + node.domain() +
                    "' is not supported");
-    if (!tdl::SpecLibrary::builtin().lookup(node.op_type()))
+    if (node.op_type() == "Constant") {
+      if (auto err = importConstantNode(builder, fileLoc, node, where))
+        return err;
+      continue;
+    }
+    const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(node.op_type());
+    if (!spec)
       return error(where + ": operator '" + node.op_type() +
                    "' has no TDL spec, so tofuc cannot partition or train it; "
                    "see docs/TDL.md for adding one (one spec in tdl-specs/ "
@@ -211,8 +296,25 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     auto attrs = convertOnnxAttributes(node, nodeName);
     if (!attrs)
       return error(llvm::toString(attrs.takeError()));
+    ConstValues constValues;
+    unsigned operandIndex = 0;
+    for (const std::string &name : node.input()) {
+      if (name.empty())
+        continue;
+      unsigned i = operandIndex++;
+      if (!tdl::isConstInput(*spec, i))
+        continue;
+      auto c = constants.find(name);
+      if (c == constants.end())
+        return error(where + ": input '" + name + "' (operand " +
+                     std::to_string(i) +
+                     ") must be known at compile time (an initializer or a "
+                     "Constant node), but it is computed");
+      constValues[i] = c->second;
+    }
     auto instance = instantiateSpec(node.op_type(),
-                                    ValueRange(operands).getTypes(), *attrs);
+                                    ValueRange(operands).getTypes(), *attrs,
+                                    constValues);
     if (!instance)
       return error(where + ": " + llvm::toString(instance.takeError()));
     if (instance->outputTypes().size() !=
@@ -228,7 +330,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       resultTypes.push_back(fromTdlType(ctx, type));
     auto compute = ComputeOp::create(
         builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
-        resultTypes, node.op_type(), operands, fromTdlAttrs(ctx, *attrs),
+        resultTypes, node.op_type(), operands,
+        fromTdlAttrs(ctx, *attrs, constValues),
         nodeName, StringAttr());
     for (auto [i, name] : llvm::enumerate(node.output()))
       values[name] = compute.getResult(i);

@@ -98,6 +98,12 @@ struct InputDecl {
   bool isInt = false;
   /// `: int` (I64), `: bool` (Bool) or `: float` / nothing (F32).
   ElemType elem = ElemType::F32;
+  /// `: any`: any element type is accepted (Cast).
+  bool anyElem = false;
+  /// `: int const` / `: float const`: a compile-time constant input whose
+  /// values are given to instantiate(); its name is a static value (a number
+  /// for rank 0, else the flattened list), and it is never read at run time.
+  bool isConst = false;
   /// `[*]`: any rank, dims not bound to symbols.
   bool unconstrained = false;
   std::vector<DimDecl> dims;
@@ -116,6 +122,9 @@ struct OutputDecl {
   bool isInt = false;
   /// `: int` (I64), `: bool` (Bool) or `: float` / nothing (F32).
   ElemType elem = ElemType::F32;
+  /// `: dtype(attr)`: the element type is the ONNX TensorProto data type in
+  /// int attribute `attr` (1 FLOAT, 7 INT64, 9 BOOL).
+  std::string elemAttr;
   /// `broadcast(A, B)`: indices of the inputs whose shapes are broadcast.
   std::vector<unsigned> broadcastOf;
   /// Otherwise: one expression per dim (Splat = `*D`).

@@ -32,9 +32,19 @@ private:
   }
   std::optional<StaticValue> lookup(llvm::StringRef name) const {
     auto it = forward.attrs().find(name.str());
-    if (it == forward.attrs().end())
-      return std::nullopt;
-    return StaticValue::ofAttr(it->second);
+    if (it != forward.attrs().end())
+      return StaticValue::ofAttr(it->second);
+    // A const input (by its alias in the rule) or a let of the forward op.
+    for (size_t i = 0; i < rule.inputAliases.size(); ++i)
+      if (rule.inputAliases[i] == name && forward.isConstInput(i)) {
+        auto s = forward.impl->statics.find(forward.inputNames()[i]);
+        if (s != forward.impl->statics.end())
+          return s->second;
+      }
+    auto s = forward.impl->statics.find(name.str());
+    if (s != forward.impl->statics.end())
+      return s->second;
+    return std::nullopt;
   }
   std::optional<std::vector<int64_t>> tensorShape(llvm::StringRef name) const {
     for (size_t i = 0; i < rule.inputAliases.size(); ++i)
@@ -138,7 +148,7 @@ llvm::Expected<GradExpansion> Expander::run() {
   result.inputGrads.assign(forward.inputTypes().size(), std::nullopt);
   for (const GradStmt &s : rule.stmts) {
     const auto &type = forward.inputTypes()[s.input];
-    if (!type || type->elem != ElemType::F32)
+    if (!type || type->elem != ElemType::F32 || forward.isConstInput(s.input))
       continue;
     auto operand = expand(*s.value, s.input);
     if (!operand)

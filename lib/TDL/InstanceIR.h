@@ -13,6 +13,9 @@
 #define TOFU_LIB_TDL_INSTANCEIR_H
 
 #include "AST.h"
+#include "StaticEvaluator.h"
+
+#include <map>
 
 namespace tofu::tdl {
 
@@ -71,6 +74,11 @@ struct OpInstance::Impl {
   std::vector<TensorType> outputTypes;
   AttrMap attrs;
   std::vector<LoweredStmt> stmts; ///< one per output
+  /// Values of the const inputs (by input index).
+  std::map<unsigned, std::vector<double>> constValues;
+  /// The static value of each const input (a number for rank 0, else the
+  /// flattened list) and of each let, for gradient rules.
+  std::map<std::string, StaticValue> statics;
   /// (op, attributes, input ranks, size-1 dims): the analysis cache key.
   std::string cacheKey;
 };

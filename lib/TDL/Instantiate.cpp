@@ -36,6 +36,16 @@ const std::vector<std::string> &OpInstance::outputNames() const {
   return impl->outputNames;
 }
 const AttrMap &OpInstance::attrs() const { return impl->attrs; }
+const std::map<unsigned, std::vector<double>> &
+OpInstance::constValues() const {
+  return impl->constValues;
+}
+bool OpInstance::isConstInput(unsigned input) const {
+  return tofu::tdl::isConstInput(*impl->spec, input);
+}
+bool tofu::tdl::isConstInput(const OpSpec &spec, unsigned input) {
+  return input < spec.inputs.size() && spec.inputs[input].isConst;
+}
 
 static const LExpr *scaledReducer(const LExpr &e) {
   switch (e.kind) {
@@ -166,7 +176,8 @@ public:
       : spec(spec), impl(impl) {}
 
   llvm::Error run(llvm::ArrayRef<std::optional<TensorType>> inputs,
-                  const AttrMap &attrs);
+                  const AttrMap &attrs,
+                  const std::map<unsigned, std::vector<double>> &constValues);
 
 private:
   llvm::Error error(const llvm::Twine &msg) {
@@ -189,6 +200,9 @@ private:
     auto l = lets.find(name.str());
     if (l != lets.end())
       return l->second;
+    auto c = constStatics.find(name.str());
+    if (c != constStatics.end())
+      return c->second;
     auto s = syms.find(name.str());
     if (s != syms.end())
       return StaticValue::ofInt(s->second);
@@ -225,9 +239,14 @@ private:
   /// Bound comprehension / static variables (innermost last).
   std::vector<std::pair<std::string, int64_t>> statics;
   std::map<std::string, StaticValue> lets;
+  /// Static values of the const inputs.
+  std::map<std::string, StaticValue> constStatics;
   llvm::Error evalLets();
+  llvm::Error bindConstValues(
+      const std::map<unsigned, std::vector<double>> &constValues);
   llvm::Expected<std::vector<LExprPtr>> lowerIndexList(const Expr &e);
-  llvm::Expected<LExprPtr> lowerUnrolled(const Expr &call, const Expr &f);
+  llvm::Expected<LExprPtr> lowerUnrolled(const Expr &call, const Expr &f,
+                                         bool inIndex);
   /// Runs `body(d)` for each static value d of comprehension `f` that passes
   /// its filter, with d bound.
   llvm::Error forEach(const Expr &f,
@@ -265,7 +284,7 @@ llvm::Error Instantiator::bindAttrs(const AttrMap &attrs) {
 llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
   const InputDecl &decl = spec.inputs[i];
   ElemType want = decl.elem;
-  if (t.elem != want)
+  if (!decl.anyElem && t.elem != want)
     return error("input " + decl.name + ": expected element type " +
                  elemStr(want) + ", found " + elemStr(t.elem));
   for (int64_t d : t.dims)
@@ -332,6 +351,20 @@ llvm::Error Instantiator::computeOutput(unsigned o) {
   const OutputDecl &decl = spec.outputs[o];
   TensorType t;
   t.elem = decl.elem;
+  if (!decl.elemAttr.empty()) {
+    auto a = impl.attrs.find(decl.elemAttr);
+    int64_t code = a == impl.attrs.end() ? -1 : a->second.i;
+    if (code == 1)
+      t.elem = ElemType::F32;
+    else if (code == 7)
+      t.elem = ElemType::I64;
+    else if (code == 9)
+      t.elem = ElemType::Bool;
+    else
+      return error("output " + decl.name + ": element type " +
+                   std::to_string(code) + " (attribute '" + decl.elemAttr +
+                   "') is not supported (1 FLOAT, 7 INT64 and 9 BOOL are)");
+  }
   if (!decl.broadcastOf.empty()) {
     // ONNX multidirectional broadcasting.
     std::vector<int64_t> result;
@@ -368,6 +401,19 @@ llvm::Error Instantiator::computeOutput(unsigned o) {
         if (v->kind != StaticValue::Kind::Ints &&
             v->kind != StaticValue::Kind::Shape)
           return makeSpecError(d->loc, "'*' needs a list, found " + v->str());
+        for (int64_t x : v->shape)
+          if (x < 0)
+            return error("output " + decl.name + ": negative dimension in " +
+                         v->str());
+        t.dims.insert(t.dims.end(), v->shape.begin(), v->shape.end());
+        continue;
+      }
+      if (d->kind == Expr::Kind::Splat && !rankSyms.count(d->name)) {
+        // `*name`: a static list (a let or a const input).
+        auto v = lookup(d->name);
+        if (!v || (v->kind != StaticValue::Kind::Ints &&
+                   v->kind != StaticValue::Kind::Shape))
+          return makeSpecError(d->loc, "'*" + d->name + "' needs a list");
         for (int64_t x : v->shape)
           if (x < 0)
             return error("output " + decl.name + ": negative dimension in " +
@@ -571,8 +617,8 @@ llvm::Expected<LExprPtr> Instantiator::lowerAccess(const Expr &e) {
                                     std::to_string(group->second.size()) +
                                     ")");
   }
-  if (spec.findInput(e.name) < 0) {
-    // An element of a static list (`perm[d]`).
+  if (int in = spec.findInput(e.name); in < 0 || spec.inputs[in].isConst) {
+    // An element of a static list (`perm[d]`, a const input's value).
     auto v = evalStatic(e, env());
     if (!v)
       return v.takeError();
@@ -737,7 +783,7 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
       return lowerUnbroadcast(e);
     if ((e.name == "sum" || e.name == "prod") && e.args.size() == 1 &&
         e.args[0]->kind == Expr::Kind::For)
-      return lowerUnrolled(e, *e.args[0]);
+      return lowerUnrolled(e, *e.args[0], inIndex);
     if (isStaticFunction(e.name) &&
         (inIndex || (e.name != "max" && e.name != "min"))) {
       auto v = evalStatic(e, env());
@@ -849,15 +895,16 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
 /// `sum(for(d: n) e)` / `prod(for(d: n) e)` in a value: the static sum or
 /// product of e over d (empty: 0 / 1).
 llvm::Expected<LExprPtr> Instantiator::lowerUnrolled(const Expr &call,
-                                                     const Expr &f) {
+                                                     const Expr &f,
+                                                     bool inIndex) {
   bool isSum = call.name == "sum";
   LExprPtr acc = makeConst(isSum ? 0 : 1, call.loc);
   if (auto err = forEach(f, [&](int64_t) -> llvm::Error {
-        auto l = lower(*f.args[0], /*inIndex=*/false);
+        auto l = lower(*f.args[0], inIndex);
         if (!l)
           return l.takeError();
         acc = foldBinary(isSum ? BinOp::Add : BinOp::Mul, std::move(acc),
-                         std::move(*l), /*inIndex=*/false, call.loc);
+                         std::move(*l), inIndex, call.loc);
         return llvm::Error::success();
       }))
     return std::move(err);
@@ -909,8 +956,59 @@ llvm::Error Instantiator::lowerStmt(const BodyStmt &s) {
   return llvm::Error::success();
 }
 
-llvm::Error Instantiator::run(llvm::ArrayRef<std::optional<TensorType>> inputs,
-                              const AttrMap &attrs) {
+llvm::Error Instantiator::bindConstValues(
+    const std::map<unsigned, std::vector<double>> &constValues) {
+  for (auto &[index, values] : constValues)
+    if (index >= spec.inputs.size() || !spec.inputs[index].isConst)
+      return error("input " + std::to_string(index) +
+                   " is not a const input, but a value was given for it");
+  for (unsigned i = 0; i < spec.inputs.size(); ++i) {
+    const InputDecl &decl = spec.inputs[i];
+    if (!decl.isConst || !impl.inputTypes[i])
+      continue;
+    auto it = constValues.find(i);
+    if (it == constValues.end())
+      return error("input " + decl.name +
+                   " is a compile-time constant, but its value is not known "
+                   "(it must come from an initializer or a Constant node)");
+    const TensorType &t = *impl.inputTypes[i];
+    int64_t n = 1;
+    for (int64_t d : t.dims)
+      n *= d;
+    if (int64_t(it->second.size()) != n)
+      return error("input " + decl.name + ": " +
+                   std::to_string(it->second.size()) + " values given for shape " +
+                   shapeStr(t.dims));
+    StaticValue v;
+    if (decl.elem == ElemType::F32) {
+      if (!t.dims.empty())
+        return error("input " + decl.name +
+                     ": a float const input must be a scalar");
+      v = StaticValue::ofFloat(it->second[0]);
+    } else {
+      std::vector<int64_t> ints;
+      for (double x : it->second)
+        ints.push_back(x >= 9.2233720368547758e18 ? INT64_MAX
+                       : x <= -9.2233720368547758e18
+                           ? INT64_MIN
+                           : static_cast<int64_t>(x));
+      if (t.dims.empty()) {
+        v = StaticValue::ofInt(ints[0]);
+      } else {
+        v.kind = StaticValue::Kind::Ints;
+        v.shape = std::move(ints);
+      }
+    }
+    constStatics[decl.name] = v;
+    impl.statics[decl.name] = v;
+    impl.constValues[i] = it->second;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Instantiator::run(
+    llvm::ArrayRef<std::optional<TensorType>> inputs, const AttrMap &attrs,
+    const std::map<unsigned, std::vector<double>> &constValues) {
   impl.spec = &spec;
   if (inputs.size() > spec.inputs.size())
     return error("expected at most " + std::to_string(spec.inputs.size()) +
@@ -930,8 +1028,12 @@ llvm::Error Instantiator::run(llvm::ArrayRef<std::optional<TensorType>> inputs,
     if (impl.inputTypes[i])
       if (auto e = bindInput(i, *impl.inputTypes[i]))
         return e;
+  if (auto e = bindConstValues(constValues))
+    return e;
   if (auto e = evalLets())
     return e;
+  for (auto &[name, value] : lets)
+    impl.statics.emplace(name, value);
   for (auto &c : spec.constraints) {
     auto ok = evalCondition(*c.cond, env());
     if (!ok)
@@ -977,6 +1079,12 @@ llvm::Error Instantiator::run(llvm::ArrayRef<std::optional<TensorType>> inputs,
   key += ")";
   for (auto &[name, value] : impl.attrs)
     key += name + "=" + StaticValue::ofAttr(value).str() + ";";
+  for (auto &[index, value] : impl.constValues)
+    key += spec.inputs[index].name + ":=" +
+           impl.statics[spec.inputs[index].name].str() + ";";
+  // Elements types matter where an input accepts any (Cast).
+  for (auto &t : impl.inputTypes)
+    key += t ? elemStr(t->elem) : "-";
   impl.cacheKey = std::move(key);
   return llvm::Error::success();
 }
@@ -985,8 +1093,15 @@ llvm::Expected<OpInstance>
 tofu::tdl::instantiate(const OpSpec &spec,
                        llvm::ArrayRef<std::optional<TensorType>> inputs,
                        const AttrMap &attrs) {
+  return instantiate(spec, inputs, attrs, {});
+}
+
+llvm::Expected<OpInstance> tofu::tdl::instantiate(
+    const OpSpec &spec, llvm::ArrayRef<std::optional<TensorType>> inputs,
+    const AttrMap &attrs,
+    const std::map<unsigned, std::vector<double>> &constValues) {
   auto impl = std::make_shared<OpInstance::Impl>();
-  if (auto e = Instantiator(spec, *impl).run(inputs, attrs))
+  if (auto e = Instantiator(spec, *impl).run(inputs, attrs, constValues))
     return std::move(e);
   OpInstance inst;
   inst.impl = std::move(impl);

@@ -268,10 +268,19 @@ bool Parser::parseInput(InputDecl &in) {
       in.elem = ElemType::I64;
     } else if (isKeyword("bool")) {
       in.elem = ElemType::Bool;
+    } else if (isKeyword("any")) {
+      in.anyElem = true;
     } else if (!isKeyword("float")) {
-      return errorAtToken("element type 'int', 'bool' or 'float'");
+      return errorAtToken("element type 'int', 'bool', 'float' or 'any'");
     }
     consume();
+    if (isKeyword("const")) {
+      if (in.elem == ElemType::Bool || in.anyElem)
+        return errorAtToken("'int const' or 'float const' (a constant input "
+                            "is int or float)");
+      consume();
+      in.isConst = true;
+    }
   }
   return true;
 }
@@ -412,6 +421,13 @@ bool Parser::parseOutput(OpSpec &op, OutputDecl &out) {
     out.elem = type == "int"    ? ElemType::I64
                : type == "bool" ? ElemType::Bool
                                 : ElemType::F32;
+  } else if (peek().kind == K::Colon && isKeyword("dtype", 1)) {
+    consume();
+    consume();
+    if (!expect(K::LParen, "'(' after 'dtype'") ||
+        !expectIdent(out.elemAttr, nullptr, "an int attribute name") ||
+        !expect(K::RParen, "')' after the attribute name"))
+      return false;
   }
   return true;
 }

@@ -50,6 +50,11 @@ private:
     const AttrDecl *a = op.findAttr(n);
     return (a && a->kind == AttrValue::Kind::Ints) || isStatic(n);
   }
+  /// An input read at run time (not a const input).
+  bool isTensor(llvm::StringRef n) const {
+    int in = op.findInput(n);
+    return in >= 0 && !op.inputs[in].isConst;
+  }
   llvm::Error checkStaticCall(const Expr &e);
   llvm::Error checkFor(const Expr &e, bool indexBody);
 
@@ -123,6 +128,9 @@ llvm::Error OpChecker::run() {
       }
     }
   }
+  for (auto &in : op.inputs)
+    if (in.isConst)
+      statics.push_back(in.name);
   for (auto &let : op.lets) {
     if (auto e = checkStatic(*let.value))
       return e;
@@ -142,9 +150,10 @@ llvm::Error OpChecker::run() {
         continue;
       }
       if (d->kind == Expr::Kind::Splat) {
-        if (!rankSyms.count(d->name))
+        if (!rankSyms.count(d->name) && !isStatic(d->name))
           return makeSpecError(d->loc, "unknown rank symbol '*" + d->name +
-                                           "' (declare it in an input shape)");
+                                           "' (declare it in an input shape "
+                                           "or as a let)");
         continue;
       }
       if (auto e = checkStatic(*d))
@@ -361,7 +370,7 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
     return makeSpecError(e.loc, "'*" + e.name +
                                     "' is only allowed as a tensor index");
   case Expr::Kind::Access: {
-    if (isSplatName(e.name) || (isListName(e.name) && op.findInput(e.name) < 0)) {
+    if (isSplatName(e.name) || (isListName(e.name) && !isTensor(e.name))) {
       // `i[d]`: one variable of a splat; `perm[d]`: a static list element.
       if (e.args.size() != 1 || e.args[0]->kind == Expr::Kind::Splat)
         return makeSpecError(e.loc, "'" + e.name +
@@ -572,7 +581,7 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
         return std::move(err);
       return IndexClass::Affine;
     }
-    if (isListName(e.name) && op.findInput(e.name) < 0) {
+    if (isListName(e.name) && !isTensor(e.name)) {
       if (auto err = checkValue(e))
         return std::move(err);
       return IndexClass::Constant;
@@ -590,6 +599,13 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
       if (auto err = checkStaticCall(e))
         return std::move(err);
       return IndexClass::Constant;
+    }
+    if (e.name == "sum" && e.args.size() == 1 &&
+        e.args[0]->kind == Expr::Kind::For) {
+      // `sum(for(d: n) index)`: an unrolled sum of index expressions.
+      if (auto err = checkFor(*e.args[0], /*indexBody=*/true))
+        return std::move(err);
+      return IndexClass::Affine;
     }
     return makeSpecError(e.loc, "function '" + e.name +
                                     "' in an index expression is not affine");
@@ -736,12 +752,18 @@ llvm::Error GradChecker::checkStatic(const Expr &e) {
   case Expr::Kind::String:
     return llvm::Error::success();
   case Expr::Kind::Ident:
-    if (forward && forward->findAttr(e.name))
+    if (!forward || forward->findAttr(e.name))
       return llvm::Error::success();
-    if (!forward)
+    // A let of the forward op, or a const input (by its alias).
+    if (llvm::any_of(forward->lets,
+                     [&](const LetDecl &l) { return l.name == e.name; }))
       return llvm::Error::success();
-    return makeSpecError(e.loc, "unknown attribute '" + e.name + "' of '" +
-                                    rule.op + "'");
+    for (size_t i = 0; i < rule.inputAliases.size(); ++i)
+      if (rule.inputAliases[i] == e.name && i < forward->inputs.size() &&
+          forward->inputs[i].isConst)
+        return llvm::Error::success();
+    return makeSpecError(e.loc, "unknown attribute, let or const input '" +
+                                    e.name + "' of '" + rule.op + "'");
   case Expr::Kind::Neg:
   case Expr::Kind::Not:
   case Expr::Kind::Binary:

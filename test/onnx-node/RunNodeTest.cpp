@@ -84,7 +84,15 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
     for (const auto &input : set.inputs)
       types.push_back(input ? std::optional<tdl::TensorType>(input->type)
                             : std::nullopt);
-    auto op = tdl::instantiate(*spec, types, test.attrs);
+    // Const operands (shapes, axes, starts, ...) pass their values.
+    std::map<unsigned, std::vector<double>> constValues;
+    for (size_t i = 0; i < set.inputs.size(); ++i)
+      if (set.inputs[i] && tdl::isConstInput(*spec, unsigned(i))) {
+        std::vector<double> &values = constValues[unsigned(i)];
+        for (int64_t k = 0; k < set.inputs[i]->numElements(); ++k)
+          values.push_back(set.inputs[i]->valueAt(k));
+      }
+    auto op = tdl::instantiate(*spec, types, test.attrs, constValues);
     if (!op)
       return skip("instantiation: " + llvm::toString(op.takeError()));
     if (test.outputNames.size() > op->outputTypes().size())

@@ -10,6 +10,9 @@
 #include "tofu/Dialect/Tofu.h"
 #include "tofu/TDL/TDL.h"
 
+#include <map>
+#include <vector>
+
 namespace tofu {
 
 /// The TDL type of a ranked tensor type (f32 or i64); error otherwise.
@@ -17,17 +20,30 @@ llvm::Expected<tdl::TensorType> toTdlType(mlir::RankedTensorType type);
 /// The tensor type of a TDL type.
 mlir::RankedTensorType fromTdlType(mlir::MLIRContext *ctx,
                                    const tdl::TensorType &type);
-/// The TDL attribute map of an op's `attrs` dictionary.
+/// Values of a compile-time constant operand, by operand index (see
+/// tdl::instantiate).
+using ConstValues = std::map<unsigned, std::vector<double>>;
+
+/// Prefix of the reserved `attrs` entries that record the values of const
+/// operands: `tdl.const<i>` (an array of f64) holds operand i's values.
+inline constexpr llvm::StringLiteral kConstValuePrefix = "tdl.const";
+
+/// The TDL attribute map of an op's `attrs` dictionary (without the reserved
+/// `tdl.const<i>` entries).
 llvm::Expected<tdl::AttrMap> toTdlAttrs(mlir::DictionaryAttr attrs);
-/// The attribute dictionary of a TDL attribute map.
+/// The const operand values recorded in an op's `attrs` dictionary.
+llvm::Expected<ConstValues> constValuesOf(mlir::DictionaryAttr attrs);
+/// The attribute dictionary of a TDL attribute map, with the values of const
+/// operands as `tdl.const<i>` entries.
 mlir::DictionaryAttr fromTdlAttrs(mlir::MLIRContext *ctx,
-                                  const tdl::AttrMap &attrs);
+                                  const tdl::AttrMap &attrs,
+                                  const ConstValues &constValues = {});
 
 /// Instantiates `spec` on the given operand types: trailing declared inputs
 /// without an operand are absent.
-llvm::Expected<tdl::OpInstance> instantiateSpec(llvm::StringRef spec,
-                                                mlir::TypeRange operandTypes,
-                                                const tdl::AttrMap &attrs);
+llvm::Expected<tdl::OpInstance>
+instantiateSpec(llvm::StringRef spec, mlir::TypeRange operandTypes,
+                const tdl::AttrMap &attrs, const ConstValues &constValues = {});
 
 /// Instantiates the TDL spec of `op` on its operand types.
 llvm::Expected<tdl::OpInstance> instantiate(ComputeOp op);

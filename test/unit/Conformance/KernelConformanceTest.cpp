@@ -128,7 +128,8 @@ void checkPath(const SampleCase &sample, unsigned seed,
   const SpecLibrary &library = SpecLibrary::builtin();
   const OpSpec *spec = library.lookup(sample.op);
   ASSERT_NE(spec, nullptr) << sample.op;
-  auto instance = instantiate(*spec, sample.types, sample.attrs);
+  auto instance =
+      instantiate(*spec, sample.types, sample.attrs, sample.constValues);
   ASSERT_TRUE(static_cast<bool>(instance))
       << sample.describe() << ": " << llvm::toString(instance.takeError());
 

@@ -10,6 +10,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
+#include <map>
 #include <random>
 
 using namespace tofu::tdl;
@@ -38,6 +39,10 @@ struct Problem {
   double lo = -1, hi = 1;
   /// Inputs that have no gradient by definition (Clip's min and max).
   std::vector<unsigned> noGrad = {};
+  /// Values of const inputs (they have no gradient).
+  std::map<unsigned, std::vector<double>> constValues = {};
+  /// Integer inputs are drawn from [intLo, intLo + intRange).
+  int64_t intLo = 0;
 };
 
 std::vector<DenseTensor> forward(const OpInstance &inst,
@@ -65,16 +70,21 @@ GradExpansion checkGradient(const Problem &p, unsigned seed = 1) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uni(p.lo, p.hi);
   std::uniform_real_distribution<double> wuni(-1, 1);
-  OpInstance inst = mustInstantiate(lib(), p.op, p.types, p.attrs);
+  OpInstance inst =
+      mustInstantiate(lib(), p.op, p.types, p.attrs, p.constValues);
   std::vector<DenseTensor> in(p.types.size());
   for (size_t i = 0; i < p.types.size(); ++i) {
     if (!p.types[i])
       continue;
     in[i].type = *p.types[i];
+    if (p.constValues.count(unsigned(i))) {
+      in[i].data = p.constValues.at(unsigned(i));
+      continue;
+    }
     for (int64_t k = 0; k < count(in[i].type.dims); ++k) {
       double v;
       if (in[i].type.elem == ElemType::I64) {
-        v = double(rng() % p.intRange);
+        v = double(p.intLo + int64_t(rng() % p.intRange));
       } else if (in[i].type.elem == ElemType::Bool) {
         v = double(rng() % 2);
       } else {
@@ -130,7 +140,7 @@ GradExpansion checkGradient(const Problem &p, unsigned seed = 1) {
   const double h = 1e-6;
   for (size_t i = 0; i < in.size(); ++i) {
     if (!p.types[i] || p.types[i]->elem != ElemType::F32 ||
-        llvm::is_contained(p.noGrad, i)) {
+        llvm::is_contained(p.noGrad, i) || p.constValues.count(unsigned(i))) {
       EXPECT_FALSE(g->inputGrads[i].has_value()) << "input " << i;
       continue;
     }
@@ -333,4 +343,58 @@ TEST(TDLGradient, ConvTranspose) {
   checkGradient({"ConvTranspose", {f32({1, 4, 3, 2}), f32({4, 3, 3, 2}), std::nullopt},
                  {{"group", AttrValue::ofInt(2)}, {"strides", ints({2, 1})},
                   {"pads", ints({1, 0, 0, 1})}, {"output_padding", ints({1, 0})}}});
+}
+
+//===----------------------------------------------------------------------===//
+// Shape ops with const inputs, Gather, Cast, NegativeLogLikelihoodLoss
+//===----------------------------------------------------------------------===//
+
+TEST(TDLGradient, ReshapeFamily) {
+  checkGradient({"Reshape", {f32({2, 3, 4}), i64({3})}, {}, 3, 0, -1, 1, {},
+                 {{1, {4, 0, -1}}}});
+  checkGradient({"Flatten", {f32({2, 3, 2})}, {{"axis", AttrValue::ofInt(2)}}});
+  checkGradient({"Squeeze", {f32({2, 1, 3, 1}), i64({1})}, {}, 3, 0, -1, 1,
+                 {}, {{1, {-1}}}});
+  checkGradient({"Squeeze", {f32({1, 3, 1})}});
+  checkGradient({"Unsqueeze", {f32({2, 3}), i64({2})}, {}, 3, 0, -1, 1, {},
+                 {{1, {0, -1}}}});
+  checkGradient({"Expand", {f32({3, 1}), i64({3})}, {}, 3, 0, -1, 1, {},
+                 {{1, {2, 1, 4}}}});
+}
+
+TEST(TDLGradient, Slice) {
+  // Negative start, clamped negative end, negative step.
+  checkGradient({"Slice",
+                 {f32({5, 6}), i64({2}), i64({2}), i64({2}), i64({2})},
+                 {}, 3, 0, -1, 1, {},
+                 {{1, {1, -1}}, {2, {4, -7}}, {3, {0, 1}}, {4, {2, -2}}}});
+  // INT64_MAX end (saturated from its double), axes and steps absent.
+  checkGradient({"Slice", {f32({4, 3}), i64({1}), i64({1})}, {}, 3, 0, -1, 1,
+                 {}, {{1, {1}}, {2, {9.2233720368547758e18}}}});
+}
+
+TEST(TDLGradient, Gather) {
+  Problem p{"Gather", {f32({4, 3}), i64({2, 2})}};
+  p.intLo = -4;
+  p.intRange = 8;
+  checkGradient(p);
+  p.types = {f32({3, 4, 2}), i64({3})};
+  p.attrs = {{"axis", AttrValue::ofInt(1)}};
+  checkGradient(p);
+}
+
+TEST(TDLGradient, Cast) {
+  checkGradient({"Cast", {f32({2, 3})}, {{"to", AttrValue::ofInt(1)}}});
+}
+
+TEST(TDLGradient, NegativeLogLikelihoodLoss) {
+  for (const char *reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    AttrMap attrs{{"reduction", AttrValue::ofString(reduction)}};
+    checkGradient({"NegativeLogLikelihoodLoss", {f32({3, 4}), i64({3})}, attrs,
+                   4});
+    attrs["ignore_index"] = AttrValue::ofInt(1);
+    checkGradient({"NegativeLogLikelihoodLoss", {f32({2, 3, 2}), i64({2, 2})},
+                   attrs, 3});
+  }
 }

@@ -150,7 +150,7 @@ private:
 void checkCase(const SampleCase &c, unsigned seed) {
   SCOPED_TRACE(c.describe());
   OpInstance inst = mustInstantiate(SpecLibrary::builtin(), c.op, c.types,
-                                    c.attrs);
+                                    c.attrs, c.constValues);
   std::vector<DenseTensor> storage = randomInputs(c, seed);
   std::vector<const DenseTensor *> ptrs;
   for (size_t i = 0; i < storage.size(); ++i)

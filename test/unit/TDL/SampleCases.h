@@ -9,6 +9,7 @@
 
 #include "TDLTestSupport.h"
 
+#include <map>
 #include <random>
 
 namespace tofu::tdl::test {
@@ -28,6 +29,9 @@ struct SampleCase {
   int64_t intLo = 0, intHi = 3;
   /// Float inputs are drawn from [lo, hi).
   double lo = -1, hi = 1;
+  /// Values of the const inputs (`: int const`), by input index; randomInputs
+  /// gives those inputs these values.
+  std::map<unsigned, std::vector<double>> constValues = {};
 
   std::string describe() const {
     std::string s = op + "(";
@@ -62,6 +66,10 @@ inline std::vector<DenseTensor> randomInputs(const SampleCase &c,
     if (!c.types[i])
       continue;
     in[i].type = *c.types[i];
+    if (auto cv = c.constValues.find(unsigned(i)); cv != c.constValues.end()) {
+      in[i].data = cv->second;
+      continue;
+    }
     for (int64_t k = 0; k < numElements(in[i].type.dims); ++k)
       in[i].data.push_back(
           in[i].type.elem == ElemType::F32
@@ -157,6 +165,31 @@ inline std::vector<SampleCase> sampleCases() {
       {"Greater", {f32({2, 3}), f32({3})}},
       {"LessOrEqual", {f32({2, 3}), f32({3})}},
       {"GreaterOrEqual", {f32({2, 3}), f32({2, 3})}},
+      // Shape ops (const inputs), Gather, Cast, NegativeLogLikelihoodLoss.
+      {"ReshapeAs", {f32({2, 6}), f32({3, 4})}},
+      {"Reshape", {f32({2, 3, 4}), i64({3})}, {}, 0, 3, -1, 1,
+       {{1, {4, 0, -1}}}},
+      {"Flatten", {f32({2, 3, 4})}, {{"axis", I(2)}}},
+      {"Squeeze", {f32({2, 1, 3, 1}), i64({1})}, {}, 0, 3, -1, 1, {{1, {-1}}}},
+      {"Unsqueeze", {f32({2, 3}), i64({2})}, {}, 0, 3, -1, 1, {{1, {0, 3}}}},
+      {"Expand", {f32({3, 1}), i64({3})}, {}, 0, 3, -1, 1, {{1, {2, 1, 4}}}},
+      {"Slice", {f32({5, 6}), i64({2}), i64({2}), i64({2}), i64({2})}, {}, 0,
+       3, -1, 1, {{1, {1, -1}}, {2, {4, -7}}, {3, {0, 1}}, {4, {2, -2}}}},
+      {"SliceGrad", {f32({2, 3}), f32({5, 6})},
+       {{"starts", Is({1, 5})}, {"steps", Is({2, -2})}}},
+      {"Gather", {f32({4, 3}), i64({2, 2})}, {}, -4, 4},
+      {"GatherGrad", {f32({3, 2, 2}), i64({2}), f32({3, 4, 2})},
+       {{"axis", I(1)}}, -4, 4},
+      {"Cast", {f32({5})}, {{"to", I(7)}}, 0, 3, -3, 3},
+      {"Cast", {i64({4})}, {{"to", I(1)}}},
+      {"Cast", {f32({4})}, {{"to", I(9)}}, 0, 3, -1, 1},
+      {"NegativeLogLikelihoodLoss", {f32({3, 4}), i64({3})}, {}, 0, 4},
+      {"NegativeLogLikelihoodLoss", {f32({2, 3, 2}), i64({2, 2})},
+       {{"reduction", S("none")}, {"ignore_index", I(1)}}},
+      {"NegativeLogLikelihoodLossGrad", {f32({}), f32({3, 4}), i64({3})},
+       {{"ignore_index", I(2)}}, 0, 4},
+      {"NegativeLogLikelihoodLossGrad",
+       {f32({2, 2}), f32({2, 3, 2}), i64({2, 2})}, {{"reduction", S("none")}}},
   };
   return cases;
 }

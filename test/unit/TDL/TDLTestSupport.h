@@ -28,12 +28,14 @@ inline std::string parseError(const std::string &text) {
   return errorText(lib.addSource("test.tdl", text));
 }
 
-inline OpInstance mustInstantiate(const SpecLibrary &lib, llvm::StringRef op,
-                                  std::vector<std::optional<TensorType>> in,
-                                  const AttrMap &attrs = {}) {
+inline OpInstance
+mustInstantiate(const SpecLibrary &lib, llvm::StringRef op,
+                std::vector<std::optional<TensorType>> in,
+                const AttrMap &attrs = {},
+                const std::map<unsigned, std::vector<double>> &constValues = {}) {
   const OpSpec *spec = lib.lookup(op);
   EXPECT_NE(spec, nullptr) << op.str();
-  auto inst = instantiate(*spec, in, attrs);
+  auto inst = instantiate(*spec, in, attrs, constValues);
   if (!inst) {
     ADD_FAILURE() << llvm::toString(inst.takeError());
     std::abort();
@@ -41,10 +43,11 @@ inline OpInstance mustInstantiate(const SpecLibrary &lib, llvm::StringRef op,
   return std::move(*inst);
 }
 
-inline std::string instantiateError(const SpecLibrary &lib, llvm::StringRef op,
-                                    std::vector<std::optional<TensorType>> in,
-                                    const AttrMap &attrs = {}) {
-  auto inst = instantiate(*lib.lookup(op), in, attrs);
+inline std::string instantiateError(
+    const SpecLibrary &lib, llvm::StringRef op,
+    std::vector<std::optional<TensorType>> in, const AttrMap &attrs = {},
+    const std::map<unsigned, std::vector<double>> &constValues = {}) {
+  auto inst = instantiate(*lib.lookup(op), in, attrs, constValues);
   if (inst)
     return "";
   return llvm::toString(inst.takeError());
