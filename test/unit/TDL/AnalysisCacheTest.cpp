@@ -34,9 +34,11 @@ TEST(TDLAnalysisCache, ThousandsOfIdenticalOpsAnalyzeOnce) {
   }
   EXPECT_EQ(symbolicAnalysisCount(), before);
 
-  // A different signature (other attributes) is analyzed once more.
-  OpInstance other = mustInstantiate(lib, "Gemm",
-                                     {f32({4, 8}), f32({8, 16}), f32({16})});
+  // A different signature (attributes no other test uses) is analyzed once
+  // more.
+  OpInstance other = mustInstantiate(
+      lib, "Gemm", {f32({8, 4}), f32({8, 16}), f32({16})},
+      {{"transA", AttrValue::ofInt(1)}, {"alpha", AttrValue::ofFloat(0.375)}});
   ASSERT_TRUE(static_cast<bool>(analyzeStrategies(other)));
   EXPECT_EQ(symbolicAnalysisCount(), before + 1);
 }
