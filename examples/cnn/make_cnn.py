@@ -3,11 +3,13 @@
 
     input[B, C, H, W] -> Conv(C, F, 3, pad 1) -> ReLU
                       -> Conv(F, F, 3, pad 1, stride 2) -> ReLU
-                      -> GlobalAveragePool -> Flatten -> Linear(F, K)
+                      -> GlobalAveragePool -> Flatten -> LayerNorm(F)
+                      -> Linear(F, K)
     loss = cross_entropy(logits, labels)
 
 The exported graph (opset 17) is Conv, Relu, Conv, Relu, GlobalAveragePool,
-Flatten, Gemm, SoftmaxCrossEntropyLoss; its single output is the scalar loss.
+Flatten, LayerNormalization, Gemm, SoftmaxCrossEntropyLoss; its single output
+is the scalar loss.
 ``build_cnn`` is imported by the end-to-end test that compares tofu's
 gradients with PyTorch autograd on this model.
 
@@ -26,7 +28,8 @@ def build_cnn(channels: int, filters: int, classes: int) -> nn.Sequential:
     return nn.Sequential(
         nn.Conv2d(channels, filters, 3, padding=1), nn.ReLU(),
         nn.Conv2d(filters, filters, 3, padding=1, stride=2), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(filters, classes))
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LayerNorm(filters),
+        nn.Linear(filters, classes))
 
 
 class CNNWithLoss(nn.Module):

@@ -75,15 +75,26 @@ tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
   return box;
 }
 
+llvm::SmallVector<StrategyAttr> planOfOutput(llvm::ArrayRef<StrategyAttr> plan,
+                                             unsigned output) {
+  llvm::SmallVector<StrategyAttr> steps;
+  for (StrategyAttr strategy : plan)
+    if (strategy.getOutput() == output)
+      steps.push_back(strategy);
+  return steps;
+}
+
 OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
-                llvm::ArrayRef<StrategyAttr> plan, int64_t device) {
+                unsigned output, llvm::ArrayRef<StrategyAttr> plan,
+                int64_t device) {
   OpShare share;
-  share.outputBox = fullBox(op.outputTypes()[0].dims);
-  for (const auto &var : op.reductionVars(0))
+  share.outputBox = fullBox(op.outputTypes()[output].dims);
+  for (const auto &var : op.reductionVars(output))
     share.reductionRanges.push_back({0, var.extent});
   std::vector<int64_t> coords = grid.coordinates(device);
-  for (size_t step = 0; step < plan.size() && step < coords.size(); ++step) {
-    StrategyAttr strategy = plan[step];
+  llvm::SmallVector<StrategyAttr> steps = planOfOutput(plan, output);
+  for (size_t step = 0; step < steps.size() && step < coords.size(); ++step) {
+    StrategyAttr strategy = steps[step];
     if (strategy.getKind().getValue() == "split") {
       auto &range = share.outputBox[strategy.getDim()];
       range = splitRange(range, grid.steps[step], coords[step]);
@@ -110,19 +121,21 @@ bool outputCoveredLocally(const OpShare &share, const tdl::Box &owned) {
          numElements(intersect(owned, share.outputBox)) == numElements(owned);
 }
 
-int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
-                    llvm::ArrayRef<StrategyAttr> plan,
-                    llvm::ArrayRef<TilingAttr> inputTilings,
-                    TilingAttr outputTiling) {
+int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
+                        unsigned output, llvm::ArrayRef<StrategyAttr> plan,
+                        llvm::ArrayRef<TilingAttr> inputTilings,
+                        TilingAttr outputTiling) {
   int64_t k = grid.numDevices();
   int64_t bytes = 0;
   const auto &inputTypes = op.inputTypes();
   std::vector<OpShare> shares;
   for (int64_t d = 0; d < k; ++d)
-    shares.push_back(opShare(grid, op, plan, d));
+    shares.push_back(opShare(grid, op, output, plan, d));
   for (int64_t d = 0; d < k; ++d) {
-    auto needed =
-        op.requiredRegions(0, shares[d].outputBox, shares[d].reductionRanges);
+    if (isEmptyShare(shares[d]))
+      continue;
+    auto needed = op.requiredRegions(output, shares[d].outputBox,
+                                     shares[d].reductionRanges);
     for (size_t i = 0; i < needed.size() && i < inputTilings.size(); ++i) {
       if (!needed[i] || !inputTypes[i])
         continue;
@@ -132,16 +145,26 @@ int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
       bytes += missing * elementBytes(inputTypes[i]->elem);
     }
   }
-  const tdl::TensorType &out = op.outputTypes()[0];
+  const tdl::TensorType &out = op.outputTypes()[output];
   for (int64_t d = 0; d < k; ++d) {
     tdl::Box owned = ownedBox(grid, out.dims, outputTiling, d);
-    if (outputCoveredLocally(shares[d], owned))
+    if (!isEmptyShare(shares[d]) && outputCoveredLocally(shares[d], owned))
       continue;
     for (int64_t e = 0; e < k; ++e)
       if (e != d && !isEmptyShare(shares[e]))
         bytes += numElements(intersect(owned, shares[e].outputBox)) *
                  elementBytes(out.elem);
   }
+  return bytes;
+}
+
+int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
+                    llvm::ArrayRef<StrategyAttr> plan,
+                    llvm::ArrayRef<TilingAttr> inputTilings,
+                    llvm::ArrayRef<TilingAttr> outputTilings) {
+  int64_t bytes = 0;
+  for (unsigned o = 0; o < op.outputTypes().size(); ++o)
+    bytes += outputCommBytes(grid, op, o, plan, inputTilings, outputTilings[o]);
   return bytes;
 }
 

@@ -317,7 +317,10 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                                     constValues);
     if (!instance)
       return error(where + ": " + llvm::toString(instance.takeError()));
-    if (instance->outputTypes().size() !=
+    // ONNX lets a node omit trailing optional outputs (a one-output
+    // LayerNormalization, say); the op still computes every output the spec
+    // declares and the omitted ones are simply unused.
+    if (instance->outputTypes().size() <
         static_cast<size_t>(node.output_size()))
       return error(where + ": the node has " +
                    std::to_string(node.output_size()) +
@@ -334,7 +337,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         fromTdlAttrs(ctx, *attrs, constValues),
         nodeName, StringAttr());
     for (auto [i, name] : llvm::enumerate(node.output()))
-      values[name] = compute.getResult(i);
+      if (!name.empty())
+        values[name] = compute.getResult(i);
   }
 
   for (InputOp labels : labelInputs) {

@@ -18,6 +18,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir;
@@ -89,6 +90,15 @@ private:
   }
   llvm::Error addTensors();
   llvm::Error addCompute(ComputeOp op, int64_t seq);
+  /// Materializes output `output` of `op` (each output of a multi-output op
+  /// is its own computation with its own strategy).
+  llvm::Error addOutput(ComputeOp op, const tdl::OpInstance &instance,
+                        unsigned output,
+                        llvm::ArrayRef<StrategyAttr> strategies,
+                        const std::vector<plan::Attr> &attrs,
+                        const std::vector<std::vector<int64_t>> &inputShapes,
+                        const std::vector<plan::ExprProgram> &programs,
+                        int64_t seq);
   void addParamUpdates(int64_t seq);
   int32_t addBuffer(int64_t device, int32_t tensor, const tdl::Box &region,
                     bool partial);
@@ -254,40 +264,16 @@ llvm::Error Materializer::addCompute(ComputeOp op, int64_t seq) {
   auto instance = tofu::instantiate(op);
   if (!instance)
     return error(op, llvm::toString(instance.takeError()));
-  if (op.getNumResults() != 1)
-    return error(op, "ops with several results cannot be materialized yet");
   auto planAttr = op->getAttrOfType<ArrayAttr>(kPlanAttr);
   if (!planAttr)
     return error(op, "no strategy; run the partition stage first");
   SmallVector<StrategyAttr> strategies(planAttr.getAsRange<StrategyAttr>());
-  if (!strategies.empty() && strategies.size() != grid.steps.size())
-    return error(op, "a strategy per recursion step is needed (" +
-                         llvm::Twine(grid.steps.size()) + " steps, " +
-                         llvm::Twine(strategies.size()) + " strategies)");
-
-  std::vector<OpShare> shares;
-  for (int64_t d = 0; d < k; ++d)
-    shares.push_back(opShare(grid, *instance, strategies, d));
-  // Without any strategy every device computes the whole op (replicated
-  // compute); each then keeps its own tile, so producers overlap: that is
-  // only consistent when every owned tile is inside the device's own share.
-  int32_t out = tensorOf.lookup(op.getResult(0));
-  for (int64_t d = 0; d < k && strategies.empty(); ++d)
-    if (!outputCoveredLocally(shares[d], ownedRegion(out, d)))
-      return error(op, "internal: replicated compute must cover owned tiles");
-
-  std::vector<plan::Attr> attrs;
-  for (const auto &[name, value] : instance->attrs())
-    attrs.push_back(toPlanAttr(name, value));
-  std::vector<std::vector<int64_t>> inputShapes, outputShapes;
-  for (Value input : op.getInputs())
-    inputShapes.push_back(result.tensors[tensorOf.lookup(input)].shape);
-  outputShapes.push_back(result.tensors[out].shape);
+  unsigned numOutputs = op.getNumResults();
 
   // The op's TDL expression, for the runtime's generic evaluator (opaque
   // outputs have none and need a native kernel).
   std::vector<plan::ExprProgram> programs;
-  for (unsigned o = 0; o < instance->outputTypes().size(); ++o) {
+  for (unsigned o = 0; o < numOutputs; ++o) {
     auto program = tdl::lowerToProgram(*instance, o);
     if (!program) {
       llvm::consumeError(program.takeError());
@@ -296,6 +282,51 @@ llvm::Error Materializer::addCompute(ComputeOp op, int64_t seq) {
     }
     programs.push_back(std::move(*program));
   }
+  // Every output of a multi-output op is its own computation (with its own
+  // strategy), evaluated from its program.
+  if (numOutputs > 1 && programs.empty())
+    return error(op, "an op with several outputs and no TDL expression "
+                     "(opaque) cannot be materialized yet");
+
+  std::vector<plan::Attr> attrs;
+  for (const auto &[name, value] : instance->attrs())
+    attrs.push_back(toPlanAttr(name, value));
+  std::vector<std::vector<int64_t>> inputShapes;
+  for (Value input : op.getInputs())
+    inputShapes.push_back(result.tensors[tensorOf.lookup(input)].shape);
+
+  for (unsigned o = 0; o < numOutputs; ++o) {
+    SmallVector<StrategyAttr> steps = planOfOutput(strategies, o);
+    if (!steps.empty() && steps.size() != grid.steps.size())
+      return error(op, "output " + llvm::Twine(o) +
+                           " needs a strategy per recursion step (" +
+                           llvm::Twine(grid.steps.size()) + " steps, " +
+                           llvm::Twine(steps.size()) + " strategies)");
+    if (llvm::Error err = addOutput(op, *instance, o, strategies, attrs,
+                                    inputShapes, programs, seq))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Materializer::addOutput(
+    ComputeOp op, const tdl::OpInstance &instance, unsigned output,
+    llvm::ArrayRef<StrategyAttr> strategies,
+    const std::vector<plan::Attr> &attrs,
+    const std::vector<std::vector<int64_t>> &inputShapes,
+    const std::vector<plan::ExprProgram> &programs, int64_t seq) {
+  bool replicated = planOfOutput(strategies, output).empty();
+  std::vector<OpShare> shares;
+  for (int64_t d = 0; d < k; ++d)
+    shares.push_back(opShare(grid, instance, output, strategies, d));
+  // Without any strategy every device computes the whole output (replicated
+  // compute); each then keeps its own tile, so producers overlap: that is
+  // only consistent when every owned tile is inside the device's own share.
+  int32_t out = tensorOf.lookup(op.getResult(output));
+  for (int64_t d = 0; d < k && replicated; ++d)
+    if (!outputCoveredLocally(shares[d], ownedRegion(out, d)))
+      return error(op, "internal: replicated compute must cover owned tiles");
+  bool single = op.getNumResults() == 1;
 
   std::vector<int32_t> produced(k);
   std::vector<tdl::Box> producedBoxes(k);
@@ -304,8 +335,8 @@ llvm::Error Materializer::addCompute(ComputeOp op, int64_t seq) {
       produced[d] = -1;
       continue;
     }
-    auto needed = instance->requiredRegions(0, shares[d].outputBox,
-                                            shares[d].reductionRanges);
+    auto needed = instance.requiredRegions(output, shares[d].outputBox,
+                                           shares[d].reductionRanges);
     plan::Instr compute;
     compute.kind = plan::Instr::Kind::Compute;
     compute.seq = seq + 1;
@@ -313,8 +344,11 @@ llvm::Error Materializer::addCompute(ComputeOp op, int64_t seq) {
     compute.attrs = attrs;
     compute.op = op.getName().str();
     compute.inputGlobalShapes = inputShapes;
-    compute.outputGlobalShapes = outputShapes;
-    compute.programs = programs;
+    compute.outputGlobalShapes.push_back(result.tensors[out].shape);
+    if (single)
+      compute.programs = programs;
+    else
+      compute.programs.push_back(programs[output]);
     std::vector<std::pair<int64_t, int64_t>> ranges;
     if (shares[d].partial)
       for (const tdl::Range &range : shares[d].reductionRanges)
@@ -451,6 +485,14 @@ llvm::Expected<plan::Plan> Materializer::run() {
     seq += 3;
   }
   addParamUpdates(seq);
+  // Outputs of one op are materialized one after another; each device runs
+  // its instructions in seq order (stable, so the order stays
+  // deterministic).
+  for (auto &device : result.devices)
+    std::stable_sort(device.instrs.begin(), device.instrs.end(),
+                     [](const plan::Instr &a, const plan::Instr &b) {
+                       return a.seq < b.seq;
+                     });
   for (const auto &device : result.devices)
     result.commBytes += device.commBytes;
   for (const auto &tensor : result.tensors)

@@ -77,6 +77,9 @@ std::string formatStrategy(StrategyAttr strategy) {
   if (strategy.getKind().getValue() == "split")
     return llvm::formatv("split output {0} dim {1}", strategy.getOutput(),
                          strategy.getDim());
+  if (strategy.getOutput() != 0)
+    return llvm::formatv("reduce {0} of output {1}",
+                         strategy.getVar().getValue(), strategy.getOutput());
   return llvm::formatv("reduce {0}", strategy.getVar().getValue());
 }
 
@@ -115,8 +118,10 @@ std::vector<OpRow> collectOps(func::FuncOp func) {
       SmallVector<TilingAttr> inputs;
       for (Value input : op.getInputs())
         inputs.push_back(tilingOf(input));
-      row.bytes =
-          opCommBytes(grid, *instance, plan, inputs, tilingOf(op.getResult(0)));
+      SmallVector<TilingAttr> outputs;
+      for (Value result : op.getResults())
+        outputs.push_back(tilingOf(result));
+      row.bytes = opCommBytes(grid, *instance, plan, inputs, outputs);
     } else if (!instance) {
       llvm::consumeError(instance.takeError());
     }
@@ -204,12 +209,11 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
       shape.push_back(d);
     for (const auto &cut : tensor.tiling)
       tiling.push_back(llvm::json::Array{cut.dim, cut.parts});
-    tensors.push_back(llvm::json::Object{
-        {"name", tensor.name},
-        {"role", roleName(tensor.role)},
-        {"dtype", dtypeName(tensor.dtype)},
-        {"shape", std::move(shape)},
-        {"tiling", std::move(tiling)}});
+    tensors.push_back(llvm::json::Object{{"name", tensor.name},
+                                         {"role", roleName(tensor.role)},
+                                         {"dtype", dtypeName(tensor.dtype)},
+                                         {"shape", std::move(shape)},
+                                         {"tiling", std::move(tiling)}});
   }
   for (const OpRow &row : collectOps(func)) {
     llvm::json::Array steps;

@@ -80,32 +80,33 @@ struct PartitionPass : public tofu::impl::PartitionBase<PartitionPass> {
         op.emitError() << llvm::toString(instance.takeError());
         return WalkResult::interrupt();
       }
-      if (op.getNumResults() != 1) {
-        op.emitError() << "ops with several results cannot be partitioned "
-                          "yet";
-        return WalkResult::interrupt();
-      }
       SmallVector<TilingAttr> inputTilings;
       for (Value input : op.getInputs())
         inputTilings.push_back(tilingOf(input));
-      TilingAttr outputTiling = tilingOf(op.getResult(0));
-      StrategyAttr best;
-      int64_t bestBytes = 0;
-      for (auto strategy : strategies.getAsRange<StrategyAttr>()) {
-        // The chosen strategy is recorded without the analysis regions.
-        auto chosen = StrategyAttr::get(
-            ctx, strategy.getKind(), strategy.getOutput(), strategy.getDim(),
-            strategy.getVar(), ArrayAttr::get(ctx, {}));
-        int64_t bytes =
-            opCommBytes(grid, *instance, {chosen}, inputTilings, outputTiling);
-        if (!best || bytes < bestBytes) {
-          best = chosen;
-          bestBytes = bytes;
-        }
-      }
+      // Each output is its own computation: it takes the cheapest of its
+      // own strategies (none: computed whole on every device).
       SmallVector<Attribute> plan;
-      if (best)
-        plan.push_back(best);
+      for (unsigned output = 0; output < op.getNumResults(); ++output) {
+        TilingAttr outputTiling = tilingOf(op.getResult(output));
+        StrategyAttr best;
+        int64_t bestBytes = 0;
+        for (auto strategy : strategies.getAsRange<StrategyAttr>()) {
+          if (strategy.getOutput() != output)
+            continue;
+          // The chosen strategy is recorded without the analysis regions.
+          auto chosen = StrategyAttr::get(
+              ctx, strategy.getKind(), strategy.getOutput(), strategy.getDim(),
+              strategy.getVar(), ArrayAttr::get(ctx, {}));
+          int64_t bytes = outputCommBytes(grid, *instance, output, {chosen},
+                                          inputTilings, outputTiling);
+          if (!best || bytes < bestBytes) {
+            best = chosen;
+            bestBytes = bytes;
+          }
+        }
+        if (best)
+          plan.push_back(best);
+      }
       op->setAttr(kPlanAttr, ArrayAttr::get(ctx, plan));
       return WalkResult::advance();
     });

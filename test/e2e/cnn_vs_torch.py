@@ -2,8 +2,9 @@
 """e2e.cnn_vs_torch: a PyTorch CNN trains under tofu exactly as under PyTorch.
 
 examples/cnn/cnn.onnx (Conv, ReLU, strided Conv, GlobalAveragePool, Flatten,
-Linear, cross-entropy; exported by examples/cnn/make_cnn.py) runs the new
-operators through the whole compiler: TDL strategies for convolution,
+LayerNorm (an op with three outputs), Linear, cross-entropy; exported by
+examples/cnn/make_cnn.py) runs these operators through the whole compiler:
+TDL strategies for convolution,
 partitioning, materialized fetches (halos and weight shards), and the
 runtime's native convolution kernels and expression interpreter. For
 k in 1, 2, 3 and 4 it checks
@@ -35,7 +36,7 @@ def torch_reference(model_path, dump):
     inits = E.initializers(E.load_onnx(model_path))
     weight = inits["net.0.weight"]
     net = make_cnn.build_cnn(weight.shape[1], weight.shape[0],
-                             inits["net.6.weight"].shape[0]).double()
+                             inits["net.7.weight"].shape[0]).double()
     # The export wraps the classifier as `net`, so ONNX names are "net." + name.
     state = {name: torch.from_numpy(np.load(os.path.join(dump, f"param.net.{name}.npy"))
                                     .astype(np.float64))

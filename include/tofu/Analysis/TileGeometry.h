@@ -54,10 +54,17 @@ struct OpShare {
 /// elements). Such a device runs no kernel and contributes no data.
 bool isEmptyShare(const OpShare &share);
 
-/// The share of `op` computed by `device` when step i uses `plan[i]` (an
-/// empty plan: every device computes the whole op).
+/// The strategies of `plan` that belong to output `output`, in step order.
+/// An op's plan holds, for each output, one strategy per recursion step
+/// (every output of a multi-output op is its own computation); an output
+/// without strategies is computed whole by every device.
+llvm::SmallVector<StrategyAttr> planOfOutput(llvm::ArrayRef<StrategyAttr> plan,
+                                             unsigned output);
+
+/// The share of output `output` of `op` computed by `device` under `plan`.
 OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
-                llvm::ArrayRef<StrategyAttr> plan, int64_t device);
+                unsigned output, llvm::ArrayRef<StrategyAttr> plan,
+                int64_t device);
 
 /// True when a device's own share already holds the complete values of its
 /// owned output tile (no partial sum, owned box inside the produced box).
@@ -65,14 +72,20 @@ OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
 /// when complete, summed when partial).
 bool outputCoveredLocally(const OpShare &share, const tdl::Box &owned);
 
-/// Bytes moved per step by one op: inputs fetched (needed minus owned) plus
-/// output conversion (produced tiles moved to owners, or partial sums
-/// reduced to owners). `inputTilings`/`outputTiling` are the tilings of the
-/// op's operands and result 0.
+/// Bytes moved per step to compute output `output` of `op`: inputs fetched
+/// (needed minus owned) plus output conversion (produced tiles moved to
+/// owners, or partial sums reduced to owners). Devices with an empty share
+/// compute and send nothing.
+int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
+                        unsigned output, llvm::ArrayRef<StrategyAttr> plan,
+                        llvm::ArrayRef<TilingAttr> inputTilings,
+                        TilingAttr outputTiling);
+
+/// Bytes moved per step by the whole op: the sum over its outputs.
 int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
                     llvm::ArrayRef<StrategyAttr> plan,
                     llvm::ArrayRef<TilingAttr> inputTilings,
-                    TilingAttr outputTiling);
+                    llvm::ArrayRef<TilingAttr> outputTilings);
 
 /// Bytes per element of a TDL element type.
 int64_t elementBytes(tdl::ElemType type);
