@@ -63,6 +63,10 @@ struct Expr {
     For,    ///< `for(v: count [if cond]) args[0]`: vars[0] = (v, count),
             ///< args[1] = the optional filter; one element per static v in
             ///< [0, count) passing the filter
+    Slice,  ///< `:` as an index of an opaque argument: the whole dimension
+    Opaque, ///< `opaque(args...)[indices...]`: args are tensor accesses
+            ///< (with `:` slices), indices select an element of the hidden
+            ///< function's result
   };
   Kind kind;
   Loc loc;
@@ -78,6 +82,8 @@ struct Expr {
   /// with '*' is a reduction splat whose extent is a `for` comprehension
   /// (one variable per element, addressed as `r[key]`).
   std::vector<std::pair<std::string, ExprPtr>> vars;
+  /// Opaque: the indices after `opaque(...)`.
+  std::vector<ExprPtr> indices;
 
   Expr(Kind kind, Loc loc) : kind(kind), loc(loc) {}
 };

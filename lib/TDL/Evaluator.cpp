@@ -95,6 +95,9 @@ public:
       reduce(e, 0, acc);
       return acc;
     }
+    case LExpr::Kind::Slice:
+    case LExpr::Kind::Opaque:
+      break; // rejected by evaluate() before evaluation
     }
     return 0;
   }
@@ -175,6 +178,12 @@ tofu::tdl::evaluate(const OpInstance &op,
                   std::to_string(in[i]->data.size()) + " values, expected " +
                   std::to_string(numElements(want->dims)));
   }
+  for (size_t o = 0; o < impl.stmts.size(); ++o)
+    if (containsOpaque(*impl.stmts[o].value))
+      return fail("output " + impl.outputNames[o] +
+                  " is opaque(...): its computation is hidden from TDL, so "
+                  "there is no reference evaluation (a native kernel "
+                  "computes it)");
   std::vector<DenseTensor> outputs;
   for (size_t o = 0; o < impl.stmts.size(); ++o) {
     const LoweredStmt &s = impl.stmts[o];

@@ -38,6 +38,9 @@ struct LExpr {
     FloorDiv, ///< floor(ops[0] / ops[1]) (`/` inside indices)
     Call,     ///< `fn`(ops...)
     Reduce,   ///< `reducer` over `redVars` of ops[0]
+    Slice,    ///< `:` as an index of an opaque argument: the whole dim
+    Opaque,   ///< opaque(...)[...]: ops[0 .. numArgs) are the argument
+              ///< accesses, the rest the indices into the hidden result
   };
   Kind kind = Kind::Const;
   Loc loc;
@@ -49,6 +52,8 @@ struct LExpr {
   ReduceKind reducer = ReduceKind::Sum;
   std::vector<unsigned> redVars;
   std::vector<LExprPtr> ops;
+  /// Opaque: how many of `ops` are arguments.
+  unsigned numArgs = 0;
 };
 
 struct IndexVarInfo {
@@ -87,6 +92,14 @@ struct OpInstance::Impl {
 /// `splittable` is set when partial results over a split of its variables
 /// add up to the exact output.
 const LExpr *findTopReducer(const LExpr &e, bool &splittable);
+
+/// True when `e` contains an opaque(...) node.
+bool containsOpaque(const LExpr &e);
+
+/// Index variables used in the result indices of the opaque(...) nodes of
+/// `e`: output dims that cannot be split (the hidden function computes its
+/// whole result at once).
+void collectOpaqueResultVars(const LExpr &e, std::vector<unsigned> &vars);
 
 } // namespace tofu::tdl
 

@@ -89,10 +89,33 @@ static const LExpr *anyArithmeticReducer(const LExpr &e) {
 const LExpr *tofu::tdl::findTopReducer(const LExpr &e, bool &splittable) {
   splittable = false;
   if (const LExpr *r = scaledReducer(e)) {
-    splittable = r->reducer == ReduceKind::Sum;
+    // No partition-n-reduce through a hidden computation.
+    splittable = r->reducer == ReduceKind::Sum && !containsOpaque(e);
     return r;
   }
   return anyArithmeticReducer(e);
+}
+
+bool tofu::tdl::containsOpaque(const LExpr &e) {
+  return e.kind == LExpr::Kind::Opaque ||
+         llvm::any_of(e.ops,
+                      [](const LExprPtr &o) { return containsOpaque(*o); });
+}
+
+static void collectVars(const LExpr &e, std::vector<unsigned> &vars) {
+  if (e.kind == LExpr::Kind::Var && !llvm::is_contained(vars, e.var))
+    vars.push_back(e.var);
+  for (auto &o : e.ops)
+    collectVars(*o, vars);
+}
+
+void tofu::tdl::collectOpaqueResultVars(const LExpr &e,
+                                        std::vector<unsigned> &vars) {
+  if (e.kind == LExpr::Kind::Opaque)
+    for (size_t k = e.numArgs; k < e.ops.size(); ++k)
+      collectVars(*e.ops[k], vars);
+  for (auto &o : e.ops)
+    collectOpaqueResultVars(*o, vars);
 }
 
 std::vector<ReductionVar> OpInstance::reductionVars(unsigned output) const {
@@ -594,6 +617,13 @@ Instantiator::lowerIndexList(const Expr &e) {
         idx.push_back(makeVar(v, a->loc));
       continue;
     }
+    if (a->kind == Expr::Kind::Slice) {
+      auto whole = std::make_unique<LExpr>();
+      whole->kind = LExpr::Kind::Slice;
+      whole->loc = a->loc;
+      idx.push_back(std::move(whole));
+      continue;
+    }
     auto l = lower(*a, /*inIndex=*/true);
     if (!l)
       return l.takeError();
@@ -884,9 +914,29 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
     red->ops.push_back(std::move(*body));
     return red;
   }
+  case Expr::Kind::Opaque: {
+    auto op = std::make_unique<LExpr>();
+    op->kind = LExpr::Kind::Opaque;
+    op->loc = e.loc;
+    for (auto &a : e.args) {
+      auto l = lowerAccess(*a);
+      if (!l)
+        return l.takeError();
+      op->ops.push_back(std::move(*l));
+    }
+    op->numArgs = static_cast<unsigned>(op->ops.size());
+    for (auto &i : e.indices) {
+      auto l = lower(*i, /*inIndex=*/true);
+      if (!l)
+        return l.takeError();
+      op->ops.push_back(std::move(*l));
+    }
+    return op;
+  }
   case Expr::Kind::For:
   case Expr::Kind::String:
   case Expr::Kind::Splat:
+  case Expr::Kind::Slice:
     break;
   }
   return makeSpecError(e.loc, "unexpected expression in " + spec.name);

@@ -156,7 +156,9 @@ private:
     const TensorType &t = *impl.inputTypes[e.tensor];
     Box box;
     for (size_t d = 0; d < e.ops.size(); ++d) {
-      IRange r = index(*e.ops[d]);
+      IRange r = e.ops[d]->kind == LExpr::Kind::Slice
+                     ? IRange{0, t.dims[d] - 1}
+                     : index(*e.ops[d]);
       if (r.empty())
         return;
       int64_t lo = std::max<int64_t>(r.lo, 0);
@@ -331,6 +333,7 @@ private:
     case LExpr::Kind::Var:
       return ranges[e.var];
     case LExpr::Kind::Access:
+    case LExpr::Kind::Slice:
       return wholeRange();
     case LExpr::Kind::Neg: {
       auto a = index(*e.ops[0]);
@@ -455,6 +458,8 @@ struct SymbolTable {
 /// True when some index of `e` (or below) is not affine: a data-dependent
 /// index or `%`.
 bool hasWholeIndex(const LExpr &e) {
+  if (e.kind == LExpr::Kind::Slice)
+    return true;
   if (e.kind == LExpr::Kind::Access || e.kind == LExpr::Kind::Binary)
     if (e.kind == LExpr::Kind::Access || e.op == BinOp::Mod)
       return true;
@@ -588,7 +593,13 @@ llvm::Expected<std::vector<Strategy>> analyze(const OpInstance::Impl &impl,
       result.push_back(std::move(st));
       return llvm::Error::success();
     };
+    // Output dims that index the result of an opaque(...) are not split:
+    // the hidden function computes its whole result at once.
+    std::vector<unsigned> opaqueVars;
+    collectOpaqueResultVars(*s.value, opaqueVars);
     for (size_t d = 0; d < s.outVars.size(); ++d) {
+      if (llvm::is_contained(opaqueVars, s.outVars[d]))
+        continue;
       Strategy st;
       st.kind = Strategy::Kind::SplitOutput;
       st.dim = static_cast<int64_t>(d);

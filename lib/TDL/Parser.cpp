@@ -635,6 +635,9 @@ ExprPtr Parser::parseUnary() {
 }
 
 ExprPtr Parser::parseIndexElement() {
+  if (peek().kind == K::Colon &&
+      (peek(1).kind == K::Comma || peek(1).kind == K::RBracket))
+    return std::make_unique<Expr>(Expr::Kind::Slice, consume().loc);
   if (peek().kind == K::Star) {
     Loc l = consume().loc;
     auto e = std::make_unique<Expr>(Expr::Kind::Splat, l);
@@ -797,6 +800,23 @@ ExprPtr Parser::parsePrimary() {
   }
   if (!expect(K::RParen, "',' or ')' after the arguments"))
     return nullptr;
+  if (name == "opaque") {
+    // `opaque(A[b, :, :])[i, j]`: an element of a hidden function's result.
+    e->kind = Expr::Kind::Opaque;
+    if (!expect(K::LBracket,
+                "'[' and the indices of the opaque result after 'opaque(...)'"))
+      return nullptr;
+    if (peek().kind != K::RBracket) {
+      do {
+        ExprPtr idx = parseIndexElement();
+        if (!idx)
+          return nullptr;
+        e->indices.push_back(std::move(idx));
+      } while (consumeIf(K::Comma));
+    }
+    if (!expect(K::RBracket, "',' or ']' after the indices"))
+      return nullptr;
+  }
   return e;
 }
 

@@ -20,6 +20,8 @@ public:
   /// Appends `e` (and its operands) and returns its node id, or -1 with
   /// `error` set.
   int32_t build(const LExpr &e) {
+    if (e.kind == LExpr::Kind::Opaque || e.kind == LExpr::Kind::Slice)
+      return -1; // a hidden computation: needs a native kernel
     plan::ExprNode n;
     std::vector<int32_t> operands;
     for (auto &op : e.ops) {
@@ -62,6 +64,9 @@ public:
       for (unsigned v : e.redVars)
         n.vars.push_back(static_cast<int32_t>(v));
       break;
+    case LExpr::Kind::Slice:
+    case LExpr::Kind::Opaque:
+      return -1;
     }
     n.operands = std::move(operands);
     program.nodes.push_back(std::move(n));
@@ -137,6 +142,10 @@ tofu::tdl::lowerToProgram(const OpInstance &op, unsigned output) {
   const LoweredStmt &s = impl.stmts[output];
   if (!s.value)
     return fail("output " + impl.outputNames[output] + " is opaque");
+  if (containsOpaque(*s.value))
+    return fail("output " + impl.outputNames[output] +
+                " is opaque(...): it has no expression program and needs a "
+                "native kernel");
 
   plan::ExprProgram program;
   for (const IndexVarInfo &v : s.vars)

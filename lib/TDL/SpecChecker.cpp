@@ -57,6 +57,9 @@ private:
   }
   llvm::Error checkStaticCall(const Expr &e);
   llvm::Error checkFor(const Expr &e, bool indexBody);
+  /// `opaque(A[b, :, :])[i, j]`: arguments are input accesses (`:` allowed
+  /// in them only), the result indices are index expressions.
+  llvm::Error checkOpaque(const Expr &e);
 
   const OpSpec &op;
   std::set<std::string> scalarSyms, rankSyms;
@@ -66,6 +69,8 @@ private:
   std::vector<std::string> statics;
   /// Reduction splats in scope (`sum(*r: for(...) ...)`).
   std::vector<std::string> redSplats;
+  /// Checking an argument of opaque(...): `:` indices are allowed.
+  bool inOpaque = false;
 };
 
 } // namespace
@@ -272,6 +277,12 @@ llvm::Error OpChecker::checkStatic(const Expr &e) {
   }
   case Expr::Kind::Splat:
     return makeSpecError(e.loc, "'*" + e.name + "' is not allowed here");
+  case Expr::Kind::Slice:
+    return makeSpecError(e.loc, "':' (a whole dimension) is only allowed as "
+                                "an index of an argument of opaque(...)");
+  case Expr::Kind::Opaque:
+    return makeSpecError(e.loc, "opaque(...) is not allowed in a shape, "
+                                "extent or condition");
   }
   return llvm::Error::success();
 }
@@ -387,6 +398,13 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
     const InputDecl &decl = op.inputs[in];
     bool hasSplat = false;
     for (auto &idx : e.args) {
+      if (idx->kind == Expr::Kind::Slice) {
+        if (!inOpaque)
+          return makeSpecError(idx->loc, "':' (a whole dimension) is only "
+                                         "allowed as an index of an argument "
+                                         "of opaque(...)");
+        continue;
+      }
       if (idx->kind == Expr::Kind::Splat) {
         hasSplat = true;
         if (!idx->args.empty()) {
@@ -505,6 +523,38 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
   case Expr::Kind::For:
     return makeSpecError(e.loc, "a comprehension is only allowed after '*' "
                                 "or inside sum(...) / prod(...)");
+  case Expr::Kind::Slice:
+    return makeSpecError(e.loc, "':' (a whole dimension) is only allowed as "
+                                "an index of an argument of opaque(...)");
+  case Expr::Kind::Opaque:
+    return checkOpaque(e);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error OpChecker::checkOpaque(const Expr &e) {
+  if (inOpaque)
+    return makeSpecError(e.loc, "opaque(...) cannot be nested");
+  if (e.args.empty() || !e.namedArgs.empty())
+    return makeSpecError(e.loc, "opaque takes one or more tensor accesses, "
+                                "e.g. opaque(A[b, :, :])[i, j]");
+  for (auto &a : e.args) {
+    if (a->kind != Expr::Kind::Access || !isTensor(a->name))
+      return makeSpecError(a->loc, "an argument of opaque(...) must be an "
+                                   "input tensor access such as A[b, :, :]");
+    inOpaque = true;
+    llvm::Error err = checkValue(*a);
+    inOpaque = false;
+    if (err)
+      return err;
+  }
+  for (auto &idx : e.indices) {
+    if (idx->kind == Expr::Kind::Splat || idx->kind == Expr::Kind::Slice)
+      return makeSpecError(idx->loc, "an index of the opaque result must be "
+                                     "an index expression");
+    auto cls = checkIndex(*idx);
+    if (!cls)
+      return cls.takeError();
   }
   return llvm::Error::success();
 }
@@ -619,6 +669,11 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
     return makeSpecError(e.loc, "'!' in an index expression");
   case Expr::Kind::Splat:
     return makeSpecError(e.loc, "'*" + e.name + "' must be a whole index");
+  case Expr::Kind::Slice:
+    return makeSpecError(e.loc, "':' (a whole dimension) is only allowed as "
+                                "an index of an argument of opaque(...)");
+  case Expr::Kind::Opaque:
+    return makeSpecError(e.loc, "opaque(...) inside an index expression");
   }
   return IndexClass::Constant;
 }

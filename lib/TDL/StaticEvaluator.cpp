@@ -520,6 +520,8 @@ llvm::Expected<StaticValue> tofu::tdl::evalStatic(const Expr &e,
     return StaticValue::ofFloat(acc);
   }
   case Expr::Kind::Splat:
+  case Expr::Kind::Slice:
+  case Expr::Kind::Opaque:
     return makeSpecError(e.loc, "expression cannot be evaluated at "
                                 "instantiation");
   }
