@@ -296,6 +296,9 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     auto attrs = convertOnnxAttributes(node, nodeName);
     if (!attrs)
       return error(llvm::toString(attrs.takeError()));
+    // A variadic output's count (Split without `split`) is the node's.
+    if (tdl::takesOutputCount(*spec) && !attrs->count("num_outputs"))
+      (*attrs)["num_outputs"] = tdl::AttrValue::ofInt(node.output_size());
     ConstValues constValues;
     unsigned operandIndex = 0;
     for (const std::string &name : node.input()) {

@@ -84,6 +84,9 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> vars;
   /// Opaque: the indices after `opaque(...)`.
   std::vector<ExprPtr> indices;
+  /// Access of a variadic input `inputs[k][...]`: the static element index k
+  /// (args are the indices into that element).
+  ExprPtr select;
 
   Expr(Kind kind, Loc loc) : kind(kind), loc(loc) {}
 };
@@ -112,6 +115,9 @@ struct InputDecl {
   bool isConst = false;
   /// `[*]`: any rank, dims not bound to symbols.
   bool unconstrained = false;
+  /// `name: [...]...`: variadic, one or more operands (the last input only);
+  /// element k is `name[k]` in the body, operand name `name[k]`.
+  bool variadic = false;
   std::vector<DimDecl> dims;
 };
 
@@ -131,6 +137,10 @@ struct OutputDecl {
   /// `: dtype(attr)`: the element type is the ONNX TensorProto data type in
   /// int attribute `attr` (1 FLOAT, 7 INT64, 9 BOOL).
   std::string elemAttr;
+  /// `name[k: count]`: a variadic output (the last output only) with
+  /// `count` elements; `k` is static in the shape expressions.
+  std::string countVar;
+  ExprPtr count;
   /// `broadcast(A, B)`: indices of the inputs whose shapes are broadcast.
   std::vector<unsigned> broadcastOf;
   /// Otherwise: one expression per dim (Splat = `*D`).
@@ -148,6 +158,8 @@ struct Constraint {
 struct BodyStmt {
   unsigned output = 0;
   Loc loc;
+  /// `Out[k][idx...] = ...` of a variadic output: the static element var.
+  std::string elementVar;
   /// LHS index names; an entry starting with '*' is a splat.
   std::vector<std::string> indices;
   ExprPtr value;
@@ -186,6 +198,8 @@ public:
 struct GradStmt {
   unsigned input = 0; ///< forward input index
   Loc loc;
+  /// `dX[k] = ...` of a variadic input: the static element variable.
+  std::string elementVar;
   ExprPtr value;
 };
 

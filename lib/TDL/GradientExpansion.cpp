@@ -31,6 +31,8 @@ private:
                                        msg.str());
   }
   std::optional<StaticValue> lookup(llvm::StringRef name) const {
+    if (element && element->first == name)
+      return StaticValue::ofInt(element->second);
     auto it = forward.attrs().find(name.str());
     if (it != forward.attrs().end())
       return StaticValue::ofAttr(it->second);
@@ -46,25 +48,67 @@ private:
       return s->second;
     return std::nullopt;
   }
-  std::optional<std::vector<int64_t>> tensorShape(llvm::StringRef name) const {
+  /// The operands of a name of the rule (a forward input or output, or
+  /// d<output>): one for a plain declaration, one per element for a
+  /// variadic one. Empty when the name is unknown.
+  std::vector<GradOperand> operandsOf(llvm::StringRef name) const {
+    std::vector<GradOperand> r;
+    const auto &in = forward.impl->inputDecl, &out = forward.impl->outputDecl;
     for (size_t i = 0; i < rule.inputAliases.size(); ++i)
-      if (rule.inputAliases[i] == name) {
-        if (!forward.inputTypes()[i])
-          return std::nullopt;
-        return forward.inputTypes()[i]->dims;
-      }
-    for (size_t o = 0; o < rule.outputAliases.size(); ++o)
-      if (rule.outputAliases[o] == name ||
-          "d" + rule.outputAliases[o] == name)
-        return forward.outputTypes()[o].dims;
-    return std::nullopt;
+      if (rule.inputAliases[i] == name)
+        for (size_t k = 0; k < in.size(); ++k)
+          if (in[k] == i)
+            r.push_back({GradOperand::Kind::ForwardInput, unsigned(k)});
+    for (size_t o = 0; o < rule.outputAliases.size(); ++o) {
+      bool value = rule.outputAliases[o] == name;
+      if (!value && "d" + rule.outputAliases[o] != name)
+        continue;
+      for (size_t k = 0; k < out.size(); ++k)
+        if (out[k] == o)
+          r.push_back({value ? GradOperand::Kind::ForwardOutput
+                             : GradOperand::Kind::OutputGrad,
+                       unsigned(k)});
+    }
+    return r;
+  }
+  std::optional<std::vector<int64_t>> typeOf(const GradOperand &o) const {
+    if (o.kind == GradOperand::Kind::ForwardInput) {
+      if (!forward.inputTypes()[o.index])
+        return std::nullopt;
+      return forward.inputTypes()[o.index]->dims;
+    }
+    return forward.outputTypes()[o.index].dims;
+  }
+  /// `X` or `X[k]` (element k of a variadic X).
+  std::optional<std::vector<int64_t>> tensorShape(llvm::StringRef name) const {
+    size_t k = 0;
+    if (name.ends_with("]")) {
+      size_t open = name.rfind('[');
+      if (open == llvm::StringRef::npos ||
+          name.slice(open + 1, name.size() - 1).getAsInteger(10, k))
+        return std::nullopt;
+      name = name.take_front(open);
+    }
+    auto ops = operandsOf(name);
+    if (k >= ops.size())
+      return std::nullopt;
+    return typeOf(ops[k]);
   }
   StaticEnv env() const {
     return StaticEnv{
         [this](llvm::StringRef n) { return lookup(n); },
-        [this](llvm::StringRef n) { return tensorShape(n); }};
+        [this](llvm::StringRef n) { return tensorShape(n); },
+        [this](llvm::StringRef n) -> std::optional<int64_t> {
+          auto ops = operandsOf(n);
+          if (ops.empty())
+            return std::nullopt;
+          return int64_t(ops.size());
+        }};
   }
   llvm::Expected<GradOperand> expand(const Expr &e, unsigned input);
+
+  /// The element variable of the current `dX[k] = ...` statement.
+  std::optional<std::pair<std::string, int64_t>> element;
 
   const SpecLibrary &library;
   const OpInstance &forward;
@@ -95,6 +139,22 @@ llvm::Expected<GradOperand> Expander::expand(const Expr &e, unsigned input) {
     }
     return makeSpecError(e.loc, "unknown name '" + e.name + "'");
   }
+  case Expr::Kind::Access: {
+    // `X[k]`: element k of a variadic input, output or output gradient.
+    auto ops = operandsOf(e.name);
+    auto k = evalStatic(*e.args[0], env());
+    if (!k)
+      return k.takeError();
+    if (k->kind != StaticValue::Kind::Int || k->i < 0 ||
+        k->i >= int64_t(ops.size()))
+      return makeSpecError(e.loc, "'" + e.name + "' has no element " +
+                                      k->str());
+    if (ops[k->i].kind == GradOperand::Kind::ForwardInput &&
+        !forward.inputTypes()[ops[k->i].index])
+      return error("gradient rule (" + e.loc.str() + ") uses absent input " +
+                   forward.inputNames()[ops[k->i].index]);
+    return ops[k->i];
+  }
   case Expr::Kind::Cond: {
     auto c = evalCondition(*e.args[0], env());
     if (!c)
@@ -113,6 +173,14 @@ llvm::Expected<GradOperand> Expander::expand(const Expr &e, unsigned input) {
     GradCall call;
     call.op = e.name;
     for (auto &a : e.args) {
+      if (a->kind == Expr::Kind::Splat) {
+        // `*X`: every element of a variadic tensor, in order.
+        auto ops = operandsOf(a->name);
+        if (ops.empty())
+          return makeSpecError(a->loc, "unknown name '" + a->name + "'");
+        call.operands.insert(call.operands.end(), ops.begin(), ops.end());
+        continue;
+      }
       auto operand = expand(*a, input);
       if (!operand)
         return operand.takeError();
@@ -146,14 +214,24 @@ llvm::Expected<GradOperand> Expander::expand(const Expr &e, unsigned input) {
 
 llvm::Expected<GradExpansion> Expander::run() {
   result.inputGrads.assign(forward.inputTypes().size(), std::nullopt);
+  const std::vector<unsigned> &decls = forward.impl->inputDecl;
   for (const GradStmt &s : rule.stmts) {
-    const auto &type = forward.inputTypes()[s.input];
-    if (!type || type->elem != ElemType::F32 || forward.isConstInput(s.input))
-      continue;
-    auto operand = expand(*s.value, s.input);
-    if (!operand)
-      return operand.takeError();
-    result.inputGrads[s.input] = *operand;
+    // One operand per element of a variadic input (`dX[k] = ...`).
+    int64_t k = 0;
+    for (unsigned i = 0; i < decls.size(); ++i) {
+      if (decls[i] != s.input)
+        continue;
+      const auto &type = forward.inputTypes()[i];
+      if (!s.elementVar.empty())
+        element.emplace(s.elementVar, k++);
+      if (!type || type->elem != ElemType::F32 || forward.isConstInput(i))
+        continue;
+      auto operand = expand(*s.value, i);
+      if (!operand)
+        return operand.takeError();
+      result.inputGrads[i] = *operand;
+    }
+    element.reset();
   }
   return std::move(result);
 }

@@ -74,6 +74,9 @@ struct LoweredStmt {
 /// Shared state of an OpInstance.
 struct OpInstance::Impl {
   const OpSpec *spec = nullptr;
+  /// The declaration of each input / output operand (a variadic
+  /// declaration has one operand per element, named `name[k]`).
+  std::vector<unsigned> inputDecl, outputDecl;
   std::vector<std::optional<TensorType>> inputTypes;
   std::vector<std::string> inputNames, outputNames;
   std::vector<TensorType> outputTypes;

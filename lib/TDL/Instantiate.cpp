@@ -46,6 +46,11 @@ bool OpInstance::isConstInput(unsigned input) const {
 bool tofu::tdl::isConstInput(const OpSpec &spec, unsigned input) {
   return input < spec.inputs.size() && spec.inputs[input].isConst;
 }
+bool tofu::tdl::takesOutputCount(const OpSpec &spec) {
+  const AttrDecl *a = spec.findAttr("num_outputs");
+  return !spec.outputs.empty() && spec.outputs.back().count && a &&
+         a->kind == AttrValue::Kind::Int;
+}
 
 static const LExpr *scaledReducer(const LExpr &e) {
   switch (e.kind) {
@@ -210,7 +215,9 @@ private:
   llvm::Error bindAttrs(const AttrMap &attrs);
   llvm::Error bindInput(unsigned i, const TensorType &t);
   llvm::Error computeOutput(unsigned o);
-  llvm::Error lowerStmt(const BodyStmt &s);
+  /// Lowers `s` into the statement of output operand `operand` (the
+  /// element variable of a variadic output is bound by the caller).
+  llvm::Error lowerStmt(const BodyStmt &s, unsigned operand);
   llvm::Expected<LExprPtr> lower(const Expr &e, bool inIndex);
   llvm::Expected<LExprPtr> lowerAccess(const Expr &e);
   llvm::Expected<LExprPtr> lowerUnbroadcast(const Expr &e);
@@ -238,11 +245,20 @@ private:
     return StaticEnv{
         [this](llvm::StringRef n) { return lookup(n); },
         [this](llvm::StringRef n) -> std::optional<std::vector<int64_t>> {
+          // Operand names: the declared name, `name[k]` for variadic ones.
+          for (size_t in = 0; in < impl.inputNames.size(); ++in)
+            if (impl.inputNames[in] == n) {
+              if (in >= impl.inputTypes.size() || !impl.inputTypes[in])
+                return std::nullopt;
+              return impl.inputTypes[in]->dims;
+            }
+          return std::nullopt;
+        },
+        [this](llvm::StringRef n) -> std::optional<int64_t> {
           int in = spec.findInput(n);
-          if (in < 0 || size_t(in) >= impl.inputTypes.size() ||
-              !impl.inputTypes[in])
+          if (in < 0 || !spec.inputs[in].variadic)
             return std::nullopt;
-          return impl.inputTypes[in]->dims;
+          return int64_t(llvm::count(impl.inputDecl, unsigned(in)));
         }};
   }
 
@@ -305,14 +321,15 @@ llvm::Error Instantiator::bindAttrs(const AttrMap &attrs) {
 }
 
 llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
-  const InputDecl &decl = spec.inputs[i];
+  const InputDecl &decl = spec.inputs[impl.inputDecl[i]];
+  const std::string &inputName = impl.inputNames[i];
   ElemType want = decl.elem;
   if (!decl.anyElem && t.elem != want)
-    return error("input " + decl.name + ": expected element type " +
+    return error("input " + inputName + ": expected element type " +
                  elemStr(want) + ", found " + elemStr(t.elem));
   for (int64_t d : t.dims)
     if (d < 0)
-      return error("input " + decl.name + ": negative dimension in " +
+      return error("input " + inputName + ": negative dimension in " +
                    shapeStr(t.dims));
   if (decl.unconstrained)
     return llvm::Error::success();
@@ -326,7 +343,7 @@ llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
   }
   size_t rank = t.dims.size();
   if (splatAt < 0 ? rank != fixed : rank < fixed)
-    return error("input " + decl.name + ": expected rank " +
+    return error("input " + inputName + ": expected rank " +
                  (splatAt < 0 ? std::to_string(fixed)
                               : ">= " + std::to_string(fixed)) +
                  ", found rank " + std::to_string(rank) + " (shape " +
@@ -340,7 +357,7 @@ llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
                                 t.dims.begin() + dim + splatLen);
       auto it = rankSyms.find(d.name);
       if (it != rankSyms.end() && it->second != part)
-        return error("input " + decl.name + ": dims " + shapeStr(part) +
+        return error("input " + inputName + ": dims " + shapeStr(part) +
                      " of *" + d.name + " do not match " +
                      shapeStr(it->second) + " bound by an earlier input");
       rankSyms[d.name] = part;
@@ -348,7 +365,7 @@ llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
       continue;
     }
     int64_t found = t.dims[dim];
-    std::string where = "input " + decl.name + " dim " + std::to_string(dim);
+    std::string where = "input " + inputName + " dim " + std::to_string(dim);
     if (d.kind == DimDecl::Kind::Constant) {
       if (found != d.value)
         return error(where + ": expected " + std::to_string(d.value) +
@@ -356,7 +373,7 @@ llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
     } else {
       auto it = syms.find(d.name);
       if (it != syms.end() && it->second != found)
-        return error("input " + decl.name + ": dim " + std::to_string(dim) +
+        return error("input " + inputName + ": dim " + std::to_string(dim) +
                      " is " + std::to_string(found) + ", expected " +
                      std::to_string(it->second) + " (" + d.name +
                      ", bound by " + symOrigin[d.name] + ")");
@@ -654,7 +671,21 @@ llvm::Expected<LExprPtr> Instantiator::lowerAccess(const Expr &e) {
       return v.takeError();
     return makeConst(v->asDouble(), e.loc);
   }
-  unsigned t = static_cast<unsigned>(spec.findInput(e.name));
+  unsigned decl = static_cast<unsigned>(spec.findInput(e.name));
+  unsigned t = decl;
+  if (e.select) {
+    // `inputs[k][...]`: operand `decl + k` (a variadic input is the last).
+    auto k = evalStatic(*e.select, env());
+    if (!k)
+      return k.takeError();
+    int64_t n = llvm::count(impl.inputDecl, decl);
+    if (k->kind != StaticValue::Kind::Int || k->i < 0 || k->i >= n)
+      return makeSpecError(e.select->loc,
+                           "element " + k->str() + " of '" + e.name +
+                               "' does not exist (it has " +
+                               std::to_string(n) + ")");
+    t = decl + static_cast<unsigned>(k->i);
+  }
   if (!impl.inputTypes[t])
     return makeConst(0, e.loc); // absent optional input reads 0
   const TensorType &type = *impl.inputTypes[t];
@@ -669,7 +700,9 @@ llvm::Expected<LExprPtr> Instantiator::lowerAccess(const Expr &e) {
                  std::to_string(idx.size()) + " indices at " + e.loc.str());
   // Broadcasting: use the trailing indices.
   idx.erase(idx.begin(), idx.begin() + (idx.size() - rank));
-  for (size_t d = 0; d < rank; ++d) {
+  // Elements of a variadic input are read as written (no broadcasting):
+  // Concat reads each at its own offset, out-of-range reads being zero.
+  for (size_t d = 0; d < rank && !spec.inputs[decl].variadic; ++d) {
     if (idx[d]->kind != LExpr::Kind::Var)
       continue;
     int64_t extent = cur->vars[idx[d]->var].extent;
@@ -680,8 +713,8 @@ llvm::Expected<LExprPtr> Instantiator::lowerAccess(const Expr &e) {
       idx[d] = makeConst(0, idx[d]->loc);
       continue;
     }
-    if (spec.inputs[t].unconstrained)
-      return error("input " + e.name + ": dim " + std::to_string(d) + " is " +
+    if (spec.inputs[decl].unconstrained)
+      return error("input " + impl.inputNames[t] + ": dim " + std::to_string(d) + " is " +
                    std::to_string(size) + ", expected 1 or " +
                    std::to_string(extent) + " (broadcast to index '" +
                    cur->vars[idx[d]->var].name + "'; shape " +
@@ -961,20 +994,20 @@ llvm::Expected<LExprPtr> Instantiator::lowerUnrolled(const Expr &call,
   return acc;
 }
 
-llvm::Error Instantiator::lowerStmt(const BodyStmt &s) {
-  LoweredStmt &ls = impl.stmts[s.output];
+llvm::Error Instantiator::lowerStmt(const BodyStmt &s, unsigned operand) {
+  LoweredStmt &ls = impl.stmts[operand];
   cur = &ls;
   scope.clear();
   splatVars.clear();
   groups.clear();
-  const std::vector<int64_t> &dims = impl.outputTypes[s.output].dims;
+  const std::vector<int64_t> &dims = impl.outputTypes[operand].dims;
   size_t named = 0;
   for (auto &i : s.indices)
     if (i[0] != '*')
       ++named;
   bool hasSplat = named != s.indices.size();
   if (hasSplat ? dims.size() < named : dims.size() != named)
-    return makeSpecError(s.loc, "output " + spec.outputs[s.output].name +
+    return makeSpecError(s.loc, "output " + impl.outputNames[operand] +
                                     " has rank " +
                                     std::to_string(dims.size()) +
                                     " but is indexed with " +
@@ -1060,16 +1093,25 @@ llvm::Error Instantiator::run(
     llvm::ArrayRef<std::optional<TensorType>> inputs, const AttrMap &attrs,
     const std::map<unsigned, std::vector<double>> &constValues) {
   impl.spec = &spec;
-  if (inputs.size() > spec.inputs.size())
+  bool variadic = !spec.inputs.empty() && spec.inputs.back().variadic;
+  if (!variadic && inputs.size() > spec.inputs.size())
     return error("expected at most " + std::to_string(spec.inputs.size()) +
                  " inputs, found " + std::to_string(inputs.size()));
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    impl.inputNames.push_back(spec.inputs[i].name);
+  // A variadic (last) input takes every remaining operand, at least one.
+  size_t operands = variadic ? std::max(inputs.size(), spec.inputs.size())
+                             : spec.inputs.size();
+  for (size_t i = 0; i < operands; ++i) {
+    unsigned d = static_cast<unsigned>(std::min(i, spec.inputs.size() - 1));
+    const InputDecl &decl = spec.inputs[d];
+    impl.inputDecl.push_back(d);
+    impl.inputNames.push_back(decl.variadic ? decl.name + "[" +
+                                                  std::to_string(i - d) + "]"
+                                            : decl.name);
     std::optional<TensorType> t;
     if (i < inputs.size())
       t = inputs[i];
-    if (!t && !spec.inputs[i].optional)
-      return error("input " + spec.inputs[i].name + " is required");
+    if (!t && (!decl.optional || decl.variadic))
+      return error("input " + impl.inputNames.back() + " is required");
     impl.inputTypes.push_back(std::move(t));
   }
   if (auto e = bindAttrs(attrs))
@@ -1106,14 +1148,46 @@ llvm::Error Instantiator::run(
                  "constraint `" + c.text + "` does not hold (" + bound + ")");
   }
   for (unsigned o = 0; o < spec.outputs.size(); ++o) {
-    impl.outputNames.push_back(spec.outputs[o].name);
-    if (auto e = computeOutput(o))
-      return e;
+    const OutputDecl &decl = spec.outputs[o];
+    if (!decl.count) {
+      impl.outputDecl.push_back(o);
+      impl.outputNames.push_back(decl.name);
+      if (auto e = computeOutput(o))
+        return e;
+      continue;
+    }
+    // A variadic output: one operand per element k in [0, count).
+    auto n = evalStatic(*decl.count, env());
+    if (!n)
+      return n.takeError();
+    if (n->kind != StaticValue::Kind::Int || n->i < 1)
+      return error("output " + decl.name + ": the number of outputs is " +
+                   n->str() + ", expected a positive integer");
+    for (int64_t k = 0; k < n->i; ++k) {
+      impl.outputDecl.push_back(o);
+      impl.outputNames.push_back(decl.name + "[" + std::to_string(k) + "]");
+      statics.emplace_back(decl.countVar, k);
+      llvm::Error e = computeOutput(o);
+      statics.pop_back();
+      if (e)
+        return e;
+    }
   }
-  impl.stmts.resize(spec.outputs.size());
+  impl.stmts.resize(impl.outputDecl.size());
   for (auto &s : spec.body)
-    if (auto e = lowerStmt(s))
-      return e;
+    for (unsigned operand = 0; operand < impl.outputDecl.size(); ++operand) {
+      if (impl.outputDecl[operand] != s.output)
+        continue;
+      unsigned first = static_cast<unsigned>(
+          llvm::find(impl.outputDecl, s.output) - impl.outputDecl.begin());
+      if (!s.elementVar.empty())
+        statics.emplace_back(s.elementVar, int64_t(operand - first));
+      llvm::Error e = lowerStmt(s, operand);
+      if (!s.elementVar.empty())
+        statics.pop_back();
+      if (e)
+        return e;
+    }
 
   // Cache key: op, attributes, ranks and size-1 dims of inputs.
   std::string key = spec.name + "#" + std::to_string(spec.uid) + "(";

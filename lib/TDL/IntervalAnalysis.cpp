@@ -659,7 +659,12 @@ tofu::tdl::analyzeStrategies(const OpInstance &op, unsigned parts) {
   // Constants of ×, ÷ and % in indices may come from shape symbols (e.g.
   // Flatten's `i // M`); they are baked into the intervals, so such ops are
   // cached per shape, not per rank.
-  if (llvm::any_of(op.impl->stmts, [](const LoweredStmt &s) {
+  // So are variadic ops: Concat's and Split's offsets come from the shapes.
+  const OpSpec &spec = *op.impl->spec;
+  bool variadic =
+      (!spec.inputs.empty() && spec.inputs.back().variadic) ||
+      (!spec.outputs.empty() && spec.outputs.back().count);
+  if (variadic || llvm::any_of(op.impl->stmts, [](const LoweredStmt &s) {
         return s.value && hasScaledIndex(*s.value, false);
       }))
     for (auto &t : op.impl->inputTypes) {

@@ -113,6 +113,14 @@ Token Lexer::next() {
   };
   using K = Token::Kind;
   switch (ch) {
+  case '.':
+    if (peek(1) == '.' && peek(2) == '.') {
+      advance();
+      advance();
+      advance();
+      return make(K::Ellipsis, begin, l, c);
+    }
+    break;
   case '(': advance(); return make(K::LParen, begin, l, c);
   case ')': advance(); return make(K::RParen, begin, l, c);
   case '[': advance(); return make(K::LBracket, begin, l, c);

@@ -19,7 +19,7 @@ struct Token {
     LParen, RParen, LBracket, RBracket, LBrace, RBrace,
     Comma, Colon, Semi, Question, Star, Plus, Minus, Slash, SlashSlash, Percent,
     Assign, EqEq, NotEq, Less, LessEq, Greater, GreaterEq,
-    AndAnd, OrOr, Bang, Arrow,
+    AndAnd, OrOr, Bang, Arrow, Ellipsis,
   };
   Kind kind = Kind::Eof;
   llvm::StringRef text; ///< spelling (for String: the contents, unquoted)

@@ -275,13 +275,15 @@ bool Parser::parseInput(InputDecl &in) {
     }
     consume();
     if (isKeyword("const")) {
-      if (in.elem == ElemType::Bool || in.anyElem)
-        return errorAtToken("'int const' or 'float const' (a constant input "
-                            "is int or float)");
+      if (in.anyElem)
+        return errorAtToken("'int const', 'float const' or 'bool const' (a "
+                            "constant input has one element type)");
       consume();
       in.isConst = true;
     }
   }
+  if (consumeIf(K::Ellipsis))
+    in.variadic = true;
   return true;
 }
 
@@ -362,8 +364,18 @@ bool Parser::parseAttr(AttrDecl &attr) {
 }
 
 bool Parser::parseOutput(OpSpec &op, OutputDecl &out) {
-  if (!expectIdent(out.name, &out.loc, "output name") ||
-      !expect(K::Colon, "':' and a shape after the output name"))
+  if (!expectIdent(out.name, &out.loc, "output name"))
+    return false;
+  if (consumeIf(K::LBracket)) {
+    // `outputs[k: count]`: a variadic output.
+    if (!expectIdent(out.countVar, nullptr, "an element variable") ||
+        !expect(K::Colon, "':' and the number of outputs"))
+      return false;
+    out.count = parseExpr();
+    if (!out.count || !expect(K::RBracket, "']' after the number of outputs"))
+      return false;
+  }
+  if (!expect(K::Colon, "':' and a shape after the output name"))
     return false;
   if (isKeyword("broadcast")) {
     Loc l = consume().loc;
@@ -443,6 +455,13 @@ bool Parser::parseStmt(OpSpec &op) {
   if (out < 0)
     return error(l, "'" + target + "' is not an output of '" + op.name + "'");
   s.output = static_cast<unsigned>(out);
+  if (op.outputs[out].count) {
+    if (!expect(K::LBracket, "'[' and an element variable (a variadic "
+                             "output is defined as Out[k][indices])") ||
+        !expectIdent(s.elementVar, nullptr, "an element variable") ||
+        !expect(K::RBracket, "']' after the element variable"))
+      return false;
+  }
   if (consumeIf(K::LBracket)) {
     if (peek().kind != K::RBracket) {
       do {
@@ -502,6 +521,13 @@ std::unique_ptr<GradRule> Parser::parseGrad() {
     Loc l;
     if (!expectIdent(target, &l, "a statement 'dInput = value'"))
       return nullptr;
+    std::string elementVar;
+    if (consumeIf(K::LBracket)) {
+      // `dX[k] = value`: the gradient of each element of a variadic input.
+      if (!expectIdent(elementVar, nullptr, "an element variable") ||
+          !expect(K::RBracket, "']' after the element variable"))
+        return nullptr;
+    }
     if (!expect(K::Assign, "'='"))
       return nullptr;
     // Resolve the target against the input aliases: `d<alias>`.
@@ -525,6 +551,7 @@ std::unique_ptr<GradRule> Parser::parseGrad() {
     GradStmt s;
     s.input = static_cast<unsigned>(found);
     s.loc = l;
+    s.elementVar = std::move(elementVar);
     s.value = parseExpr();
     if (!s.value)
       return nullptr;
@@ -700,6 +727,24 @@ ExprPtr Parser::parsePrimary() {
     }
     if (!expect(K::RBracket, "',' or ']' after the indices"))
       return nullptr;
+    if (peek().kind == K::LBracket && e->args.size() == 1 &&
+        e->args[0]->kind != Expr::Kind::Splat &&
+        e->args[0]->kind != Expr::Kind::Slice) {
+      // `inputs[k][indices]`: element k of a variadic input.
+      consume();
+      e->select = std::move(e->args[0]);
+      e->args.clear();
+      if (peek().kind != K::RBracket) {
+        do {
+          ExprPtr idx = parseIndexElement();
+          if (!idx)
+            return nullptr;
+          e->args.push_back(std::move(idx));
+        } while (consumeIf(K::Comma));
+      }
+      if (!expect(K::RBracket, "',' or ']' after the indices"))
+        return nullptr;
+    }
     return e;
   }
   if (peek().kind != K::LParen) {
@@ -791,6 +836,13 @@ ExprPtr Parser::parsePrimary() {
         errorAtToken("a named argument 'name=value' (positional arguments "
                      "come first)");
         return nullptr;
+      }
+      if (peek().kind == K::Star && peek(1).kind == K::Ident) {
+        // `*name`: every element of a variadic tensor (gradient rules).
+        auto splat = std::make_unique<Expr>(Expr::Kind::Splat, consume().loc);
+        splat->name = consume().text.str();
+        e->args.push_back(std::move(splat));
+        continue;
       }
       ExprPtr a = parseExpr();
       if (!a)

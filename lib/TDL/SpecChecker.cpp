@@ -13,6 +13,7 @@
 #include "StaticEvaluator.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 
 #include <algorithm>
 #include <set>
@@ -106,6 +107,20 @@ llvm::Error OpChecker::run() {
                                       "' has the same name as another "
                                       "input or attribute");
   }
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const InputDecl &in = op.inputs[i];
+    if (!in.variadic)
+      continue;
+    if (i + 1 != op.inputs.size())
+      return makeSpecError(in.loc, "only the last input may be variadic");
+    if (in.optional || in.isConst)
+      return makeSpecError(in.loc, "a variadic input cannot be optional or "
+                                   "const");
+  }
+  for (size_t o = 0; o < op.outputs.size(); ++o)
+    if (op.outputs[o].count && o + 1 != op.outputs.size())
+      return makeSpecError(op.outputs[o].loc,
+                           "only the last output may be variadic");
   for (auto &in : op.inputs) {
     unsigned splats = 0;
     for (auto &d : in.dims) {
@@ -148,6 +163,18 @@ llvm::Error OpChecker::run() {
       return makeSpecError(out.loc, "output '" + out.name +
                                         "' has the same name as an input, "
                                         "attribute or shape symbol");
+    if (out.count) {
+      if (auto e = checkStatic(*out.count))
+        return e;
+      if (auto e = checkNewName(out.countVar, out.loc, "element variable"))
+        return e;
+    }
+    if (out.count)
+      statics.push_back(out.countVar);
+    llvm::scope_exit popCount([&] {
+      if (out.count)
+        statics.pop_back();
+    });
     for (auto &d : out.dims) {
       if (d->kind == Expr::Kind::Splat && !d->args.empty()) {
         if (auto e = checkStatic(*d->args[0]))
@@ -186,6 +213,15 @@ llvm::Error OpChecker::run() {
     const OutputDecl &out = op.outputs[s.output];
     vars.clear();
     splat.clear();
+    if (!s.elementVar.empty())
+      if (auto e = checkNewName(s.elementVar, s.loc, "element variable"))
+        return e;
+    if (!s.elementVar.empty())
+      statics.push_back(s.elementVar);
+    llvm::scope_exit popElement([&] {
+      if (!s.elementVar.empty())
+        statics.pop_back();
+    });
     for (auto &idx : s.indices) {
       if (idx[0] == '*') {
         if (!splat.empty())
@@ -297,11 +333,30 @@ llvm::Error OpChecker::checkStaticCall(const Expr &e) {
                          "function '" + e.name + "' takes no named arguments");
   bool tensorArg = e.name == "present" || e.name == "rank" ||
                    e.name == "shape" || e.name == "dim";
+  auto isVariadic = [&](const std::string &n) {
+    int in = op.findInput(n);
+    return in >= 0 && op.inputs[in].variadic;
+  };
+  if (e.name == "len" && e.args.size() == 1 &&
+      e.args[0]->kind == Expr::Kind::Ident && isVariadic(e.args[0]->name))
+    return llvm::Error::success(); // the number of operands
   for (size_t k = 0; k < e.args.size(); ++k) {
     const Expr &a = *e.args[k];
     if (tensorArg && k == 0) {
-      if (a.kind != Expr::Kind::Ident || op.findInput(a.name) < 0)
-        return makeSpecError(a.loc, "'" + e.name + "' expects an input name");
+      if (a.kind == Expr::Kind::Access && isVariadic(a.name) && !a.select &&
+          a.args.size() == 1 && e.name != "present") {
+        if (auto err = checkStatic(*a.args[0]))
+          return err;
+        continue;
+      }
+      if (a.kind != Expr::Kind::Ident || op.findInput(a.name) < 0 ||
+          isVariadic(a.name))
+        return makeSpecError(a.loc, "'" + e.name + "' expects an input name" +
+                                        (a.kind == Expr::Kind::Ident &&
+                                                 isVariadic(a.name)
+                                             ? " (an element " + a.name +
+                                                   "[k] of a variadic input)"
+                                             : ""));
       continue;
     }
     if (auto err = checkStatic(a))
@@ -396,6 +451,15 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
       return makeSpecError(e.loc, "unknown tensor '" + e.name + "'");
     }
     const InputDecl &decl = op.inputs[in];
+    if (decl.variadic != bool(e.select))
+      return makeSpecError(e.loc, decl.variadic
+                                      ? "variadic input '" + e.name +
+                                            "' needs an element: " + e.name +
+                                            "[k][indices]"
+                                      : "'" + e.name + "' is not variadic");
+    if (e.select)
+      if (auto err = checkStatic(*e.select))
+        return err;
     bool hasSplat = false;
     for (auto &idx : e.args) {
       if (idx->kind == Expr::Kind::Slice) {
@@ -709,6 +773,8 @@ private:
   const GradRule &rule;
   const OpSpec *forward;
   llvm::function_ref<const OpSpec *(llvm::StringRef)> lookup;
+  /// The element variable of the current `dX[k] = ...` statement.
+  std::string elementVar;
 };
 
 } // namespace
@@ -739,9 +805,21 @@ llvm::Error GradChecker::run() {
                                " outputs, the op has " +
                                std::to_string(forward->outputs.size()));
   }
-  for (auto &s : rule.stmts)
+  for (auto &s : rule.stmts) {
+    if (forward && s.input < forward->inputs.size() &&
+        forward->inputs[s.input].variadic != !s.elementVar.empty())
+      return makeSpecError(s.loc, forward->inputs[s.input].variadic
+                                      ? "the gradient of a variadic input is "
+                                        "defined per element: d" +
+                                            rule.inputAliases[s.input] +
+                                            "[k] = ..."
+                                      : "input '" +
+                                            rule.inputAliases[s.input] +
+                                            "' is not variadic");
+    elementVar = s.elementVar;
     if (auto e = checkValue(*s.value))
       return e;
+  }
   return llvm::Error::success();
 }
 
@@ -759,6 +837,17 @@ llvm::Error GradChecker::checkValue(const Expr &e) {
     if (auto err = checkValue(*e.args[1]))
       return err;
     return checkValue(*e.args[2]);
+  case Expr::Kind::Access:
+    // `X[k]`: element k of a variadic input or output (or its gradient).
+    if (!isTensorName(e.name) || e.select || e.args.size() != 1)
+      return makeSpecError(e.loc, "'" + e.name +
+                                      "[k]' needs a variadic tensor and one "
+                                      "static element index");
+    return checkStatic(*e.args[0]);
+  case Expr::Kind::Splat:
+    if (!isTensorName(e.name))
+      return makeSpecError(e.loc, "unknown variadic tensor '*" + e.name + "'");
+    return llvm::Error::success();
   case Expr::Kind::Call: {
     if (e.name == "not_supported") {
       if (e.args.size() != 1 || e.args[0]->kind != Expr::Kind::String ||
@@ -774,7 +863,14 @@ llvm::Error GradChecker::checkValue(const Expr &e) {
     for (auto &in : callee->inputs)
       if (!in.optional)
         ++required;
-    if (e.args.size() < required || e.args.size() > callee->inputs.size())
+    bool spread = llvm::any_of(e.args, [](const ExprPtr &a) {
+                    return a->kind == Expr::Kind::Splat;
+                  }) ||
+                  llvm::any_of(callee->inputs, [](const InputDecl &in) {
+                    return in.variadic;
+                  });
+    if (!spread &&
+        (e.args.size() < required || e.args.size() > callee->inputs.size()))
       return makeSpecError(
           e.loc, "wrong number of operands to '" + e.name + "': expected " +
                      (required == callee->inputs.size()
@@ -807,7 +903,7 @@ llvm::Error GradChecker::checkStatic(const Expr &e) {
   case Expr::Kind::String:
     return llvm::Error::success();
   case Expr::Kind::Ident:
-    if (!forward || forward->findAttr(e.name))
+    if (!forward || forward->findAttr(e.name) || e.name == elementVar)
       return llvm::Error::success();
     // A let of the forward op, or a const input (by its alias).
     if (llvm::any_of(forward->lets,
@@ -843,13 +939,28 @@ llvm::Error GradChecker::checkStatic(const Expr &e) {
     if (e.args.size() != arity || !e.namedArgs.empty())
       return makeSpecError(e.loc, "wrong number of arguments to '" + e.name +
                                       "': expected " + std::to_string(arity));
-    if (e.args[0]->kind != Expr::Kind::Ident || !isTensorName(e.args[0]->name))
+    bool element = e.args[0]->kind == Expr::Kind::Access &&
+                   isTensorName(e.args[0]->name) && !e.args[0]->select &&
+                   e.args[0]->args.size() == 1;
+    if (!element && (e.args[0]->kind != Expr::Kind::Ident ||
+                     !isTensorName(e.args[0]->name)))
       return makeSpecError(e.args[0]->loc, "'" + e.name +
                                                "' expects a tensor name");
     if (arity == 2)
       return checkStatic(*e.args[1]);
     return llvm::Error::success();
   }
+  case Expr::Kind::Access:
+    // `L[i]`: an element of a list (a let or ints attribute of the forward
+    // op, e.g. `offs[k]`).
+    if (e.select || e.args.size() != 1)
+      return makeSpecError(e.loc, "'" + e.name + "[...]' takes one index");
+    if (forward && !forward->findAttr(e.name) &&
+        llvm::none_of(forward->lets,
+                      [&](const LetDecl &l) { return l.name == e.name; }))
+      return makeSpecError(e.loc, "unknown list '" + e.name + "' of '" +
+                                      rule.op + "'");
+    return checkStatic(*e.args[0]);
   default:
     return makeSpecError(e.loc, "not allowed in a gradient condition or "
                                 "attribute value");

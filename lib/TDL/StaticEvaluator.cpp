@@ -129,12 +129,30 @@ static llvm::Expected<StaticValue> evalStaticFunction(const Expr &e,
   if (e.name == "present" && e.args.size() == 1 &&
       e.args[0]->kind == Expr::Kind::Ident && env.tensorShape)
     return StaticValue::ofInt(env.tensorShape(e.args[0]->name).has_value());
+  if (e.name == "len" && e.args.size() == 1 &&
+      e.args[0]->kind == Expr::Kind::Ident && env.variadicCount)
+    if (auto n = env.variadicCount(e.args[0]->name))
+      return StaticValue::ofInt(*n);
   if ((e.name == "rank" || e.name == "shape" || e.name == "dim") &&
-      !e.args.empty() && e.args[0]->kind == Expr::Kind::Ident &&
+      !e.args.empty() &&
+      (e.args[0]->kind == Expr::Kind::Ident ||
+       (e.args[0]->kind == Expr::Kind::Access && e.args[0]->args.size() == 1 &&
+        !e.args[0]->select)) &&
       env.tensorShape) {
-    auto shape = env.tensorShape(e.args[0]->name);
+    // `inputs[k]`: element k of a variadic tensor, known as "inputs[k]".
+    std::string name = e.args[0]->name;
+    if (e.args[0]->kind == Expr::Kind::Access) {
+      auto k = evalStatic(*e.args[0]->args[0], env);
+      if (!k)
+        return k.takeError();
+      if (k->kind != SK::Int)
+        return makeSpecError(e.args[0]->loc, "element index must be an "
+                                             "integer");
+      name += "[" + std::to_string(k->i) + "]";
+    }
+    auto shape = env.tensorShape(name);
     if (!shape)
-      return makeSpecError(e.args[0]->loc, "tensor '" + e.args[0]->name +
+      return makeSpecError(e.args[0]->loc, "tensor '" + name +
                                                "' is absent or unknown");
     if (e.name == "rank")
       return StaticValue::ofInt(static_cast<int64_t>(shape->size()));

@@ -49,6 +49,9 @@ struct StaticEnv {
   /// absent. May be empty (no tensors in scope).
   std::function<std::optional<std::vector<int64_t>>(llvm::StringRef)>
       tensorShape;
+  /// Number of operands of a variadic tensor (`len(inputs)`); may be empty.
+  /// Element k is known to tensorShape as `name[k]`.
+  std::function<std::optional<int64_t>(llvm::StringRef)> variadicCount = {};
 };
 
 llvm::Expected<StaticValue> evalStatic(const Expr &e, const StaticEnv &env);

@@ -92,7 +92,12 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
         for (int64_t k = 0; k < set.inputs[i]->numElements(); ++k)
           values.push_back(set.inputs[i]->valueAt(k));
       }
-    auto op = tdl::instantiate(*spec, types, test.attrs, constValues);
+    // A variadic output's count (Split) comes from the node.
+    tdl::AttrMap attrs = test.attrs;
+    if (tdl::takesOutputCount(*spec) && !attrs.count("num_outputs"))
+      attrs["num_outputs"] =
+          tdl::AttrValue::ofInt(int64_t(test.outputNames.size()));
+    auto op = tdl::instantiate(*spec, types, attrs, constValues);
     if (!op)
       return skip("instantiation: " + llvm::toString(op.takeError()));
     if (test.outputNames.size() > op->outputTypes().size())

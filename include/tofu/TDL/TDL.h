@@ -101,7 +101,10 @@ class OpInstance {
 public:
   const OpSpec &spec() const;
   llvm::StringRef opName() const;
-  /// One entry per declared input; std::nullopt for an absent optional input.
+  /// One entry per input operand; std::nullopt for an absent optional
+  /// input. A variadic input (the last, `inputs: [*]...`) has one operand
+  /// per element, named `inputs[k]` in inputNames(); likewise a variadic
+  /// output (`outputs[k: n]`) in outputTypes() / outputNames().
   const std::vector<std::optional<TensorType>> &inputTypes() const;
   const std::vector<std::string> &inputNames() const;
   const std::vector<TensorType> &outputTypes() const;
@@ -136,6 +139,13 @@ public:
 /// True when input `input` of `spec` is a compile-time constant (`: int
 /// const`, `: float const`): instantiate needs its values.
 bool isConstInput(const OpSpec &spec, unsigned input);
+
+/// True when `spec` has a variadic output (`outputs[k: n]`, e.g. Split) and
+/// an int attribute `num_outputs`: the number of outputs may then be a
+/// parameter of the op, and callers that know a node's output count (the
+/// ONNX importer, the node-test runner) pass it as `num_outputs` unless the
+/// node sets that attribute.
+bool takesOutputCount(const OpSpec &spec);
 
 /// Instantiates `spec` (shape inference). Errors name the op, the operand and
 /// the expected vs found shape.
