@@ -35,8 +35,14 @@ struct GradProblem {
   std::vector<unsigned> ignoredOutputs = {};
   /// Tolerance: |analytic - fd| <= tol * max(1, |fd|).
   double tol = 1e-6;
-  /// Values of the const inputs (`: int const`), by input index.
+  /// Values of the const inputs (`: int const`), by input index; they have
+  /// no gradient.
   std::map<unsigned, std::vector<double>> constValues = {};
+  /// Integer inputs are drawn from [intLo, intLo + intRange).
+  int64_t intLo = 0;
+  int64_t intRange = 3;
+  /// Float inputs keep |x| >= this (away from kinks such as Relu's).
+  double awayFromZero = 0;
 };
 
 inline std::vector<DenseTensor>
@@ -69,10 +75,19 @@ inline GradExpansion checkGradientFD(const GradProblem &p, unsigned seed = 1) {
     int64_t n = 1;
     for (int64_t d : in[i].type.dims)
       n *= d;
-    for (int64_t k = 0; k < n; ++k)
-      in[i].data.push_back(in[i].type.elem == ElemType::F32
-                               ? uni(rng)
-                               : double(rng() % 3));
+    for (int64_t k = 0; k < n; ++k) {
+      double v;
+      if (in[i].type.elem == ElemType::I64) {
+        v = double(p.intLo + int64_t(rng() % p.intRange));
+      } else if (in[i].type.elem == ElemType::Bool) {
+        v = double(rng() % 2);
+      } else {
+        do
+          v = uni(rng);
+        while (std::fabs(v) < p.awayFromZero);
+      }
+      in[i].data.push_back(v);
+    }
   }
   auto out = gradCheckForward(inst, in);
   std::vector<DenseTensor> w;
@@ -126,7 +141,8 @@ inline GradExpansion checkGradientFD(const GradProblem &p, unsigned seed = 1) {
   const double h = 1e-6;
   for (size_t i = 0; i < in.size(); ++i) {
     if (!p.types[i] || p.types[i]->elem != ElemType::F32 ||
-        llvm::is_contained(p.noGrad, unsigned(i))) {
+        llvm::is_contained(p.noGrad, unsigned(i)) ||
+        p.constValues.count(unsigned(i))) {
       EXPECT_FALSE(g->inputGrads[i].has_value()) << p.op << " input " << i;
       continue;
     }
