@@ -101,6 +101,8 @@ private:
   ExprPtr parseUnary();
   ExprPtr parsePrimary();
   ExprPtr parseIndexElement();
+  /// Parses `e, e, ...]` (the opening '[' already consumed) into `out`.
+  bool parseIndexList(std::vector<ExprPtr> &out);
 
   Lexer lexer;
   std::deque<Token> buffer;
@@ -661,6 +663,18 @@ ExprPtr Parser::parseUnary() {
   return parsePrimary();
 }
 
+bool Parser::parseIndexList(std::vector<ExprPtr> &out) {
+  if (peek().kind != K::RBracket) {
+    do {
+      ExprPtr idx = parseIndexElement();
+      if (!idx)
+        return false;
+      out.push_back(std::move(idx));
+    } while (consumeIf(K::Comma));
+  }
+  return expect(K::RBracket, "',' or ']' after the indices");
+}
+
 ExprPtr Parser::parseIndexElement() {
   if (peek().kind == K::Colon &&
       (peek(1).kind == K::Comma || peek(1).kind == K::RBracket))
@@ -717,15 +731,7 @@ ExprPtr Parser::parsePrimary() {
     consume();
     auto e = std::make_unique<Expr>(Expr::Kind::Access, id.loc);
     e->name = name;
-    if (peek().kind != K::RBracket) {
-      do {
-        ExprPtr idx = parseIndexElement();
-        if (!idx)
-          return nullptr;
-        e->args.push_back(std::move(idx));
-      } while (consumeIf(K::Comma));
-    }
-    if (!expect(K::RBracket, "',' or ']' after the indices"))
+    if (!parseIndexList(e->args))
       return nullptr;
     if (peek().kind == K::LBracket && e->args.size() == 1 &&
         e->args[0]->kind != Expr::Kind::Splat &&
@@ -734,15 +740,7 @@ ExprPtr Parser::parsePrimary() {
       consume();
       e->select = std::move(e->args[0]);
       e->args.clear();
-      if (peek().kind != K::RBracket) {
-        do {
-          ExprPtr idx = parseIndexElement();
-          if (!idx)
-            return nullptr;
-          e->args.push_back(std::move(idx));
-        } while (consumeIf(K::Comma));
-      }
-      if (!expect(K::RBracket, "',' or ']' after the indices"))
+      if (!parseIndexList(e->args))
         return nullptr;
     }
     return e;
@@ -858,15 +856,7 @@ ExprPtr Parser::parsePrimary() {
     if (!expect(K::LBracket,
                 "'[' and the indices of the opaque result after 'opaque(...)'"))
       return nullptr;
-    if (peek().kind != K::RBracket) {
-      do {
-        ExprPtr idx = parseIndexElement();
-        if (!idx)
-          return nullptr;
-        e->indices.push_back(std::move(idx));
-      } while (consumeIf(K::Comma));
-    }
-    if (!expect(K::RBracket, "',' or ']' after the indices"))
+    if (!parseIndexList(e->indices))
       return nullptr;
   }
   return e;
