@@ -10,6 +10,7 @@ debs=(
   libfmt-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev libopenblas0-pthread libgtest-dev
   python3-torch python3-numpy python3-onnx
+  chromium python3-pil
 )
 missing=()
 for p in "${debs[@]}"; do

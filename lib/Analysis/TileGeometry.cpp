@@ -168,4 +168,88 @@ int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
   return bytes;
 }
 
+tdl::Box groupOwnedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
+                       TilingAttr tiling, int64_t device, size_t level) {
+  tdl::Box box = fullBox(shape);
+  if (!tiling)
+    return box;
+  std::vector<int64_t> coords = grid.coordinates(device);
+  auto dims = tiling.getDims();
+  for (size_t step = 0;
+       step < dims.size() && step < coords.size() && step < level; ++step)
+    box[dims[step]] =
+        splitRange(box[dims[step]], grid.steps[step], coords[step]);
+  return box;
+}
+
+std::vector<int64_t> outputCommBytesByStep(
+    const DeviceGrid &grid, const tdl::OpInstance &op, unsigned output,
+    llvm::ArrayRef<StrategyAttr> plan, llvm::ArrayRef<TilingAttr> inputTilings,
+    TilingAttr outputTiling) {
+  size_t numSteps = grid.steps.size();
+  std::vector<int64_t> bytes(numSteps, 0);
+  if (numSteps == 0)
+    return bytes;
+  int64_t k = grid.numDevices();
+  const auto &inputTypes = op.inputTypes();
+  std::vector<OpShare> shares;
+  for (int64_t d = 0; d < k; ++d)
+    shares.push_back(opShare(grid, op, output, plan, d));
+  for (int64_t d = 0; d < k; ++d) {
+    if (isEmptyShare(shares[d]))
+      continue;
+    auto needed = op.requiredRegions(output, shares[d].outputBox,
+                                     shares[d].reductionRanges);
+    for (size_t i = 0; i < needed.size() && i < inputTilings.size(); ++i) {
+      if (!needed[i] || !inputTypes[i])
+        continue;
+      int64_t size = elementBytes(inputTypes[i]->elem);
+      // Elements held by the device's group before the step, minus those its
+      // group holds after it (level 0 counts the whole needed box).
+      int64_t heldBefore = numElements(*needed[i]);
+      for (size_t step = 0; step < numSteps; ++step) {
+        tdl::Box held = groupOwnedBox(grid, inputTypes[i]->dims,
+                                      inputTilings[i], d, step + 1);
+        int64_t heldAfter = numElements(intersect(*needed[i], held));
+        bytes[step] += (heldBefore - heldAfter) * size;
+        heldBefore = heldAfter;
+      }
+    }
+  }
+  const tdl::TensorType &out = op.outputTypes()[output];
+  std::vector<std::vector<int64_t>> coords;
+  for (int64_t d = 0; d < k; ++d)
+    coords.push_back(grid.coordinates(d));
+  for (int64_t d = 0; d < k; ++d) {
+    tdl::Box owned = ownedBox(grid, out.dims, outputTiling, d);
+    if (!isEmptyShare(shares[d]) && outputCoveredLocally(shares[d], owned))
+      continue;
+    for (int64_t e = 0; e < k; ++e) {
+      if (e == d || isEmptyShare(shares[e]))
+        continue;
+      size_t step = 0;
+      while (step + 1 < numSteps && coords[d][step] == coords[e][step])
+        ++step;
+      bytes[step] += numElements(intersect(owned, shares[e].outputBox)) *
+                     elementBytes(out.elem);
+    }
+  }
+  return bytes;
+}
+
+std::vector<int64_t> opCommBytesByStep(const DeviceGrid &grid,
+                                       const tdl::OpInstance &op,
+                                       llvm::ArrayRef<StrategyAttr> plan,
+                                       llvm::ArrayRef<TilingAttr> inputTilings,
+                                       llvm::ArrayRef<TilingAttr> outputTilings) {
+  std::vector<int64_t> bytes(grid.steps.size(), 0);
+  for (unsigned o = 0; o < op.outputTypes().size(); ++o) {
+    std::vector<int64_t> part = outputCommBytesByStep(
+        grid, op, o, plan, inputTilings, outputTilings[o]);
+    for (size_t step = 0; step < bytes.size(); ++step)
+      bytes[step] += part[step];
+  }
+  return bytes;
+}
+
 } // namespace tofu

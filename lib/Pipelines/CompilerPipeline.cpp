@@ -2,6 +2,7 @@
 #include "tofu/Pipelines/CompilerPipeline.h"
 #include "tofu/Import/OnnxImporter.h"
 #include "tofu/Target/PlanBuilder.h"
+#include "tofu/Target/PlanPrinter.h"
 #include "tofu/Transforms/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -121,13 +122,14 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   }
   plan->onnxModel = imported->modelBytes;
   // plan.bin holds no timing, so that it is byte-for-byte reproducible.
-  plan->searchSeconds = 0;
-  plan->summary = formatPlanText(func, *plan);
+  plan->summary = formatPlanText(func, *plan, /*withSearchTime=*/false);
   plan->searchSeconds = searchSeconds;
   if (options.dumpPlan == PlanDump::Text)
     os << formatPlanText(func, *plan);
   else if (options.dumpPlan == PlanDump::Json)
     os << formatPlanJson(func, *plan);
+  else if (options.dumpPlan == PlanDump::Html)
+    os << formatPlanHtml(func, *plan);
   if (!options.outputPath.empty()) {
     plan->searchSeconds = 0;
     std::string err = plan::writePlan(*plan, options.outputPath);

@@ -1,22 +1,24 @@
 //===- PlanPrinter.cpp - plan summaries as text and JSON ------------------===//
 //
 // What `tofuc --dump-plan[=text|json]` and `--compile-to=materialize|schedule`
-// print. The JSON schema is documented in docs/PlanJson.md.
+// print. The JSON schema is documented in docs/PlanJson.md; the HTML page is
+// written by PlanHtmlWriter.cpp from the same PlanSummary.
 //
 //===----------------------------------------------------------------------===//
+#include "tofu/Target/PlanPrinter.h"
 #include "tofu/Analysis/TileGeometry.h"
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Target/PlanBuilder.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
 
 namespace tofu {
-namespace {
 
-const char *roleName(plan::TensorRole role) {
+const char *tensorRoleName(plan::TensorRole role) {
   switch (role) {
   case plan::TensorRole::Input:
     return "input";
@@ -65,6 +67,8 @@ std::string formatTiling(const std::vector<plan::Cut> &tiling) {
   return s;
 }
 
+namespace {
+
 std::string formatBox(const plan::Box &box) {
   std::string s = "[";
   for (size_t i = 0; i < box.lo.size(); ++i)
@@ -83,54 +87,97 @@ std::string formatStrategy(StrategyAttr strategy) {
   return llvm::formatv("reduce {0}", strategy.getVar().getValue());
 }
 
-/// Per op: name, spec, strategy per step, bytes moved per step.
-struct OpRow {
-  std::string name, kind;
-  std::vector<std::string> steps;
-  int64_t bytes = 0;
-};
+/// The tiling recorded for `value` on its defining op (null if none).
+TilingAttr tilingOf(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  if (!result)
+    return TilingAttr();
+  auto tilings = result.getOwner()->getAttrOfType<ArrayAttr>(kTilingsAttr);
+  return tilings && result.getResultNumber() < tilings.size()
+             ? dyn_cast<TilingAttr>(tilings[result.getResultNumber()])
+             : TilingAttr();
+}
 
-std::vector<OpRow> collectOps(func::FuncOp func) {
-  std::vector<OpRow> rows;
-  DeviceGrid grid;
+std::string joined(const std::vector<std::string> &items, llvm::StringRef sep) {
+  std::string s;
+  for (const auto &item : items)
+    s += (s.empty() ? "" : sep.str()) + item;
+  return s;
+}
+
+} // namespace
+
+PlanSummary summarizePlan(func::FuncOp func, const plan::Plan &plan) {
+  PlanSummary summary;
   if (auto attr = func->getAttrOfType<DenseI64ArrayAttr>(kGridAttr))
-    grid.steps.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
-  auto tilingOf = [](Value value) -> TilingAttr {
-    auto result = cast<OpResult>(value);
-    auto tilings = result.getOwner()->getAttrOfType<ArrayAttr>(kTilingsAttr);
-    return tilings ? cast<TilingAttr>(tilings[result.getResultNumber()])
-                   : TilingAttr();
+    summary.grid.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
+  DeviceGrid grid{summary.grid};
+  size_t numSteps = summary.grid.size();
+  summary.bytesPerStep.assign(numSteps, 0);
+
+  // Tensor indices: materialize numbers the results of input, param and
+  // compute ops in walk order.
+  llvm::DenseMap<Value, int32_t> tensorOf;
+  func.walk([&](Operation *op) {
+    if (isa<InputOp, ParamOp, ComputeOp>(op))
+      for (Value result : op->getResults()) {
+        int32_t index = tensorOf.size();
+        tensorOf[result] = index;
+      }
+  });
+  auto indexOf = [&](Value value) -> int32_t {
+    auto it = tensorOf.find(value);
+    return it == tensorOf.end() ||
+                   it->second >= static_cast<int32_t>(plan.tensors.size())
+               ? -1
+               : it->second;
   };
+
   for (ComputeOp op : func.getOps<ComputeOp>()) {
-    OpRow row;
+    OpSummary row;
     row.name = op.getName().str();
     row.kind = op.getSpec().str();
-    SmallVector<StrategyAttr> plan;
+    for (Value input : op.getInputs())
+      row.inputs.push_back(indexOf(input));
+    for (Value result : op.getResults())
+      row.outputs.push_back(indexOf(result));
+    SmallVector<StrategyAttr> strategies;
     if (auto attr = op->getAttrOfType<ArrayAttr>(kPlanAttr))
       for (auto strategy : attr.getAsRange<StrategyAttr>()) {
-        plan.push_back(strategy);
-        row.steps.push_back(formatStrategy(strategy));
+        strategies.push_back(strategy);
+        row.strategy.push_back(formatStrategy(strategy));
       }
-    if (plan.empty())
-      row.steps.push_back("replicated");
+    if (strategies.empty())
+      row.strategy.push_back("replicated");
+    row.stepStrategies.assign(numSteps, {});
+    for (unsigned o = 0; o < op.getNumResults(); ++o) {
+      SmallVector<StrategyAttr> steps = planOfOutput(strategies, o);
+      for (size_t s = 0; s < numSteps; ++s)
+        row.stepStrategies[s].push_back(
+            s < steps.size() ? formatStrategy(steps[s]) : "whole");
+    }
+    row.bytesPerStep.assign(numSteps, 0);
     auto instance = tofu::instantiate(op);
-    if (instance && !grid.steps.empty()) {
+    if (instance && numSteps) {
       SmallVector<TilingAttr> inputs;
       for (Value input : op.getInputs())
         inputs.push_back(tilingOf(input));
       SmallVector<TilingAttr> outputs;
       for (Value result : op.getResults())
         outputs.push_back(tilingOf(result));
-      row.bytes = opCommBytes(grid, *instance, plan, inputs, outputs);
+      row.bytes = opCommBytes(grid, *instance, strategies, inputs, outputs);
+      row.bytesPerStep =
+          opCommBytesByStep(grid, *instance, strategies, inputs, outputs);
     } else if (!instance) {
       llvm::consumeError(instance.takeError());
     }
-    rows.push_back(std::move(row));
+    for (size_t s = 0; s < numSteps; ++s)
+      summary.bytesPerStep[s] += row.bytesPerStep[s];
+    summary.bytes += row.bytes;
+    summary.ops.push_back(std::move(row));
   }
-  return rows;
+  return summary;
 }
-
-} // namespace
 
 void printDevicePrograms(const plan::Plan &plan, llvm::raw_ostream &os) {
   for (size_t d = 0; d < plan.devices.size(); ++d) {
@@ -171,13 +218,34 @@ void printDevicePrograms(const plan::Plan &plan, llvm::raw_ostream &os) {
   }
 }
 
-std::string formatPlanText(func::FuncOp func, const plan::Plan &plan) {
+namespace {
+
+/// "2 x 4 (2 recursion steps)" / "4 (1 recursion step)".
+std::string formatGrid(const std::vector<int64_t> &grid) {
+  std::string s;
+  for (int64_t k : grid)
+    s += (s.empty() ? "" : " x ") + std::to_string(k);
+  return s + llvm::formatv(" ({0} recursion step{1})", grid.size(),
+                           grid.size() == 1 ? "" : "s")
+                 .str();
+}
+
+} // namespace
+
+std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
+                           bool withSearchTime) {
+  PlanSummary summary = summarizePlan(func, plan);
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << llvm::formatv(
-      "tofu plan: {0} devices, partitioner {1}, search {2:f4} s\n",
-      plan.numDevices, plan.partitioner, plan.searchSeconds);
+  os << llvm::formatv("tofu plan: {0} devices, partitioner {1}",
+                      plan.numDevices, plan.partitioner);
+  if (withSearchTime)
+    os << llvm::formatv(", search {0:f4} s", plan.searchSeconds);
+  os << "\ndevice grid: " << formatGrid(summary.grid) << "\n";
   os << "communication: " << plan.commBytes << " bytes per training step\n";
+  for (size_t s = 0; s < summary.bytesPerStep.size(); ++s)
+    os << llvm::formatv("  step {0} ({1} groups): {2} bytes\n", s + 1,
+                        summary.grid[s], summary.bytesPerStep[s]);
   os << "peak memory per device (bytes):";
   for (const auto &device : plan.devices)
     os << " " << device.peakBytes;
@@ -186,49 +254,95 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan) {
   os << "tensors:\n";
   for (const auto &tensor : plan.tensors)
     os << llvm::formatv("  {0,-40} {1,-10} {2,-14} {3}\n", tensor.name,
-                        roleName(tensor.role), formatShape(tensor.shape),
+                        tensorRoleName(tensor.role), formatShape(tensor.shape),
                         formatTiling(tensor.tiling));
-  os << "ops:\n";
-  for (const OpRow &row : collectOps(func)) {
-    std::string steps;
-    for (const auto &step : row.steps)
-      steps += (steps.empty() ? "" : "; ") + step;
-    os << llvm::formatv("  {0,-40} {1,-28} {2,-22} {3} bytes\n", row.name,
-                        row.kind, steps, row.bytes);
+  os << "ops:";
+  if (summary.grid.size() > 1)
+    os << " (strategies per step separated by ' | ', bytes per step in "
+          "parentheses)";
+  os << "\n";
+  for (const OpSummary &row : summary.ops) {
+    std::vector<std::string> steps;
+    for (const auto &outputs : row.stepStrategies)
+      steps.push_back(joined(outputs, "; "));
+    std::string strategy =
+        steps.empty() ? joined(row.strategy, "; ") : joined(steps, " | ");
+    os << llvm::formatv("  {0,-40} {1,-28} {2,-22} {3} bytes", row.name,
+                        row.kind, strategy, row.bytes);
+    if (row.bytesPerStep.size() > 1) {
+      std::vector<std::string> parts;
+      for (int64_t b : row.bytesPerStep)
+        parts.push_back(std::to_string(b));
+      os << " (" << joined(parts, " + ") << ")";
+    }
+    os << "\n";
   }
   return text;
 }
 
 std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
+  PlanSummary summary = summarizePlan(func, plan);
+  auto ints = [](const std::vector<int64_t> &values) {
+    llvm::json::Array array;
+    for (int64_t v : values)
+      array.push_back(v);
+    return array;
+  };
   llvm::json::Array peak, tensors, ops;
   for (const auto &device : plan.devices)
     peak.push_back(static_cast<int64_t>(device.peakBytes));
   for (const auto &tensor : plan.tensors) {
-    llvm::json::Array shape, tiling;
-    for (int64_t d : tensor.shape)
-      shape.push_back(d);
+    llvm::json::Array tiling;
     for (const auto &cut : tensor.tiling)
       tiling.push_back(llvm::json::Array{cut.dim, cut.parts});
+    int64_t bytes = tensor.dtype == plan::DType::I64    ? 8
+                    : tensor.dtype == plan::DType::Bool ? 1
+                                                        : 4;
+    for (int64_t d : tensor.shape)
+      bytes *= d;
     tensors.push_back(llvm::json::Object{{"name", tensor.name},
-                                         {"role", roleName(tensor.role)},
+                                         {"role", tensorRoleName(tensor.role)},
                                          {"dtype", dtypeName(tensor.dtype)},
-                                         {"shape", std::move(shape)},
+                                         {"shape", ints(tensor.shape)},
+                                         {"bytes", bytes},
                                          {"tiling", std::move(tiling)}});
   }
-  for (const OpRow &row : collectOps(func)) {
-    llvm::json::Array steps;
-    for (const auto &step : row.steps)
-      steps.push_back(step);
-    ops.push_back(llvm::json::Object{{"name", row.name},
-                                     {"kind", row.kind},
-                                     {"strategy", std::move(steps)},
-                                     {"comm_bytes", row.bytes}});
+  auto tensorName = [&](int32_t index) -> llvm::json::Value {
+    if (index < 0)
+      return nullptr;
+    return plan.tensors[index].name;
+  };
+  for (const OpSummary &row : summary.ops) {
+    llvm::json::Array strategy, stepStrategies, inputs, outputs;
+    for (const auto &step : row.strategy)
+      strategy.push_back(step);
+    for (const auto &step : row.stepStrategies) {
+      llvm::json::Array perOutput;
+      for (const auto &s : step)
+        perOutput.push_back(s);
+      stepStrategies.push_back(std::move(perOutput));
+    }
+    for (int32_t t : row.inputs)
+      inputs.push_back(tensorName(t));
+    for (int32_t t : row.outputs)
+      outputs.push_back(tensorName(t));
+    ops.push_back(
+        llvm::json::Object{{"name", row.name},
+                           {"kind", row.kind},
+                           {"inputs", std::move(inputs)},
+                           {"outputs", std::move(outputs)},
+                           {"strategy", std::move(strategy)},
+                           {"step_strategies", std::move(stepStrategies)},
+                           {"comm_bytes", row.bytes},
+                           {"comm_bytes_per_step", ints(row.bytesPerStep)}});
   }
   llvm::json::Object root{
       {"devices", static_cast<int64_t>(plan.numDevices)},
+      {"grid", ints(summary.grid)},
       {"partitioner", plan.partitioner},
       {"search_seconds", plan.searchSeconds},
       {"comm_bytes", static_cast<int64_t>(plan.commBytes)},
+      {"comm_bytes_per_step", ints(summary.bytesPerStep)},
       {"peak_bytes", std::move(peak)},
       {"batch_size", plan.batchSize},
       {"optimizer",

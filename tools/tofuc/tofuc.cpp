@@ -1,7 +1,7 @@
 //===- tofuc.cpp - the tofu compiler driver -------------------------------===//
 //
 // tofuc model.onnx --gpus 8 -o plan.bin
-// tofuc model.onnx --gpus 8 --dump-plan[=text|json]
+// tofuc model.onnx --gpus 8 --dump-plan[=text|json|html]
 // tofuc model.onnx --compile-to=<phase>
 //
 //===----------------------------------------------------------------------===//
@@ -35,8 +35,11 @@ static cl::opt<std::string>
               cl::desc("stop after this phase and print its output"),
               cl::value_desc("phase"), cl::cat(tofucCategory));
 static cl::opt<std::string>
-    dumpPlan("dump-plan", cl::desc("print the plan summary (text or json)"),
-             cl::ValueOptional, cl::value_desc("text|json"),
+    dumpPlan("dump-plan",
+             cl::desc("print the plan summary to stdout: text (default), json "
+                      "(docs/PlanJson.md) or a self-contained html page "
+                      "(docs/PlanHtml.md)"),
+             cl::ValueOptional, cl::value_desc("text|json|html"),
              cl::cat(tofucCategory));
 
 int main(int argc, char **argv) {
@@ -70,9 +73,11 @@ int main(int argc, char **argv) {
       options.dumpPlan = tofu::PlanDump::Text;
     else if (dumpPlan == "json")
       options.dumpPlan = tofu::PlanDump::Json;
+    else if (dumpPlan == "html")
+      options.dumpPlan = tofu::PlanDump::Html;
     else
       return fail("unknown --dump-plan format '" + dumpPlan +
-                  "' (text or json)");
+                  "' (text, json or html)");
   }
   if (options.outputPath.empty() && options.dumpPlan == tofu::PlanDump::None &&
       compileTo.empty())

@@ -90,6 +90,33 @@ int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
 /// Bytes per element of a TDL element type.
 int64_t elementBytes(tdl::ElemType type);
 
+/// The box of a tensor held by the group `device` belongs to after the first
+/// `level` recursion steps: the union of the tiles of the devices that share
+/// its first `level` coordinates (level 0: the whole tensor; level m: the
+/// device's own tile, as `ownedBox`).
+tdl::Box groupOwnedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
+                       TilingAttr tiling, int64_t device, size_t level);
+
+/// `outputCommBytes` split by the recursion step whose interconnect each byte
+/// crosses (one entry per grid step; the entries add up to outputCommBytes).
+/// An input element a device needs and does not own is charged to step i
+/// when the device's step-(i-1) group holds it and its step-i group does not
+/// (its nearest owner is a sibling at step i). A produced tile moved from
+/// device e to owner d is charged to the first step at which the coordinates
+/// of d and e differ.
+std::vector<int64_t> outputCommBytesByStep(
+    const DeviceGrid &grid, const tdl::OpInstance &op, unsigned output,
+    llvm::ArrayRef<StrategyAttr> plan, llvm::ArrayRef<TilingAttr> inputTilings,
+    TilingAttr outputTiling);
+
+/// `opCommBytes` split by recursion step: the sum over the op's outputs of
+/// `outputCommBytesByStep`.
+std::vector<int64_t> opCommBytesByStep(const DeviceGrid &grid,
+                                       const tdl::OpInstance &op,
+                                       llvm::ArrayRef<StrategyAttr> plan,
+                                       llvm::ArrayRef<TilingAttr> inputTilings,
+                                       llvm::ArrayRef<TilingAttr> outputTilings);
+
 } // namespace tofu
 
 #endif // TOFU_ANALYSIS_TILEGEOMETRY_H

@@ -33,8 +33,9 @@ std::optional<Phase> parsePhase(llvm::StringRef name);
 /// All phase names, comma separated (for help and errors).
 std::string phaseNames();
 
-/// How `--dump-plan` prints the plan.
-enum class PlanDump { None, Text, Json };
+/// How `--dump-plan` prints the plan: a text table, JSON
+/// (docs/PlanJson.md) or a self-contained HTML page (docs/PlanHtml.md).
+enum class PlanDump { None, Text, Json, Html };
 
 /// Options of one compilation.
 struct CompileOptions {

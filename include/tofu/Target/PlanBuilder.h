@@ -35,11 +35,7 @@ void planMemory(plan::Plan &plan);
 /// and --compile-to=schedule).
 void printDevicePrograms(const plan::Plan &plan, llvm::raw_ostream &os);
 
-/// Human-readable plan summary: devices, bytes, memory, tilings, strategies.
-std::string formatPlanText(mlir::func::FuncOp func, const plan::Plan &plan);
-
-/// The same as JSON (schema in docs/PlanJson.md).
-std::string formatPlanJson(mlir::func::FuncOp func, const plan::Plan &plan);
+// The plan summaries (--dump-plan) are declared in tofu/Target/PlanPrinter.h.
 
 } // namespace tofu
 

@@ -1,0 +1,77 @@
+//===- PlanPrinter.h - plan summaries: text, JSON and HTML ------*- C++ -*-===//
+//
+// What `tofuc --dump-plan[=text|json|html]` prints. All three formats are
+// rendered from one `PlanSummary`: the tensors' tilings, each op's strategy
+// at each recursion step and the bytes it moves per step (from the exact
+// cost model in TileGeometry), per-device peak memory and the search time.
+// The JSON schema is documented in docs/PlanJson.md, the HTML page in
+// docs/PlanHtml.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_TARGET_PLANPRINTER_H
+#define TOFU_TARGET_PLANPRINTER_H
+
+#include "tofu/Dialect/Tofu.h"
+#include "tofu/runtime/Plan.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tofu {
+
+/// One operator of the partitioned training step.
+struct OpSummary {
+  std::string name; ///< the op's name (its ONNX node or generated name)
+  std::string kind; ///< its TDL spec
+  /// Indices into plan::Plan::tensors of its inputs (-1: absent optional
+  /// input) and outputs.
+  std::vector<int32_t> inputs, outputs;
+  /// The chosen strategies as recorded in tofu.plan (one per step and output,
+  /// formatted), or {"replicated"} when every device computes the whole op.
+  std::vector<std::string> strategy;
+  /// stepStrategies[s][o]: the strategy of output o at recursion step s
+  /// ("whole" when that output is not split at that step).
+  std::vector<std::vector<std::string>> stepStrategies;
+  std::vector<int64_t> bytesPerStep; ///< bytes moved, per recursion step
+  int64_t bytes = 0;                 ///< their sum
+};
+
+/// Everything the --dump-plan formats print, beyond plan::Plan itself.
+struct PlanSummary {
+  /// k1, ..., km: the number of groups of each recursion step (k = product).
+  std::vector<int64_t> grid;
+  std::vector<OpSummary> ops;
+  /// Per recursion step, the sum over ops (adds up to `bytes`).
+  std::vector<int64_t> bytesPerStep;
+  int64_t bytes = 0; ///< the sum over ops of their bytes
+};
+
+/// Collects the summary of the partitioned, materialized training step
+/// `func` / `plan` (`func` carries tofu.grid, tofu.tilings and tofu.plan).
+PlanSummary summarizePlan(mlir::func::FuncOp func, const plan::Plan &plan);
+
+/// Human-readable plan summary: devices, recursion steps, bytes (total and
+/// per step), memory, tilings, strategies. `withSearchTime` = false leaves
+/// the search time out (the copy stored in plan.bin, which must not depend
+/// on timing).
+std::string formatPlanText(mlir::func::FuncOp func, const plan::Plan &plan,
+                           bool withSearchTime = true);
+
+/// The same as JSON (schema in docs/PlanJson.md).
+std::string formatPlanJson(mlir::func::FuncOp func, const plan::Plan &plan);
+
+/// A self-contained HTML page (inline CSS and SVG, no script, no network)
+/// drawing each weight and activation tensor as a grid of tiles coloured by
+/// owning device, with the bytes each op moves (docs/PlanHtml.md).
+std::string formatPlanHtml(mlir::func::FuncOp func, const plan::Plan &plan);
+
+/// Shared by the printers: names of tensor roles, element types, tilings.
+const char *tensorRoleName(plan::TensorRole role);
+const char *dtypeName(plan::DType type);
+std::string formatShape(const std::vector<int64_t> &shape);
+std::string formatTiling(const std::vector<plan::Cut> &tiling);
+
+} // namespace tofu
+
+#endif // TOFU_TARGET_PLANPRINTER_H
