@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Analysis/TileGeometry.h"
+#include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Target/PlanBuilder.h"
 #include "tofu/Target/PlanPrinter.h"
 
@@ -98,6 +99,37 @@ TEST_F(TwoStepPlan, BytesPerStepFollowTheCostModel) {
   EXPECT_EQ(static_cast<uint64_t>(summary.bytes), plan.commBytes);
   EXPECT_GT(summary.bytesPerStep[0], 0);
   EXPECT_GT(summary.bytesPerStep[1], 0);
+}
+
+/// The per-step split charges every byte of the partitioner's cost
+/// (opCommBytes) to exactly one step, op by op.
+TEST_F(TwoStepPlan, StepsSplitOpCommBytes) {
+  tofu::DeviceGrid grid{{2, 2}};
+  auto tilingOf = [](Value value) {
+    auto result = cast<OpResult>(value);
+    return cast<tofu::TilingAttr>(result.getOwner()->getAttrOfType<ArrayAttr>(
+        tofu::kTilingsAttr)[result.getResultNumber()]);
+  };
+  int checked = 0;
+  for (tofu::ComputeOp op : func.getOps<tofu::ComputeOp>()) {
+    auto instance = tofu::instantiate(op);
+    ASSERT_TRUE(static_cast<bool>(instance))
+        << llvm::toString(instance.takeError());
+    SmallVector<tofu::StrategyAttr> plan(
+        op->getAttrOfType<ArrayAttr>(tofu::kPlanAttr)
+            .getAsRange<tofu::StrategyAttr>());
+    SmallVector<tofu::TilingAttr> inputs, outputs;
+    for (Value input : op.getInputs())
+      inputs.push_back(tilingOf(input));
+    for (Value result : op.getResults())
+      outputs.push_back(tilingOf(result));
+    std::vector<int64_t> steps =
+        tofu::opCommBytesByStep(grid, *instance, plan, inputs, outputs);
+    int64_t total = tofu::opCommBytes(grid, *instance, plan, inputs, outputs);
+    EXPECT_EQ(steps[0] + steps[1], total) << op.getName().str();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
 }
 
 TEST_F(TwoStepPlan, JsonCarriesGridAndSteps) {
