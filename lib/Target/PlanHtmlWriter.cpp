@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -377,6 +378,28 @@ void PlanHtmlWriter::writeTensor(const TensorGroup &group) {
                          "height=\"{3}\" fill=\"none\" stroke=\"#fff\"/>\n",
                          xOf(c0), yOf(r0), std::max(xOf(c1) - xOf(c0), 1),
                          std::max(yOf(r1) - yOf(r0), 1));
+  }
+  // With several recursion steps, the blocks held by the step-1 groups are
+  // outlined, so that the recursion shows (a group's devices share c1).
+  if (grid.steps.size() > 1) {
+    std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> outlined;
+    for (int64_t d = 0; d < numDevices; ++d) {
+      tdl::Box box = groupOwnedBox(grid, tensor.shape, tiling, d, 1);
+      tdl::Range rowRange = rowAxis < 0 ? tdl::Range{0, 1} : box[rowAxis];
+      tdl::Range colRange = colAxis < 0 ? tdl::Range{0, 1} : box[colAxis];
+      if (isEmpty(box) ||
+          !outlined
+               .insert({rowRange.lo, rowRange.hi, colRange.lo, colRange.hi})
+               .second)
+        continue;
+      out += llvm::formatv(
+          "<rect class=\"group\" x=\"{0}\" y=\"{1}\" width=\"{2}\" "
+          "height=\"{3}\" fill=\"none\" stroke=\"#222\" "
+          "stroke-width=\"2\"/>\n",
+          xOf(colRange.lo), yOf(rowRange.lo),
+          std::max(xOf(colRange.hi) - xOf(colRange.lo), 1),
+          std::max(yOf(rowRange.hi) - yOf(rowRange.lo), 1));
+    }
   }
   out += "</g>\n</svg>\n<figcaption>";
   if (group.members.size() > 1)

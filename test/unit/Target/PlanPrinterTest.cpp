@@ -175,6 +175,13 @@ TEST_F(TwoStepPlan, HtmlDrawsTheOwnedBoxes) {
                       "fill=\"#d62728\"><title>device 3 dim0 4:8"),
             std::string::npos)
       << html;
+  // The step-1 groups' blocks of W (rows 0:4 and 4:8) are outlined.
+  EXPECT_NE(html.find("<rect class=\"group\" x=\"0\" y=\"0\" width=\"165\" "
+                      "height=\"110\""),
+            std::string::npos);
+  EXPECT_NE(html.find("<rect class=\"group\" x=\"0\" y=\"110\" width=\"165\" "
+                      "height=\"110\""),
+            std::string::npos);
   // P [2, 4, 6] tiled on dims 2 then 1 is drawn on the plane (dim1, dim2):
   // four rectangles, each owned by one device over the whole of dim 0.
   EXPECT_NE(html.find("drawn: rows = dim1, columns = dim2"), std::string::npos);
