@@ -324,6 +324,103 @@ class TorchGraph:
             if len(node.output) > 1:
                 outs.append(F.log_softmax(scores, dim=1))
             return outs
+        return TorchGraph._eval_more(node, attrs, ins)
+
+    @staticmethod
+    def _eval_more(node, attrs, ins):
+        """The ops of the generated example models (examples/rnn, wresnet,
+        transformer): each follows the ONNX operator definition (opset 17)."""
+        import torch
+        import torch.nn.functional as F
+        from onnx import numpy_helper
+        op = node.op_type
+        unary = {"Sigmoid": torch.sigmoid, "Tanh": torch.tanh, "Erf": torch.erf}
+        if op in unary:
+            return [unary[op](ins[0])]
+        if op == "Sub":
+            return [ins[0] - ins[1]]
+        if op == "Div":
+            return [ins[0] / ins[1]]
+        if op == "Constant":
+            return [torch.from_numpy(numpy_helper.to_array(attrs["value"]).copy())]
+        if op == "Split":
+            axis = attrs.get("axis", 0)
+            if len(ins) > 1 and ins[1] is not None:
+                sizes = [int(v) for v in ins[1].tolist()]
+            else:
+                n = len(node.output)
+                sizes = [ins[0].shape[axis] // n] * n
+            return list(torch.split(ins[0], sizes, dim=axis))
+        if op == "Squeeze":
+            y = ins[0]
+            for a in sorted((int(v) % y.dim() for v in ins[1].tolist()), reverse=True):
+                y = y.squeeze(a)
+            return [y]
+        if op == "Unsqueeze":
+            y = ins[0]
+            rank = y.dim() + ins[1].numel()
+            for a in sorted(int(v) % rank for v in ins[1].tolist()):
+                y = y.unsqueeze(a)
+            return [y]
+        if op == "Slice":
+            y = ins[0]
+            starts, ends = ins[1].tolist(), ins[2].tolist()
+            axes = ins[3].tolist() if len(ins) > 3 and ins[3] is not None \
+                else list(range(len(starts)))
+            steps = ins[4].tolist() if len(ins) > 4 and ins[4] is not None \
+                else [1] * len(starts)
+            index = [slice(None)] * y.dim()
+            for a, b, e, st in zip(axes, starts, ends, steps):
+                check(st == 1, f"TorchGraph: Slice {node.name!r}: only step 1")
+                index[int(a) % y.dim()] = slice(int(b), int(e))
+            return [y[tuple(index)]]
+        if op == "Greater":
+            return [ins[0] > ins[1]]
+        if op == "Concat":
+            return [torch.cat(ins, dim=attrs["axis"])]
+        if op == "Reshape":
+            shape = [int(v) for v in ins[1].tolist()]
+            shape = [ins[0].shape[i] if d == 0 else d for i, d in enumerate(shape)]
+            return [ins[0].reshape(shape)]
+        if op == "Flatten":
+            axis = attrs.get("axis", 1)
+            return [ins[0].reshape(int(np.prod(ins[0].shape[:axis])), -1)]
+        if op == "Transpose":
+            return [ins[0].permute(*attrs["perm"])]
+        if op == "Softmax":
+            return [torch.softmax(ins[0], dim=attrs.get("axis", -1))]
+        if op == "Where":
+            return [torch.where(ins[0].bool(), ins[1], ins[2])]
+        if op == "LayerNormalization":
+            axis = attrs.get("axis", -1) % ins[0].dim()
+            shape = list(ins[0].shape[axis:])
+            return [F.layer_norm(ins[0], shape, ins[1], ins[2] if len(ins) > 2 else None,
+                                 eps=attrs.get("epsilon", 1e-5))]
+        if op == "Conv":
+            check(attrs.get("group", 1) == 1 and attrs.get("auto_pad", b"NOTSET") == b"NOTSET",
+                  f"TorchGraph: Conv {node.name!r}: only group 1 with explicit pads")
+            pads = attrs.get("pads", [0, 0, 0, 0])
+            check(pads[:2] == pads[2:], f"TorchGraph: Conv {node.name!r}: asymmetric pads")
+            return [F.conv2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None,
+                             stride=attrs.get("strides", [1, 1]), padding=pads[:2],
+                             dilation=attrs.get("dilations", [1, 1]))]
+        if op == "BatchNormalization":
+            training = bool(attrs.get("training_mode", 0))
+            eps, momentum = attrs.get("epsilon", 1e-5), attrs.get("momentum", 0.9)
+            # torch's momentum weighs the new statistic; ONNX's the old one.
+            # Running statistics are not trained (no gradient), as in tofuc.
+            y = F.batch_norm(ins[0], ins[3].detach().clone(), ins[4].detach().clone(),
+                             ins[1], ins[2],
+                             training=training, momentum=1 - momentum, eps=eps)
+            return [y]
+        if op == "MaxPool":
+            pads = attrs.get("pads", [0, 0, 0, 0])
+            check(pads[:2] == pads[2:], f"TorchGraph: MaxPool {node.name!r}: asymmetric pads")
+            return [F.max_pool2d(ins[0], attrs["kernel_shape"],
+                                 stride=attrs.get("strides", [1, 1]), padding=pads[:2],
+                                 ceil_mode=bool(attrs.get("ceil_mode", 0)))]
+        if op == "GlobalAveragePool":
+            return [ins[0].mean(dim=tuple(range(2, ins[0].dim())), keepdim=True)]
         raise NotImplementedError(
             f"TorchGraph: op {op} (node {node.name!r}) is not supported by the oracle")
 
