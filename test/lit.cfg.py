@@ -5,7 +5,7 @@ import lit.formats
 
 config.name = "tofuc"
 config.test_format = lit.formats.ShTest(not lit_config.isWindows)
-config.suffixes = [".mlir", ".tdl", ".test"]
+config.suffixes = [".mlir", ".tdl", ".test", ".onnxtxt"]
 config.excludes = ["unit", "e2e", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.tofu_obj_root, "test")

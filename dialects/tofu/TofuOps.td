@@ -30,9 +30,15 @@ def Tofu_ParamOp : Tofu_Op<"param", [Pure]> {
     `value` holds the initial weights; it may be absent (graph-only model),
     in which case a plan cannot be emitted.
 
-    Example: `%w = tofu.param "fc1.weight" : tensor<128x64xf32>`
+    `constant` marks a value that is read at run time but never trained: an
+    ONNX Constant node, an integer initializer or a result folded at import
+    (shape arithmetic). The training step builds no update for it.
+
+    Example: `%w = tofu.param "fc1.weight" : tensor<128x64xf32>`,
+    `%c = tofu.param "scale" {constant, value = dense<8.0> : tensor<f32>} : tensor<f32>`
   }];
-  let arguments = (ins StrAttr:$sym_name, OptionalAttr<ElementsAttr>:$value);
+  let arguments = (ins StrAttr:$sym_name, OptionalAttr<ElementsAttr>:$value,
+                       UnitAttr:$constant);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$sym_name attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -1,20 +1,37 @@
 //===- OnnxImporter.cpp - ONNX model -> tofu IR ---------------------------===//
 //
-// Reads an ONNX ModelProto with protobuf and builds the forward graph in the
-// tofu dialect. Shapes come from tofuc's own TDL shape inference (libonnx's
-// schemas stop at opset 17), so every node's op type must have a TDL spec.
+// Reads an ONNX ModelProto (binary protobuf, or ONNX text format for
+// `.onnxtxt` files) and builds the forward graph in the tofu dialect. Shapes
+// come from tofuc's own TDL shape inference (libonnx's schemas stop at
+// opset 17), so every node that is not folded must have a TDL spec.
+//
+// Compile-time constants: Constant nodes, integer initializers and the
+// results of foldable nodes (ConstantFolding.h) are kept as values, not IR.
+// A node's const operand (a shape, axes, ...) takes them from there; where a
+// node reads a constant at run time it is materialized once as a
+// non-trainable `tofu.param ... {constant}`.
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/OnnxImporter.h"
-#include "tofu/Import/OnnxConversion.h"
 #include "tofu/Dialect/TdlInstance.h"
+#include "tofu/Import/ConstantFolding.h"
+#include "tofu/Import/ExternalData.h"
+#include "tofu/Import/OnnxConversion.h"
+#include "tofu/Import/OpsetNormalization.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/xxhash.h"
 
+#include <onnx/checker.h>
+#include <onnx/defs/parser.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
+
+#include <cstring>
 
 using namespace mlir;
 
@@ -34,12 +51,30 @@ namespace {
 /// Initializers up to this many elements are recorded for const operands.
 constexpr int64_t kMaxConstElements = 1 << 16;
 
+/// A compile-time value of the graph.
+struct KnownTensor {
+  tdl::DenseTensor tensor;
+  /// True for Constant nodes, folded results and integer initializers: it
+  /// may be folded into other constants. False for float initializers, which
+  /// are trainable weights (their values only serve const operands).
+  bool foldable = false;
+};
+
 /// Builds the tofu IR of one ONNX graph; every error names the model file.
 class OnnxImporter {
 public:
-  OnnxImporter(MLIRContext *ctx, StringRef path) : ctx(ctx), path(path) {}
+  OnnxImporter(MLIRContext *ctx, StringRef path, const ImportOptions &options)
+      : ctx(ctx), path(path), options(options), builder(ctx),
+        fileLoc(FileLineColLoc::get(ctx, path, 0, 0)),
+        externalData(path, options.allowHardlinkedData) {}
 
   llvm::Error importGraph(const onnx::ModelProto &model, ModuleOp module);
+
+  /// xxh3 hashes of the external data ranges read, in initializer order.
+  std::vector<uint64_t> externalHashes;
+  /// True when some parameter was imported without its value.
+  bool withoutWeights = false;
+  ExternalDataResolver &resolver() { return externalData; }
 
 private:
   llvm::Error error(const llvm::Twine &message) {
@@ -51,17 +86,44 @@ private:
   tensorType(int32_t elemType, ArrayRef<int64_t> dims, StringRef what);
   llvm::Expected<DenseElementsAttr>
   importInitializer(const onnx::TensorProto &tensor, RankedTensorType type);
+  /// Imports a float initializer as a tofu.param: its value from the
+  /// protobuf, or mapped from its external data file (no copy), or none
+  /// (--no-weights with a missing data file).
+  llvm::Error importWeight(const onnx::TensorProto &init);
+  /// The data of an integer initializer (a compile-time constant), external
+  /// or not.
+  llvm::Expected<TensorData> readSmallTensor(const onnx::TensorProto &init);
 
-  llvm::Error importConstantNode(OpBuilder &builder, Location fileLoc,
-                                 const onnx::NodeProto &node,
+  /// Records the value of a Constant node.
+  llvm::Error importConstantNode(const onnx::NodeProto &node,
                                  const std::string &where);
+  /// Folds `node` when it is foldable and its inputs are known; returns
+  /// true when it did (its outputs are then constants).
+  llvm::Expected<bool> tryFold(const onnx::NodeProto &node,
+                               const std::string &where);
+  /// The IR value of tensor `name`, materializing a constant if needed.
+  llvm::Expected<Value> valueOf(const std::string &name,
+                                const std::string &where);
 
   MLIRContext *ctx;
   std::string path;
+  const ImportOptions &options;
+  OpBuilder builder;
+  Location fileLoc;
+  ExternalDataResolver externalData;
+  /// The version of the default ONNX domain the model imports.
+  int64_t defaultOpset = 0;
+  /// Types the model declares for values (value_info and graph outputs).
+  llvm::StringMap<const onnx::TypeProto *> declaredTypes;
+  /// Checks the type TDL inference gave `name` against the model's
+  /// declaration, if any (static dims only; symbolic dims match anything).
+  llvm::Error checkDeclaredType(const std::string &name,
+                                const tdl::TensorType &inferred,
+                                const std::string &where);
   llvm::StringMap<Value> values;
-  /// Values of the initializers and Constant outputs, for const operands
-  /// (shapes, axes, starts, ...) of the nodes that use them.
-  llvm::StringMap<std::vector<double>> constants;
+  /// Compile-time values: initializers (up to kMaxConstElements), Constant
+  /// outputs and folded results, for const operands and folding.
+  llvm::StringMap<KnownTensor> constants;
 };
 
 } // namespace
@@ -74,11 +136,20 @@ OnnxImporter::tensorType(int32_t elemType, ArrayRef<int64_t> dims,
     return error(llvm::toString(elem.takeError()));
   if (isBoolElemType(*elem))
     return error(what + " has ONNX element type BOOL, which the importer does "
-                        "not support yet (FLOAT and INT64 are)");
+                        "not support at run time yet (FLOAT and INT64 are; "
+                        "bool constants are folded at import)");
   tdl::TensorType type;
   type.dims.assign(dims.begin(), dims.end());
   type.elem = *elem;
   return fromTdlType(ctx, type);
+}
+
+/// "4x3x224" for `dims`.
+static std::string formatDims(ArrayRef<int64_t> dims) {
+  std::string text;
+  for (auto [i, d] : llvm::enumerate(dims))
+    text += (i ? "x" : "") + std::to_string(d);
+  return text;
 }
 
 llvm::Expected<RankedTensorType>
@@ -87,15 +158,50 @@ OnnxImporter::importType(const onnx::ValueInfoProto &info) {
   if (!info.type().has_tensor_type())
     return error(what + " is not a tensor");
   const auto &tensor = info.type().tensor_type();
-  if (!tensor.has_shape())
-    return error(what + " has no shape; export the model with static shapes");
+  auto bound = options.inputShapes.find(info.name());
+  if (!tensor.has_shape()) {
+    if (bound == options.inputShapes.end())
+      return error(what + " has no shape (not even a rank); give it with "
+                          "--shape " +
+                   info.name() + ":d0xd1x...");
+    return tensorType(tensor.elem_type(), bound->second, what);
+  }
+  int rank = tensor.shape().dim_size();
+  if (bound != options.inputShapes.end() &&
+      bound->second.size() != static_cast<size_t>(rank))
+    return error("--shape " + info.name() + ":" + formatDims(bound->second) +
+                 " has rank " + std::to_string(bound->second.size()) +
+                 " but " + what + " has rank " + std::to_string(rank));
   SmallVector<int64_t> dims;
-  for (const auto &dim : tensor.shape().dim()) {
-    if (!dim.has_dim_value() || dim.dim_value() <= 0)
-      return error(what + " has a symbolic dimension '" + dim.dim_param() +
-                   "'; binding symbolic dimensions (--shape/--batch) is not "
-                   "supported yet: export the model with static shapes");
-    dims.push_back(dim.dim_value());
+  for (const auto &[d, dim] : llvm::enumerate(tensor.shape().dim())) {
+    bool isStatic = dim.has_dim_value() && dim.dim_value() > 0;
+    if (bound != options.inputShapes.end()) {
+      int64_t given = bound->second[d];
+      if (isStatic && dim.dim_value() != given)
+        return error("--shape " + info.name() + ":" +
+                     formatDims(bound->second) + " gives dimension " +
+                     std::to_string(d) + " the size " +
+                     std::to_string(given) + " but " + what +
+                     " fixes it to " + std::to_string(dim.dim_value()));
+      dims.push_back(given);
+      continue;
+    }
+    if (isStatic) {
+      dims.push_back(dim.dim_value());
+      continue;
+    }
+    if (d == 0 && options.batch) {
+      dims.push_back(*options.batch);
+      continue;
+    }
+    std::string symbol = dim.has_dim_param() && !dim.dim_param().empty()
+                             ? "'" + dim.dim_param() + "'"
+                             : dim.has_dim_value()
+                                   ? "(" + std::to_string(dim.dim_value()) + ")"
+                                   : "(unnamed)";
+    return error(what + " has a symbolic dimension " + std::to_string(d) +
+                 " " + symbol + "; bind it with --shape " + info.name() +
+                 ":d0xd1x..." + (d == 0 ? " or --batch N" : ""));
   }
   return tensorType(tensor.elem_type(), dims, what);
 }
@@ -111,65 +217,334 @@ OnnxImporter::importInitializer(const onnx::TensorProto &tensor,
                            data->bytes.size()));
 }
 
-/// A Constant node becomes a parameter holding its value (like an
-/// initializer); its values are recorded for const operands.
-llvm::Error OnnxImporter::importConstantNode(OpBuilder &builder,
-                                             Location fileLoc,
-                                             const onnx::NodeProto &node,
+/// The evaluator's form (float64 values) of converted tensor data.
+static tdl::DenseTensor toDenseTensor(const TensorData &data) {
+  tdl::DenseTensor dense;
+  dense.type = data.type;
+  int64_t n = data.numElements();
+  dense.data.reserve(n);
+  for (int64_t k = 0; k < n; ++k)
+    dense.data.push_back(data.valueAt(k));
+  return dense;
+}
+
+/// The number of bytes `tensor`'s dims and element type need.
+static llvm::Expected<uint64_t> tensorBytes(const onnx::TensorProto &tensor,
+                                            StringRef what) {
+  auto elem = convertOnnxElemType(tensor.data_type(), what);
+  if (!elem)
+    return elem.takeError();
+  uint64_t count = 1;
+  for (int64_t d : tensor.dims()) {
+    if (d < 0)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     what + " has a negative dimension " +
+                                         std::to_string(d));
+    count *= static_cast<uint64_t>(d);
+  }
+  return count * elemTypeBytes(*elem);
+}
+
+llvm::Error OnnxImporter::importWeight(const onnx::TensorProto &init) {
+  std::string what = "initializer '" + init.name() + "'";
+  SmallVector<int64_t> dims(init.dims().begin(), init.dims().end());
+  auto type = tensorType(init.data_type(), dims, what);
+  if (!type)
+    return type.takeError();
+  ElementsAttr value;
+  if (ExternalDataResolver::isExternal(init)) {
+    auto bytes = tensorBytes(init, what);
+    if (!bytes)
+      return error(llvm::toString(bytes.takeError()));
+    auto external = externalData.resolve(init, *bytes, what);
+    if (!external)
+      return error(llvm::toString(external.takeError()));
+    if (external->missing) {
+      if (!options.noWeights)
+        return error(what + ": external data file '" + external->path +
+                     "' does not exist; to compile a graph-only model "
+                     "without its weights pass --no-weights");
+      withoutWeights = true;
+    } else {
+      externalHashes.push_back(llvm::xxh3_64bits(external->bytes));
+      // The parameter's value points into the read-only mapping, which the
+      // blob's deleter keeps alive: the weights are not copied.
+      std::shared_ptr<void> mapping = external->mapping;
+      AsmResourceBlob blob(
+          ArrayRef<char>(reinterpret_cast<const char *>(external->bytes.data()),
+                         external->bytes.size()),
+          /*dataAlignment=*/1,
+          [mapping](void *, size_t, size_t) mutable { mapping.reset(); },
+          /*dataIsMutable=*/false);
+      value = DenseResourceElementsAttr::get(*type, init.name(),
+                                             std::move(blob));
+      if (external->bytes.size() <=
+          static_cast<size_t>(kMaxConstElements) * 4) {
+        TensorData data;
+        data.type.elem = tdl::ElemType::F32;
+        data.type.dims.assign(dims.begin(), dims.end());
+        data.bytes.assign(external->bytes.begin(), external->bytes.end());
+        constants[init.name()] = {toDenseTensor(data), /*foldable=*/false};
+      }
+    }
+  } else {
+    auto dense = importInitializer(init, *type);
+    if (!dense)
+      return dense.takeError();
+    value = *dense;
+    if (dense->getNumElements() <= kMaxConstElements) {
+      if (auto data = convertOnnxTensor(init, what))
+        constants[init.name()] = {toDenseTensor(*data), /*foldable=*/false};
+      else
+        llvm::consumeError(data.takeError());
+    }
+  }
+  auto param = ParamOp::create(
+      builder, NameLoc::get(builder.getStringAttr(init.name()), fileLoc),
+      *type, init.name(), value);
+  values[init.name()] = param.getResult();
+  return llvm::Error::success();
+}
+
+llvm::Expected<TensorData>
+OnnxImporter::readSmallTensor(const onnx::TensorProto &init) {
+  std::string what = "initializer '" + init.name() + "'";
+  if (!ExternalDataResolver::isExternal(init)) {
+    auto data = convertOnnxTensor(init, what);
+    if (!data)
+      return error(llvm::toString(data.takeError()));
+    return data;
+  }
+  auto bytes = tensorBytes(init, what);
+  if (!bytes)
+    return error(llvm::toString(bytes.takeError()));
+  auto external = externalData.resolve(init, *bytes, what);
+  if (!external)
+    return error(llvm::toString(external.takeError()));
+  if (external->missing)
+    return error(what + ": external data file '" + external->path +
+                 "' does not exist; integer initializers (shapes, indices) "
+                 "are needed even with --no-weights");
+  externalHashes.push_back(llvm::xxh3_64bits(external->bytes));
+  TensorData data;
+  data.type.elem = *convertOnnxElemType(init.data_type(), what);
+  data.type.dims.assign(init.dims().begin(), init.dims().end());
+  data.bytes.assign(external->bytes.begin(), external->bytes.end());
+  if (isBoolElemType(data.type.elem))
+    for (uint8_t &b : data.bytes)
+      b = b != 0;
+  return data;
+}
+
+/// The TensorProto of a Constant node's value attribute (`value`,
+/// `value_int(s)`, `value_float(s)`), or nullopt.
+static std::optional<onnx::TensorProto>
+constantValue(const onnx::NodeProto &node) {
+  for (const auto &attr : node.attribute()) {
+    onnx::TensorProto tensor;
+    if (attr.name() == "value" && attr.has_t())
+      return attr.t();
+    if (attr.name() == "value_int") {
+      tensor.set_data_type(onnx::TensorProto::INT64);
+      tensor.add_int64_data(attr.i());
+      return tensor;
+    }
+    if (attr.name() == "value_ints") {
+      tensor.set_data_type(onnx::TensorProto::INT64);
+      tensor.add_dims(attr.ints_size());
+      for (int64_t v : attr.ints())
+        tensor.add_int64_data(v);
+      return tensor;
+    }
+    if (attr.name() == "value_float") {
+      tensor.set_data_type(onnx::TensorProto::FLOAT);
+      tensor.add_float_data(attr.f());
+      return tensor;
+    }
+    if (attr.name() == "value_floats") {
+      tensor.set_data_type(onnx::TensorProto::FLOAT);
+      tensor.add_dims(attr.floats_size());
+      for (float v : attr.floats())
+        tensor.add_float_data(v);
+      return tensor;
+    }
+  }
+  return std::nullopt;
+}
+
+/// A Constant node is a compile-time value, not a parameter: nothing trains
+/// it. It enters the IR only where a node reads it at run time (valueOf).
+llvm::Error OnnxImporter::importConstantNode(const onnx::NodeProto &node,
                                              const std::string &where) {
   if (node.output_size() != 1)
     return error(where + ": a Constant has one output");
-  onnx::TensorProto tensor;
-  bool found = false;
-  for (const auto &attr : node.attribute()) {
-    if (attr.name() == "value" && attr.has_t()) {
-      tensor = attr.t();
-      found = true;
-    } else if (attr.name() == "value_int" || attr.name() == "value_ints") {
-      tensor.set_data_type(onnx::TensorProto::INT64);
-      if (attr.name() == "value_int")
-        tensor.add_int64_data(attr.i());
-      else {
-        tensor.add_dims(attr.ints_size());
-        for (int64_t v : attr.ints())
-          tensor.add_int64_data(v);
-      }
-      found = true;
-    } else if (attr.name() == "value_float" || attr.name() == "value_floats") {
-      tensor.set_data_type(onnx::TensorProto::FLOAT);
-      if (attr.name() == "value_float")
-        tensor.add_float_data(attr.f());
-      else {
-        tensor.add_dims(attr.floats_size());
-        for (float v : attr.floats())
-          tensor.add_float_data(v);
-      }
-      found = true;
-    }
-  }
-  if (!found)
+  std::optional<onnx::TensorProto> tensor = constantValue(node);
+  if (!tensor)
     return error(where + ": only 'value', 'value_int(s)' and "
                          "'value_float(s)' Constants are supported");
-  const std::string &name = node.output(0);
-  tensor.set_name(name);
-  SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
-  auto type = tensorType(tensor.data_type(), dims, where);
-  if (!type)
-    return type.takeError();
-  auto value = importInitializer(tensor, *type);
-  if (!value)
-    return value.takeError();
-  auto data = convertOnnxTensor(tensor, where);
+  auto data = convertOnnxTensor(*tensor, where);
   if (!data)
     return error(llvm::toString(data.takeError()));
-  std::vector<double> &c = constants[name];
-  for (int64_t k = 0; k < data->numElements(); ++k)
-    c.push_back(data->valueAt(k));
-  auto param = ParamOp::create(
-      builder, NameLoc::get(builder.getStringAttr(name), fileLoc), *type, name,
-      *value);
-  values[name] = param.getResult();
+  constants[node.output(0)] = {toDenseTensor(*data), /*foldable=*/true};
   return llvm::Error::success();
+}
+
+llvm::Expected<Value> OnnxImporter::valueOf(const std::string &name,
+                                            const std::string &where) {
+  auto it = values.find(name);
+  if (it != values.end())
+    return it->second;
+  auto c = constants.find(name);
+  if (c == constants.end())
+    return error(where + ": input '" + name +
+                 "' is not produced by an earlier node, an initializer or a "
+                 "graph input (the graph must be topologically sorted)");
+  const tdl::DenseTensor &tensor = c->second.tensor;
+  if (tensor.type.elem == tdl::ElemType::Bool)
+    return error(where + ": input '" + name +
+                 "' is a bool constant read at run time, which is not "
+                 "supported yet (bool values are only folded at import)");
+  RankedTensorType type = fromTdlType(ctx, tensor.type);
+  DenseElementsAttr value;
+  if (tensor.type.elem == tdl::ElemType::F32) {
+    std::vector<float> data(tensor.data.begin(), tensor.data.end());
+    value = DenseElementsAttr::get(type, ArrayRef<float>(data));
+  } else {
+    std::vector<int64_t> data;
+    data.reserve(tensor.data.size());
+    for (double v : tensor.data)
+      data.push_back(static_cast<int64_t>(v));
+    value = DenseElementsAttr::get(type, ArrayRef<int64_t>(data));
+  }
+  auto param = ParamOp::create(
+      builder, NameLoc::get(builder.getStringAttr(name), fileLoc), type, name,
+      value);
+  param.setConstant(true);
+  values[name] = param.getResult();
+  return param.getResult();
+}
+
+llvm::Expected<bool> OnnxImporter::tryFold(const onnx::NodeProto &node,
+                                           const std::string &where) {
+  StringRef op = node.op_type();
+  if (!isFoldableOp(op))
+    return false;
+  std::vector<std::optional<tdl::TensorType>> types;
+  std::vector<const tdl::DenseTensor *> inputs;
+  for (const std::string &name : node.input()) {
+    if (name.empty()) {
+      types.push_back(std::nullopt);
+      inputs.push_back(nullptr);
+      continue;
+    }
+    auto c = constants.find(name);
+    if (c != constants.end() &&
+        (c->second.foldable || foldsFromTypesOnly(op))) {
+      types.push_back(c->second.tensor.type);
+      inputs.push_back(&c->second.tensor);
+      continue;
+    }
+    if (!foldsFromTypesOnly(op))
+      return false; // a run-time (or trainable) input: not folded
+    auto v = values.find(name);
+    if (v == values.end())
+      return false;
+    auto type = toTdlType(cast<RankedTensorType>(v->second.getType()));
+    if (!type)
+      return error(where + ": " + llvm::toString(type.takeError()));
+    types.push_back(*type);
+    inputs.push_back(nullptr);
+  }
+  // Trailing absent inputs are simply omitted.
+  while (!types.empty() && !types.back()) {
+    types.pop_back();
+    inputs.pop_back();
+  }
+  std::optional<tdl::DenseTensor> valueAttr;
+  onnx::NodeProto plain = node;
+  if (op == "ConstantOfShape") {
+    plain.clear_attribute();
+    for (const auto &attr : node.attribute()) {
+      if (attr.name() != "value") {
+        *plain.add_attribute() = attr;
+        continue;
+      }
+      auto data = convertOnnxTensor(attr.t(), where + ": attribute 'value'");
+      if (!data)
+        return error(llvm::toString(data.takeError()));
+      valueAttr = toDenseTensor(*data);
+    }
+  }
+  auto attrs = convertOnnxAttributes(plain, node.name());
+  if (!attrs)
+    return error(llvm::toString(attrs.takeError()));
+  auto folded = foldOp(op, *attrs, types, inputs,
+                       valueAttr ? &*valueAttr : nullptr, node.output_size());
+  if (!folded)
+    return error(where + ": folding at import failed: " +
+                 llvm::toString(folded.takeError()));
+  if (!*folded)
+    return false; // too large: imported as a run-time op
+  if ((*folded)->size() < static_cast<size_t>(node.output_size()))
+    return error(where + ": folding gave " +
+                 std::to_string((*folded)->size()) + " outputs, the node has " +
+                 std::to_string(node.output_size()));
+  for (auto [i, name] : llvm::enumerate(node.output()))
+    if (!name.empty())
+      constants[name] = {std::move((**folded)[i]), /*foldable=*/true};
+  return true;
+}
+
+/// "[4, 6] f32" for a TDL type.
+static std::string describeType(const tdl::TensorType &type) {
+  std::string text = "[";
+  for (auto [i, d] : llvm::enumerate(type.dims))
+    text += (i ? ", " : "") + std::to_string(d);
+  return text + "] " + elemTypeString(type.elem);
+}
+
+llvm::Error OnnxImporter::checkDeclaredType(const std::string &name,
+                                            const tdl::TensorType &inferred,
+                                            const std::string &where) {
+  auto it = declaredTypes.find(name);
+  if (it == declaredTypes.end() || !it->second->has_tensor_type())
+    return llvm::Error::success();
+  const auto &declared = it->second->tensor_type();
+  std::string mismatch;
+  if (declared.elem_type() != 0) {
+    auto elem = convertOnnxElemType(declared.elem_type(), name);
+    if (!elem)
+      llvm::consumeError(elem.takeError());
+    else if (*elem != inferred.elem)
+      mismatch = "element type " + elemTypeString(*elem);
+  }
+  std::string declaredShape = "[";
+  bool shapeDiffers = false;
+  if (declared.has_shape()) {
+    const auto &dims = declared.shape().dim();
+    if (dims.size() != static_cast<int>(inferred.dims.size()))
+      shapeDiffers = true;
+    for (int d = 0; d < dims.size(); ++d) {
+      const auto &dim = dims[d];
+      bool isStatic = dim.has_dim_value() && dim.dim_value() > 0;
+      declaredShape += (d ? ", " : "") +
+                       (isStatic ? std::to_string(dim.dim_value())
+                                 : (dim.dim_param().empty() ? std::string("?")
+                                                            : dim.dim_param()));
+      if (isStatic && d < static_cast<int>(inferred.dims.size()) &&
+          dim.dim_value() != inferred.dims[d])
+        shapeDiffers = true;
+    }
+  }
+  declaredShape += "]";
+  if (shapeDiffers)
+    mismatch += (mismatch.empty() ? "" : " and ") + std::string("shape ") +
+                declaredShape;
+  if (mismatch.empty())
+    return llvm::Error::success();
+  return error(where + ": output '" + name + "' is " + describeType(inferred) +
+               " by TDL shape inference, but the model declares " + mismatch +
+               " (check the --shape/--batch values, or re-export the model)");
 }
 
 /// Number of classes of a labels input, read from the op that consumes it:
@@ -194,42 +569,39 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                                       ModuleOp module) {
   const onnx::GraphProto &graph = model.graph();
   for (const auto &opset : model.opset_import())
-    if ((opset.domain().empty() || opset.domain() == "ai.onnx") &&
-        (opset.version() < 7 || opset.version() > 21))
-      return error("opset " + std::to_string(opset.version()) +
-                   " is not supported (opsets 7 to 21 are)");
+    if (opset.domain().empty() || opset.domain() == "ai.onnx")
+      defaultOpset = opset.version();
+  if (defaultOpset < 7 || defaultOpset > 21)
+    return error("opset " + std::to_string(defaultOpset) +
+                 " of the default domain is not supported (opsets 7 to 21 "
+                 "are; PyTorch exports 13 to 21)");
 
-  OpBuilder builder(ctx);
-  Location fileLoc = FileLineColLoc::get(ctx, path, 0, 0);
+  for (const auto &info : graph.value_info())
+    declaredTypes[info.name()] = &info.type();
+  for (const auto &info : graph.output())
+    declaredTypes[info.name()] = &info.type();
+
   auto func =
       func::FuncOp::create(fileLoc, "main", builder.getFunctionType({}, {}));
   module.push_back(func);
   Block *body = func.addEntryBlock();
   builder.setInsertionPointToStart(body);
 
+  // Float initializers are the trainable weights: one tofu.param each, in
+  // declaration order. Integer initializers cannot be trained: they are
+  // compile-time constants like Constant nodes.
   llvm::StringSet<> initializerNames;
   for (const auto &init : graph.initializer()) {
     initializerNames.insert(init.name());
-    SmallVector<int64_t> dims(init.dims().begin(), init.dims().end());
-    auto type =
-        tensorType(init.data_type(), dims, "initializer '" + init.name() + "'");
-    if (!type)
-      return type.takeError();
-    auto value = importInitializer(init, *type);
-    if (!value)
-      return value.takeError();
-    if (auto data = convertOnnxTensor(init, "initializer '" + init.name() + "'");
-        data && data->numElements() <= kMaxConstElements) {
-      std::vector<double> &c = constants[init.name()];
-      for (int64_t k = 0; k < data->numElements(); ++k)
-        c.push_back(data->valueAt(k));
-    } else if (!data) {
-      llvm::consumeError(data.takeError());
+    if (init.data_type() == onnx::TensorProto::FLOAT) {
+      if (auto err = importWeight(init))
+        return err;
+      continue;
     }
-    auto param = ParamOp::create(
-        builder, NameLoc::get(builder.getStringAttr(init.name()), fileLoc),
-        *type, init.name(), *value);
-    values[init.name()] = param.getResult();
+    auto data = readSmallTensor(init);
+    if (!data)
+      return data.takeError();
+    constants[init.name()] = {toDenseTensor(*data), /*foldable=*/true};
   }
 
   SmallVector<InputOp> labelInputs;
@@ -252,8 +624,20 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     values[input.name()] = op.getResult();
   }
 
+  for (const auto &[name, dims] : options.inputShapes)
+    if (!values.count(name)) {
+      std::string inputs;
+      for (const auto &input : graph.input())
+        if (!initializerNames.contains(input.name()))
+          inputs += (inputs.empty() ? "'" : ", '") + input.name() + "'";
+      return error("--shape names '" + name +
+                   "', which is not a graph input (the inputs are " + inputs +
+                   ")");
+    }
+
   llvm::StringSet<> usedNames;
-  for (const auto &[index, node] : llvm::enumerate(graph.node())) {
+  for (const auto &[index, graphNode] : llvm::enumerate(graph.node())) {
+    onnx::NodeProto node = graphNode;
     std::string nodeName = node.name();
     if (nodeName.empty())
       nodeName = node.output_size()
@@ -265,33 +649,95 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return error(where + ": operator domain '" + node.domain() +
                    "' is not supported");
+    if (node.domain().empty() || node.domain() == "ai.onnx") {
+      std::vector<std::pair<std::string, TensorData>> newConstants;
+      std::vector<std::unique_ptr<TensorData>> constantData;
+      auto constantOf = [&](StringRef name) -> const TensorData * {
+        auto c = constants.find(name);
+        if (c == constants.end())
+          return nullptr;
+        auto data = std::make_unique<TensorData>();
+        data->type = c->second.tensor.type;
+        for (double v : c->second.tensor.data) {
+          int64_t i = static_cast<int64_t>(v);
+          const uint8_t *p = reinterpret_cast<const uint8_t *>(&i);
+          if (data->type.elem == tdl::ElemType::F32) {
+            float f = static_cast<float>(v);
+            p = reinterpret_cast<const uint8_t *>(&f);
+            data->bytes.insert(data->bytes.end(), p, p + 4);
+          } else if (data->type.elem == tdl::ElemType::I64) {
+            data->bytes.insert(data->bytes.end(), p, p + 8);
+          } else {
+            data->bytes.push_back(v != 0);
+          }
+        }
+        constantData.push_back(std::move(data));
+        return constantData.back().get();
+      };
+      auto rankOf = [&](StringRef name) -> int64_t {
+        if (auto v = values.find(name); v != values.end())
+          return cast<RankedTensorType>(v->second.getType()).getRank();
+        if (auto c = constants.find(name); c != constants.end())
+          return c->second.tensor.type.dims.size();
+        return -1;
+      };
+      if (auto err = normalizeOnnxNode(node, defaultOpset, where, constantOf,
+                                       rankOf, newConstants))
+        return error(llvm::toString(std::move(err)));
+      for (auto &[name, data] : newConstants)
+        constants[name] = {toDenseTensor(data), /*foldable=*/true};
+    }
     if (node.op_type() == "Constant") {
-      if (auto err = importConstantNode(builder, fileLoc, node, where))
+      if (auto err = importConstantNode(node, where))
         return err;
+      continue;
+    }
+    auto folded = tryFold(node, where);
+    if (!folded)
+      return folded.takeError();
+    if (*folded) {
+      for (const std::string &name : node.output())
+        if (!name.empty())
+          if (auto err = checkDeclaredType(name, constants[name].tensor.type,
+                                           where))
+            return err;
       continue;
     }
     const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(node.op_type());
     if (!spec)
-      return error(where + ": operator '" + node.op_type() +
-                   "' has no TDL spec, so tofuc cannot partition or train it; "
-                   "see docs/TDL.md for adding one (one spec in tdl-specs/ "
-                   "plus its kernels)");
+      return error(where + ": operator '" + node.op_type() + "' (opset " +
+                   std::to_string(defaultOpset) +
+                   ") has no TDL spec (tdl-specs/); it is not supported yet" +
+                   (isFoldableOp(node.op_type())
+                        ? " except with compile-time constant inputs, which "
+                          "are folded at import"
+                        : ""));
     SmallVector<Value> operands;
-    bool sawAbsent = false;
+    ConstValues constValues;
+    bool absentSeen = false;
     for (const std::string &name : node.input()) {
       if (name.empty()) {
-        sawAbsent = true;
+        absentSeen = true;
         continue;
       }
-      if (sawAbsent)
-        return error(where + ": an omitted optional input before a present "
-                             "one is not supported");
-      auto it = values.find(name);
-      if (it == values.end())
-        return error(where + ": input '" + name +
-                     "' is not produced by any earlier node, initializer or "
-                     "graph input (the graph must be topologically sorted)");
-      operands.push_back(it->second);
+      if (absentSeen)
+        return error(where + ": an absent optional input followed by a "
+                             "present one is not supported");
+      unsigned i = operands.size();
+      auto value = valueOf(name, where);
+      if (!value)
+        return value.takeError();
+      operands.push_back(*value);
+      if (!tdl::isConstInput(*spec, i))
+        continue;
+      auto c = constants.find(name);
+      if (c == constants.end())
+        return error(where + ": input '" + name + "' (operand " +
+                     std::to_string(i) +
+                     ") must be known at compile time (an initializer, a "
+                     "Constant node or foldable shape arithmetic), but it is "
+                     "computed at run time");
+      constValues[i] = c->second.tensor.data;
     }
     auto attrs = convertOnnxAttributes(node, nodeName);
     if (!attrs)
@@ -299,22 +745,6 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     // A variadic output's count (Split without `split`) is the node's.
     if (tdl::takesOutputCount(*spec) && !attrs->count("num_outputs"))
       (*attrs)["num_outputs"] = tdl::AttrValue::ofInt(node.output_size());
-    ConstValues constValues;
-    unsigned operandIndex = 0;
-    for (const std::string &name : node.input()) {
-      if (name.empty())
-        continue;
-      unsigned i = operandIndex++;
-      if (!tdl::isConstInput(*spec, i))
-        continue;
-      auto c = constants.find(name);
-      if (c == constants.end())
-        return error(where + ": input '" + name + "' (operand " +
-                     std::to_string(i) +
-                     ") must be known at compile time (an initializer or a "
-                     "Constant node), but it is computed");
-      constValues[i] = c->second;
-    }
     auto instance = instantiateSpec(node.op_type(),
                                     ValueRange(operands).getTypes(), *attrs,
                                     constValues);
@@ -337,11 +767,15 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     auto compute = ComputeOp::create(
         builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
         resultTypes, node.op_type(), operands,
-        fromTdlAttrs(ctx, *attrs, constValues),
-        nodeName, StringAttr());
-    for (auto [i, name] : llvm::enumerate(node.output()))
-      if (!name.empty())
-        values[name] = compute.getResult(i);
+        fromTdlAttrs(ctx, *attrs, constValues), nodeName, StringAttr());
+    for (auto [i, name] : llvm::enumerate(node.output())) {
+      if (name.empty())
+        continue;
+      values[name] = compute.getResult(i);
+      if (auto err =
+              checkDeclaredType(name, instance->outputTypes()[i], where))
+        return err;
+    }
   }
 
   for (InputOp labels : labelInputs) {
@@ -356,20 +790,120 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
   }
 
   if (graph.output_size() == 1) {
-    auto it = values.find(graph.output(0).name());
-    if (it == values.end())
-      return error("graph output '" + graph.output(0).name() +
-                   "' is not produced by any node");
-    auto type = cast<RankedTensorType>(it->second.getType());
+    const std::string &name = graph.output(0).name();
+    if (!values.count(name) && !constants.count(name))
+      return error("graph output '" + name + "' is not produced by any node");
+    auto output = valueOf(name, "graph output '" + name + "'");
+    if (!output)
+      return output.takeError();
+    auto type = cast<RankedTensorType>(output->getType());
     if (type.getRank() == 0 && type.getElementType().isF32())
-      LossOp::create(builder, fileLoc, it->second);
+      LossOp::create(builder, fileLoc, *output);
   }
   func::ReturnOp::create(builder, fileLoc);
   return llvm::Error::success();
 }
 
+/// Parses `text` in the ONNX text format (onnx::OnnxParser) into `model`;
+/// the error message carries the parser's.
+static llvm::Error parseOnnxText(StringRef path, StringRef text,
+                                 onnx::ModelProto &model) {
+  std::string source = text.str();
+  onnx::OnnxParser parser(source.c_str());
+  onnx::Common::Status status;
+  try {
+    status = parser.Parse(model);
+  } catch (const std::exception &e) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": not a valid ONNX text model: " +
+                                       e.what());
+  }
+  if (!status.IsOK())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        path + ": not a valid ONNX text model: " + status.ErrorMessage());
+  return llvm::Error::success();
+}
+
+/// The highest default-domain opset libonnx's checker knows.
+static int64_t checkerMaxOpset() {
+  return onnx::OpSchemaRegistry::DomainToVersionRange::Instance()
+      .Map()
+      .at(onnx::ONNX_DOMAIN)
+      .second;
+}
+
+/// Runs the ONNX checker (without its shape inference: tofuc's own TDL
+/// inference already ran) when libonnx knows the model's opset; otherwise
+/// says, with --verbose, that it was skipped.
+static llvm::Error runOnnxChecker(StringRef path,
+                                  const onnx::ModelProto &model,
+                                  const ImportOptions &options) {
+  int64_t opset = 0;
+  for (const auto &entry : model.opset_import())
+    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+      opset = entry.version();
+  int64_t known = checkerMaxOpset();
+  if (opset > known) {
+    if (options.verbose)
+      llvm::errs() << "tofuc: note: " << path << ": the ONNX checker "
+                   << "(libonnx, opsets up to " << known
+                   << ") was skipped for opset " << opset
+                   << "; TDL shape inference checked every node\n";
+    return llvm::Error::success();
+  }
+  // The checker would open external data files relative to the working
+  // directory (and fail on graph-only models): tofuc resolved and checked
+  // them already, so the checker sees those initializers as graph inputs.
+  onnx::ModelProto stripped;
+  const onnx::ModelProto *checked = &model;
+  bool hasExternal = false;
+  for (const auto &init : model.graph().initializer())
+    hasExternal |= ExternalDataResolver::isExternal(init);
+  if (hasExternal) {
+    stripped = model;
+    auto *inits = stripped.mutable_graph()->mutable_initializer();
+    llvm::StringSet<> inputs;
+    for (const auto &input : stripped.graph().input())
+      inputs.insert(input.name());
+    for (int i = inits->size() - 1; i >= 0; --i) {
+      const onnx::TensorProto &init = inits->Get(i);
+      if (!ExternalDataResolver::isExternal(init))
+        continue;
+      if (!inputs.contains(init.name())) {
+        onnx::ValueInfoProto *input = stripped.mutable_graph()->add_input();
+        input->set_name(init.name());
+        auto *tensorType = input->mutable_type()->mutable_tensor_type();
+        tensorType->set_elem_type(init.data_type());
+        auto *shape = tensorType->mutable_shape();
+        for (int64_t d : init.dims())
+          shape->add_dim()->set_dim_value(d);
+      }
+      inits->DeleteSubrange(i, 1);
+    }
+    checked = &stripped;
+  }
+  try {
+    onnx::checker::check_model(*checked);
+  } catch (const std::exception &e) {
+    std::string message = e.what();
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
+      message.pop_back();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": the ONNX checker rejects the "
+                                          "model: " +
+                                       message);
+  }
+  if (options.verbose)
+    llvm::errs() << "tofuc: note: " << path << ": the ONNX checker passed\n";
+  return llvm::Error::success();
+}
+
+bool isOnnxTextPath(StringRef path) { return path.ends_with(".onnxtxt"); }
+
 llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
-                                             StringRef path) {
+                                             StringRef path,
+                                             const ImportOptions &options) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
@@ -378,16 +912,33 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
         path + ": cannot read the model: " + buffer.getError().message());
   ImportedModel result;
   StringRef bytes = (*buffer)->getBuffer();
-  result.modelBytes.assign(bytes.begin(), bytes.end());
-  result.fingerprint = fingerprintBytes(result.modelBytes);
-
   onnx::ModelProto model;
-  if (bytes.empty() || !model.ParseFromArray(bytes.data(), bytes.size()))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        path + ": not a valid ONNX model (protobuf parsing failed after " +
-            std::to_string(bytes.size()) +
-            " bytes); the file may be truncated or corrupt: re-export it");
+  if (isOnnxTextPath(path)) {
+    if (auto err = parseOnnxText(path, bytes, model))
+      return std::move(err);
+    // The plan keeps the binary model (for --save), as if it had been read.
+    std::string binary;
+    model.SerializeToString(&binary);
+    result.modelBytes.assign(binary.begin(), binary.end());
+  } else {
+    // One protobuf message cannot exceed 2 GB: larger models keep their
+    // weights as external data, and the graph part stays small.
+    if (bytes.size() >= (uint64_t(1) << 31))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          path + ": the model file is " + std::to_string(bytes.size()) +
+              " bytes; a protobuf message cannot exceed 2 GB: save the "
+              "weights as external data (onnx.save(..., "
+              "save_as_external_data=True))");
+    result.modelBytes.assign(bytes.begin(), bytes.end());
+    if (bytes.empty() || !model.ParseFromArray(bytes.data(), bytes.size()))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          path + ": not a valid ONNX model (protobuf parsing failed after " +
+              std::to_string(bytes.size()) +
+              " bytes); the file may be truncated or corrupt: re-export it");
+  }
+  result.fingerprint = fingerprintBytes(result.modelBytes);
   if (!model.has_graph() || model.graph().node_size() == 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path +
@@ -395,9 +946,20 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
 
   context->loadDialect<TofuDialect, func::FuncDialect>();
   result.module = ModuleOp::create(FileLineColLoc::get(context, path, 0, 0));
-  OnnxImporter importer(context, path);
+  OnnxImporter importer(context, path, options);
   if (llvm::Error err = importer.importGraph(model, *result.module))
     return std::move(err);
+  if (auto err = runOnnxChecker(path, model, options))
+    return std::move(err);
+  // The weights read from external data files are part of the model's
+  // identity: their hashes are mixed into the fingerprint.
+  for (uint64_t hash : importer.externalHashes)
+    for (int byte = 0; byte < 8; ++byte) {
+      result.fingerprint ^= (hash >> (8 * byte)) & 0xff;
+      result.fingerprint *= 1099511628211ull;
+    }
+  result.withoutWeights = importer.withoutWeights;
+  result.mappings = importer.resolver().mappings();
   return std::move(result);
 }
 

@@ -71,12 +71,13 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     return success();
   });
 
-  auto imported = importOnnxFile(&context, options.inputPath);
+  auto imported = importOnnxFile(&context, options.inputPath, options.import);
   if (!imported)
     return imported.takeError();
   ModuleOp module = *imported->module;
   if (options.stopAfter == Phase::Import) {
-    module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16));
+    module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16)
+                         .elideLargeResourceString(16));
     return llvm::Error::success();
   }
 
@@ -100,7 +101,8 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
             .count();
   }
   if (options.stopAfter <= Phase::Partition) {
-    module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16));
+    module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16)
+                         .elideLargeResourceString(16));
     return llvm::Error::success();
   }
 
@@ -110,6 +112,9 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     return fail(options.inputPath + ": " + llvm::toString(plan.takeError()));
   plan->producer = kVersion;
   plan->modelFingerprint = imported->fingerprint;
+  if (plan->withoutWeights && !imported->withoutWeights)
+    return fail(options.inputPath +
+                ": a parameter has no initial value; a plan needs weights");
   plan->partitioner = options.partitioner;
   if (options.stopAfter == Phase::Materialize) {
     printDevicePrograms(*plan, os);

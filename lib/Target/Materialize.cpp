@@ -15,6 +15,7 @@
 #include "tofu/TDL/ProgramLowering.h"
 #include "tofu/Target/PlanBuilder.h"
 
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -440,19 +441,40 @@ llvm::Expected<plan::Plan> Materializer::run() {
   // Initial weights of each device's parameter tiles.
   for (ParamOp param : func.getOps<ParamOp>()) {
     int32_t tensor = tensorOf.lookup(param.getResult());
-    auto value = dyn_cast_or_null<DenseElementsAttr>(param.getValueAttr());
-    if (!value)
+    // Values are dense (protobuf data, constants) or resources (external
+    // data mapped by the importer, not copied until here).
+    if (!param.getValueAttr()) {
+      if (param.getConstant())
+        return error(param, "constant '" + param.getSymName() +
+                                "' has no value");
+      // A graph-only model (tofuc --no-weights): the plan records that it
+      // has no weights, and tofu-run refuses to run it.
+      result.withoutWeights = true;
+      continue;
+    }
+    ArrayRef<char> raw;
+    bool isSplat = false;
+    if (auto dense = dyn_cast<DenseElementsAttr>(param.getValueAttr())) {
+      raw = dense.getRawData();
+      isSplat = dense.isSplat();
+    } else if (auto resource = dyn_cast<DenseResourceElementsAttr>(
+                   param.getValueAttr())) {
+      AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+      if (!blob)
+        return error(param, "parameter '" + param.getSymName() +
+                                "' refers to a resource without data");
+      raw = blob->getData();
+    } else {
       return error(param, "parameter '" + param.getSymName() +
-                              "' has no initial value (graph-only model); a "
-                              "plan needs weights");
-    ArrayRef<char> raw = value.getRawData();
+                              "' has a value of an unsupported kind");
+    }
     const auto &shape = result.tensors[tensor].shape;
     uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
     for (int64_t d = 0; d < k; ++d) {
       plan::Buffer &buffer = result.devices[d].buffers[ownedBuffer[d][tensor]];
       tdl::Box box = ownedRegion(tensor, d);
       buffer.init.resize(buffer.bytes);
-      if (value.isSplat()) {
+      if (isSplat) {
         for (uint64_t off = 0; off < buffer.bytes; off += elemBytes)
           std::memcpy(buffer.init.data() + off, raw.data(), elemBytes);
         continue;

@@ -200,6 +200,8 @@ struct BuildTrainingStepPass
     SmallVector<ParamOp> params;
     func.walk([&](ParamOp op) { params.push_back(op); });
     for (ParamOp param : params) {
+      if (param.getConstant())
+        continue; // an ONNX Constant or folded value: never trained
       Value grad = grads.gradientOf(param.getResult());
       if (!grad)
         continue; // does not influence the loss

@@ -19,8 +19,8 @@ inline constexpr char kMagic[8] = {'T', 'O', 'F', 'U', 'P', 'L', 'A', 'N'};
 /// own major and rejects a newer major.
 inline constexpr uint16_t kMajor = 1;
 /// Minor history: 1.0 initial; 1.1 adds Instr.programs,
-/// Instr.reduction_ranges and DType::Bool.
-inline constexpr uint16_t kMinor = 1;
+/// Instr.reduction_ranges and DType::Bool; 1.2 adds Plan.without_weights.
+inline constexpr uint16_t kMinor = 2;
 
 /// Fixed part of the header; the section table follows it.
 inline constexpr size_t kFixedHeaderBytes = 128;

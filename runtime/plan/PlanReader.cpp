@@ -462,6 +462,7 @@ std::string PlanDecoder::decode() {
   plan.optimizer.kind = toStr(root.optimizer_kind());
   plan.optimizer.learningRate = root.learning_rate();
   plan.summary = toStr(root.summary());
+  plan.withoutWeights = root.without_weights();
   if (std::string err = decodeTensors(); !err.empty())
     return err;
   size_t nt = plan.tensors.size();

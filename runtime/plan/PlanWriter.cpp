@@ -197,7 +197,7 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
       fbb, producer, plan.modelFingerprint, plan.numDevices, plan.batchSize,
       partitioner, plan.searchSeconds, plan.commBytes, optKind,
       plan.optimizer.learningRate, tensorVec, plan.lossTensor, updateVec,
-      deviceVec, summary);
+      deviceVec, summary, plan.withoutWeights);
   fbs::FinishPlanBuffer(fbb, root);
   planBytes.assign(fbb.GetBufferPointer(),
                    fbb.GetBufferPointer() + fbb.GetSize());

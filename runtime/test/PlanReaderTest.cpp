@@ -342,10 +342,22 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsOneOne) {
+TEST(PlanPrograms, VersionIsOneTwo) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 1u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 2u);
+}
+
+// Format 1.2: a plan compiled with --no-weights says so, and the flag
+// survives the round trip (default: false).
+TEST(PlanWithoutWeights, FlagRoundTrips) {
+  Plan plan = makeTwoDevicePlan();
+  Plan back;
+  ASSERT_EQ(readPlanBytes(bytesOf(plan), back), "");
+  EXPECT_FALSE(back.withoutWeights);
+  plan.withoutWeights = true;
+  ASSERT_EQ(readPlanBytes(bytesOf(plan), back), "");
+  EXPECT_TRUE(back.withoutWeights);
 }
 
 TEST(PlanPrograms, EverySingleBitFlipIsRejected) {

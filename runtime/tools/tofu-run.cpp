@@ -261,6 +261,10 @@ int run(int argc, char **argv) {
       std::fputc('\n', stdout);
     return 0;
   }
+  if (plan.withoutWeights)
+    return fail(opts.planPath +
+                ": compiled without weights (--no-weights); recompile with "
+                "the weights to run it");
   if (opts.backend == "cuda")
     return fail("the CUDA executor is not implemented yet; run this plan "
                 "with --backend cpu (or auto)");

@@ -12,6 +12,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <cmath>
+#include <map>
 
 using namespace llvm;
 
@@ -42,6 +43,60 @@ static cl::opt<std::string>
              cl::ValueOptional, cl::value_desc("text|json|html"),
              cl::cat(tofucCategory));
 
+static cl::list<std::string> inputShapes(
+    "shape",
+    cl::desc("bind a graph input's shape, trtexec style: name:d0xd1x... "
+             "(several: repeat the flag or separate with commas)"),
+    cl::value_desc("name:d0xd1x..."), cl::CommaSeparated,
+    cl::cat(tofucCategory));
+static cl::opt<int64_t>
+    batch("batch",
+          cl::desc("size of every symbolic first (batch) dimension of the "
+                   "graph inputs that --shape does not bind"),
+          cl::init(0), cl::cat(tofucCategory));
+static cl::opt<bool>
+    noWeights("no-weights",
+              cl::desc("compile a graph-only model whose external data "
+                       "files are absent (the plan cannot be run)"),
+              cl::cat(tofucCategory));
+static cl::opt<bool> allowHardlinkedData(
+    "allow-hardlinked-data",
+    cl::desc("accept external data files with several hard links"),
+    cl::cat(tofucCategory));
+static cl::opt<bool> verbose("verbose",
+                             cl::desc("print notes (skipped ONNX checker, ...)"),
+                             cl::cat(tofucCategory));
+
+/// Parses `name:d0xd1x...` (the last ':' separates the name, so names may
+/// contain ':'); every dim a positive integer.
+static Error parseShape(StringRef text,
+                        std::map<std::string, std::vector<int64_t>> &shapes) {
+  auto bad = [&](const Twine &why) {
+    return createStringError(inconvertibleErrorCode(),
+                             "--shape '" + text + "': " + why +
+                                 " (expected name:d0xd1x..., e.g. "
+                                 "input:8x3x224x224)");
+  };
+  size_t colon = text.rfind(':');
+  if (colon == StringRef::npos || colon == 0)
+    return bad("no input name before ':'");
+  StringRef name = text.take_front(colon), dimsText = text.drop_front(colon + 1);
+  if (dimsText.empty())
+    return bad("no dimensions after ':'");
+  std::vector<int64_t> dims;
+  SmallVector<StringRef> parts;
+  dimsText.split(parts, 'x');
+  for (StringRef part : parts) {
+    int64_t d;
+    if (part.getAsInteger(10, d) || d <= 0)
+      return bad("dimension '" + part + "' is not a positive integer");
+    dims.push_back(d);
+  }
+  if (!shapes.emplace(name.str(), dims).second)
+    return bad("input '" + name + "' is given twice");
+  return Error::success();
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(tofucCategory);
@@ -61,6 +116,18 @@ int main(int argc, char **argv) {
     return fail("--lr must be a finite positive number, not " +
                 Twine(std::to_string(learningRate)));
   options.learningRate = learningRate;
+  for (const std::string &shape : inputShapes)
+    if (Error err = parseShape(shape, options.import.inputShapes))
+      return fail(toString(std::move(err)));
+  if (batch.getNumOccurrences()) {
+    if (batch <= 0)
+      return fail("--batch must be a positive integer, not " +
+                  Twine(std::to_string(batch)));
+    options.import.batch = batch;
+  }
+  options.import.noWeights = noWeights;
+  options.import.allowHardlinkedData = allowHardlinkedData;
+  options.import.verbose = verbose;
   if (!compileTo.empty()) {
     auto phase = tofu::parsePhase(compileTo);
     if (!phase)

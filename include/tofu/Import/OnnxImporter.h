@@ -7,10 +7,33 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace tofu {
+
+/// What the user tells the importer beyond the model file (tofuc's flags).
+struct ImportOptions {
+  /// `--shape name:d0xd1x...`: the full shape of graph input `name`; its
+  /// symbolic dims take these values and its static dims must agree.
+  std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// `--batch N`: the value of every symbolic first (batch) dimension of a
+  /// graph input that --shape does not bind.
+  std::optional<int64_t> batch;
+  /// `--no-weights`: initializers whose external data file does not exist
+  /// import without values (graph-only model); the plan records that it has
+  /// no weights.
+  bool noWeights = false;
+  /// `--allow-hardlinked-data`: accept external data files with more than
+  /// one hard link (refused by default: a hard link may point out of the
+  /// model's directory undetectably).
+  bool allowHardlinkedData = false;
+  /// Notes (skipped checker, folded nodes) go to llvm::errs().
+  bool verbose = false;
+};
 
 /// A model imported from ONNX: the forward graph as a module holding
 /// `func.func @main`, and the original model bytes (kept so that trained
@@ -18,7 +41,14 @@ namespace tofu {
 struct ImportedModel {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::vector<uint8_t> modelBytes;
-  uint64_t fingerprint = 0; ///< FNV-1a 64 of modelBytes
+  /// FNV-1a 64 of modelBytes, mixed with an xxh3 hash of each external
+  /// data range when the model has external data.
+  uint64_t fingerprint = 0;
+  /// True when some parameter has no value (--no-weights, graph-only model).
+  bool withoutWeights = false;
+  /// Keeps the memory-mapped external data files alive (the parameters'
+  /// values point into them).
+  std::vector<std::shared_ptr<void>> mappings;
 };
 
 /// Imports the ONNX model at `path`: one tofu.input per graph input, one
@@ -26,8 +56,13 @@ struct ImportedModel {
 /// (shapes from TDL shape inference), and a tofu.loss on the graph's output
 /// when it is a single scalar float. Errors name the file, the node and what
 /// to do.
-llvm::Expected<ImportedModel> importOnnxFile(mlir::MLIRContext *context,
-                                             llvm::StringRef path);
+llvm::Expected<ImportedModel>
+importOnnxFile(mlir::MLIRContext *context, llvm::StringRef path,
+               const ImportOptions &options = {});
+
+/// True when `path` names an ONNX text-format model (`.onnxtxt`, parsed
+/// with onnx::OnnxParser; used for importer lit tests).
+bool isOnnxTextPath(llvm::StringRef path);
 
 /// FNV-1a 64-bit hash of `bytes`.
 uint64_t fingerprintBytes(llvm::ArrayRef<uint8_t> bytes);

@@ -8,6 +8,8 @@
 #ifndef TOFU_PIPELINES_COMPILERPIPELINE_H
 #define TOFU_PIPELINES_COMPILERPIPELINE_H
 
+#include "tofu/Import/OnnxImporter.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -46,6 +48,8 @@ struct CompileOptions {
   double learningRate = 0.1;
   Phase stopAfter = Phase::Emit;
   PlanDump dumpPlan = PlanDump::None;
+  /// Importer flags: --shape, --batch, --no-weights, ...
+  ImportOptions import;
 };
 
 /// Adds the IR passes of phases train..partition to `pm` (a module pass

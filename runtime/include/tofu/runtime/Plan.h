@@ -248,6 +248,10 @@ struct Plan {
   std::vector<uint8_t> onnxModel;
   /// Human-readable plan summary printed by `tofu-run --dump-plan`.
   std::string summary;
+  /// True when the plan was compiled without weights (`tofuc --no-weights`,
+  /// graph-only model): parameter buffers have no initial contents, and
+  /// tofu-run refuses to run it (format 1.2).
+  bool withoutWeights = false;
 };
 
 /// Serializes `plan` into the plan.bin container. Returns an empty string on

@@ -1,0 +1,183 @@
+//===- OpsetNormalization.cpp - One node form for opsets 7 to 21 ----------===//
+//
+// See OpsetNormalization.h. Each rule names the opset where ONNX changed the
+// operator and rewrites the older (or newer) form into the spec's.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Import/OpsetNormalization.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cfloat>
+#include <cstring>
+
+namespace tofu {
+
+namespace {
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 message.str());
+}
+
+const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,
+                                     llvm::StringRef name) {
+  for (const auto &attr : node.attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+void removeAttr(onnx::NodeProto &node, llvm::StringRef name) {
+  auto *attrs = node.mutable_attribute();
+  for (int i = 0; i < attrs->size(); ++i)
+    if (attrs->Get(i).name() == name) {
+      attrs->DeleteSubrange(i, 1);
+      return;
+    }
+}
+
+TensorData int64Tensor(const std::vector<int64_t> &values) {
+  TensorData data;
+  data.type.elem = tdl::ElemType::I64;
+  data.type.dims = {static_cast<int64_t>(values.size())};
+  data.bytes.resize(values.size() * sizeof(int64_t));
+  if (!values.empty())
+    std::memcpy(data.bytes.data(), values.data(), data.bytes.size());
+  return data;
+}
+
+TensorData floatScalar(float value) {
+  TensorData data;
+  data.type.elem = tdl::ElemType::F32;
+  data.bytes.resize(sizeof(float));
+  std::memcpy(data.bytes.data(), &value, sizeof(float));
+  return data;
+}
+
+/// Sets input `index` of `node` to `name`, padding with absent inputs.
+void setInput(onnx::NodeProto &node, int index, const std::string &name) {
+  while (node.input_size() <= index)
+    node.add_input("");
+  node.set_input(index, name);
+}
+
+} // namespace
+
+llvm::Error normalizeOnnxNode(
+    onnx::NodeProto &node, int64_t opset, llvm::StringRef where,
+    llvm::function_ref<const TensorData *(llvm::StringRef)> constantOf,
+    llvm::function_ref<int64_t(llvm::StringRef)> rankOf,
+    std::vector<std::pair<std::string, TensorData>> &newConstants) {
+  const std::string op = node.op_type();
+  std::string prefix = node.name().empty()
+                           ? (node.output_size() ? node.output(0) : op)
+                           : node.name();
+  std::string at = where.str() + " at opset " + std::to_string(opset);
+
+  // An attribute that later opsets made input `index`.
+  auto intsAttrToInput = [&](llvm::StringRef attrName, int index) {
+    const onnx::AttributeProto *attr = findAttr(node, attrName);
+    if (!attr)
+      return;
+    std::vector<int64_t> values(attr->ints().begin(), attr->ints().end());
+    std::string name = prefix + "/" + attrName.str();
+    newConstants.push_back({name, int64Tensor(values)});
+    setInput(node, index, name);
+    removeAttr(node, attrName);
+  };
+  auto floatAttrToInput = [&](llvm::StringRef attrName, int index,
+                              std::optional<float> fallback) {
+    const onnx::AttributeProto *attr = findAttr(node, attrName);
+    if (!attr && !fallback)
+      return;
+    std::string name = prefix + "/" + attrName.str();
+    newConstants.push_back({name, floatScalar(attr ? attr->f() : *fallback)});
+    setInput(node, index, name);
+    if (attr)
+      removeAttr(node, attrName);
+  };
+
+  if (op == "ReduceSum" && opset < 13) {
+    intsAttrToInput("axes", 1);
+    return llvm::Error::success();
+  }
+  if ((op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" ||
+       op == "ReduceProd" || op == "ReduceL1" || op == "ReduceL2" ||
+       op == "ReduceLogSum" || op == "ReduceLogSumExp" ||
+       op == "ReduceSumSquare") &&
+      opset >= 18) {
+    // The axes input (18) becomes the attribute of the opset-13 form.
+    if (node.input_size() < 2 || node.input(1).empty())
+      return llvm::Error::success();
+    const TensorData *axes = constantOf(node.input(1));
+    if (!axes)
+      return error(at + ": the axes input '" + node.input(1) +
+                   "' must be a compile-time constant");
+    auto *attr = node.add_attribute();
+    attr->set_name("axes");
+    attr->set_type(onnx::AttributeProto::INTS);
+    for (int64_t k = 0; k < axes->numElements(); ++k)
+      attr->add_ints(static_cast<int64_t>(axes->valueAt(k)));
+    node.mutable_input()->DeleteSubrange(1, node.input_size() - 1);
+    // An empty axes list with noop_with_empty_axes = 0 reduces every axis,
+    // which is what the attribute form's empty list means too.
+    return llvm::Error::success();
+  }
+  if (op == "Split" && opset < 13) {
+    intsAttrToInput("split", 1);
+    return llvm::Error::success();
+  }
+  if ((op == "Squeeze" || op == "Unsqueeze") && opset < 13) {
+    intsAttrToInput("axes", 1);
+    return llvm::Error::success();
+  }
+  if (op == "Slice" && opset < 10) {
+    if (!findAttr(node, "starts") || !findAttr(node, "ends"))
+      return error(at + ": Slice needs 'starts' and 'ends' attributes");
+    intsAttrToInput("starts", 1);
+    intsAttrToInput("ends", 2);
+    intsAttrToInput("axes", 3);
+    return llvm::Error::success();
+  }
+  if (op == "Clip" && opset < 11) {
+    bool hasMax = findAttr(node, "max");
+    floatAttrToInput("min", 1,
+                     hasMax ? std::optional<float>(-FLT_MAX) : std::nullopt);
+    floatAttrToInput("max", 2, std::nullopt);
+    return llvm::Error::success();
+  }
+  if (op == "Dropout" && opset < 12) {
+    if (findAttr(node, "is_test"))
+      return error(at + ": Dropout's 'is_test' attribute (opset < 7) is not "
+                        "supported; re-export the model at opset 13 or later");
+    floatAttrToInput("ratio", 1, std::nullopt);
+    return llvm::Error::success();
+  }
+  if ((op == "Softmax" || op == "LogSoftmax") && opset < 13) {
+    // Before 13 the input is coerced to 2-D at `axis` (default 1) and
+    // normalized over all dims from `axis` on; from 13 over `axis` alone.
+    // The two agree when `axis` is the last dim.
+    const onnx::AttributeProto *attr = findAttr(node, "axis");
+    int64_t axis = attr ? attr->i() : 1;
+    int64_t rank = node.input_size() ? rankOf(node.input(0)) : -1;
+    if (rank < 0)
+      return error(at + ": the input's rank is unknown");
+    if (axis < 0)
+      axis += rank;
+    if (axis != rank - 1)
+      return error(at + ": " + op + " before opset 13 normalizes over all "
+                   "dims from axis " + std::to_string(axis) +
+                   " on (coerced to 2-D); only axis = rank - 1 is supported: "
+                   "re-export the model at opset 13 or later");
+    removeAttr(node, "axis");
+    auto *newAttr = node.add_attribute();
+    newAttr->set_name("axis");
+    newAttr->set_type(onnx::AttributeProto::INT);
+    newAttr->set_i(axis);
+    return llvm::Error::success();
+  }
+  return llvm::Error::success();
+}
+
+} // namespace tofu
