@@ -400,10 +400,33 @@ llvm::Expected<Value> OnnxImporter::valueOf(const std::string &name,
                  "' is not produced by an earlier node, an initializer or a "
                  "graph input (the graph must be topologically sorted)");
   const tdl::DenseTensor &tensor = c->second.tensor;
-  if (tensor.type.elem == tdl::ElemType::Bool)
-    return error(where + ": input '" + name +
-                 "' is a bool constant read at run time, which is not "
-                 "supported yet (bool values are only folded at import)");
+  if (tensor.type.elem == tdl::ElemType::Bool) {
+    // Parameters hold f32 or i64: a bool constant read at run time (a
+    // folded attention mask, say) is a 0/1 float constant cast to bool.
+    std::string floatName = name + "/f32";
+    if (!constants.count(floatName)) {
+      KnownTensor asFloat = c->second;
+      asFloat.tensor.type.elem = tdl::ElemType::F32;
+      constants[floatName] = std::move(asFloat);
+    }
+    auto floatValue = valueOf(floatName, where);
+    if (!floatValue)
+      return floatValue.takeError();
+    tdl::AttrMap attrs;
+    attrs["to"] = tdl::AttrValue::ofInt(onnx::TensorProto::BOOL);
+    SmallVector<Value> operands = {*floatValue};
+    auto instance = instantiateSpec("Cast", ValueRange(operands).getTypes(),
+                                    attrs);
+    if (!instance)
+      return error(where + ": casting the bool constant '" + name +
+                   "' at run time: " + llvm::toString(instance.takeError()));
+    auto cast = ComputeOp::create(
+        builder, NameLoc::get(builder.getStringAttr(name), fileLoc),
+        TypeRange{fromTdlType(ctx, instance->outputTypes()[0])}, "Cast",
+        operands, fromTdlAttrs(ctx, attrs), name, StringAttr());
+    values[name] = cast.getResult(0);
+    return cast.getResult(0);
+  }
   RankedTensorType type = fromTdlType(ctx, tensor.type);
   DenseElementsAttr value;
   if (tensor.type.elem == tdl::ElemType::F32) {
