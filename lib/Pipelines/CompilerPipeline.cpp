@@ -76,8 +76,10 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     return imported.takeError();
   ModuleOp module = *imported->module;
   if (options.stopAfter == Phase::Import) {
+    // Resource blobs (external weights, mapped) are never printed: MLIR
+    // would hex-encode a whole blob before eliding it.
     module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16)
-                         .elideLargeResourceString(16));
+                         .elideLargeResourceString(0));
     return llvm::Error::success();
   }
 
@@ -102,7 +104,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   }
   if (options.stopAfter <= Phase::Partition) {
     module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16)
-                         .elideLargeResourceString(16));
+                         .elideLargeResourceString(0));
     return llvm::Error::success();
   }
 
