@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "NodeTest.h"
 
+#include "tofu/Import/OpsetNormalization.h"
+
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -117,7 +119,7 @@ NodeTest loadNodeTest(const std::string &dir) {
         "multi-node graph (" + std::to_string(graph.node_size()) + " nodes)";
     return test;
   }
-  const onnx::NodeProto &node = graph.node(0);
+  onnx::NodeProto node = graph.node(0);
   test.opType = node.op_type();
   if (!node.domain().empty() && node.domain() != "ai.onnx") {
     test.skipReason = "operator domain '" + node.domain() + "'";
@@ -128,6 +130,41 @@ NodeTest loadNodeTest(const std::string &dir) {
     return test;
   }
   std::string nodeName = node.name().empty() ? test.name : node.name();
+  // The importer's opset normalization (attributes that the spec takes as
+  // inputs and back), so that old-opset variants run on the same spec.
+  std::vector<std::pair<std::string, TensorData>> newConstants;
+  {
+    int64_t opset = 0;
+    for (const auto &entry : model.opset_import())
+      if (entry.domain().empty() || entry.domain() == "ai.onnx")
+        opset = entry.version();
+    std::vector<std::unique_ptr<TensorData>> initData;
+    auto constantOf = [&](llvm::StringRef name) -> const TensorData * {
+      for (const auto &init : graph.initializer())
+        if (init.name() == name) {
+          auto data = convertOnnxTensor(init, name);
+          if (!data) {
+            llvm::consumeError(data.takeError());
+            return nullptr;
+          }
+          initData.push_back(std::make_unique<TensorData>(std::move(*data)));
+          return initData.back().get();
+        }
+      return nullptr;
+    };
+    auto rankOf = [&](llvm::StringRef name) -> int64_t {
+      for (const auto &value : graph.input())
+        if (value.name() == name && value.type().has_tensor_type() &&
+            value.type().tensor_type().has_shape())
+          return value.type().tensor_type().shape().dim_size();
+      return -1;
+    };
+    if (auto err = normalizeOnnxNode(node, opset, "node '" + nodeName + "'",
+                                     constantOf, rankOf, newConstants)) {
+      test.skipReason = "instantiation: " + llvm::toString(std::move(err));
+      return test;
+    }
+  }
   auto attrs = convertOnnxAttributes(node, nodeName);
   if (!attrs) {
     test.skipReason = llvm::toString(attrs.takeError());
@@ -166,6 +203,8 @@ NodeTest loadNodeTest(const std::string &dir) {
       }
       values[init.name()] = std::move(*data);
     }
+    for (const auto &[name, data] : newConstants)
+      values[name] = data;
     for (int k = 0; k < graph.input_size(); ++k) {
       const std::string &name = graph.input(k).name();
       if (values.count(name))
