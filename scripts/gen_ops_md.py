@@ -50,7 +50,7 @@ QUANT = "quantization (integer types with scales/zero points; not in TDL's dtype
 STRING = "string tensors"
 RANDOM = "random (not a function of its inputs)"
 UNSIGNED = "unsigned integer types only (not in TDL's dtypes)"
-RECURRENT = "recurrent: sequential dependency over time steps (unroll to cells)"
+RECURRENT = "unrolled at import into per-step cells of spec'd ops (docs/RecurrentUnrolling.md)"
 SPARSE_OR_VALUE = "a value, not a computation (to be folded into an initializer)"
 
 NO_SPEC_REASONS = {

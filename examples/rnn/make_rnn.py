@@ -24,7 +24,10 @@ Weights: W_l [E or H, 4H], R_l [H, 4H], b_l [4H] uniform in ±1/sqrt(H)
 ``l<l>.t<t>.<what>`` so each cell's ops can be told apart.
 
 ``--form cells`` (the default) writes the explicit cells above, built only
-from ops with TDL specs.
+from ops with TDL specs. ``--form lstm`` writes one ONNX ``LSTM`` node per
+layer instead (weights in ONNX's layout and i, o, f, c gate order:
+``lstm.l<l>.W`` [1, 4H, E], ``.R`` [1, 4H, H], ``.B`` [1, 8H]); tofuc unrolls
+each into per-step cells tagged ``tofu.timestep`` (docs/RecurrentUnrolling.md).
 
 Usage::
 
@@ -42,19 +45,22 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import onnx_builder as ob  # noqa: E402
 
 
-def build(layers, hidden, steps, batch, embed, vocab, seed=0):
+def build(layers, hidden, steps, batch, embed, vocab, seed=0, form="cells"):
     """The RNN-L-H language model as a GraphBuilder."""
     g = ob.GraphBuilder(f"rnn_{layers}_{hidden}", seed)
     H, T, B = hidden, steps, batch
     x = g.input("input", TensorProto.FLOAT, [B, T, embed])
     labels = g.input("labels", TensorProto.INT64, [B * T])
     bound = 1.0 / H ** 0.5
+    proj_w = g.weight("proj.weight", [vocab, H], "uniform", bound)
+    proj_b = g.weight("proj.bias", [vocab], "zeros")
+    if form == "lstm":
+        seq = _onnx_lstm_layers(g, x, layers, H, T, B, embed, bound)
+        return _head(g, seq, labels, proj_w, proj_b, B, T, H)
     W = [g.weight(f"lstm.l{l}.W", [embed if l == 0 else H, 4 * H], "uniform", bound)
          for l in range(layers)]
     R = [g.weight(f"lstm.l{l}.R", [H, 4 * H], "uniform", bound) for l in range(layers)]
     bias = [g.weight(f"lstm.l{l}.b", [4 * H], "uniform", bound) for l in range(layers)]
-    proj_w = g.weight("proj.weight", [vocab, H], "uniform", bound)
-    proj_b = g.weight("proj.bias", [vocab], "zeros")
 
     # Time steps of the input: Split along T, squeeze the unit dimension.
     ones = g.constant([1] * T, name="split.steps")
@@ -91,8 +97,30 @@ def build(layers, hidden, steps, batch, embed, vocab, seed=0):
             outs.append(h)
         seq = outs
 
+    axis1 = g.constant([1], name="axes.out")
     stacked = [g.op("Unsqueeze", [h, axis1], f"out.t{t}") for t, h in enumerate(seq)]
     hs = g.op("Concat", stacked, "out.stack", axis=1) if T > 1 else stacked[0]
+    return _head(g, hs, labels, proj_w, proj_b, B, T, H)
+
+
+def _onnx_lstm_layers(g, x, layers, H, T, B, embed, bound):
+    """One ONNX LSTM node per layer (tofuc unrolls them into cells tagged with
+    their time step). Weights in ONNX's layout and gate order (i, o, f, c):
+    W [1, 4H, E or H], R [1, 4H, H], B [1, 8H] (input and recurrent biases).
+    Returns the last layer's output as [B, T, H]."""
+    seq = g.op("Transpose", [x], "input.time_major", perm=[1, 0, 2])   # [T, B, E]
+    axis1 = g.constant([1], name="axes.dir")
+    for l in range(layers):
+        W = g.weight(f"lstm.l{l}.W", [1, 4 * H, embed if l == 0 else H], "uniform", bound)
+        R = g.weight(f"lstm.l{l}.R", [1, 4 * H, H], "uniform", bound)
+        b = g.weight(f"lstm.l{l}.B", [1, 8 * H], "uniform", bound)
+        y = g.op("LSTM", [seq, W, R, b], f"lstm.l{l}", hidden_size=H)   # [T, 1, B, H]
+        seq = g.op("Squeeze", [y, axis1], f"lstm.l{l}.Y")                # [T, B, H]
+    return g.op("Transpose", [seq], "out.batch_major", perm=[1, 0, 2])
+
+
+def _head(g, hs, labels, proj_w, proj_b, B, T, H):
+    """[B, T, H] -> projection -> cross-entropy; the scalar output ``loss``."""
     flat = g.op("Reshape", [hs, g.constant([B * T, H], name="shape.BT_H")], "out.flat")
     logits = g.op("Gemm", [flat, proj_w, proj_b], "proj", transB=1)
     g.op("SoftmaxCrossEntropyLoss", [logits, labels], "loss", reduction="mean")
@@ -109,7 +137,7 @@ def main(argv=None):
     parser.add_argument("--embed", type=int, default=0,
                         help="input (embedding) size E; 0 means E = H")
     parser.add_argument("--vocab", type=int, default=1000, help="vocabulary size V")
-    parser.add_argument("--form", choices=["cells"], default="cells",
+    parser.add_argument("--form", choices=["cells", "lstm"], default="cells",
                         help="how the LSTM is written (see the docstring)")
     ob.add_common_arguments(parser)
     args = parser.parse_args(argv)
@@ -117,7 +145,7 @@ def main(argv=None):
         args.embed = args.hidden
     ob.check_positive(parser, args, ["layers", "hidden", "steps", "batch", "embed", "vocab"])
     g = build(args.layers, args.hidden, args.steps, args.batch, args.embed, args.vocab,
-              args.seed)
+              args.seed, args.form)
     data = g.save(args.output, weights=not args.no_weights)
     ob.report(g, args.output, data, not args.no_weights)
     return 0

@@ -237,7 +237,8 @@ LogicalResult TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
-// Discardable attributes: tofu.tilings, tofu.strategies, tofu.plan
+// Discardable attributes: tofu.tilings, tofu.strategies, tofu.plan,
+// tofu.grid, tofu.timestep, tofu.direction, tofu.recurrence
 //===----------------------------------------------------------------------===//
 
 LogicalResult TofuDialect::verifyOperationAttribute(Operation *op,
@@ -292,6 +293,21 @@ LogicalResult TofuDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << kGridAttr
                                << "' must be a non-empty array<i64> of "
                                   "group counts >= 1";
+    return success();
+  }
+  if (name == kTimestepAttr || name == kDirectionAttr) {
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!value || value.getInt() < 0 ||
+        (name == kDirectionAttr && value.getInt() > 1))
+      return op->emitOpError()
+             << "'" << name << "' must be an integer "
+             << (name == kDirectionAttr ? "0 (forward) or 1 (reverse)"
+                                        : ">= 0");
+    return success();
+  }
+  if (name == kRecurrenceAttr) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be a string";
     return success();
   }
   return op->emitOpError() << "unknown tofu attribute '" << name << "'";

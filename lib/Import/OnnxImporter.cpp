@@ -17,6 +17,7 @@
 #include "tofu/Import/ConstantFolding.h"
 #include "tofu/Import/ExternalData.h"
 #include "tofu/Import/OnnxConversion.h"
+#include "tofu/Import/RecurrentUnrolling.h"
 #include "tofu/Import/OpsetNormalization.h"
 
 #include "mlir/IR/Builders.h"
@@ -104,6 +105,10 @@ private:
   /// The IR value of tensor `name`, materializing a constant if needed.
   llvm::Expected<Value> valueOf(const std::string &name,
                                 const std::string &where);
+  /// Unrolls an RNN, LSTM or GRU node into per-step cells
+  /// (RecurrentUnrolling.h).
+  llvm::Error importRecurrentNode(const onnx::NodeProto &node,
+                                  StringRef nodeName, const std::string &where);
 
   MLIRContext *ctx;
   std::string path;
@@ -447,6 +452,30 @@ llvm::Expected<Value> OnnxImporter::valueOf(const std::string &name,
   return param.getResult();
 }
 
+llvm::Error OnnxImporter::importRecurrentNode(const onnx::NodeProto &node,
+                                              StringRef nodeName,
+                                              const std::string &where) {
+  SmallVector<Value> operands;
+  for (const std::string &name : node.input()) {
+    if (name.empty()) {
+      operands.push_back(Value());
+      continue;
+    }
+    auto value = valueOf(name, where);
+    if (!value)
+      return value.takeError();
+    operands.push_back(*value);
+  }
+  auto results =
+      unrollRecurrentNode(builder, fileLoc, node, nodeName, operands);
+  if (!results)
+    return error(where + ": " + llvm::toString(results.takeError()));
+  for (auto [i, name] : llvm::enumerate(node.output()))
+    if (!name.empty())
+      values[name] = (*results)[i];
+  return llvm::Error::success();
+}
+
 llvm::Expected<bool> OnnxImporter::tryFold(const onnx::NodeProto &node,
                                            const std::string &where) {
   StringRef op = node.op_type();
@@ -712,6 +741,11 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     }
     if (node.op_type() == "Constant") {
       if (auto err = importConstantNode(node, where))
+        return err;
+      continue;
+    }
+    if (isRecurrentOpType(node.op_type())) {
+      if (auto err = importRecurrentNode(node, nodeName, where))
         return err;
       continue;
     }

@@ -19,3 +19,12 @@ func.func @attrs() attributes {tofu.grid = array<i64: 2, 2>} {
       : (tensor<16x4xf32>) -> tensor<16x4xf32>
   return
 }
+
+// The tags of an unrolled recurrent cell round-trip.
+// CHECK-LABEL: func.func @recurrent_tags
+// CHECK: tofu.direction = 1 : i64, tofu.recurrence = "lstm0", tofu.timestep = 3 : i64
+func.func @recurrent_tags() {
+  %in = tofu.input "x" "features" : tensor<8xf32>
+  %r = tofu.compute "Tanh"(%in) {attrs = {}, name = "r", tofu.timestep = 3 : i64, tofu.direction = 1 : i64, tofu.recurrence = "lstm0"} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}

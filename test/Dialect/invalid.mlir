@@ -115,3 +115,30 @@ func.func @update_of_non_param() {
   tofu.update %x, %x, %x : tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @negative_timestep() {
+  %in = tofu.input "x" "features" : tensor<8xf32>
+  // expected-error @+1 {{'tofu.timestep' must be an integer >= 0}}
+  %r = tofu.compute "Tanh"(%in) {attrs = {}, name = "r", tofu.timestep = -1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @bad_direction() {
+  %in = tofu.input "x" "features" : tensor<8xf32>
+  // expected-error @+1 {{'tofu.direction' must be an integer 0 (forward) or 1 (reverse)}}
+  %r = tofu.compute "Tanh"(%in) {attrs = {}, name = "r", tofu.direction = 2 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_not_a_string() {
+  %in = tofu.input "x" "features" : tensor<8xf32>
+  // expected-error @+1 {{'tofu.recurrence' must be a string}}
+  %r = tofu.compute "Tanh"(%in) {attrs = {}, name = "r", tofu.recurrence = 3 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}

@@ -7,6 +7,7 @@
 #include "NodeTest.h"
 
 #include "tofu/Import/OpsetNormalization.h"
+#include "tofu/Import/RecurrentUnrolling.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
@@ -125,52 +126,58 @@ NodeTest loadNodeTest(const std::string &dir) {
     test.skipReason = "operator domain '" + node.domain() + "'";
     return test;
   }
-  if (!tdl::SpecLibrary::builtin().lookup(node.op_type())) {
-    test.skipReason = "no TDL spec for " + node.op_type();
-    return test;
-  }
-  std::string nodeName = node.name().empty() ? test.name : node.name();
-  // The importer's opset normalization (attributes that the spec takes as
-  // inputs and back), so that old-opset variants run on the same spec.
+  // The importer's opset normalization may add constants (below).
   std::vector<std::pair<std::string, TensorData>> newConstants;
-  {
-    int64_t opset = 0;
-    for (const auto &entry : model.opset_import())
-      if (entry.domain().empty() || entry.domain() == "ai.onnx")
-        opset = entry.version();
-    std::vector<std::unique_ptr<TensorData>> initData;
-    auto constantOf = [&](llvm::StringRef name) -> const TensorData * {
-      for (const auto &init : graph.initializer())
-        if (init.name() == name) {
-          auto data = convertOnnxTensor(init, name);
-          if (!data) {
-            llvm::consumeError(data.takeError());
-            return nullptr;
-          }
-          initData.push_back(std::make_unique<TensorData>(std::move(*data)));
-          return initData.back().get();
-        }
-      return nullptr;
-    };
-    auto rankOf = [&](llvm::StringRef name) -> int64_t {
-      for (const auto &value : graph.input())
-        if (value.name() == name && value.type().has_tensor_type() &&
-            value.type().tensor_type().has_shape())
-          return value.type().tensor_type().shape().dim_size();
-      return -1;
-    };
-    if (auto err = normalizeOnnxNode(node, opset, "node '" + nodeName + "'",
-                                     constantOf, rankOf, newConstants)) {
-      test.skipReason = "instantiation: " + llvm::toString(std::move(err));
+  if (isRecurrentOpType(node.op_type())) {
+    // Unrolled into cells; the unrolling reads the node's attributes.
+    test.recurrentNode = node.SerializeAsString();
+  } else {
+    if (!tdl::SpecLibrary::builtin().lookup(node.op_type())) {
+      test.skipReason = "no TDL spec for " + node.op_type();
       return test;
     }
+    std::string nodeName = node.name().empty() ? test.name : node.name();
+    // The importer's opset normalization (attributes that the spec takes as
+    // inputs and back), so that old-opset variants run on the same spec.
+    {
+      int64_t opset = 0;
+      for (const auto &entry : model.opset_import())
+        if (entry.domain().empty() || entry.domain() == "ai.onnx")
+          opset = entry.version();
+      std::vector<std::unique_ptr<TensorData>> initData;
+      auto constantOf = [&](llvm::StringRef name) -> const TensorData * {
+        for (const auto &init : graph.initializer())
+          if (init.name() == name) {
+            auto data = convertOnnxTensor(init, name);
+            if (!data) {
+              llvm::consumeError(data.takeError());
+              return nullptr;
+            }
+            initData.push_back(std::make_unique<TensorData>(std::move(*data)));
+            return initData.back().get();
+          }
+        return nullptr;
+      };
+      auto rankOf = [&](llvm::StringRef name) -> int64_t {
+        for (const auto &value : graph.input())
+          if (value.name() == name && value.type().has_tensor_type() &&
+              value.type().tensor_type().has_shape())
+            return value.type().tensor_type().shape().dim_size();
+        return -1;
+      };
+      if (auto err = normalizeOnnxNode(node, opset, "node '" + nodeName + "'",
+                                       constantOf, rankOf, newConstants)) {
+        test.skipReason = "instantiation: " + llvm::toString(std::move(err));
+        return test;
+      }
+    }
+    auto attrs = convertOnnxAttributes(node, nodeName);
+    if (!attrs) {
+      test.skipReason = llvm::toString(attrs.takeError());
+      return test;
+    }
+    test.attrs = std::move(*attrs);
   }
-  auto attrs = convertOnnxAttributes(node, nodeName);
-  if (!attrs) {
-    test.skipReason = llvm::toString(attrs.takeError());
-    return test;
-  }
-  test.attrs = std::move(*attrs);
   for (const auto &value : graph.input())
     if (!value.type().has_tensor_type()) {
       test.skipReason =

@@ -37,6 +37,9 @@ struct NodeTest {
   std::string skipReason;
   tdl::AttrMap attrs;
   std::vector<std::string> outputNames; ///< node outputs ("" = omitted)
+  /// The serialized NodeProto of an RNN, LSTM or GRU node: it has no TDL
+  /// spec and runs unrolled into per-step cells (RunUnrolledNodeTest.cpp).
+  std::string recurrentNode;
   std::vector<DataSet> dataSets;
 
   /// Elements of all inputs and expected outputs of all data sets.

@@ -78,6 +78,9 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
   if (options.backend == Backend::Cpu && !cpuBackendMissing().empty())
     return skip(cpuBackendMissing());
 
+  if (!test.recurrentNode.empty())
+    return runUnrolledNodeTest(test, options, std::move(result));
+
   const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(test.opType);
   for (const DataSet &set : test.dataSets) {
     std::vector<std::optional<tdl::TensorType>> types;

@@ -3,6 +3,7 @@
 #define TOFU_TEST_ONNXNODE_RUNNODETEST_H
 
 #include "Backend.h"
+#include "NodeTest.h"
 
 #include <cstdint>
 #include <string>
@@ -31,6 +32,12 @@ struct RunOptions {
 /// Loads the node test in `dir`, instantiates the TDL spec of its node on
 /// the inputs of each data set, runs it and compares every output.
 TestResult runNodeTest(const std::string &dir, const RunOptions &options);
+
+/// Runs a loaded RNN, LSTM or GRU node test: the node is unrolled into
+/// per-step cells as the importer does, and the cells' ops run one by one on
+/// the backend. `result` carries the test's name and op type.
+TestResult runUnrolledNodeTest(const NodeTest &test, const RunOptions &options,
+                               TestResult result);
 
 /// A short category of a skip reason, for the summary ("no TDL spec",
 /// "multi-node graph", "element type not supported", ...).

@@ -31,6 +31,12 @@ inline constexpr llvm::StringLiteral kTilingsAttr = "tofu.tilings";
 inline constexpr llvm::StringLiteral kPlanAttr = "tofu.plan";
 /// Name of the function attribute holding the device grid (k1, k2, ...).
 inline constexpr llvm::StringLiteral kGridAttr = "tofu.grid";
+/// Tags of the ops of an unrolled RNN/LSTM/GRU cell (docs/RecurrentUnrolling.md):
+/// the step of the recurrence (i64 >= 0), the direction (i64, 0 forward or
+/// 1 reverse) and the ONNX node the cell belongs to (string).
+inline constexpr llvm::StringLiteral kTimestepAttr = "tofu.timestep";
+inline constexpr llvm::StringLiteral kDirectionAttr = "tofu.direction";
+inline constexpr llvm::StringLiteral kRecurrenceAttr = "tofu.recurrence";
 } // namespace tofu
 
 #endif // TOFU_DIALECT_TOFU_H

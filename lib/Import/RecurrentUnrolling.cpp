@@ -1,0 +1,532 @@
+//===- RecurrentUnrolling.cpp - ONNX RNN/LSTM/GRU -> per-step cells -------===//
+//
+// Expands an ONNX RNN, LSTM or GRU node (opset 7-22 semantics, layout 0 and
+// 1, forward/reverse/bidirectional) into one cell per time step, built from
+// ops that have TDL specs. Shapes inside the cells keep a leading unit
+// dimension ([1, B, H]) so that no Squeeze/Unsqueeze is needed: X [T, B, I]
+// is split into T slices [1, B, I], each gate's weights are a [1, I, H]
+// matrix, and the batched MatMul broadcasts.
+//
+// Each gate is computed by its own MatMuls (x·W_g + h·R_g + b_g) rather than
+// one MatMul over all gates followed by a Split: a step whose gate is unused
+// (an LSTM's forget gate at step 0 without initial_c) then has no Split
+// output without a gradient.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Import/RecurrentUnrolling.h"
+#include "tofu/Dialect/TdlInstance.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <string>
+
+using namespace mlir;
+
+namespace tofu {
+
+bool isRecurrentOpType(llvm::StringRef opType) {
+  return opType == "RNN" || opType == "LSTM" || opType == "GRU";
+}
+
+namespace {
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The attributes of a recurrent node that the unrolling uses.
+struct RecurrentAttrs {
+  int64_t hiddenSize = 0;
+  int64_t layout = 0;
+  int64_t linearBeforeReset = 0;
+  std::string direction = "forward";
+  /// Activation names per direction: f (and g, h) in ONNX's order.
+  SmallVector<SmallVector<std::string>> activations;
+};
+
+/// Creates the ops of one unrolled node. The first error is kept and later
+/// emits return null values, so the cell code reads like the equations.
+class CellEmitter {
+public:
+  CellEmitter(OpBuilder &builder, Location loc, StringRef nodeName)
+      : builder(builder), loc(loc), nodeName(nodeName.str()),
+        ctx(builder.getContext()) {}
+
+  /// The step and direction tagged on the ops created next (none: unset).
+  void setStep(std::optional<int64_t> s, std::optional<int64_t> d) {
+    step = s;
+    direction = d;
+  }
+
+  /// Creates `spec` on `operands` and returns its results (empty after an
+  /// error). `what` names the op: <node>/d<dir>/t<step>/<what>.
+  SmallVector<Value> emitAll(StringRef spec, ArrayRef<Value> operands,
+                             const std::string &what,
+                             tdl::AttrMap attrs = {},
+                             const ConstValues &consts = {}) {
+    if (err)
+      return {};
+    for (Value v : operands)
+      if (!v)
+        return {};
+    auto instance =
+        instantiateSpec(spec, ValueRange(operands).getTypes(), attrs, consts);
+    if (!instance) {
+      err = makeError(spec + " for " + what + ": " +
+                      llvm::toString(instance.takeError()));
+      return {};
+    }
+    SmallVector<Type> types;
+    for (const auto &type : instance->outputTypes())
+      types.push_back(fromTdlType(ctx, type));
+    std::string name = opName(what);
+    auto op = ComputeOp::create(
+        builder, NameLoc::get(builder.getStringAttr(name), loc), types, spec,
+        operands, fromTdlAttrs(ctx, attrs, consts), name, StringAttr());
+    tag(op);
+    return SmallVector<Value>(op->getResults());
+  }
+
+  Value emit(StringRef spec, ArrayRef<Value> operands, const std::string &what,
+             tdl::AttrMap attrs = {}, const ConstValues &consts = {}) {
+    auto results = emitAll(spec, operands, what, std::move(attrs), consts);
+    return results.empty() ? Value() : results.front();
+  }
+
+  /// `value` split in `parts` equal parts along `axis` (itself when 1).
+  SmallVector<Value> split(Value value, int64_t axis, int64_t parts,
+                           const std::string &what) {
+    if (parts == 1)
+      return {value};
+    tdl::AttrMap attrs;
+    attrs["axis"] = tdl::AttrValue::ofInt(axis);
+    attrs["num_outputs"] = tdl::AttrValue::ofInt(parts);
+    auto results = emitAll("Split", {value}, what, attrs);
+    if (results.size() != static_cast<size_t>(parts))
+      results.assign(parts, Value());
+    return results;
+  }
+
+  Value transpose(Value value, ArrayRef<int64_t> perm,
+                  const std::string &what) {
+    tdl::AttrMap attrs;
+    attrs["perm"] = tdl::AttrValue::ofInts(
+        std::vector<int64_t>(perm.begin(), perm.end()));
+    return emit("Transpose", {value}, what, attrs);
+  }
+
+  Value concat(ArrayRef<Value> values, int64_t axis, const std::string &what) {
+    if (values.size() == 1)
+      return values.front();
+    tdl::AttrMap attrs;
+    attrs["axis"] = tdl::AttrValue::ofInt(axis);
+    return emit("Concat", values, what, attrs);
+  }
+
+  /// Reshape to `shape` (a constant shape operand).
+  Value reshape(Value value, ArrayRef<int64_t> shape, const std::string &what) {
+    if (err || !value)
+      return {};
+    auto type = RankedTensorType::get({static_cast<int64_t>(shape.size())},
+                                      builder.getI64Type());
+    std::string name = opName(what + ".shape");
+    auto param = ParamOp::create(
+        builder, NameLoc::get(builder.getStringAttr(name), loc), type, name,
+        DenseElementsAttr::get(type, shape));
+    param.setConstant(true);
+    ConstValues consts;
+    consts[1] = std::vector<double>(shape.begin(), shape.end());
+    return emit("Reshape", {value, param.getResult()}, what, {}, consts);
+  }
+
+  /// Applies the ONNX activation `name` (Sigmoid, Tanh or Relu).
+  Value activate(StringRef name, Value x, const std::string &what) {
+    return emit(name, {x}, what);
+  }
+
+  llvm::Error takeError() { return err ? std::move(err) : llvm::Error::success(); }
+
+private:
+  std::string opName(const std::string &what) const {
+    std::string name = nodeName;
+    if (direction)
+      name += "/d" + std::to_string(*direction);
+    if (step)
+      name += "/t" + std::to_string(*step);
+    return name + "/" + what;
+  }
+
+  void tag(Operation *op) {
+    op->setAttr(kRecurrenceAttr, builder.getStringAttr(nodeName));
+    if (step)
+      op->setAttr(kTimestepAttr, builder.getI64IntegerAttr(*step));
+    if (direction)
+      op->setAttr(kDirectionAttr, builder.getI64IntegerAttr(*direction));
+  }
+
+  OpBuilder &builder;
+  Location loc;
+  std::string nodeName;
+  MLIRContext *ctx;
+  std::optional<int64_t> step, direction;
+  llvm::Error err = llvm::Error::success();
+};
+
+/// Gates per op type, in ONNX's weight order.
+static int64_t gateCount(StringRef opType) {
+  return opType == "LSTM" ? 4 : opType == "GRU" ? 3 : 1;
+}
+
+static SmallVector<std::string> defaultActivations(StringRef opType) {
+  if (opType == "LSTM")
+    return {"Sigmoid", "Tanh", "Tanh"};
+  if (opType == "GRU")
+    return {"Sigmoid", "Tanh"};
+  return {"Tanh"};
+}
+
+static llvm::Expected<RecurrentAttrs>
+readAttributes(const onnx::NodeProto &node, int64_t numDirections) {
+  RecurrentAttrs attrs;
+  StringRef opType = node.op_type();
+  SmallVector<std::string> activations;
+  for (const auto &attr : node.attribute()) {
+    const std::string &name = attr.name();
+    if (name == "hidden_size") {
+      attrs.hiddenSize = attr.i();
+    } else if (name == "layout") {
+      attrs.layout = attr.i();
+    } else if (name == "direction") {
+      attrs.direction = attr.s();
+    } else if (name == "linear_before_reset" && opType == "GRU") {
+      attrs.linearBeforeReset = attr.i();
+    } else if (name == "activations") {
+      for (const std::string &a : attr.strings())
+        activations.push_back(a);
+    } else if (name == "input_forget" && opType == "LSTM") {
+      if (attr.i() != 0)
+        return makeError("input_forget = 1 (coupled input and forget gates) "
+                         "is not supported; export the model without it");
+    } else if (name == "clip") {
+      return makeError("the 'clip' attribute (cell clipping) is not "
+                       "supported; export the model without clipping");
+    } else if (name == "activation_alpha" || name == "activation_beta") {
+      return makeError("'" + name + "' is not supported: only the Sigmoid, "
+                       "Tanh and Relu activations (which take no "
+                       "parameters) are");
+    } else {
+      return makeError("unknown attribute '" + name + "' of " + opType);
+    }
+  }
+  if (attrs.layout != 0 && attrs.layout != 1)
+    return makeError("layout must be 0 or 1, not " +
+                     std::to_string(attrs.layout));
+  SmallVector<std::string> defaults = defaultActivations(opType);
+  size_t perDirection = defaults.size();
+  if (activations.empty()) {
+    for (int64_t d = 0; d < numDirections; ++d)
+      attrs.activations.push_back(defaults);
+  } else if (activations.size() == perDirection * numDirections) {
+    for (int64_t d = 0; d < numDirections; ++d)
+      attrs.activations.emplace_back(
+          activations.begin() + d * perDirection,
+          activations.begin() + (d + 1) * perDirection);
+  } else {
+    return makeError("'activations' has " + std::to_string(activations.size()) +
+                     " entries; " + opType + " with " +
+                     std::to_string(numDirections) + " direction(s) needs " +
+                     std::to_string(perDirection * numDirections));
+  }
+  for (const auto &list : attrs.activations)
+    for (const std::string &a : list)
+      if (a != "Sigmoid" && a != "Tanh" && a != "Relu")
+        return makeError("activation '" + a + "' is not supported (Sigmoid, "
+                         "Tanh and Relu are)");
+  return attrs;
+}
+
+/// The static shape of `value`, or an error naming `what`.
+static llvm::Expected<ArrayRef<int64_t>> shapeOf(Value value, StringRef what,
+                                                 size_t rank) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || type.getRank() != static_cast<int64_t>(rank) ||
+      !type.getElementType().isF32())
+    return makeError("input " + what + " must be a rank-" +
+                     std::to_string(rank) + " float32 tensor");
+  return type.getShape();
+}
+
+} // namespace
+
+llvm::Expected<SmallVector<Value>>
+unrollRecurrentNode(OpBuilder &builder, Location loc,
+                    const onnx::NodeProto &node, StringRef nodeName,
+                    ArrayRef<Value> operands) {
+  StringRef opType = node.op_type();
+  auto operand = [&](size_t i) {
+    return i < operands.size() ? operands[i] : Value();
+  };
+  Value X = operand(0), W = operand(1), R = operand(2), B = operand(3);
+  Value initialH = operand(5);
+  Value initialC = opType == "LSTM" ? operand(6) : Value();
+  Value P = opType == "LSTM" ? operand(7) : Value();
+  if (!X || !W || !R)
+    return makeError("inputs X, W and R are required");
+  if (operand(4))
+    return makeError("the sequence_lens input is not supported (every "
+                     "sequence must have the full length); export the model "
+                     "without sequence_lens");
+  if (operands.size() > (opType == "LSTM" ? 8u : 6u))
+    return makeError(opType + " takes at most " +
+                     (opType == "LSTM" ? "8" : "6") + " inputs");
+
+  // Directions and attributes.
+  std::string direction = "forward";
+  for (const auto &attr : node.attribute())
+    if (attr.name() == "direction")
+      direction = attr.s();
+  if (direction != "forward" && direction != "reverse" &&
+      direction != "bidirectional")
+    return makeError("direction must be forward, reverse or bidirectional, "
+                     "not '" + direction + "'");
+  int64_t D = direction == "bidirectional" ? 2 : 1;
+  auto attrs = readAttributes(node, D);
+  if (!attrs)
+    return attrs.takeError();
+  int64_t G = gateCount(opType);
+
+  // Shapes.
+  auto xShape = shapeOf(X, "X", 3);
+  auto wShape = shapeOf(W, "W", 3);
+  auto rShape = shapeOf(R, "R", 3);
+  if (!xShape)
+    return xShape.takeError();
+  if (!wShape)
+    return wShape.takeError();
+  if (!rShape)
+    return rShape.takeError();
+  int64_t T = attrs->layout ? (*xShape)[1] : (*xShape)[0];
+  int64_t N = attrs->layout ? (*xShape)[0] : (*xShape)[1];
+  int64_t I = (*xShape)[2];
+  int64_t H = (*rShape)[2];
+  if (attrs->hiddenSize && attrs->hiddenSize != H)
+    return makeError("hidden_size " + std::to_string(attrs->hiddenSize) +
+                     " differs from R's last dimension " + std::to_string(H));
+  auto expectShape = [&](Value v, StringRef what, ArrayRef<int64_t> want)
+      -> llvm::Error {
+    auto shape = shapeOf(v, what, want.size());
+    if (!shape)
+      return shape.takeError();
+    if (*shape != want) {
+      std::string w, g;
+      for (int64_t d : want)
+        w += (w.empty() ? "" : "x") + std::to_string(d);
+      for (int64_t d : *shape)
+        g += (g.empty() ? "" : "x") + std::to_string(d);
+      return makeError("input " + what + " has shape " + g + ", expected " +
+                       w + " (num_directions " + std::to_string(D) +
+                       ", hidden " + std::to_string(H) + ", input " +
+                       std::to_string(I) + ", batch " + std::to_string(N) +
+                       ")");
+    }
+    return llvm::Error::success();
+  };
+  if (auto e = expectShape(W, "W", {D, G * H, I}))
+    return std::move(e);
+  if (auto e = expectShape(R, "R", {D, G * H, H}))
+    return std::move(e);
+  if (B)
+    if (auto e = expectShape(B, "B", {D, 2 * G * H}))
+      return std::move(e);
+  SmallVector<int64_t> stateShape =
+      attrs->layout ? SmallVector<int64_t>{N, D, H}
+                    : SmallVector<int64_t>{D, N, H};
+  if (initialH)
+    if (auto e = expectShape(initialH, "initial_h", stateShape))
+      return std::move(e);
+  if (initialC)
+    if (auto e = expectShape(initialC, "initial_c", stateShape))
+      return std::move(e);
+  if (P)
+    if (auto e = expectShape(P, "P", {D, 3 * H}))
+      return std::move(e);
+
+  CellEmitter emit(builder, loc, nodeName);
+  // Time-major input and states: X [T, N, I], states [D, N, H].
+  if (attrs->layout) {
+    X = emit.transpose(X, {1, 0, 2}, "X.time_major");
+    if (initialH)
+      initialH = emit.transpose(initialH, {1, 0, 2}, "initial_h.dir_major");
+    if (initialC)
+      initialC = emit.transpose(initialC, {1, 0, 2}, "initial_c.dir_major");
+  }
+  SmallVector<Value> xs = emit.split(X, 0, T, "X.steps"); // [1, N, I]
+  SmallVector<Value> Ws = emit.split(W, 0, D, "W.dirs");
+  SmallVector<Value> Rs = emit.split(R, 0, D, "R.dirs");
+  SmallVector<Value> Bs = B ? emit.split(B, 0, D, "B.dirs") : SmallVector<Value>();
+  SmallVector<Value> Ps = P ? emit.split(P, 0, D, "P.dirs") : SmallVector<Value>();
+  SmallVector<Value> H0s = initialH ? emit.split(initialH, 0, D, "initial_h.dirs")
+                                    : SmallVector<Value>();
+  SmallVector<Value> C0s = initialC ? emit.split(initialC, 0, D, "initial_c.dirs")
+                                    : SmallVector<Value>();
+
+  // hs[d][t], cs[d][t]: the states after time index t, [1, N, H].
+  SmallVector<SmallVector<Value>> hs(D, SmallVector<Value>(T));
+  SmallVector<SmallVector<Value>> cs(D, SmallVector<Value>(T));
+  SmallVector<Value> lastH(D), lastC(D);
+  for (int64_t d = 0; d < D; ++d) {
+    emit.setStep(std::nullopt, d);
+    bool reverse = direction == "reverse" || d == 1;
+    const auto &act = attrs->activations[d];
+    // Per-gate weights [1, I, H] and [1, H, H], and biases [1, H].
+    SmallVector<Value> Wg = emit.split(
+        emit.transpose(Ws[d], {0, 2, 1}, "W.T"), 2, G, "W.gates");
+    SmallVector<Value> Rg = emit.split(
+        emit.transpose(Rs[d], {0, 2, 1}, "R.T"), 2, G, "R.gates");
+    SmallVector<Value> Wb, Rb;
+    if (B) {
+      SmallVector<Value> b = emit.split(Bs[d], 1, 2 * G, "B.gates");
+      Wb.assign(b.begin(), b.begin() + G);
+      Rb.assign(b.begin() + G, b.end());
+    }
+    SmallVector<Value> Pg = P ? emit.split(Ps[d], 1, 3, "P.gates")
+                              : SmallVector<Value>();
+    Value h = initialH ? H0s[d] : Value();
+    Value c = initialC ? C0s[d] : Value();
+
+    for (int64_t s = 0; s < T; ++s) {
+      int64_t t = reverse ? T - 1 - s : s;
+      emit.setStep(s, d);
+      // x·W_g (+ h·R_g) (+ Wb_g + Rb_g), the pre-activation of gate g.
+      auto gate = [&](int64_t g, const char *what, bool recurrentBias = true) {
+        std::string n = what;
+        Value v = emit.emit("MatMul", {xs[t], Wg[g]}, n + ".xW");
+        if (h)
+          v = emit.emit("Add", {v, emit.emit("MatMul", {h, Rg[g]}, n + ".hR")},
+                        n + ".xW_hR");
+        if (B) {
+          Value bias = recurrentBias
+                           ? emit.emit("Add", {Wb[g], Rb[g]}, n + ".bias")
+                           : Wb[g];
+          v = emit.emit("Add", {v, bias}, n + ".pre");
+        }
+        return v;
+      };
+      if (opType == "RNN") {
+        h = emit.activate(act[0], gate(0, "i"), "h");
+      } else if (opType == "LSTM") {
+        // Weight order i, o, f, c; P order i, o, f.
+        Value iPre = gate(0, "i");
+        if (P && c)
+          iPre = emit.emit("Add", {iPre, emit.emit("Mul", {Pg[0], c}, "i.peep")},
+                           "i.pre_peep");
+        Value i = emit.activate(act[0], iPre, "i");
+        Value cand = emit.activate(act[1], gate(3, "c"), "c_cand");
+        Value cNew = emit.emit("Mul", {i, cand}, "i_c");
+        if (c) {
+          Value fPre = gate(2, "f");
+          if (P)
+            fPre = emit.emit("Add",
+                             {fPre, emit.emit("Mul", {Pg[2], c}, "f.peep")},
+                             "f.pre_peep");
+          Value f = emit.activate(act[0], fPre, "f");
+          cNew = emit.emit("Add", {emit.emit("Mul", {f, c}, "f_c"), cNew}, "C");
+        }
+        c = cNew;
+        Value oPre = gate(1, "o");
+        if (P)
+          oPre = emit.emit("Add", {oPre, emit.emit("Mul", {Pg[1], c}, "o.peep")},
+                           "o.pre_peep");
+        Value o = emit.activate(act[0], oPre, "o");
+        h = emit.emit("Mul", {o, emit.activate(act[2], c, "h_C")}, "H");
+      } else { // GRU: weight order z, r, h.
+        Value z = emit.activate(act[0], gate(0, "z"), "z");
+        // The reset gate only matters when there is a recurrent term.
+        bool needsReset = h || (B && attrs->linearBeforeReset);
+        Value r = needsReset ? emit.activate(act[0], gate(1, "r"), "r") : Value();
+        // ĥ = g(x·W_h + Wb_h + [r ⊙ (h·R_h + Rb_h)] or [(r ⊙ h)·R_h + Rb_h]).
+        Value xh = emit.emit("MatMul", {xs[t], Wg[2]}, "h.xW");
+        if (B)
+          xh = emit.emit("Add", {xh, Wb[2]}, "h.xW_b");
+        Value rec;
+        if (h && attrs->linearBeforeReset) {
+          rec = emit.emit("MatMul", {h, Rg[2]}, "h.hR");
+          if (B)
+            rec = emit.emit("Add", {rec, Rb[2]}, "h.hR_b");
+          rec = emit.emit("Mul", {r, rec}, "h.r_hR");
+        } else if (h) {
+          rec = emit.emit("MatMul", {emit.emit("Mul", {r, h}, "h.rh"), Rg[2]},
+                          "h.rhR");
+          if (B)
+            rec = emit.emit("Add", {rec, Rb[2]}, "h.rhR_b");
+        } else if (B) {
+          // h = 0: the recurrent term is the bias alone (r ⊙ Rb_h when the
+          // reset applies after the product).
+          rec = attrs->linearBeforeReset ? emit.emit("Mul", {r, Rb[2]}, "h.r_b")
+                                         : Rb[2];
+        }
+        Value pre = rec ? emit.emit("Add", {xh, rec}, "h.pre") : xh;
+        Value cand = emit.activate(act[1], pre, "h_cand");
+        // H = (1 - z) ⊙ ĥ + z ⊙ h = ĥ + z ⊙ (h - ĥ); with h = 0: ĥ - z ⊙ ĥ.
+        if (h)
+          h = emit.emit("Add",
+                        {cand, emit.emit("Mul", {z, emit.emit("Sub", {h, cand},
+                                                              "h_minus")},
+                                         "z_h")},
+                        "H");
+        else
+          h = emit.emit("Sub", {cand, emit.emit("Mul", {z, cand}, "z_h")}, "H");
+      }
+      hs[d][t] = h;
+      cs[d][t] = c;
+    }
+    lastH[d] = h;
+    lastC[d] = c;
+  }
+  emit.setStep(std::nullopt, std::nullopt);
+
+  // Outputs: Y [T, D, N, H] (layout 1: [N, T, D, H]), Y_h and Y_c [D, N, H]
+  // (layout 1: [N, D, H]).
+  SmallVector<Value> results(node.output_size());
+  for (int k = 0; k < node.output_size(); ++k) {
+    if (node.output(k).empty())
+      continue;
+    if (k == 0) {
+      SmallVector<Value> steps;
+      for (int64_t t = 0; t < T; ++t) {
+        SmallVector<Value> dirs;
+        for (int64_t d = 0; d < D; ++d)
+          dirs.push_back(hs[d][t]);
+        Value both = emit.concat(dirs, 0, "Y.t" + std::to_string(t));
+        steps.push_back(
+            emit.reshape(both, {1, D, N, H}, "Y.t" + std::to_string(t) + ".4d"));
+      }
+      Value y = emit.concat(steps, 0, "Y");
+      if (attrs->layout)
+        y = emit.transpose(y, {2, 0, 1, 3}, "Y.batch_major");
+      results[k] = y;
+    } else if (k == 1 || (k == 2 && opType == "LSTM")) {
+      SmallVector<Value> &last = k == 1 ? lastH : lastC;
+      std::string what = k == 1 ? "Y_h" : "Y_c";
+      Value y = emit.concat(last, 0, what);
+      if (attrs->layout)
+        y = emit.transpose(y, {1, 0, 2}, what + ".batch_major");
+      results[k] = y;
+    } else {
+      return makeError(opType + " has at most " +
+                       (opType == "LSTM" ? "3" : "2") + " outputs");
+    }
+  }
+  if (auto e = emit.takeError())
+    return std::move(e);
+  for (int k = 0; k < node.output_size(); ++k)
+    if (!node.output(k).empty() && !results[k])
+      return makeError("output " + std::to_string(k) + " was not built");
+  return results;
+}
+
+} // namespace tofu
