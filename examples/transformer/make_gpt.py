@@ -58,8 +58,8 @@ def build(layers, hidden, heads, seq, vocab, batch, seed=0):
     model_shape = g.constant([B, S, D], name="shape.model")
     qkv_sizes = g.constant([D, D, D], name="split.qkv")
     scale = g.constant(1.0 / dh ** 0.5, TensorProto.FLOAT, name="attn.scale")
-    # The causal mask is computed from a float Constant (tofuc's importer
-    # does not take BOOL Constants yet): causal[i, j] = lower[i, j] > 0.5.
+    # The causal mask is computed from a float Constant:
+    # causal[i, j] = lower[i, j] > 0.5.
     lower = g.constant(np.tril(np.ones((S, S), dtype=np.float32)), TensorProto.FLOAT,
                        name="attn.lower")
     causal = g.op("Greater", [lower, g.constant(0.5, TensorProto.FLOAT, name="attn.half")],
