@@ -479,19 +479,27 @@ llvm::Expected<plan::Plan> Materializer::run() {
           std::memcpy(buffer.init.data() + off, raw.data(), elemBytes);
         continue;
       }
-      // Copy the box row by row (last dimension contiguous).
+      // Copy the box row by row: the last dimension is contiguous in both
+      // the value and the tile.
       int64_t rank = shape.size();
       int64_t count = numElements(box);
+      if (count == 0)
+        continue;
+      if (rank == 0) {
+        std::memcpy(buffer.init.data(), raw.data(), elemBytes);
+        continue;
+      }
+      int64_t rowElems = box[rank - 1].hi - box[rank - 1].lo;
       std::vector<int64_t> index(rank);
       for (int64_t i = 0; i < rank; ++i)
         index[i] = box[i].lo;
-      for (int64_t n = 0; n < count; ++n) {
+      for (int64_t n = 0; n < count; n += rowElems) {
         int64_t flat = 0;
         for (int64_t i = 0; i < rank; ++i)
           flat = flat * shape[i] + index[i];
         std::memcpy(buffer.init.data() + n * elemBytes,
-                    raw.data() + flat * elemBytes, elemBytes);
-        for (int64_t i = rank - 1; i >= 0; --i) {
+                    raw.data() + flat * elemBytes, rowElems * elemBytes);
+        for (int64_t i = rank - 2; i >= 0; --i) {
           if (++index[i] < box[i].hi)
             break;
           index[i] = box[i].lo;

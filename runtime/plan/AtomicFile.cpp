@@ -10,13 +10,21 @@ namespace tofu {
 
 std::string writeFileAtomically(const std::string &path, const void *data,
                                 size_t size) {
+  return writeFileAtomically(path, [&](std::ostream &out) {
+    out.write(static_cast<const char *>(data),
+              static_cast<std::streamsize>(size));
+  });
+}
+
+std::string
+writeFileAtomically(const std::string &path,
+                    const std::function<void(std::ostream &)> &write) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
       return "cannot open '" + tmp + "' for writing: " + std::strerror(errno);
-    out.write(static_cast<const char *>(data),
-              static_cast<std::streamsize>(size));
+    write(out);
     out.close();
     if (!out) {
       std::remove(tmp.c_str());

@@ -25,14 +25,32 @@ namespace ct = tofu::plan::container;
 
 namespace {
 
+/// A section's bytes as a sequence of pieces that are not copied together
+/// (the WEIGHTS section is every buffer's `init`, in order).
+struct Chunks {
+  std::vector<std::pair<const uint8_t *, size_t>> pieces;
+  uint64_t size = 0;
+  void add(const uint8_t *data, size_t bytes) {
+    if (bytes)
+      pieces.push_back({data, bytes});
+    size += bytes;
+  }
+  uint64_t checksum() const {
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (const auto &[data, bytes] : pieces)
+      hash = ct::fnv1a64(data, bytes, hash);
+    return hash;
+  }
+};
+
 /// Serializes the in-memory plan into FlatBuffers; `weights` receives the
-/// WEIGHTS section (each device's init bytes contiguous, in buffer order).
+/// WEIGHTS section (each device's init bytes contiguous, in buffer order) as
+/// pieces pointing into the plan's buffers.
 class PlanSerializer {
 public:
   explicit PlanSerializer(const Plan &plan) : plan(plan) {}
 
-  std::string build(std::vector<uint8_t> &planBytes,
-                    std::vector<uint8_t> &weights);
+  std::string build(std::vector<uint8_t> &planBytes, Chunks &weights);
 
 private:
   flatbuffers::Offset<flatbuffers::Vector<int64_t>>
@@ -147,7 +165,7 @@ flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
 }
 
 std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
-                                  std::vector<uint8_t> &weights) {
+                                  Chunks &weights) {
   std::vector<flatbuffers::Offset<fbs::Tensor>> tensors;
   for (const TensorInfo &t : plan.tensors)
     tensors.push_back(tensor(t));
@@ -155,7 +173,7 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
   std::vector<flatbuffers::Offset<fbs::Device>> devices;
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DeviceProgram &dev = plan.devices[d];
-    uint64_t weightsOffset = weights.size();
+    uint64_t weightsOffset = weights.size;
     std::vector<flatbuffers::Offset<fbs::Buffer>> buffers;
     for (size_t b = 0; b < dev.buffers.size(); ++b) {
       const Buffer &buf = dev.buffers[b];
@@ -164,8 +182,8 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
         return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
                ": init holds " + std::to_string(buf.init.size()) +
                " bytes but the buffer has " + std::to_string(buf.bytes);
-      uint64_t initOffset = weights.size() - weightsOffset;
-      weights.insert(weights.end(), buf.init.begin(), buf.init.end());
+      uint64_t initOffset = weights.size - weightsOffset;
+      weights.add(buf.init.data(), buf.init.size());
       auto lo = longs(buf.region.lo);
       auto hi = longs(buf.region.hi);
       buffers.push_back(fbs::CreateBuffer(fbb, buf.tensor, lo, hi, buf.partial,
@@ -179,7 +197,7 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
     auto instrVec = fbb.CreateVector(instrs);
     devices.push_back(fbs::CreateDevice(fbb, bufVec, instrVec, dev.peakBytes,
                                         dev.commBytes, weightsOffset,
-                                        weights.size() - weightsOffset));
+                                        weights.size - weightsOffset));
   }
 
   std::vector<fbs::ParamUpdate> updates;
@@ -211,40 +229,45 @@ uint64_t alignUp(uint64_t value) {
 
 } // namespace
 
-std::string tofu::plan::writePlanBytes(const Plan &plan,
-                                      std::vector<uint8_t> &file) {
-  std::vector<uint8_t> planBytes, weights;
-  if (std::string err = PlanSerializer(plan).build(planBytes, weights);
+namespace {
+
+/// The container of a plan: its header (with the section table) and its
+/// sections, each as pieces, laid out but not yet copied together.
+struct Container {
+  std::vector<uint8_t> header;
+  std::vector<uint8_t> planBytes;
+  Chunks sections[3];
+  std::vector<uint64_t> offsets;
+  uint64_t fileSize = 0;
+};
+
+std::string layOut(const Plan &plan, Container &c) {
+  if (std::string err = PlanSerializer(plan).build(c.planBytes, c.sections[1]);
       !err.empty())
     return err;
-
-  struct Section {
-    uint32_t kind;
-    const std::vector<uint8_t> *bytes;
-  };
-  const Section sections[] = {{ct::kSectionPlan, &planBytes},
-                              {ct::kSectionWeights, &weights},
-                              {ct::kSectionModel, &plan.onnxModel}};
-  const size_t numSections = sizeof(sections) / sizeof(sections[0]);
+  c.sections[0].add(c.planBytes.data(), c.planBytes.size());
+  c.sections[2].add(plan.onnxModel.data(), plan.onnxModel.size());
+  const uint32_t kinds[] = {ct::kSectionPlan, ct::kSectionWeights,
+                            ct::kSectionModel};
+  const size_t numSections = 3;
   const size_t headerSize =
       ct::kFixedHeaderBytes + numSections * ct::kSectionEntryBytes;
 
   // Lay the sections out after the header, each 8-byte aligned, zero padding.
-  std::vector<uint64_t> offsets;
   uint64_t end = alignUp(headerSize);
-  for (const Section &s : sections) {
-    offsets.push_back(end);
-    end = alignUp(end + s.bytes->size());
+  for (const Chunks &section : c.sections) {
+    c.offsets.push_back(end);
+    end = alignUp(end + section.size);
   }
-  const Section &last = sections[numSections - 1];
-  uint64_t fileSize = offsets.back() + last.bytes->size();
+  c.fileSize = c.offsets.back() + c.sections[numSections - 1].size;
 
-  file.assign(fileSize, 0);
+  std::vector<uint8_t> &file = c.header;
+  file.assign(headerSize, 0);
   std::memcpy(file.data() + ct::kOffMagic, ct::kMagic, sizeof(ct::kMagic));
   ct::storeLE(&file[ct::kOffMajor], ct::kMajor, 2);
   ct::storeLE(&file[ct::kOffMinor], ct::kMinor, 2);
   ct::storeLE(&file[ct::kOffHeaderSize], headerSize, 4);
-  ct::storeLE(&file[ct::kOffFileSize], fileSize, 8);
+  ct::storeLE(&file[ct::kOffFileSize], c.fileSize, 8);
   ct::storeLE(&file[ct::kOffFingerprint], plan.modelFingerprint, 8);
   ct::storeLE(&file[ct::kOffNumDevices], plan.numDevices, 4);
   ct::storeLE(&file[ct::kOffNumSections], numSections, 4);
@@ -253,26 +276,58 @@ std::string tofu::plan::writePlanBytes(const Plan &plan,
   for (size_t i = 0; i < numSections; ++i) {
     uint8_t *entry =
         &file[ct::kFixedHeaderBytes + i * ct::kSectionEntryBytes];
-    const std::vector<uint8_t> &bytes = *sections[i].bytes;
-    ct::storeLE(entry + 0, sections[i].kind, 4);
+    ct::storeLE(entry + 0, kinds[i], 4);
     ct::storeLE(entry + 4, 0, 4);
-    ct::storeLE(entry + 8, offsets[i], 8);
-    ct::storeLE(entry + 16, bytes.size(), 8);
-    ct::storeLE(entry + 24, ct::fnv1a64(bytes.data(), bytes.size()), 8);
-    if (!bytes.empty())
-      std::memcpy(&file[offsets[i]], bytes.data(), bytes.size());
+    ct::storeLE(entry + 8, c.offsets[i], 8);
+    ct::storeLE(entry + 16, c.sections[i].size, 8);
+    ct::storeLE(entry + 24, c.sections[i].checksum(), 8);
   }
   ct::storeLE(&file[ct::kOffHeaderChecksum],
               ct::headerChecksum(file.data(), headerSize), 8);
   return "";
 }
 
-std::string tofu::plan::writePlan(const Plan &plan, const std::string &path) {
-  std::vector<uint8_t> file;
-  if (std::string err = writePlanBytes(plan, file); !err.empty())
-    return "cannot write plan '" + path + "': " + err;
+} // namespace
 
+std::string tofu::plan::writePlanBytes(const Plan &plan,
+                                      std::vector<uint8_t> &file) {
+  Container c;
+  if (std::string err = layOut(plan, c); !err.empty())
+    return err;
+  file.assign(c.fileSize, 0);
+  std::memcpy(file.data(), c.header.data(), c.header.size());
+  for (size_t i = 0; i < 3; ++i) {
+    uint64_t at = c.offsets[i];
+    for (const auto &[data, bytes] : c.sections[i].pieces) {
+      std::memcpy(&file[at], data, bytes);
+      at += bytes;
+    }
+  }
+  return "";
+}
+
+std::string tofu::plan::writePlan(const Plan &plan, const std::string &path) {
+  // The sections are streamed from the plan's buffers: the weights are not
+  // copied into one file image first (a model's weights would otherwise be
+  // held twice more in memory).
+  Container c;
+  if (std::string err = layOut(plan, c); !err.empty())
+    return "cannot write plan '" + path + "': " + err;
   // Write to a temporary file in the same directory, then rename, so that a
   // failure never leaves a half-written plan behind.
-  return writeFileAtomically(path, file.data(), file.size());
+  return writeFileAtomically(path, [&](std::ostream &out) {
+    static const char zeros[ct::kSectionAlign] = {};
+    out.write(reinterpret_cast<const char *>(c.header.data()),
+              static_cast<std::streamsize>(c.header.size()));
+    uint64_t at = c.header.size();
+    for (size_t i = 0; i < 3; ++i) {
+      out.write(zeros, static_cast<std::streamsize>(c.offsets[i] - at));
+      at = c.offsets[i];
+      for (const auto &[data, bytes] : c.sections[i].pieces) {
+        out.write(reinterpret_cast<const char *>(data),
+                  static_cast<std::streamsize>(bytes));
+        at += bytes;
+      }
+    }
+  });
 }

@@ -468,3 +468,19 @@ TEST(PlanWriter, InitSizeMustMatch) {
 }
 
 } // namespace
+
+// writePlan streams the sections from the plan's buffers (the weights are
+// not assembled in memory); the file must equal writePlanBytes' image.
+TEST(PlanWriter, StreamedFileEqualsBytes) {
+  Plan plan = makeTwoDevicePlan();
+  std::vector<uint8_t> expected = bytesOf(plan);
+  std::string path = ::testing::TempDir() + "/streamed.plan.bin";
+  ASSERT_EQ(writePlan(plan, path), "");
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> found((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  EXPECT_EQ(found, expected);
+  Plan back;
+  EXPECT_EQ(readPlan(path, back), "");
+  std::remove(path.c_str());
+}

@@ -9,6 +9,8 @@
 #define TOFU_RUNTIME_ATOMICFILE_H
 
 #include <cstddef>
+#include <functional>
+#include <ostream>
 #include <string>
 
 namespace tofu {
@@ -17,6 +19,12 @@ namespace tofu {
 /// string on success, otherwise an error message naming the file.
 std::string writeFileAtomically(const std::string &path, const void *data,
                                 size_t size);
+
+/// The same, with the contents written by `write` to the stream (for files
+/// streamed from several buffers without assembling them in memory).
+std::string
+writeFileAtomically(const std::string &path,
+                    const std::function<void(std::ostream &)> &write);
 
 } // namespace tofu
 
