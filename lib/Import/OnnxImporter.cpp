@@ -33,6 +33,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
+#include <map>
 
 using namespace mlir;
 
@@ -75,6 +76,8 @@ public:
   std::vector<uint64_t> externalHashes;
   /// True when some parameter was imported without its value.
   bool withoutWeights = false;
+  /// How many nodes of each op type were folded at import (for --verbose).
+  std::map<std::string, int> foldedOps;
   ExternalDataResolver &resolver() { return externalData; }
 
 private:
@@ -753,6 +756,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     if (!folded)
       return folded.takeError();
     if (*folded) {
+      ++foldedOps[node.op_type()];
       for (const std::string &name : node.output())
         if (!name.empty())
           if (auto err = checkDeclaredType(name, constants[name].tensor.type,
@@ -1016,6 +1020,16 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
       result.fingerprint *= 1099511628211ull;
     }
   result.withoutWeights = importer.withoutWeights;
+  if (options.verbose && !importer.foldedOps.empty()) {
+    int total = 0;
+    std::string list;
+    for (const auto &[op, count] : importer.foldedOps) {
+      total += count;
+      list += (list.empty() ? "" : ", ") + op + " " + std::to_string(count);
+    }
+    llvm::errs() << "tofuc: note: " << path << ": folded " << total
+                 << " nodes at import (" << list << ")\n";
+  }
   result.mappings = importer.resolver().mappings();
   return std::move(result);
 }
