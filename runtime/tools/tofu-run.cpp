@@ -220,9 +220,16 @@ std::string saveModel(const Plan &plan, const CpuExecutor &exec,
   BufferSource live = [&](int32_t d, int32_t b) {
     return exec.bufferData(d, b);
   };
+  // Only trained parameters are written back: a Param tensor without an
+  // update is a constant (an ONNX Constant or a value tofuc folded, which
+  // has no initializer) or a frozen weight, whose initializer stays as is.
+  std::vector<bool> updated(plan.tensors.size(), false);
+  for (const auto &[param, newValue] : plan.paramUpdates)
+    if (param >= 0 && static_cast<size_t>(param) < updated.size())
+      updated[param] = true;
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     const TensorInfo &info = plan.tensors[t];
-    if (info.role != TensorRole::Param)
+    if (info.role != TensorRole::Param || !updated[t])
       continue;
     if (info.dtype != DType::F32)
       return "parameter '" + info.name + "' is not float32";
