@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """e2e.plan_html_screenshot: the --dump-plan=html page really draws the tile grids.
 
-1. ``tofuc mlp.onnx --gpus 4 --dump-plan=html`` writes the page; ``--dump-plan=json``
-   gives the tilings it should show.
+1. ``tofuc mlp.onnx --gpus 4 --partitioner allrow-greedy --dump-plan=html`` writes the
+   page; ``--dump-plan=json`` gives the tilings it should show.
 2. Headless Chromium (Debian's ``chromium``) renders the page to a PNG.
 3. The PNG is decoded (Pillow) and checked against the legend's device colours:
    - the largest weight, ``net.2.weight`` [128, 128] tiled ``dim0/4``, is the first
@@ -114,10 +114,12 @@ def main():
 
     html_path = env.path("plan.html")
     png_path = env.path("plan.png")
-    res = E.run_tool([env.tofuc, env.model, "--gpus", K, "--dump-plan=html"])
+    # allrow-greedy: a known tiling (every tensor cut on its first dimension).
+    flags = ["--gpus", K, "--partitioner", "allrow-greedy"]
+    res = E.run_tool([env.tofuc, env.model, *flags, "--dump-plan=html"])
     with open(html_path, "w") as f:
         f.write(res.stdout)
-    plan = json.loads(E.run_tool([env.tofuc, env.model, "--gpus", K, "--dump-plan=json"]).stdout)
+    plan = json.loads(E.run_tool([env.tofuc, env.model, *flags, "--dump-plan=json"]).stdout)
 
     legend = re.findall(r'data-device="(\d+)" style="background:(#[0-9a-f]{6})"', res.stdout)
     E.check([int(d) for d, _ in legend] == list(range(K)),
