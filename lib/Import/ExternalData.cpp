@@ -195,10 +195,21 @@ ExternalDataResolver::resolve(const onnx::TensorProto &tensor,
   if (!file) {
     auto mapped = std::make_shared<MappedFile>();
     if (fileSize > 0) {
-      int fd = ::open(real.c_str(), O_RDONLY | O_CLOEXEC);
+      // O_NOFOLLOW and the inode check: the file mapped is the file checked,
+      // even if the path was swapped for a symbolic link in between.
+      int fd = ::open(real.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
       if (fd < 0)
         return error(where + ": cannot open '" + real +
                      "': " + std::strerror(errno));
+      struct stat openedStat;
+      if (::fstat(fd, &openedStat) != 0 ||
+          openedStat.st_ino != fileStat.st_ino ||
+          openedStat.st_dev != fileStat.st_dev ||
+          static_cast<uint64_t>(openedStat.st_size) != fileSize) {
+        ::close(fd);
+        return error(where + ": '" + real +
+                     "' changed while it was being checked");
+      }
       void *data = ::mmap(nullptr, fileSize, PROT_READ, MAP_SHARED, fd, 0);
       int mapErrno = errno;
       ::close(fd);
