@@ -154,6 +154,18 @@ llvm::Error normalizeOnnxNode(
     floatAttrToInput("ratio", 1, std::nullopt);
     return llvm::Error::success();
   }
+  if (op == "BatchNormalization" && opset < 9) {
+    // Before 9, `spatial` (default 1) chose per-channel statistics (1) or
+    // per-activation ones (0); from 9 on only the per-channel form exists.
+    if (const onnx::AttributeProto *attr = findAttr(node, "spatial")) {
+      if (attr->i() != 1)
+        return error(at + ": BatchNormalization with spatial = 0 "
+                          "(per-activation statistics) is not supported; "
+                          "re-export the model at opset 9 or later");
+      removeAttr(node, "spatial");
+    }
+    return llvm::Error::success();
+  }
   if ((op == "Softmax" || op == "LogSoftmax") && opset < 13) {
     // Before 13 the input is coerced to 2-D at `axis` (default 1) and
     // normalized over all dims from `axis` on; from 13 over `axis` alone.
