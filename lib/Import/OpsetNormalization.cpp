@@ -154,6 +154,12 @@ llvm::Error normalizeOnnxNode(
     floatAttrToInput("ratio", 1, std::nullopt);
     return llvm::Error::success();
   }
+  if (op == "Pad" && opset < 11) {
+    // Before 11, `pads` and the constant `value` were attributes.
+    intsAttrToInput("pads", 1);
+    floatAttrToInput("value", 2, std::nullopt);
+    return llvm::Error::success();
+  }
   if (op == "BatchNormalization" && opset < 9) {
     // Before 9, `spatial` (default 1) chose per-channel statistics (1) or
     // per-activation ones (0); from 9 on only the per-channel form exists.
