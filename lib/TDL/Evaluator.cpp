@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "InstanceIR.h"
 
+#include "tofu/runtime/CounterRng.h"
+
 #include <cmath>
 #include <limits>
 
@@ -80,6 +82,7 @@ public:
       case Fn::Sigmoid: return 1 / (1 + std::exp(-a));
       case Fn::Floor: return std::floor(a);
       case Fn::Ceil: return std::ceil(a);
+      case Fn::Uniform: return tofu::rng::counterUniform(a, value(*e.ops[1]));
       case Fn::Select: break;
       }
       return 0;

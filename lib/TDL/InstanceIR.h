@@ -20,7 +20,7 @@
 namespace tofu::tdl {
 
 enum class Fn : uint8_t {
-  Exp, Log, Sqrt, Tanh, Abs, Max, Min, Erf, Sigmoid, Floor, Ceil,
+  Exp, Log, Sqrt, Tanh, Abs, Max, Min, Erf, Sigmoid, Floor, Ceil, Uniform,
   Select, ///< select(c, a, b) = c != 0 ? a : b (a value-level condition)
 };
 

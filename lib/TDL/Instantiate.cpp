@@ -882,6 +882,7 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
                    .Case("floor", Fn::Floor)
                    .Case("ceil", Fn::Ceil)
                    .Case("select", Fn::Select)
+                   .Case("uniform", Fn::Uniform)
                    .Default(Fn::Min);
     for (auto &a : e.args) {
       auto l = lower(*a, inIndex);

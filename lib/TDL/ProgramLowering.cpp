@@ -108,6 +108,7 @@ public:
     case Fn::Floor: return plan::Function::Floor;
     case Fn::Ceil: return plan::Function::Ceil;
     case Fn::Select: return plan::Function::Select;
+    case Fn::Uniform: return plan::Function::Uniform;
     }
     return plan::Function::Exp;
   }

@@ -397,7 +397,7 @@ static int functionArity(llvm::StringRef fn) {
       fn == "abs" || fn == "erf" || fn == "sigmoid" || fn == "floor" ||
       fn == "ceil")
     return 1;
-  if (fn == "max" || fn == "min" || fn == "pow")
+  if (fn == "max" || fn == "min" || fn == "pow" || fn == "uniform")
     return 2;
   if (fn == "select")
     return 3;

@@ -16,6 +16,7 @@
 
 #include "ExprInterpreter.h"
 
+#include "tofu/runtime/CounterRng.h"
 #include "tofu/runtime/ExprProgramCheck.h"
 
 #include <algorithm>
@@ -33,7 +34,7 @@ namespace {
 enum class Code : uint8_t {
   Access, Neg, Add, Sub, Mul, Div, FloorDiv, Mod, Pow, Eq, Ne, Lt, Le, Gt,
   Ge, And, Or, Exp, Log, Sqrt, Tanh, Abs, Max, Min, Erf, Sigmoid, Floor, Ceil,
-  Select, Loop,
+  Select, Uniform, Loop,
 };
 
 struct Op {
@@ -101,6 +102,7 @@ Code functionCode(Function f) {
   case Function::Floor: return Code::Floor;
   case Function::Ceil: return Code::Ceil;
   case Function::Select: return Code::Select;
+  case Function::Uniform: return Code::Uniform;
   }
   return Code::Exp;
 }
@@ -456,6 +458,7 @@ void Evaluator::runBlock(int32_t block) {
     case Code::Floor: y = std::floor(a); break;
     case Code::Ceil: y = std::ceil(a); break;
     case Code::Select: y = a != 0 ? b : r[op.c]; break;
+    case Code::Uniform: y = tofu::rng::counterUniform(a, b); break;
     case Code::Loop: runLoop(loops[op.aux]); break;
     }
   }

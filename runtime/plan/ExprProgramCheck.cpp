@@ -19,6 +19,7 @@ int callArity(Function f) {
   switch (f) {
   case Function::Max:
   case Function::Min:
+  case Function::Uniform:
     return 2;
   case Function::Select:
     return 3;

@@ -19,8 +19,10 @@ inline constexpr char kMagic[8] = {'T', 'O', 'F', 'U', 'P', 'L', 'A', 'N'};
 /// own major and rejects a newer major.
 inline constexpr uint16_t kMajor = 1;
 /// Minor history: 1.0 initial; 1.1 adds Instr.programs,
-/// Instr.reduction_ranges and DType::Bool; 1.2 adds Plan.without_weights.
-inline constexpr uint16_t kMinor = 2;
+/// Instr.reduction_ranges and DType::Bool; 1.2 adds Plan.without_weights;
+/// 1.3 adds the expression function Uniform (counter-based random numbers,
+/// e.g. training-mode Dropout).
+inline constexpr uint16_t kMinor = 3;
 
 /// Fixed part of the header; the section table follows it.
 inline constexpr size_t kFixedHeaderBytes = 128;

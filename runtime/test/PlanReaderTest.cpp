@@ -342,10 +342,10 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsOneTwo) {
+TEST(PlanPrograms, VersionIsOneThree) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 2u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 3u);
 }
 
 // Format 1.2: a plan compiled with --no-weights says so, and the flag

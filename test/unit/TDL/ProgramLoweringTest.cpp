@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "SampleCases.h"
 
+#include "tofu/runtime/CounterRng.h"
+
 #include "tofu/TDL/ProgramLowering.h"
 
 #include <cmath>
@@ -102,6 +104,8 @@ private:
       case plan::Function::Floor: return std::floor(arg(0));
       case plan::Function::Ceil: return std::ceil(arg(0));
       case plan::Function::Select: return arg(0) != 0 ? arg(1) : arg(2);
+      case plan::Function::Uniform:
+        return tofu::rng::counterUniform(arg(0), arg(1));
       }
       return 0;
     }

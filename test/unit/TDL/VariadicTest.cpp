@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "GradientCheck.h"
 
+#include "tofu/runtime/CounterRng.h"
+
 using namespace tofu::tdl;
 using namespace tofu::tdl::test;
 
@@ -119,16 +121,88 @@ TEST(TDLVariadic, Dropout) {
   EXPECT_EQ((*r)[0].data, x.data);
   EXPECT_EQ((*r)[1].data, (std::vector<double>{1, 1, 1}));
   EXPECT_EQ((*r)[1].type.elem, ElemType::Bool);
-  // Training mode with a random mask: not supported.
-  std::string err = instantiateError(lib, "Dropout", {f32({3}), f32({}), b},
-                                     {}, {{1, {0.5}}, {2, {1}}});
-  EXPECT_NE(err.find("not supported"), std::string::npos) << err;
-  err = instantiateError(lib, "Dropout", {f32({3}), std::nullopt, b}, {},
-                         {{2, {1}}});
-  EXPECT_NE(err.find("not supported"), std::string::npos) << err;
   // Inference mode with a ratio: identity.
-  mustInstantiate(lib, "Dropout", {f32({3}), f32({}), b}, {},
-                  {{1, {0.5}}, {2, {0}}});
+  OpInstance inf = mustInstantiate(lib, "Dropout", {f32({3}), f32({}), b}, {},
+                                   {{1, {0.5}}, {2, {0}}});
+  r = evaluate(inf, {&x, &ratio, &mode});
+  ASSERT_TRUE(bool(r));
+  EXPECT_EQ((*r)[0].data, x.data);
+  // A ratio outside [0, 1) is an instantiation error.
+  EXPECT_NE(instantiateError(lib, "Dropout", {f32({3}), f32({}), b}, {},
+                             {{1, {1.0}}, {2, {1}}})
+                .find("ratio must be in [0, 1)"),
+            std::string::npos);
+}
+
+/// uniform(seed, n) is value n + 1 of SplitMix64 started at mix(seed); seed
+/// 0 has mix(0) = 0, so it is SplitMix64's published stream from state 0.
+TEST(TDLVariadic, UniformIsSplitMix64) {
+  const uint64_t stream0[] = {0xE220A8397B1DCDAFull, 0x6E789E6AA1B965F4ull,
+                              0x06C45D188009454Full};
+  for (int n = 0; n < 3; ++n)
+    EXPECT_EQ(tofu::rng::counterUniform(0, n),
+              static_cast<double>(stream0[n] >> 11) * 0x1.0p-53)
+        << n;
+  // Through a spec: the evaluator computes the builtin.
+  const char *src = "op U(X: [N]) attrs(seed: int = 0) -> Y: [N] "
+                    "{ Y[i] = uniform(seed, i) + X[i] * 0 }";
+  SpecLibrary lib;
+  ASSERT_EQ(errorText(lib.addSource("u.tdl", src)), "");
+  OpInstance u = mustInstantiate(lib, "U", {f32({3})}, {{"seed", I(0)}});
+  DenseTensor x = tensor(f32({3}), {1, 2, 3});
+  auto r = evaluate(u, {&x});
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  for (int n = 0; n < 3; ++n)
+    EXPECT_EQ((*r)[0].data[n], static_cast<double>(stream0[n] >> 11) * 0x1.0p-53);
+  EXPECT_EQ(parseError("op U(X: [N]) -> Y: [N] { Y[i] = uniform(i) }"),
+            "test.tdl:1:33: error: wrong number of arguments to 'uniform': "
+            "expected 2, found 1");
+}
+
+/// Training mode: element e of a [4, 50] tensor is kept when
+/// uniform(seed, e) >= ratio and scaled by 1 / (1 - ratio); about 30% are
+/// dropped; another seed gives another mask.
+TEST(TDLVariadic, DropoutTrainingMask) {
+  const SpecLibrary &lib = SpecLibrary::builtin();
+  TensorType b{{}, ElemType::Bool};
+  auto run = [&](int64_t seed) {
+    OpInstance d =
+        mustInstantiate(lib, "Dropout", {f32({4, 50}), f32({}), b},
+                        {{"seed", I(seed)}}, {{1, {0.3}}, {2, {1}}});
+    DenseTensor x = tensor(f32({4, 50}), std::vector<double>(200, 2.0));
+    DenseTensor ratio = tensor(f32({}), {0.3}), mode = tensor(b, {1});
+    auto r = evaluate(d, {&x, &ratio, &mode});
+    EXPECT_TRUE(bool(r));
+    return std::move(*r);
+  };
+  std::vector<DenseTensor> a = run(7), again = run(7), other = run(8);
+  EXPECT_EQ(a[1].data, again[1].data);
+  EXPECT_NE(a[1].data, other[1].data);
+  int dropped = 0;
+  for (int e = 0; e < 200; ++e) {
+    bool keep = tofu::rng::counterUniform(7, e) >= 0.3;
+    EXPECT_EQ(a[1].data[e], keep ? 1 : 0) << e;
+    EXPECT_DOUBLE_EQ(a[0].data[e], keep ? 2.0 / 0.7 : 0.0) << e;
+    dropped += !keep;
+  }
+  EXPECT_GT(dropped, 35);
+  EXPECT_LT(dropped, 85);
+  // Without training_mode the default ratio 0.5 is not used: identity.
+  OpInstance plain = mustInstantiate(lib, "Dropout", {f32({4, 50})});
+  EXPECT_TRUE(bool(evaluate(plain, {&a[0]})));
+}
+
+TEST(TDLVariadic, DropoutGradients) {
+  TensorType b{{}, ElemType::Bool};
+  // dX = dY * mask / (1 - ratio) with the mask the forward drew.
+  GradProblem p{"Dropout", {f32({3, 5}), f32({}), b}, {{"seed", I(3)}}};
+  p.constValues = {{1, {0.4}}, {2, {1}}};
+  p.ignoredOutputs = {1};
+  GradExpansion g = checkGradientFD(p);
+  ASSERT_FALSE(g.calls.empty());
+  EXPECT_EQ(g.calls.back().op, "DropoutGrad");
+  checkGradientFD({"DropoutGrad", {f32({2, 7})},
+                   {{"seed", I(5)}, {"ratio", AttrValue::ofFloat(0.25)}}});
 }
 
 TEST(TDLVariadic, Diagnostics) {

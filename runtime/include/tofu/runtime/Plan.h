@@ -117,6 +117,9 @@ enum class BinaryOp : uint8_t {
 /// Functions of expression programs.
 enum class Function : uint8_t {
   Exp = 0, Log, Sqrt, Tanh, Abs, Max, Min, Erf, Sigmoid, Floor, Ceil, Select,
+  /// uniform(seed, counter) in [0, 1): tofu::rng::counterUniform
+  /// (CounterRng.h). Format 1.3.
+  Uniform,
 };
 /// Reducers of expression programs.
 enum class Reducer : uint8_t { Sum = 0, Max, Min, Prod };
