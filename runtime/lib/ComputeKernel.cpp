@@ -135,6 +135,19 @@ std::string tofu::runtime::runCompute(
     args.inputs = inputs;
     args.outputs = outputs;
     args.attrs = &attrs;
+    for (size_t o = 0; o < reductionRanges.size() && o < programs.size(); ++o)
+      for (size_t r = 0; r < reductionRanges[o].size(); ++r) {
+        const ExprProgram &p = programs[o];
+        int64_t extent =
+            r < p.topReductionVars.size() &&
+                    p.topReductionVars[r] >= 0 &&
+                    size_t(p.topReductionVars[r]) < p.varExtents.size()
+                ? p.varExtents[p.topReductionVars[r]]
+                : -1;
+        if (reductionRanges[o][r].first != 0 ||
+            reductionRanges[o][r].second != extent)
+          args.partialReduction = true;
+      }
     nativeError = native(args);
     if (nativeError.empty()) {
       if (used)

@@ -28,6 +28,9 @@ const std::map<std::string, KernelFn> &registry() {
     registerMatMulKernels(addKernel);
     registerConvKernels(addKernel);
     registerLossKernels(addKernel);
+    registerSoftmaxKernels(addKernel);
+    registerNormalizationKernels(addKernel);
+    registerPoolKernels(addKernel);
     return true;
   }();
   (void)initialized;

@@ -324,6 +324,13 @@ std::string convGradInput(const KernelArgs &args) {
                                dY.globalShape, g);
       !err.empty())
     return err;
+  // With groups, a split of the output channels within a group (the
+  // reduction variable) reads dY and W at channels g * Mg + mm for every
+  // group g: their boxes are the hull over the groups and do not show the
+  // split, so the sum would run over too many channels.
+  if (args.partialReduction && g.G > 1)
+    return unsupportedConfiguration(
+        "a partial sum over part of each group's output channels");
   const size_t rank = g.sp + 2, sp = g.sp;
   for (auto [v, what] : {std::pair{&dY, "dY"}, {&W, "W"}, {&dX, "dX"}})
     if (auto err = checkOperand(*v, rank, what); !err.empty())

@@ -88,9 +88,8 @@ std::string ones(const KernelArgs &args) {
   const TensorView &y = args.outputs[0];
   if (y.dtype != DType::F32)
     return "output must be float32";
-  if (args.inputs[0].present() &&
-      args.inputs[0].numElements() != y.numElements())
-    return "input and output have different local element counts";
+  // X only gives the shape: its values are not read, and a share of the
+  // output needs none of them (an empty box).
   float *p = y.f32();
   for (int64_t i = 0, n = y.numElements(); i < n; ++i)
     p[i] = 1.0f;

@@ -1,15 +1,27 @@
 //===- KernelsLoss.cpp - Softmax cross-entropy loss and its gradient ------===//
 //
-// SoftmaxCrossEntropyLoss(scores: [N, C] f32, labels: [N] i64) -> loss: []
-//   loss = -(1 / N_global) * sum over the LOCAL rows of
-//          log_softmax(scores[n, :])[labels[n]]
-// SoftmaxCrossEntropyLossGrad(dloss: [], scores, labels) -> dscores: [N, C]
-//   dscores[n, c] = dloss * (softmax(scores[n, :])[c] - [labels[n] == c]) /
-//                   N_global
-// N_global is the global batch extent of `scores`: when rows are split across
-// devices each computes a partial loss that the compiler's Reduce sums. Only
-// reduction = "mean" is supported; ignore_index is not supported yet, so a
-// label equal to it (or outside [0, C)) is an error.
+// The native kernels of tdl-specs/loss.tdl's SoftmaxCrossEntropyLoss and
+// SoftmaxCrossEntropyLossGrad (ONNX opset 13 semantics):
+//
+//   scores [N, C, *D] f32, labels [N, *D] i64, weights? [C] f32
+//   w(n, d)  = (label != ignore_index) * (weights ? weights[label] : 1)
+//   lp(n, c, d) = log_softmax(scores[n, :, d])[c]
+//   output   = "none": -w * lp(label) per sample; "sum": their sum;
+//              "mean": their sum / sum of w over ALL samples
+//   log_prob = lp (ONNX's optional second output: computed when the caller
+//              passes a second output; the TDL spec does not declare it)
+//   dscores  = w * (softmax - [label == c]) * g, g = doutput[n, d] ("none"),
+//              doutput ("sum"), doutput / sum of w ("mean").
+//
+// Every operand is a box of its tensor in global coordinates (ComputeKernel.h)
+// and is read there: a device holding some rows computes their partial sum,
+// which the compiler's Reduce adds up. Softmax needs whole rows, so a box
+// that splits C is an unsupported configuration (the interpreter takes over);
+// so is "mean" without the whole labels tensor (its divisor counts every
+// sample). A label outside [0, C) that is not ignore_index is an error.
+//
+// Outputs are told apart by rank: log_prob has the rank of scores, the loss
+// one less ("none") or 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,98 +35,346 @@ using tofu::plan::DType;
 
 namespace {
 
-/// Checks the (scores, labels) pair and the loss attributes.
-std::string checkScoresLabels(const KernelArgs &args, const TensorView &scores,
-                              const TensorView &labels) {
-  std::string reduction = args.stringAttr("reduction", "mean");
-  if (reduction != "mean")
-    return "reduction '" + reduction + "' is not supported (only \"mean\")";
-  if (!scores.present() || !labels.present())
-    return "scores or labels are missing";
-  if (scores.dtype != DType::F32 || scores.shape.size() != 2)
-    return "scores must be a 2-D float32 tensor";
-  if (labels.dtype != DType::I64 || labels.shape.size() != 1)
-    return "labels must be a 1-D int64 tensor";
-  if (labels.shape[0] != scores.shape[0] || labels.lo.size() != 1 ||
-      scores.lo.size() != 2 || labels.lo[0] != scores.lo[0])
-    return "the local rows of labels and scores differ";
-  if (scores.globalShape.size() != 2 || scores.globalShape[0] <= 0)
-    return "the global batch extent of scores is unknown";
-  if (scores.shape[1] != scores.globalShape[1])
-    return "the class dimension is split (local " +
-           std::to_string(scores.shape[1]) + " of " +
-           std::to_string(scores.globalShape[1]) +
-           " classes); softmax needs whole rows";
-  int64_t ignore = args.intAttr("ignore_index", -100);
-  int64_t C = scores.shape[1];
-  for (int64_t n = 0; n < labels.shape[0]; ++n) {
-    int64_t l = labels.i64()[n];
-    int64_t row = labels.lo[0] + n;
-    if (l == ignore)
-      return "label " + std::to_string(l) + " of row " + std::to_string(row) +
-             " equals ignore_index, which is not supported yet";
-    if (l < 0 || l >= C)
-      return "label " + std::to_string(l) + " of row " + std::to_string(row) +
-             " is outside [0, " + std::to_string(C) + ")";
+/// Row-major offset of global coordinates `g` in view `v`, or -1 when `g`
+/// lies outside v's box.
+int64_t offsetOf(const TensorView &v, const std::vector<int64_t> &g) {
+  int64_t offset = 0;
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    int64_t local = g[d] - v.lo[d];
+    if (local < 0 || local >= v.shape[d])
+      return -1;
+    offset = offset * v.shape[d] + local;
   }
-  return "";
+  return offset;
 }
 
-/// log(sum(exp(row - max))) + max, in double.
-double logSumExp(const float *row, int64_t C) {
-  double mx = row[0];
-  for (int64_t c = 1; c < C; ++c)
-    mx = std::max(mx, static_cast<double>(row[c]));
-  double sum = 0;
-  for (int64_t c = 0; c < C; ++c)
-    sum += std::exp(static_cast<double>(row[c]) - mx);
-  return std::log(sum) + mx;
+/// Calls `f(g)` for the global coordinates of every element of box
+/// (lo, shape), in row-major order.
+template <typename F>
+void forEachIndex(const std::vector<int64_t> &lo,
+                  const std::vector<int64_t> &shape, F f) {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  if (n == 0)
+    return;
+  std::vector<int64_t> g = lo;
+  for (int64_t e = 0; e < n; ++e) {
+    f(g);
+    for (size_t d = g.size(); d-- > 0;) {
+      if (++g[d] < lo[d] + shape[d])
+        break;
+      g[d] = lo[d];
+    }
+  }
+}
+
+/// The operands of a loss kernel and their attributes.
+struct Loss {
+  std::string reduction;
+  int64_t ignoreIndex = -100;
+  const TensorView *scores = nullptr, *labels = nullptr, *weights = nullptr;
+  int64_t C = 0;
+
+  /// Checks operands and attributes; "" when they are usable.
+  std::string init(const KernelArgs &args, size_t first) {
+    reduction = args.stringAttr("reduction", "mean");
+    if (reduction != "mean" && reduction != "sum" && reduction != "none")
+      return "reduction '" + reduction +
+             "' is not one of \"mean\", \"sum\", \"none\"";
+    ignoreIndex = args.intAttr("ignore_index", -100);
+    scores = &args.inputs[first];
+    labels = &args.inputs[first + 1];
+    if (args.inputs.size() > first + 2 && args.inputs[first + 2].present())
+      weights = &args.inputs[first + 2];
+    if (!scores->present() || !labels->present())
+      return "scores or labels are missing";
+    size_t rank = scores->globalShape.size();
+    if (scores->dtype != DType::F32 || rank < 2)
+      return "scores must be a float32 tensor [N, C, ...]";
+    if (labels->dtype != DType::I64 || labels->globalShape.size() != rank - 1)
+      return "labels must be an int64 tensor [N, ...] of rank " +
+             std::to_string(rank - 1);
+    C = scores->globalShape[1];
+    if (scores->shape[1] != C)
+      return unsupportedConfiguration(
+          "the class dimension is split (local " +
+          std::to_string(scores->shape[1]) + " of " + std::to_string(C) +
+          " classes); softmax needs whole rows");
+    if (weights) {
+      if (weights->dtype != DType::F32 || weights->globalShape.size() != 1 ||
+          weights->globalShape[0] != C)
+        return "weights must be a float32 tensor [C] (C = " +
+               std::to_string(C) + ")";
+      if (weights->shape[0] != C)
+        return unsupportedConfiguration("the class weights are split");
+    }
+    return "";
+  }
+
+  /// The label at sample `s` (global [n, *d]) and its weight w; sets `err`
+  /// when the label is not readable or out of range.
+  bool sample(const std::vector<int64_t> &s, int64_t &label, double &w,
+              std::string &err) const {
+    int64_t at = offsetOf(*labels, s);
+    if (at < 0) {
+      err = unsupportedConfiguration(
+          "the labels box does not hold the samples of the scores box");
+      return false;
+    }
+    label = labels->i64()[at];
+    if (label == ignoreIndex) {
+      w = 0;
+      return true;
+    }
+    if (label < 0 || label >= C) {
+      err = "label " + std::to_string(label) + " of sample " +
+            std::to_string(s[0]) + " is outside [0, " + std::to_string(C) +
+            ") and is not ignore_index (" + std::to_string(ignoreIndex) + ")";
+      return false;
+    }
+    w = weights ? weights->f32()[label] : 1.0;
+    return true;
+  }
+
+  /// The divisor of "mean": the sum of w over every sample (needs the whole
+  /// labels tensor).
+  std::string meanDivisor(double &total) const {
+    if (labels->shape != labels->globalShape)
+      return unsupportedConfiguration(
+          "reduction \"mean\" needs the whole labels tensor");
+    total = 0;
+    std::string err;
+    forEachIndex(labels->lo, labels->shape, [&](const std::vector<int64_t> &s) {
+      int64_t label;
+      double w;
+      if (err.empty() && sample(s, label, w, err))
+        total += w;
+    });
+    return err;
+  }
+
+  /// log(sum(exp(row))) of the row of scores at sample `s`, where `row`
+  /// receives the address of scores[s[0], 0, s[1:]] and `stride` the
+  /// distance between classes; false when the scores box lacks the row.
+  bool logSumExp(const std::vector<int64_t> &s, const float *&row,
+                 int64_t &stride, double &lse) const {
+    std::vector<int64_t> g(s.size() + 1);
+    g[0] = s[0];
+    g[1] = 0;
+    for (size_t d = 1; d < s.size(); ++d)
+      g[d + 1] = s[d];
+    int64_t at = offsetOf(*scores, g);
+    if (at < 0)
+      return false;
+    stride = 1;
+    for (size_t d = 2; d < scores->shape.size(); ++d)
+      stride *= scores->shape[d];
+    row = scores->f32() + at;
+    double mx = row[0];
+    for (int64_t c = 1; c < C; ++c)
+      mx = std::max(mx, static_cast<double>(row[c * stride]));
+    double sum = 0;
+    for (int64_t c = 0; c < C; ++c)
+      sum += std::exp(static_cast<double>(row[c * stride]) - mx);
+    lse = std::log(sum) + mx;
+    return true;
+  }
+
+  /// The samples [N, *D] covered by the scores box.
+  void scoresSamples(std::vector<int64_t> &lo,
+                     std::vector<int64_t> &shape) const {
+    lo = scores->lo;
+    shape = scores->shape;
+    lo.erase(lo.begin() + 1);
+    shape.erase(shape.begin() + 1);
+  }
+};
+
+const char kRowsMissing[] =
+    "the scores box does not hold the rows of the output box";
+
+/// log_prob over `out`'s box.
+std::string logProb(const Loss &loss, const TensorView &out) {
+  if (out.dtype != DType::F32)
+    return "log_prob must be float32";
+  std::vector<int64_t> lo = out.lo, shape = out.shape;
+  int64_t c0 = lo[1], cn = shape[1];
+  lo.erase(lo.begin() + 1);
+  shape.erase(shape.begin() + 1);
+  int64_t outStride = 1;
+  for (size_t d = 2; d < out.shape.size(); ++d)
+    outStride *= out.shape[d];
+  std::string err;
+  forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
+    if (!err.empty())
+      return;
+    const float *row;
+    int64_t stride;
+    double lse;
+    if (!loss.logSumExp(s, row, stride, lse)) {
+      err = unsupportedConfiguration(kRowsMissing);
+      return;
+    }
+    std::vector<int64_t> g(s.size() + 1);
+    g[0] = s[0];
+    g[1] = c0;
+    for (size_t d = 1; d < s.size(); ++d)
+      g[d + 1] = s[d];
+    float *dst = out.f32() + offsetOf(out, g);
+    for (int64_t c = c0; c < c0 + cn; ++c)
+      dst[(c - c0) * outStride] =
+          static_cast<float>(row[c * stride] - lse);
+  });
+  return err;
+}
+
+/// The loss output over `out`'s box ("none") or the partial sum over the
+/// scores box ("sum", "mean").
+std::string lossValue(const Loss &loss, const TensorView &out) {
+  if (out.dtype != DType::F32)
+    return "the loss must be float32";
+  std::string err;
+  auto term = [&](const std::vector<int64_t> &s, double &value) {
+    int64_t label;
+    double w, lse;
+    const float *row;
+    int64_t stride;
+    if (!loss.sample(s, label, w, err))
+      return false;
+    if (w == 0) {
+      value = 0;
+      return true;
+    }
+    if (!loss.logSumExp(s, row, stride, lse)) {
+      err = unsupportedConfiguration(kRowsMissing);
+      return false;
+    }
+    value = -w * (row[label * stride] - lse);
+    return true;
+  };
+  if (loss.reduction == "none") {
+    if (out.globalShape != loss.labels->globalShape)
+      return "the output of reduction \"none\" must have the shape of labels";
+    float *dst = out.f32();
+    forEachIndex(out.lo, out.shape, [&](const std::vector<int64_t> &s) {
+      double value = 0;
+      if (err.empty() && term(s, value))
+        *dst = static_cast<float>(value);
+      ++dst;
+    });
+    return err;
+  }
+  if (out.numElements() != 1)
+    return "the loss of reduction \"" + loss.reduction + "\" is a scalar";
+  double divisor = 1;
+  if (loss.reduction == "mean")
+    if (std::string e = loss.meanDivisor(divisor); !e.empty())
+      return e;
+  std::vector<int64_t> lo, shape;
+  loss.scoresSamples(lo, shape);
+  double total = 0;
+  forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
+    double value = 0;
+    if (err.empty() && term(s, value))
+      total += value;
+  });
+  out.f32()[0] = static_cast<float>(total / divisor);
+  return err;
 }
 
 std::string softmaxCrossEntropyLoss(const KernelArgs &args) {
-  if (args.inputs.size() != 2 || args.outputs.size() != 1)
-    return "expects inputs (scores, labels) and 1 output";
-  const TensorView &scores = args.inputs[0], &labels = args.inputs[1];
-  const TensorView &loss = args.outputs[0];
-  if (auto err = checkScoresLabels(args, scores, labels); !err.empty())
+  if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
+      args.outputs.empty() || args.outputs.size() > 2)
+    return "expects inputs (scores, labels[, weights]) and outputs "
+           "(output[, log_prob])";
+  Loss loss;
+  if (std::string err = loss.init(args, 0); !err.empty())
     return err;
-  if (loss.dtype != DType::F32 || loss.numElements() != 1)
-    return "loss must be a float32 scalar";
-  int64_t N = scores.shape[0], C = scores.shape[1];
-  double total = 0;
-  for (int64_t n = 0; n < N; ++n) {
-    const float *row = scores.f32() + n * C;
-    total += logSumExp(row, C) - row[labels.i64()[n]];
+  for (const TensorView &out : args.outputs) {
+    bool isLogProb = out.globalShape.size() == loss.scores->globalShape.size();
+    std::string err = isLogProb ? logProb(loss, out) : lossValue(loss, out);
+    if (!err.empty())
+      return err;
   }
-  loss.f32()[0] = static_cast<float>(total / scores.globalShape[0]);
   return "";
 }
 
 std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
-  if (args.inputs.size() != 3 || args.outputs.size() != 1)
-    return "expects inputs (dloss, scores, labels) and 1 output";
-  const TensorView &dloss = args.inputs[0], &scores = args.inputs[1],
-                   &labels = args.inputs[2], &dscores = args.outputs[0];
-  if (!dloss.present() || dloss.dtype != DType::F32 ||
-      dloss.numElements() != 1)
-    return "dloss must be a float32 scalar";
-  if (auto err = checkScoresLabels(args, scores, labels); !err.empty())
+  if (args.inputs.size() < 3 || args.inputs.size() > 4 ||
+      args.outputs.size() != 1)
+    return "expects inputs (doutput, scores, labels[, weights]) and 1 output";
+  const TensorView &dout = args.inputs[0], &dscores = args.outputs[0];
+  Loss loss;
+  if (std::string err = loss.init(args, 1); !err.empty())
     return err;
-  if (dscores.dtype != DType::F32 || dscores.shape != scores.shape)
-    return "dscores must be float32 with the local shape of scores";
-  int64_t N = scores.shape[0], C = scores.shape[1];
-  double scale = static_cast<double>(dloss.f32()[0]) / scores.globalShape[0];
-  for (int64_t n = 0; n < N; ++n) {
-    const float *row = scores.f32() + n * C;
-    float *out = dscores.f32() + n * C;
-    double lse = logSumExp(row, C);
-    int64_t label = labels.i64()[n];
-    for (int64_t c = 0; c < C; ++c) {
-      double p = std::exp(static_cast<double>(row[c]) - lse);
-      out[c] = static_cast<float>(scale * (p - (c == label ? 1.0 : 0.0)));
+  if (!dout.present() || dout.dtype != DType::F32)
+    return "doutput must be float32";
+  if (dscores.dtype != DType::F32 ||
+      dscores.globalShape != loss.scores->globalShape)
+    return "dscores must be float32 with the shape of scores";
+  double scale = 1;
+  if (loss.reduction != "none") {
+    if (dout.numElements() != 1)
+      return "doutput of reduction \"" + loss.reduction + "\" is a scalar";
+    scale = dout.f32()[0];
+    if (loss.reduction == "mean") {
+      double divisor;
+      if (std::string e = loss.meanDivisor(divisor); !e.empty())
+        return e;
+      scale /= divisor;
     }
   }
-  return "";
+  std::vector<int64_t> lo = dscores.lo, shape = dscores.shape;
+  int64_t c0 = lo[1], cn = shape[1];
+  lo.erase(lo.begin() + 1);
+  shape.erase(shape.begin() + 1);
+  int64_t outStride = 1;
+  for (size_t d = 2; d < dscores.shape.size(); ++d)
+    outStride *= dscores.shape[d];
+  std::string err;
+  forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
+    if (!err.empty())
+      return;
+    std::vector<int64_t> g(s.size() + 1);
+    g[0] = s[0];
+    g[1] = c0;
+    for (size_t d = 1; d < s.size(); ++d)
+      g[d + 1] = s[d];
+    float *dst = dscores.f32() + offsetOf(dscores, g);
+    int64_t label;
+    double w;
+    if (!loss.sample(s, label, w, err))
+      return;
+    double gs = scale;
+    if (loss.reduction == "none") {
+      int64_t at = offsetOf(dout, s);
+      if (at < 0) {
+        err = unsupportedConfiguration(
+            "the doutput box does not hold the samples of the output box");
+        return;
+      }
+      gs = dout.f32()[at];
+    }
+    if (w == 0) {
+      for (int64_t c = 0; c < cn; ++c)
+        dst[c * outStride] = 0.0f;
+      return;
+    }
+    const float *row;
+    int64_t stride;
+    double lse;
+    if (!loss.logSumExp(s, row, stride, lse)) {
+      err = unsupportedConfiguration(kRowsMissing);
+      return;
+    }
+    for (int64_t c = c0; c < c0 + cn; ++c) {
+      double p = std::exp(static_cast<double>(row[c * stride]) - lse);
+      dst[(c - c0) * outStride] =
+          static_cast<float>(w * gs * (p - (c == label ? 1.0 : 0.0)));
+    }
+  });
+  return err;
 }
 
 } // namespace

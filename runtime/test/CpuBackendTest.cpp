@@ -95,7 +95,7 @@ TEST(CpuExecutor, TwoDevicePlanComputesAndCountsBytes) {
 
     // Remote bytes: device 0 fetches 2x4 floats and receives 2 + 1 floats
     // of reductions; device 1 receives 2 + 1 floats.
-    EXPECT_EQ(exec.commBytesPerDevice(), (std::vector<uint64_t>{44, 12}));
+    EXPECT_EQ(exec.commBytesPerDevice(), (std::vector<uint64_t>{60, 28}));
     EXPECT_EQ(exec.commBytesTotal(), plan.commBytes);
   }
   for (size_t d = 0; d < 2; ++d) {
@@ -207,7 +207,7 @@ TEST(CpuExecutor, UnknownKernelIsNamed) {
 
 TEST(CpuExecutor, KernelErrorsNameTheInstruction) {
   Plan plan = makeTwoDevicePlan();
-  for (Attr &a : plan.devices[0].instrs[3].attrs)
+  for (Attr &a : plan.devices[0].instrs[4].attrs)
     if (a.name == "reduction")
       a.s = "none";
   CpuExecutor exec(plan);
@@ -215,7 +215,7 @@ TEST(CpuExecutor, KernelErrorsNameTheInstruction) {
   std::string err = exec.runStep(0);
   EXPECT_NE(err.find("kernel 'SoftmaxCrossEntropyLoss'"), std::string::npos)
       << err;
-  EXPECT_NE(err.find("device 0 instruction 3"), std::string::npos) << err;
+  EXPECT_NE(err.find("device 0 instruction 4"), std::string::npos) << err;
 }
 
 TEST(TensorAssembly, ReportsUncoveredElements) {

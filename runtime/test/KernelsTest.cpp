@@ -333,9 +333,9 @@ TEST(Kernels, BiasGrad) {
   expectNear(dB.f, want);
 }
 
-/// Reference mean softmax cross-entropy contributions of rows, / N_global.
+/// Reference softmax cross-entropy contributions of rows, / divisor.
 double refLoss(const std::vector<float> &s, const std::vector<int64_t> &l,
-               int64_t C, int64_t nGlobal) {
+               int64_t C, int64_t divisor) {
   double total = 0;
   for (size_t n = 0; n < l.size(); ++n) {
     double mx = -1e300, sum = 0;
@@ -345,18 +345,31 @@ double refLoss(const std::vector<float> &s, const std::vector<int64_t> &l,
       sum += std::exp(double(s[n * C + c]) - mx);
     total += -(double(s[n * C + l[n]]) - mx - std::log(sum));
   }
-  return total / nGlobal;
+  return total / divisor;
 }
 
 TEST(Kernels, SoftmaxCrossEntropyLossOnLocalRows) {
-  // Global N = 8, this device holds rows [4, 7).
+  // Global N = 8, this device holds rows [4, 7) of the scores. "mean"
+  // divides by the number of non-ignored labels of all 8 rows, so it reads
+  // the whole labels tensor; "sum" needs only the local rows.
   Host scores = randomF32({3, 5}, 70, {4, 0}, {8, 5});
-  Host lab = labels({0, 4, 2}, 4, 8);
+  Host all = labels({1, -100, 3, 0, 0, 4, 2, -100}, 0, 8);
   Host loss = zerosF32({});
-  ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &lab}, loss,
+  ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &all}, loss,
                 {sattr("reduction", "mean")}),
             "");
-  expectNear(loss.f, {refLoss(scores.f, lab.i, 5, 8)});
+  expectNear(loss.f, {refLoss(scores.f, {0, 4, 2}, 5, 6)});
+  Host local = labels({0, 4, 2}, 4, 8);
+  ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &local}, loss,
+                {sattr("reduction", "sum")}),
+            "");
+  expectNear(loss.f, {refLoss(scores.f, {0, 4, 2}, 5, 1)});
+  // "mean" with only the local labels: the kernel declines (the divisor
+  // counts every row), so the interpreter would take over.
+  EXPECT_NE(run("SoftmaxCrossEntropyLoss", {&scores, &local}, loss)
+                .find("unsupported configuration: reduction \"mean\" needs "
+                      "the whole labels tensor"),
+            std::string::npos);
 }
 
 TEST(Kernels, SoftmaxCrossEntropyLossIsStable) {
@@ -375,16 +388,21 @@ TEST(Kernels, SoftmaxCrossEntropyLossErrors) {
   Host bad = labels({1, 3}, 10, 12);
   scores.view.lo = {10, 0};
   scores.view.globalShape = {12, 3};
-  std::string err = run("SoftmaxCrossEntropyLoss", {&scores, &bad}, loss);
-  EXPECT_NE(err.find("label 3 of row 11 is outside [0, 3)"), std::string::npos)
+  std::vector<Attr> sum = {sattr("reduction", "sum")};
+  std::string err = run("SoftmaxCrossEntropyLoss", {&scores, &bad}, loss, sum);
+  EXPECT_NE(err.find("label 3 of sample 11 is outside [0, 3) and is not "
+                     "ignore_index (-100)"),
+            std::string::npos)
       << err;
+  // A label equal to ignore_index contributes nothing.
   Host ignored = labels({-100, 0}, 10, 12);
-  err = run("SoftmaxCrossEntropyLoss", {&scores, &ignored}, loss);
-  EXPECT_NE(err.find("ignore_index"), std::string::npos) << err;
+  ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &ignored}, loss, sum), "");
+  std::vector<float> second(scores.f.begin() + 3, scores.f.end());
+  expectNear(loss.f, {refLoss(second, {0}, 3, 1)});
   Host good = labels({1, 2}, 10, 12);
   err = run("SoftmaxCrossEntropyLoss", {&scores, &good}, loss,
-            {sattr("reduction", "sum")});
-  EXPECT_NE(err.find("reduction 'sum' is not supported"), std::string::npos)
+            {sattr("reduction", "max")});
+  EXPECT_NE(err.find("reduction 'max' is not one of"), std::string::npos)
       << err;
 }
 
@@ -392,9 +410,11 @@ TEST(Kernels, SoftmaxCrossEntropyLossGrad) {
   Host dloss = randomF32({}, 73);
   dloss.f[0] = 1.5f;
   Host scores = randomF32({3, 4}, 74, {3, 0}, {6, 4});
-  Host lab = labels({3, 0, 1}, 3, 6);
+  Host lab = labels({0, 0, 2, 3, 0, 1}, 0, 6); // "mean" reads every label
+  lab.i = {3, 0, 1};                           // the local rows, for `want`
+  Host all = labels({0, 0, 2, 3, 0, 1}, 0, 6);
   Host ds = zerosF32({3, 4}, {3, 0}, {6, 4});
-  ASSERT_EQ(run("SoftmaxCrossEntropyLossGrad", {&dloss, &scores, &lab}, ds),
+  ASSERT_EQ(run("SoftmaxCrossEntropyLossGrad", {&dloss, &scores, &all}, ds),
             "");
   std::vector<double> want;
   for (int n = 0; n < 3; ++n) {

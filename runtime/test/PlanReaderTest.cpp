@@ -57,7 +57,7 @@ TEST(PlanFormat, RoundTripThroughFile) {
   EXPECT_EQ(back.modelFingerprint, plan.modelFingerprint);
   EXPECT_EQ(back.numDevices, 2u);
   EXPECT_EQ(back.batchSize, 4);
-  EXPECT_EQ(back.commBytes, 56u);
+  EXPECT_EQ(back.commBytes, 88u);
   EXPECT_EQ(back.lossTensor, kLoss);
   EXPECT_EQ(back.paramUpdates, plan.paramUpdates);
   EXPECT_EQ(back.onnxModel, plan.onnxModel);

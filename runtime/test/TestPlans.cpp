@@ -110,6 +110,7 @@ Plan makePlan(int k) {
     add(kLoss, {{}, {}}, true);
     add(kW, {{lo}, {hi}}, true);
     add(kWn, {{lo}, {hi}}, true);
+    add(kL, {{0}, {4}}, false); // kBufLFull
     dev.buffers[kBufW].init.resize(dev.buffers[kBufW].bytes);
     std::memcpy(dev.buffers[kBufW].init.data(), w0 + lo,
                 dev.buffers[kBufW].bytes);
@@ -125,7 +126,11 @@ Plan makePlan(int k) {
     }
     dev.instrs.push_back(
         compute(3, "BiasGrad", {kBufY}, {kBufPPartial}, {{4, 4}}, {{4}}));
-    Instr loss = compute(3, "SoftmaxCrossEntropyLoss", {kBufY, kBufL},
+    std::vector<Piece> labelPieces;
+    for (int s = 0; s < k; ++s)
+      labelPieces.push_back({s, kBufL, {{s * rows}, {(s + 1) * rows}}});
+    dev.instrs.push_back(move(Instr::Kind::Fetch, 3, kBufLFull, labelPieces));
+    Instr loss = compute(3, "SoftmaxCrossEntropyLoss", {kBufY, kBufLFull},
                          {kBufLossPartial}, {{4, 4}, {4}}, {{}});
     Attr reduction;
     reduction.name = "reduction";
@@ -149,10 +154,10 @@ Plan makePlan(int k) {
     plan.devices.push_back(std::move(dev));
   }
   if (k == 2) {
-    plan.devices[0].commBytes = 32 + 8 + 4;
-    plan.devices[1].commBytes = 8 + 4;
+    plan.devices[0].commBytes = 32 + 16 + 8 + 4;
+    plan.devices[1].commBytes = 16 + 8 + 4;
   }
-  plan.commBytes = k == 2 ? 56 : 0;
+  plan.commBytes = k == 2 ? 88 : 0;
   plan.summary = "hand-built test plan, " + std::to_string(k) + " device(s)\n";
   plan.onnxModel = {1, 2, 3, 4, 5};
   return plan;

@@ -29,6 +29,7 @@ enum TwoDeviceBuffer : int32_t {
   kBufLoss = 7,
   kBufW = 8,
   kBufWn = 9,
+  kBufLFull = 10, ///< all labels, fetched (the mean loss counts every row)
 };
 
 /// Learning rate of the two-device plan's SGDUpdate.
@@ -36,9 +37,11 @@ inline constexpr float kTwoDeviceLr = 0.5f;
 
 /// A complete two-device training step (see the enums): row-split Relu, a
 /// Fetch of the whole activation to device 0 (2x4 floats remote = 32 bytes),
-/// a reduce-scatter of the partial column sums (2 floats per device remote),
+/// a Fetch of all labels to every device (the mean loss divides by the
+/// number of non-ignored labels of the whole batch; 2 int64 remote), a
+/// reduce-scatter of the partial column sums (2 floats per device remote),
 /// an all-reduce of the partial loss (1 float per device remote) and a
-/// local parameter update. Planned comm: device 0 44 bytes, device 1 12.
+/// local parameter update. Planned comm: device 0 60 bytes, device 1 28.
 plan::Plan makeTwoDevicePlan();
 
 /// The same model on one device (no communication).

@@ -93,14 +93,14 @@ TEST_F(TofuRun, TrainsAndReports) {
   EXPECT_NE(r.out.find("devices 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 3  loss "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("samples/s"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("comm bytes per step: planned 56  measured 56"),
+  EXPECT_NE(r.out.find("comm bytes per step: planned 88  measured 88"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.err, "");
   std::string json = slurp(dir + "r.json");
   EXPECT_NE(json.find("\"devices\": 2"), std::string::npos) << json;
   EXPECT_NE(json.find("\"backend\": \"cpu\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"comm_bytes\": {\"planned\": 56, \"measured\": 56"),
+  EXPECT_NE(json.find("\"comm_bytes\": {\"planned\": 88, \"measured\": 88"),
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"peak_bytes\": [{\"device\": 0, \"planned\": "),

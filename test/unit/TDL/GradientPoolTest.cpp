@@ -106,7 +106,12 @@ TEST(TDLGradientPool, SplitsWithHalos) {
                                    {"pads", ints({1, 1, 1, 1})}});
   auto s = analyzeStrategies(mp);
   ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
-  EXPECT_EQ(s->size(), 4u); // batch, channels, both spatial dims
+  // Per output (Y, Indices): batch, channels, both spatial dims.
+  ASSERT_EQ(s->size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ((*s)[i].output, i / 4);
+    EXPECT_EQ((*s)[i].dim, int64_t(i % 4));
+  }
   // Rows [4, 8) of the output need rows [3, 8) of X (halo 1 above).
   auto r = mp.requiredRegions(0, {{0, 2}, {0, 4}, {4, 8}, {0, 8}});
   EXPECT_EQ(r[0]->at(2).lo, 3);
@@ -115,4 +120,44 @@ TEST(TDLGradientPool, SplitsWithHalos) {
   EXPECT_EQ(rc[0]->at(1).hi, 2);
   OpInstance gap = mustInstantiate(lib, "GlobalAveragePool", {f32({2, 4, 3, 3})});
   EXPECT_EQ(gap.reductionVars(0).size(), 2u);
+}
+
+TEST(TDLGradientPool, MaxPoolIndices) {
+  const SpecLibrary &lib = SpecLibrary::builtin();
+  // Two channels of [[1, 5, 2], [7, 3, 9], [4, 8, 6]]; 2x2 windows, stride 1.
+  std::vector<double> plane = {1, 5, 2, 7, 3, 9, 4, 8, 6};
+  std::vector<double> data = plane;
+  data.insert(data.end(), plane.begin(), plane.end());
+  DenseTensor x = tensor(f32({1, 2, 3, 3}), data);
+  for (int64_t order : {0, 1}) {
+    OpInstance mp = mustInstantiate(lib, "MaxPool", {f32({1, 2, 3, 3})},
+                                    {{"kernel_shape", ints({2, 2})},
+                                     {"storage_order", AttrValue::ofInt(order)}});
+    ASSERT_EQ(mp.outputTypes().size(), 2u);
+    EXPECT_EQ(mp.outputTypes()[1].elem, ElemType::I64);
+    auto r = evaluate(mp, {&x});
+    ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+    EXPECT_EQ((*r)[0].data, (std::vector<double>{7, 9, 8, 9, 7, 9, 8, 9}));
+    // Maxima at (1, 0), (1, 2), (2, 1), (1, 2): row-major 3, 5, 7, 5;
+    // column-major (w * H + h) 1, 7, 5, 7; channel 1 adds 9.
+    std::vector<double> want = order == 0
+        ? std::vector<double>{3, 5, 7, 5, 12, 14, 16, 14}
+        : std::vector<double>{1, 7, 5, 7, 10, 16, 14, 16};
+    EXPECT_EQ((*r)[1].data, want) << "storage_order " << order;
+  }
+  // Padding never wins, even over negative values; ties pick the first.
+  OpInstance p = mustInstantiate(lib, "MaxPool", {f32({1, 1, 4})},
+                                 {{"kernel_shape", ints({2})},
+                                  {"pads", ints({1, 1})},
+                                  {"strides", ints({2})}});
+  DenseTensor y = tensor(f32({1, 1, 4}), {-5, -1, -1, -3});
+  auto r = evaluate(p, {&y});
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ((*r)[0].data, (std::vector<double>{-5, -1, -3}));
+  EXPECT_EQ((*r)[1].data, (std::vector<double>{0, 1, 3}));
+  EXPECT_NE(instantiateError(lib, "MaxPool", {f32({1, 1, 4})},
+                             {{"kernel_shape", ints({2})},
+                              {"storage_order", AttrValue::ofInt(2)}})
+                .find("storage_order must be 0 (row major) or 1"),
+            std::string::npos);
 }

@@ -67,6 +67,23 @@ TEST(TDLGradient, SoftmaxCrossEntropyLoss) {
   Problem p{"SoftmaxCrossEntropyLoss", {f32({4, 3}), i64({4})}};
   GradExpansion g = checkGradient(p);
   EXPECT_FALSE(g.inputGrads[1].has_value()); // labels
+  // Every reduction, N-D scores, class weights (constants: no gradient) and
+  // an ignore_index inside [0, C) that some labels hit.
+  for (const char *reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    Problem q{"SoftmaxCrossEntropyLoss",
+              {f32({3, 4, 2}), i64({3, 2}), f32({4})},
+              {{"reduction", AttrValue::ofString(reduction)},
+               {"ignore_index", AttrValue::ofInt(1)}}};
+    q.noGrad = {2};
+    q.intRange = 4;
+    q.lo = 0.2;
+    checkGradient(q);
+    q.types = {f32({2, 3, 2, 2}), i64({2, 2, 2}), std::nullopt};
+    q.intLo = -1; // ignored below
+    q.attrs["ignore_index"] = AttrValue::ofInt(-1);
+    checkGradient(q, 2);
+  }
 }
 
 TEST(TDLGradient, GemmAllTransCasesAndC) {
@@ -270,5 +287,10 @@ TEST(TDLGradient, NegativeLogLikelihoodLoss) {
     attrs["ignore_index"] = AttrValue::ofInt(1);
     checkGradient({"NegativeLogLikelihoodLoss", {f32({2, 3, 2}), i64({2, 2})},
                    attrs, 3});
+    Problem w{"NegativeLogLikelihoodLoss",
+              {f32({3, 4, 2}), i64({3, 2}), f32({4})}, attrs, 0.2, 1};
+    w.noGrad = {2}; // class weights are constants
+    w.intRange = 4;
+    checkGradient(w);
   }
 }

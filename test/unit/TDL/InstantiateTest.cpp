@@ -111,17 +111,23 @@ TEST(TDLInstantiate, Loss) {
   EXPECT_EQ(i.attrs().at("reduction").s, "mean");
   EXPECT_EQ(i.attrs().at("ignore_index").i, -100);
   auto rv = i.reductionVars();
-  ASSERT_EQ(rv.size(), 2u);
+  ASSERT_EQ(rv.size(), 1u);
   EXPECT_EQ(rv[0].name, "n");
   EXPECT_TRUE(rv[0].splittable);
+  OpInstance none = mustInstantiate(
+      lib(), "SoftmaxCrossEntropyLoss", {f32({4, 3, 5}), i64({4, 5}), f32({3})},
+      {{"reduction", AttrValue::ofString("none")}});
+  EXPECT_EQ(none.outputTypes()[0].dims, (std::vector<int64_t>{4, 5}));
   EXPECT_EQ(instantiateError(lib(), "SoftmaxCrossEntropyLoss",
                              {f32({4, 3}), f32({4})}),
             "op SoftmaxCrossEntropyLoss: input labels: expected element type "
             "i64, found f32");
   std::string e = instantiateError(lib(), "SoftmaxCrossEntropyLoss",
                                    {f32({4, 3}), i64({4})},
-                                   {{"reduction", AttrValue::ofString("sum")}});
-  EXPECT_NE(e.find("not supported"), std::string::npos) << e;
+                                   {{"reduction", AttrValue::ofString("max")}});
+  EXPECT_NE(e.find("reduction must be 'mean', 'sum' or 'none'"),
+            std::string::npos)
+      << e;
   OpInstance g = mustInstantiate(lib(), "SoftmaxCrossEntropyLossGrad",
                                  {f32({}), f32({4, 3}), i64({4})});
   EXPECT_EQ(g.outputTypes()[0].dims, (std::vector<int64_t>{4, 3}));

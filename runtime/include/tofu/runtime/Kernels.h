@@ -24,6 +24,13 @@ struct KernelArgs {
   std::vector<TensorView> inputs;
   std::vector<TensorView> outputs;
   const std::vector<plan::Attr> *attrs = nullptr;
+  /// True when the instruction computes a partial sum over part of a
+  /// top-level reduction variable's range (ComputeKernel.h's
+  /// ReductionRanges). Kernels whose reductions show in their inputs' boxes
+  /// (GEMM's k, a convolution's input channels) see the split there; a
+  /// kernel whose reduction does not (a pooling window) must decline with
+  /// unsupportedConfiguration.
+  bool partialReduction = false;
 
   /// Float attribute `name` (an Int attribute is converted), or `dflt`.
   double floatAttr(const std::string &name, double dflt) const;
@@ -62,6 +69,9 @@ void registerMatrixKernels(void (*add)(const char *, KernelFn));
 void registerMatMulKernels(void (*add)(const char *, KernelFn));
 void registerConvKernels(void (*add)(const char *, KernelFn));
 void registerLossKernels(void (*add)(const char *, KernelFn));
+void registerSoftmaxKernels(void (*add)(const char *, KernelFn));
+void registerNormalizationKernels(void (*add)(const char *, KernelFn));
+void registerPoolKernels(void (*add)(const char *, KernelFn));
 
 } // namespace tofu::runtime
 

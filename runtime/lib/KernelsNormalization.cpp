@@ -1,0 +1,564 @@
+//===- KernelsNormalization.cpp - Batch and layer normalization -----------===//
+//
+// Native kernels of tdl-specs/norm.tdl (float32; statistics in double):
+//   BatchNormalization(X [N, C, *S], scale, B, input_mean, input_var [C])
+//       -> Y, running_mean, running_var   (training_mode 0 or 1)
+//   BatchNormalizationNormalized(X, input_mean, input_var) -> Xhat
+//   BatchNormalizationGrad(dY, X, scale, input_mean, input_var) -> dX
+//   LayerNormalization(X, Scale, B?) -> Y, Mean, InvStdDev
+//   LayerNormalizationGrad(dY, X, Scale, Mean, InvStdDev) -> dX
+// with the formulas of the specs (biased variance; training-mode batch
+// statistics over N and the spatial dims per channel; layer statistics over
+// the dims from `axis` on).
+//
+// The interpreter recomputes a channel's (or a row's) statistics for every
+// output element, which is quadratic in the batch (row) size; these kernels
+// compute them once per channel (row), threaded over channels (rows).
+//
+// The compiler materializes each output of a multi-output op as its own
+// instruction with one output buffer. These kernels then tell Y from the
+// statistics by shape (Y has X's shape); a lone statistic output (Mean vs
+// InvStdDev, running_mean vs running_var have equal shapes) is declined as
+// an unsupported configuration and the interpreter computes it (cheaply:
+// O(1) statistic per element). Boxes are read at global coordinates; a box
+// that lacks what a statistic needs (e.g. not the channel's whole batch) is
+// declined the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ParallelFor.h"
+#include "tofu/runtime/Kernels.h"
+
+#include <cmath>
+#include <tuple>
+
+using namespace tofu::runtime;
+using tofu::plan::DType;
+
+namespace {
+
+bool isF32(const TensorView &v) { return v.present() && v.dtype == DType::F32; }
+
+/// Strides of a view's local box (row-major).
+std::vector<int64_t> stridesOf(const TensorView &v) {
+  std::vector<int64_t> s(v.shape.size(), 1);
+  for (size_t d = v.shape.size(); d-- > 1;)
+    s[d - 1] = s[d] * v.shape[d];
+  return s;
+}
+
+/// True when `v` holds the whole extent of dims [from, to).
+bool wholeDims(const TensorView &v, size_t from, size_t to) {
+  for (size_t d = from; d < to; ++d)
+    if (v.lo[d] != 0 || v.shape[d] != v.globalShape[d])
+      return false;
+  return true;
+}
+
+/// True when `v` holds global index `g` of dim `d`.
+bool holds(const TensorView &v, size_t d, int64_t g) {
+  return g >= v.lo[d] && g < v.lo[d] + v.shape[d];
+}
+
+//===----------------------------------------------------------------------===//
+// BatchNormalization
+//===----------------------------------------------------------------------===//
+
+/// The per-channel parameters [C] of a BatchNormalization kernel, read at
+/// global channel indices.
+struct ChannelParam {
+  const TensorView *view = nullptr;
+  double at(int64_t c) const {
+    return view->f32()[c - view->lo[0]];
+  }
+};
+
+/// Geometry shared by the BatchNormalization kernels: output box `out` of a
+/// tensor [N, C, *S]; every [N, C, *S] input must hold the box (training:
+/// the channel's whole batch), every [C] input the box's channels.
+struct BatchNorm {
+  bool training = false;
+  double epsilon = 1e-5, momentum = 0.9;
+  int64_t N = 0, count = 0; ///< count = N * prod(S) (global)
+
+  std::string init(const KernelArgs &args, const TensorView &x) {
+    training = args.intAttr("training_mode", 0) != 0;
+    epsilon = args.floatAttr("epsilon", 1e-5);
+    momentum = args.floatAttr("momentum", 0.9);
+    if (!isF32(x) || x.globalShape.size() < 2)
+      return "X must be a float32 tensor [N, C, ...]";
+    N = x.globalShape[0];
+    count = 1;
+    for (size_t d = 0; d < x.globalShape.size(); ++d)
+      if (d != 1)
+        count *= x.globalShape[d];
+    return "";
+  }
+
+  /// Checks that [N, C, *S] view `v` can serve output box `out`.
+  std::string covers(const TensorView &v, const TensorView &out,
+                     bool wholeBatch, const char *what) const {
+    if (!isF32(v) || v.globalShape != out.globalShape)
+      return std::string(what) + " must be float32 with X's shape";
+    for (size_t d = 0; d < out.shape.size(); ++d) {
+      bool ok = wholeBatch && d != 1
+                    ? v.lo[d] == 0 && v.shape[d] == v.globalShape[d]
+                    : v.lo[d] <= out.lo[d] &&
+                          v.lo[d] + v.shape[d] >= out.lo[d] + out.shape[d];
+      if (!ok)
+        return unsupportedConfiguration(
+            std::string(what) + " does not hold " +
+            (wholeBatch ? "the whole batch of the output's channels"
+                        : "the output box"));
+    }
+    return "";
+  }
+
+  std::string param(const TensorView &v, const TensorView &out,
+                    const char *what, ChannelParam &p) const {
+    if (!isF32(v) || v.globalShape.size() != 1 ||
+        v.globalShape[0] != out.globalShape[1])
+      return std::string(what) + " must be a float32 tensor [C]";
+    if (!holds(v, 0, out.lo[1]) ||
+        (out.shape[1] > 0 && !holds(v, 0, out.lo[1] + out.shape[1] - 1)))
+      return unsupportedConfiguration(std::string(what) +
+                                      " does not hold the output's channels");
+    p.view = &v;
+    return "";
+  }
+
+  /// Sum over the whole batch of channel c of f(x-offset) for view `v`
+  /// holding it (offsets into v's local box).
+  template <typename F>
+  static void forChannel(const TensorView &v, int64_t c, F f) {
+    int64_t inner = 1;
+    for (size_t d = 2; d < v.shape.size(); ++d)
+      inner *= v.shape[d];
+    int64_t localC = c - v.lo[1];
+    for (int64_t n = 0; n < v.shape[0]; ++n) {
+      int64_t base = (n * v.shape[1] + localC) * inner;
+      for (int64_t s = 0; s < inner; ++s)
+        f(base + s);
+    }
+  }
+
+  /// Batch mean and biased variance of channel c of `x` (whole batch).
+  void stats(const TensorView &x, int64_t c, double &mean, double &var) const {
+    double sum = 0;
+    const float *p = x.f32();
+    forChannel(x, c, [&](int64_t i) { sum += p[i]; });
+    mean = sum / static_cast<double>(count);
+    double sq = 0;
+    forChannel(x, c, [&](int64_t i) {
+      double d = p[i] - mean;
+      sq += d * d;
+    });
+    var = sq / static_cast<double>(count);
+  }
+};
+
+/// Calls f(outOffset, offsets...) for every element of `out`'s box with
+/// channel c, where each offset is into the matching view's local box.
+template <typename F>
+void forOutputChannel(const TensorView &out, int64_t c,
+                      const std::vector<const TensorView *> &views, F f) {
+  const size_t rank = out.shape.size();
+  std::vector<std::vector<int64_t>> strides;
+  for (const TensorView *v : views)
+    strides.push_back(stridesOf(*v));
+  std::vector<int64_t> outStrides = stridesOf(out);
+  std::vector<int64_t> g = out.lo;
+  g[1] = c;
+  std::vector<int64_t> offs(views.size());
+  int64_t total = 1;
+  for (size_t d = 0; d < rank; ++d)
+    if (d != 1)
+      total *= out.shape[d];
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t o = 0;
+    for (size_t d = 0; d < rank; ++d)
+      o += (g[d] - out.lo[d]) * outStrides[d];
+    for (size_t k = 0; k < views.size(); ++k) {
+      int64_t off = 0;
+      for (size_t d = 0; d < rank; ++d)
+        off += (g[d] - views[k]->lo[d]) * strides[k][d];
+      offs[k] = off;
+    }
+    f(o, offs);
+    for (size_t d = rank; d-- > 0;) {
+      if (d == 1)
+        continue;
+      if (++g[d] < out.lo[d] + out.shape[d])
+        break;
+      g[d] = out.lo[d];
+    }
+  }
+}
+
+std::string batchNormalization(const KernelArgs &args) {
+  if (args.inputs.size() != 5 || (args.outputs.size() != 1 &&
+                                  args.outputs.size() != 3))
+    return "expects inputs (X, scale, B, input_mean, input_var) and outputs "
+           "(Y[, running_mean, running_var])";
+  const TensorView &x = args.inputs[0];
+  BatchNorm bn;
+  if (std::string err = bn.init(args, x); !err.empty())
+    return err;
+  const TensorView &y = args.outputs[0];
+  if (y.globalShape != x.globalShape)
+    return unsupportedConfiguration(
+        "a lone running statistic output (the interpreter computes it)");
+  if (std::string err = bn.covers(x, y, bn.training, "X"); !err.empty())
+    return err;
+  ChannelParam scale, bias, mean, var;
+  for (auto [i, p, what] :
+       {std::tuple{1, &scale, "scale"}, std::tuple{2, &bias, "B"},
+        std::tuple{3, &mean, "input_mean"}, std::tuple{4, &var, "input_var"}})
+    if (std::string err = bn.param(args.inputs[i], y, what, *p); !err.empty())
+      return err;
+  const TensorView *rm = args.outputs.size() == 3 ? &args.outputs[1] : nullptr;
+  const TensorView *rv = args.outputs.size() == 3 ? &args.outputs[2] : nullptr;
+  if (rm && (rm->shape != rv->shape || rm->lo != rv->lo ||
+             rm->lo[0] != y.lo[1] || rm->shape[0] != y.shape[1]))
+    return unsupportedConfiguration(
+        "the running statistics' box differs from Y's channels");
+  const float *xp = x.f32();
+  float *yp = y.f32();
+  int64_t perChannel = bn.count;
+  parallelFor(y.shape[1], 3.0 * static_cast<double>(perChannel),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t lc = begin; lc < end; ++lc) {
+                  int64_t c = y.lo[1] + lc;
+                  double mu, v;
+                  if (bn.training)
+                    bn.stats(x, c, mu, v);
+                  else
+                    mu = mean.at(c), v = var.at(c);
+                  double a = scale.at(c) / std::sqrt(v + bn.epsilon);
+                  double b = bias.at(c) - a * mu;
+                  forOutputChannel(y, c, {&x},
+                                   [&](int64_t o, const std::vector<int64_t> &i) {
+                                     yp[o] = static_cast<float>(a * xp[i[0]] + b);
+                                   });
+                  if (rm) {
+                    rm->f32()[lc] = static_cast<float>(
+                        bn.training ? mean.at(c) * bn.momentum +
+                                          (1 - bn.momentum) * mu
+                                    : mean.at(c));
+                    rv->f32()[lc] = static_cast<float>(
+                        bn.training
+                            ? var.at(c) * bn.momentum + (1 - bn.momentum) * v
+                            : var.at(c));
+                  }
+                }
+              });
+  return "";
+}
+
+std::string batchNormalizationNormalized(const KernelArgs &args) {
+  if (args.inputs.size() != 3 || args.outputs.size() != 1)
+    return "expects inputs (X, input_mean, input_var) and 1 output";
+  const TensorView &x = args.inputs[0], &out = args.outputs[0];
+  BatchNorm bn;
+  if (std::string err = bn.init(args, x); !err.empty())
+    return err;
+  if (!isF32(out) || out.globalShape != x.globalShape)
+    return "Xhat must be float32 with X's shape";
+  if (std::string err = bn.covers(x, out, bn.training, "X"); !err.empty())
+    return err;
+  ChannelParam mean, var;
+  if (std::string err = bn.param(args.inputs[1], out, "input_mean", mean);
+      !err.empty())
+    return err;
+  if (std::string err = bn.param(args.inputs[2], out, "input_var", var);
+      !err.empty())
+    return err;
+  const float *xp = x.f32();
+  float *op = out.f32();
+  parallelFor(out.shape[1], 3.0 * static_cast<double>(bn.count),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t lc = begin; lc < end; ++lc) {
+                  int64_t c = out.lo[1] + lc;
+                  double mu, v;
+                  if (bn.training)
+                    bn.stats(x, c, mu, v);
+                  else
+                    mu = mean.at(c), v = var.at(c);
+                  double r = 1 / std::sqrt(v + bn.epsilon);
+                  forOutputChannel(out, c, {&x},
+                                   [&](int64_t o, const std::vector<int64_t> &i) {
+                                     op[o] = static_cast<float>((xp[i[0]] - mu) * r);
+                                   });
+                }
+              });
+  return "";
+}
+
+std::string batchNormalizationGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 5 || args.outputs.size() != 1)
+    return "expects inputs (dY, X, scale, input_mean, input_var) and 1 output";
+  const TensorView &dy = args.inputs[0], &x = args.inputs[1],
+                   &dx = args.outputs[0];
+  BatchNorm bn;
+  if (std::string err = bn.init(args, x); !err.empty())
+    return err;
+  if (!isF32(dx) || dx.globalShape != x.globalShape)
+    return "dX must be float32 with X's shape";
+  if (std::string err = bn.covers(x, dx, bn.training, "X"); !err.empty())
+    return err;
+  if (std::string err = bn.covers(dy, dx, bn.training, "dY"); !err.empty())
+    return err;
+  ChannelParam scale, var;
+  if (std::string err = bn.param(args.inputs[2], dx, "scale", scale);
+      !err.empty())
+    return err;
+  if (std::string err = bn.param(args.inputs[4], dx, "input_var", var);
+      !err.empty())
+    return err;
+  const float *xp = x.f32(), *dyp = dy.f32();
+  float *dxp = dx.f32();
+  parallelFor(dx.shape[1], 5.0 * static_cast<double>(bn.count),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t lc = begin; lc < end; ++lc) {
+                  int64_t c = dx.lo[1] + lc;
+                  if (!bn.training) {
+                    double a = scale.at(c) / std::sqrt(var.at(c) + bn.epsilon);
+                    forOutputChannel(
+                        dx, c, {&dy},
+                        [&](int64_t o, const std::vector<int64_t> &i) {
+                          dxp[o] = static_cast<float>(dyp[i[0]] * a);
+                        });
+                    continue;
+                  }
+                  double mu, v;
+                  bn.stats(x, c, mu, v);
+                  double r = 1 / std::sqrt(v + bn.epsilon);
+                  // Sums over the batch: dY and dY * xhat (aligned views).
+                  double sumDy = 0, sumDyXhat = 0;
+                  // x and dy both hold the whole batch of c: walk them
+                  // together in the same row-major order.
+                  {
+                    int64_t inner = 1;
+                    for (size_t d = 2; d < x.shape.size(); ++d)
+                      inner *= x.shape[d];
+                    for (int64_t n = 0; n < x.shape[0]; ++n) {
+                      const float *xr = xp + (n * x.shape[1] + (c - x.lo[1])) * inner;
+                      const float *dr = dyp + (n * dy.shape[1] + (c - dy.lo[1])) * inner;
+                      for (int64_t s = 0; s < inner; ++s) {
+                        sumDy += dr[s];
+                        sumDyXhat += dr[s] * (xr[s] - mu) * r;
+                      }
+                    }
+                  }
+                  double cnt = static_cast<double>(bn.count);
+                  double meanDy = sumDy / cnt, meanDyXhat = sumDyXhat / cnt;
+                  double a = scale.at(c) * r;
+                  forOutputChannel(
+                      dx, c, {&dy, &x},
+                      [&](int64_t o, const std::vector<int64_t> &i) {
+                        double xhat = (xp[i[1]] - mu) * r;
+                        dxp[o] = static_cast<float>(
+                            a * (dyp[i[0]] - meanDy - xhat * meanDyXhat));
+                      });
+                }
+              });
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNormalization
+//===----------------------------------------------------------------------===//
+
+/// Rows of a LayerNormalization: X's dims [0, a) are the rows, [a, rank) the
+/// normalized block of M elements. Supported boxes: every operand holds
+/// whole normalized blocks, and the X-shaped operands hold the output box's
+/// rows (Scale and B: exactly the normalized dims, whole).
+struct LayerNorm {
+  size_t axis = 0;
+  int64_t M = 1;
+  double epsilon = 1e-5;
+
+  std::string init(const KernelArgs &args, const TensorView &x) {
+    int64_t rank = static_cast<int64_t>(x.globalShape.size());
+    if (!isF32(x) || rank < 1)
+      return "X must be a float32 tensor of rank >= 1";
+    int64_t a = args.intAttr("axis", -1);
+    if (a < -rank || a >= rank)
+      return "axis " + std::to_string(a) + " is out of range for rank " +
+             std::to_string(rank);
+    axis = static_cast<size_t>(a < 0 ? a + rank : a);
+    epsilon = args.floatAttr("epsilon", 1e-5);
+    M = 1;
+    for (size_t d = axis; d < x.globalShape.size(); ++d)
+      M *= x.globalShape[d];
+    return "";
+  }
+
+  /// Rows of `out` (its leading dims); `out` must hold whole blocks.
+  std::string rowsOf(const TensorView &out, int64_t &rows) const {
+    if (!wholeDims(out, axis, out.shape.size()))
+      return unsupportedConfiguration(
+          "the output box splits a normalized dim");
+    rows = 1;
+    for (size_t d = 0; d < axis; ++d)
+      rows *= out.shape[d];
+    return "";
+  }
+
+  /// Checks that X-shaped (or statistic-shaped, `stat`) view `v` holds the
+  /// rows of `out` (same leading box) and whole blocks.
+  std::string sameRows(const TensorView &v, const TensorView &out,
+                       const char *what) const {
+    if (!isF32(v) || v.globalShape.size() != out.globalShape.size())
+      return std::string(what) + " must be float32 with X's rank";
+    for (size_t d = 0; d < axis; ++d)
+      if (v.lo[d] != out.lo[d] || v.shape[d] != out.shape[d])
+        return unsupportedConfiguration(std::string(what) +
+                                        " does not hold the output's rows");
+    if (!wholeDims(v, axis, v.shape.size()))
+      return unsupportedConfiguration(std::string(what) +
+                                      " splits a normalized dim");
+    return "";
+  }
+
+  /// Scale / B must be exactly the normalized dims (no broadcasting inside).
+  std::string block(const TensorView &v, const TensorView &x,
+                    const char *what) const {
+    if (!isF32(v))
+      return std::string(what) + " must be float32";
+    std::vector<int64_t> want(x.globalShape.begin() + axis,
+                              x.globalShape.end());
+    if (v.globalShape != want || v.shape != want)
+      return unsupportedConfiguration(
+          std::string(what) +
+          " is broadcast inside the normalized dims or split");
+    return "";
+  }
+};
+
+std::string layerNormalization(const KernelArgs &args) {
+  if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
+      (args.outputs.size() != 1 && args.outputs.size() != 3))
+    return "expects inputs (X, Scale[, B]) and outputs (Y[, Mean, "
+           "InvStdDev])";
+  const TensorView &x = args.inputs[0], &y = args.outputs[0];
+  LayerNorm ln;
+  if (std::string err = ln.init(args, x); !err.empty())
+    return err;
+  // A lone statistic output (or an ambiguous shape) goes to the interpreter.
+  if (y.globalShape != x.globalShape || (args.outputs.size() == 1 && ln.M == 1))
+    return unsupportedConfiguration(
+        "a lone Mean or InvStdDev output (the interpreter computes it)");
+  int64_t rows;
+  if (std::string err = ln.rowsOf(y, rows); !err.empty())
+    return err;
+  if (std::string err = ln.sameRows(x, y, "X"); !err.empty())
+    return err;
+  const TensorView &scale = args.inputs[1];
+  if (std::string err = ln.block(scale, x, "Scale"); !err.empty())
+    return err;
+  const TensorView *bias =
+      args.inputs.size() == 3 && args.inputs[2].present() ? &args.inputs[2]
+                                                          : nullptr;
+  if (bias)
+    if (std::string err = ln.block(*bias, x, "B"); !err.empty())
+      return err;
+  float *meanOut = nullptr, *rstdOut = nullptr;
+  if (args.outputs.size() == 3) {
+    for (size_t o = 1; o < 3; ++o)
+      if (std::string err = ln.sameRows(args.outputs[o], y, "a statistic");
+          !err.empty())
+        return err;
+    meanOut = args.outputs[1].f32();
+    rstdOut = args.outputs[2].f32();
+  }
+  const int64_t M = ln.M;
+  const float *xp = x.f32(), *sp = scale.f32();
+  const float *bp = bias ? bias->f32() : nullptr;
+  float *yp = y.f32();
+  parallelFor(rows, 4.0 * static_cast<double>(M), [&](int64_t begin,
+                                                      int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *xr = xp + r * M;
+      double sum = 0;
+      for (int64_t k = 0; k < M; ++k)
+        sum += xr[k];
+      double mean = sum / static_cast<double>(M);
+      double sq = 0;
+      for (int64_t k = 0; k < M; ++k)
+        sq += (xr[k] - mean) * (xr[k] - mean);
+      double rstd = 1 / std::sqrt(sq / static_cast<double>(M) + ln.epsilon);
+      float *yr = yp + r * M;
+      for (int64_t k = 0; k < M; ++k)
+        yr[k] = static_cast<float>((xr[k] - mean) * rstd * sp[k] +
+                                   (bp ? bp[k] : 0.0f));
+      if (meanOut) {
+        meanOut[r] = static_cast<float>(mean);
+        rstdOut[r] = static_cast<float>(rstd);
+      }
+    }
+  });
+  return "";
+}
+
+std::string layerNormalizationGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 5 || args.outputs.size() != 1)
+    return "expects inputs (dY, X, Scale, Mean, InvStdDev) and 1 output";
+  const TensorView &dy = args.inputs[0], &x = args.inputs[1],
+                   &scale = args.inputs[2], &mean = args.inputs[3],
+                   &rstd = args.inputs[4], &dx = args.outputs[0];
+  LayerNorm ln;
+  if (std::string err = ln.init(args, x); !err.empty())
+    return err;
+  if (!isF32(dx) || dx.globalShape != x.globalShape)
+    return "dX must be float32 with X's shape";
+  int64_t rows;
+  if (std::string err = ln.rowsOf(dx, rows); !err.empty())
+    return err;
+  for (auto [v, what] : {std::pair{&dy, "dY"}, std::pair{&x, "X"},
+                         std::pair{&mean, "Mean"},
+                         std::pair{&rstd, "InvStdDev"}})
+    if (std::string err = ln.sameRows(*v, dx, what); !err.empty())
+      return err;
+  if (mean.numElements() != rows || rstd.numElements() != rows)
+    return "Mean and InvStdDev must have one element per row";
+  if (std::string err = ln.block(scale, x, "Scale"); !err.empty())
+    return err;
+  const int64_t M = ln.M;
+  const float *dyp = dy.f32(), *xp = x.f32(), *sp = scale.f32(),
+              *mp = mean.f32(), *rp = rstd.f32();
+  float *dxp = dx.f32();
+  parallelFor(rows, 6.0 * static_cast<double>(M), [&](int64_t begin,
+                                                      int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *dr = dyp + r * M, *xr = xp + r * M;
+      double mu = mp[r], rs = rp[r];
+      double sumG = 0, sumGXhat = 0;
+      for (int64_t k = 0; k < M; ++k) {
+        double g = static_cast<double>(dr[k]) * sp[k];
+        sumG += g;
+        sumGXhat += g * (xr[k] - mu) * rs;
+      }
+      double meanG = sumG / static_cast<double>(M);
+      double meanGXhat = sumGXhat / static_cast<double>(M);
+      float *out = dxp + r * M;
+      for (int64_t k = 0; k < M; ++k) {
+        double g = static_cast<double>(dr[k]) * sp[k];
+        double xhat = (xr[k] - mu) * rs;
+        out[k] = static_cast<float>(rs * (g - meanG - xhat * meanGXhat));
+      }
+    }
+  });
+  return "";
+}
+
+} // namespace
+
+void tofu::runtime::registerNormalizationKernels(
+    void (*addKernel)(const char *, KernelFn)) {
+  addKernel("BatchNormalization", batchNormalization);
+  addKernel("BatchNormalizationNormalized", batchNormalizationNormalized);
+  addKernel("BatchNormalizationGrad", batchNormalizationGrad);
+  addKernel("LayerNormalization", layerNormalization);
+  addKernel("LayerNormalizationGrad", layerNormalizationGrad);
+}

@@ -1,0 +1,462 @@
+//===- KernelsPool.cpp - MaxPool, AveragePool and their gradients ---------===//
+//
+// Native kernels of tdl-specs/pool.tdl's MaxPool (Y and Indices),
+// MaxPoolGrad, AveragePool and AveragePoolGrad over any number of spatial
+// dims (X [N, C, *S], float32), with the specs' geometry: strides and
+// dilations default to 1, pads to 0, auto_pad SAME_UPPER / SAME_LOWER /
+// VALID, ceil_mode (the output extents come from the output's global
+// shape), count_include_pad, storage_order 0 / 1 for Indices. Padding cells
+// read as -3.4e38 in MaxPool (as the spec's select), so they never win.
+//
+// Every operand is read at global coordinates: a cell inside the tensor but
+// outside the local box is an error (the plan gave the device too little),
+// a cell outside the tensor is padding. Threaded over (n, c) planes.
+//
+// The compiler materializes each output of a multi-output op as its own
+// instruction: MaxPool tells Y (float32) from Indices (int64) by type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ParallelFor.h"
+#include "tofu/runtime/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace tofu::runtime;
+using tofu::plan::DType;
+
+namespace {
+
+/// The pooling geometry of one spatial layout.
+struct Pool {
+  size_t nsp = 0;
+  std::vector<int64_t> in, out, kernel, stride, dilation, padBegin, padEnd;
+  bool countIncludePad = false;
+
+  /// Reads the attributes for input spatial extents `inDims` and output
+  /// spatial extents `outDims`.
+  std::string init(const KernelArgs &args, const std::vector<int64_t> &inDims,
+                   const std::vector<int64_t> &outDims) {
+    nsp = inDims.size();
+    in = inDims;
+    out = outDims;
+    kernel = args.intsAttr("kernel_shape", {});
+    if (kernel.size() != nsp)
+      return "kernel_shape needs " + std::to_string(nsp) + " entries";
+    std::vector<int64_t> strides = args.intsAttr("strides", {});
+    std::vector<int64_t> dilations = args.intsAttr("dilations", {});
+    std::vector<int64_t> pads = args.intsAttr("pads", {});
+    std::string autoPad = args.stringAttr("auto_pad", "NOTSET");
+    countIncludePad = args.intAttr("count_include_pad", 0) != 0;
+    stride.assign(nsp, 1);
+    dilation.assign(nsp, 1);
+    padBegin.assign(nsp, 0);
+    padEnd.assign(nsp, 0);
+    for (size_t s = 0; s < nsp; ++s) {
+      if (s < strides.size())
+        stride[s] = strides[s];
+      if (s < dilations.size())
+        dilation[s] = dilations[s];
+      if (stride[s] < 1 || dilation[s] < 1 || kernel[s] < 1)
+        return "strides, dilations and kernel_shape must be positive";
+      if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+        int64_t total = std::max<int64_t>(
+            0, ((in[s] + stride[s] - 1) / stride[s] - 1) * stride[s] +
+                   (kernel[s] - 1) * dilation[s] + 1 - in[s]);
+        padBegin[s] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        padEnd[s] = total - padBegin[s];
+      } else if (autoPad == "NOTSET") {
+        if (!pads.empty() && pads.size() != 2 * nsp)
+          return "pads needs " + std::to_string(2 * nsp) + " entries";
+        if (!pads.empty()) {
+          padBegin[s] = pads[s];
+          padEnd[s] = pads[s + nsp];
+        }
+      } else if (autoPad != "VALID") {
+        return "unknown auto_pad '" + autoPad + "'";
+      }
+    }
+    return "";
+  }
+
+  /// Number of cells AveragePool divides window `o` of dim s by.
+  int64_t count(size_t s, int64_t o) const {
+    int64_t start = o * stride[s] - padBegin[s];
+    int64_t lo = countIncludePad ? -padBegin[s] : 0;
+    int64_t hi = countIncludePad ? in[s] + padEnd[s] : in[s];
+    auto ceilDiv = [](int64_t a, int64_t b) {
+      return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+    };
+    int64_t first = std::max<int64_t>(0, ceilDiv(lo - start, dilation[s]));
+    int64_t last = std::min(kernel[s], ceilDiv(hi - start, dilation[s]));
+    return std::max<int64_t>(0, last - first);
+  }
+};
+
+/// A view read at global coordinates, with its local strides.
+struct Reader {
+  const TensorView *v = nullptr;
+  std::vector<int64_t> strides;
+
+  explicit Reader(const TensorView &view) : v(&view) {
+    strides.assign(view.shape.size(), 1);
+    for (size_t d = view.shape.size(); d-- > 1;)
+      strides[d - 1] = strides[d] * view.shape[d];
+  }
+  /// Offset of global [n, c, *g] into the local box; -1 outside the tensor
+  /// (padding), -2 inside the tensor but outside the box.
+  int64_t offset(int64_t n, int64_t c, const int64_t *g) const {
+    int64_t off = 0;
+    for (size_t d = 0; d < strides.size(); ++d) {
+      int64_t x = d == 0 ? n : d == 1 ? c : g[d - 2];
+      if (x < 0 || x >= v->globalShape[d])
+        return -1;
+      int64_t local = x - v->lo[d];
+      if (local < 0 || local >= v->shape[d])
+        return -2;
+      off += local * strides[d];
+    }
+    return off;
+  }
+};
+
+const char kPartialWindow[] =
+    "a partial sum over part of the pooling window (a split of the kernel "
+    "offsets)";
+
+const char kTooLittle[] =
+    "an operand's box lacks a cell a window needs (the plan gave this device "
+    "too little of it)";
+
+/// Calls `f(n, c, g, outOffset)` for every element of `out`'s box (g: its
+/// global spatial coordinates), threaded over the box's (n, c) planes
+/// (each thread calls its own copy of `f`, so scratch state captured by
+/// value is per thread); stops at the first error `f` returns.
+template <typename F>
+std::string forEachOutput(const TensorView &out, double workPerElement, F f) {
+  const size_t nsp = out.shape.size() - 2;
+  int64_t plane = 1;
+  for (size_t s = 0; s < nsp; ++s)
+    plane *= out.shape[s + 2];
+  const int64_t planes = out.shape[0] * out.shape[1];
+  std::vector<std::string> errors(planes);
+  parallelFor(planes, workPerElement * static_cast<double>(plane),
+              [&](int64_t begin, int64_t end) {
+                F local = f; // per-thread scratch captured by f
+                std::vector<int64_t> g(nsp);
+                for (int64_t p = begin; p < end; ++p) {
+                  int64_t n = out.lo[0] + p / out.shape[1];
+                  int64_t c = out.lo[1] + p % out.shape[1];
+                  for (size_t s = 0; s < nsp; ++s)
+                    g[s] = out.lo[s + 2];
+                  for (int64_t e = 0; e < plane; ++e) {
+                    std::string err = local(n, c, g.data(), p * plane + e);
+                    if (!err.empty()) {
+                      errors[p] = err;
+                      return;
+                    }
+                    for (size_t s = nsp; s-- > 0;) {
+                      if (++g[s] < out.lo[s + 2] + out.shape[s + 2])
+                        break;
+                      g[s] = out.lo[s + 2];
+                    }
+                  }
+                }
+              });
+  for (const std::string &err : errors)
+    if (!err.empty())
+      return err;
+  return "";
+}
+
+/// Calls `f(k, x, inside)` for every kernel offset of window `o` (global
+/// output coordinates): x = o * stride + k * dilation - padBegin, inside =
+/// x lies in the input's spatial extents.
+template <typename F>
+void forWindow(const Pool &pool, const int64_t *o, std::vector<int64_t> &k,
+               std::vector<int64_t> &x, F f) {
+  const size_t nsp = pool.nsp;
+  int64_t cells = 1;
+  for (size_t s = 0; s < nsp; ++s)
+    cells *= pool.kernel[s];
+  std::fill(k.begin(), k.end(), 0);
+  for (int64_t e = 0; e < cells; ++e) {
+    bool inside = true;
+    for (size_t s = 0; s < nsp; ++s) {
+      x[s] = o[s] * pool.stride[s] + k[s] * pool.dilation[s] - pool.padBegin[s];
+      inside &= x[s] >= 0 && x[s] < pool.in[s];
+    }
+    f(inside);
+    for (size_t s = nsp; s-- > 0;) {
+      if (++k[s] < pool.kernel[s])
+        break;
+      k[s] = 0;
+    }
+  }
+}
+
+std::vector<int64_t> spatial(const std::vector<int64_t> &shape) {
+  return std::vector<int64_t>(shape.begin() + 2, shape.end());
+}
+
+std::string checkPoolInput(const TensorView &x) {
+  if (!x.present() || x.dtype != DType::F32 || x.globalShape.size() < 3)
+    return "X must be a float32 tensor [N, C, spatial...]";
+  return "";
+}
+
+std::string maxPool(const KernelArgs &args) {
+  if (args.inputs.size() != 1 || args.outputs.empty() ||
+      args.outputs.size() > 2)
+    return "expects input X and outputs (Y[, Indices])";
+  const TensorView &x = args.inputs[0];
+  if (std::string err = checkPoolInput(x); !err.empty())
+    return err;
+  Pool pool;
+  if (std::string err =
+          pool.init(args, spatial(x.globalShape), spatial(args.outputs[0].globalShape));
+      !err.empty())
+    return err;
+  int64_t order = args.intAttr("storage_order", 0);
+  const TensorView *y = nullptr, *indices = nullptr;
+  for (const TensorView &out : args.outputs) {
+    if (out.globalShape.size() != x.globalShape.size())
+      return "outputs must have X's rank";
+    if (out.dtype == DType::F32)
+      y = &out;
+    else if (out.dtype == DType::I64)
+      indices = &out;
+    else
+      return "outputs are Y (float32) and Indices (int64)";
+  }
+  if (y && indices && (y->lo != indices->lo || y->shape != indices->shape))
+    return unsupportedConfiguration("Y and Indices have different boxes");
+  const TensorView &box = y ? *y : *indices;
+  // Indices: flat index into X, spatial part row- or column-major.
+  std::vector<int64_t> sstr(pool.nsp, 1);
+  int64_t plane = 1;
+  for (size_t s = 0; s < pool.nsp; ++s)
+    plane *= pool.in[s];
+  for (size_t s = 0; s < pool.nsp; ++s)
+    for (size_t t = 0; t < pool.nsp; ++t)
+      if (order == 0 ? t > s : t < s)
+        sstr[s] *= pool.in[t];
+  const int64_t C = x.globalShape[1];
+  Reader reader(x);
+  const float lowest = -3.4e38f;
+  return forEachOutput(box, static_cast<double>(x.numElements()) /
+                                std::max<int64_t>(1, box.numElements()) + 4,
+                       [&, k = std::vector<int64_t>(pool.nsp),
+                        xs = std::vector<int64_t>(pool.nsp)](
+                           int64_t n, int64_t c, const int64_t *o,
+                           int64_t at) mutable -> std::string {
+    double best = -std::numeric_limits<double>::infinity();
+    bool missing = false;
+    forWindow(pool, o, k, xs, [&](bool inside) {
+      double v = lowest;
+      if (inside) {
+        int64_t off = reader.offset(n, c, xs.data());
+        if (off < 0) {
+          missing = true;
+          return;
+        }
+        v = x.f32()[off];
+      }
+      best = std::max(best, v);
+    });
+    if (missing)
+      return kTooLittle;
+    if (y)
+      y->f32()[at] = static_cast<float>(best);
+    if (indices) {
+      int64_t index = 9000000000000000000LL;
+      forWindow(pool, o, k, xs, [&](bool inside) {
+        if (!inside || index != 9000000000000000000LL)
+          return;
+        if (static_cast<double>(x.f32()[reader.offset(n, c, xs.data())]) ==
+            best) {
+          int64_t flat = (n * C + c) * plane;
+          for (size_t s = 0; s < pool.nsp; ++s)
+            flat += xs[s] * sstr[s];
+          index = flat;
+        }
+      });
+      indices->i64()[at] = index;
+    }
+    return "";
+  });
+}
+
+std::string averagePool(const KernelArgs &args) {
+  if (args.inputs.size() != 1 || args.outputs.size() != 1)
+    return "expects input X and output Y";
+  const TensorView &x = args.inputs[0], &y = args.outputs[0];
+  if (std::string err = checkPoolInput(x); !err.empty())
+    return err;
+  if (y.dtype != DType::F32 || y.globalShape.size() != x.globalShape.size())
+    return "Y must be float32 with X's rank";
+  if (args.partialReduction)
+    return unsupportedConfiguration(kPartialWindow);
+  Pool pool;
+  if (std::string err =
+          pool.init(args, spatial(x.globalShape), spatial(y.globalShape));
+      !err.empty())
+    return err;
+  Reader reader(x);
+  return forEachOutput(y, static_cast<double>(x.numElements()) /
+                              std::max<int64_t>(1, y.numElements()) + 4,
+                       [&, k = std::vector<int64_t>(pool.nsp),
+                        xs = std::vector<int64_t>(pool.nsp)](
+                           int64_t n, int64_t c, const int64_t *o,
+                           int64_t at) mutable -> std::string {
+    double sum = 0;
+    bool missing = false;
+    forWindow(pool, o, k, xs, [&](bool inside) {
+      if (!inside)
+        return;
+      int64_t off = reader.offset(n, c, xs.data());
+      if (off < 0) {
+        missing = true;
+        return;
+      }
+      sum += x.f32()[off];
+    });
+    if (missing)
+      return kTooLittle;
+    double count = 1;
+    for (size_t s = 0; s < pool.nsp; ++s)
+      count *= static_cast<double>(pool.count(s, o[s]));
+    y.f32()[at] = static_cast<float>(sum / count);
+    return "";
+  });
+}
+
+/// Shared by the gradients: calls `f(o, k)` for every window o (global
+/// output coordinates, inside the output extents) that contains input cell
+/// `x` at kernel offset k.
+template <typename F>
+void forWindowsOf(const Pool &pool, const int64_t *x, std::vector<int64_t> &k,
+                  std::vector<int64_t> &o, F f) {
+  const size_t nsp = pool.nsp;
+  int64_t cells = 1;
+  for (size_t s = 0; s < nsp; ++s)
+    cells *= pool.kernel[s];
+  std::fill(k.begin(), k.end(), 0);
+  for (int64_t e = 0; e < cells; ++e) {
+    bool hit = true;
+    for (size_t s = 0; s < nsp && hit; ++s) {
+      int64_t start = x[s] + pool.padBegin[s] - k[s] * pool.dilation[s];
+      hit = start >= 0 && start % pool.stride[s] == 0 &&
+            start / pool.stride[s] < pool.out[s];
+      o[s] = hit ? start / pool.stride[s] : 0;
+    }
+    if (hit)
+      f();
+    for (size_t s = nsp; s-- > 0;) {
+      if (++k[s] < pool.kernel[s])
+        break;
+      k[s] = 0;
+    }
+  }
+}
+
+std::string maxPoolGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 3 || args.outputs.size() != 1)
+    return "expects inputs (dY, X, Y) and output dX";
+  const TensorView &dy = args.inputs[0], &x = args.inputs[1],
+                   &y = args.inputs[2], &dx = args.outputs[0];
+  if (std::string err = checkPoolInput(x); !err.empty())
+    return err;
+  if (dy.dtype != DType::F32 || y.dtype != DType::F32 ||
+      dx.dtype != DType::F32 || dy.globalShape != y.globalShape ||
+      dx.globalShape != x.globalShape)
+    return "dY and Y must be float32 of Y's shape, dX of X's shape";
+  if (args.partialReduction)
+    return unsupportedConfiguration(kPartialWindow);
+  Pool pool;
+  if (std::string err =
+          pool.init(args, spatial(x.globalShape), spatial(y.globalShape));
+      !err.empty())
+    return err;
+  Reader rdy(dy), rx(x), ry(y);
+  return forEachOutput(dx, 4.0 * static_cast<double>(dy.numElements()) /
+                               std::max<int64_t>(1, dx.numElements()) + 8,
+                       [&, k = std::vector<int64_t>(pool.nsp),
+                        o = std::vector<int64_t>(pool.nsp)](
+                           int64_t n, int64_t c, const int64_t *xg,
+                           int64_t at) mutable -> std::string {
+    int64_t xo = rx.offset(n, c, xg);
+    if (xo < 0)
+      return kTooLittle;
+    double xv = x.f32()[xo], sum = 0;
+    bool missing = false;
+    forWindowsOf(pool, xg, k, o, [&] {
+      int64_t yo = ry.offset(n, c, o.data()), go = rdy.offset(n, c, o.data());
+      if (yo < 0 || go < 0) {
+        missing = true;
+        return;
+      }
+      if (xv == static_cast<double>(y.f32()[yo]))
+        sum += dy.f32()[go];
+    });
+    if (missing)
+      return kTooLittle;
+    dx.f32()[at] = static_cast<float>(sum);
+    return "";
+  });
+}
+
+std::string averagePoolGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 2 || args.outputs.size() != 1)
+    return "expects inputs (dY, X) and output dX";
+  const TensorView &dy = args.inputs[0], &x = args.inputs[1],
+                   &dx = args.outputs[0];
+  if (!x.present() || x.globalShape.size() < 3 || dx.dtype != DType::F32 ||
+      dy.dtype != DType::F32 || dx.globalShape != x.globalShape ||
+      dy.globalShape.size() != x.globalShape.size())
+    return "dY and dX must be float32 with X's rank, dX of X's shape";
+  if (args.partialReduction)
+    return unsupportedConfiguration(kPartialWindow);
+  Pool pool;
+  if (std::string err =
+          pool.init(args, spatial(x.globalShape), spatial(dy.globalShape));
+      !err.empty())
+    return err;
+  Reader rdy(dy);
+  return forEachOutput(dx, 4.0 * static_cast<double>(dy.numElements()) /
+                               std::max<int64_t>(1, dx.numElements()) + 8,
+                       [&, k = std::vector<int64_t>(pool.nsp),
+                        o = std::vector<int64_t>(pool.nsp)](
+                           int64_t n, int64_t c, const int64_t *xg,
+                           int64_t at) mutable -> std::string {
+    double sum = 0;
+    bool missing = false;
+    forWindowsOf(pool, xg, k, o, [&] {
+      int64_t go = rdy.offset(n, c, o.data());
+      if (go < 0) {
+        missing = true;
+        return;
+      }
+      double count = 1;
+      for (size_t s = 0; s < pool.nsp; ++s)
+        count *= static_cast<double>(pool.count(s, o[s]));
+      sum += dy.f32()[go] / count;
+    });
+    if (missing)
+      return kTooLittle;
+    dx.f32()[at] = static_cast<float>(sum);
+    return "";
+  });
+}
+
+} // namespace
+
+void tofu::runtime::registerPoolKernels(void (*addKernel)(const char *,
+                                                          KernelFn)) {
+  addKernel("MaxPool", maxPool);
+  addKernel("MaxPoolGrad", maxPoolGrad);
+  addKernel("AveragePool", averagePool);
+  addKernel("AveragePoolGrad", averagePoolGrad);
+}
