@@ -210,14 +210,19 @@ std::string batchNormalization(const KernelArgs &args) {
         "a lone running statistic output (the interpreter computes it)");
   if (std::string err = bn.covers(x, y, bn.training, "X"); !err.empty())
     return err;
+  const TensorView *rm = args.outputs.size() == 3 ? &args.outputs[1] : nullptr;
+  const TensorView *rv = args.outputs.size() == 3 ? &args.outputs[2] : nullptr;
+  // Training-mode Y does not read input_mean / input_var (only the running
+  // statistics do), so a share of Y may come without them.
+  bool needStats = !bn.training || rm;
   ChannelParam scale, bias, mean, var;
   for (auto [i, p, what] :
        {std::tuple{1, &scale, "scale"}, std::tuple{2, &bias, "B"},
         std::tuple{3, &mean, "input_mean"}, std::tuple{4, &var, "input_var"}})
-    if (std::string err = bn.param(args.inputs[i], y, what, *p); !err.empty())
-      return err;
-  const TensorView *rm = args.outputs.size() == 3 ? &args.outputs[1] : nullptr;
-  const TensorView *rv = args.outputs.size() == 3 ? &args.outputs[2] : nullptr;
+    if (i < 3 || needStats)
+      if (std::string err = bn.param(args.inputs[i], y, what, *p);
+          !err.empty())
+        return err;
   if (rm && (rm->shape != rv->shape || rm->lo != rv->lo ||
              rm->lo[0] != y.lo[1] || rm->shape[0] != y.shape[1]))
     return unsupportedConfiguration(
@@ -266,13 +271,15 @@ std::string batchNormalizationNormalized(const KernelArgs &args) {
     return "Xhat must be float32 with X's shape";
   if (std::string err = bn.covers(x, out, bn.training, "X"); !err.empty())
     return err;
-  ChannelParam mean, var;
-  if (std::string err = bn.param(args.inputs[1], out, "input_mean", mean);
-      !err.empty())
-    return err;
-  if (std::string err = bn.param(args.inputs[2], out, "input_var", var);
-      !err.empty())
-    return err;
+  ChannelParam mean, var; // read in inference mode only
+  if (!bn.training) {
+    if (std::string err = bn.param(args.inputs[1], out, "input_mean", mean);
+        !err.empty())
+      return err;
+    if (std::string err = bn.param(args.inputs[2], out, "input_var", var);
+        !err.empty())
+      return err;
+  }
   const float *xp = x.f32();
   float *op = out.f32();
   parallelFor(out.shape[1], 3.0 * static_cast<double>(bn.count),
@@ -304,17 +311,21 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
     return err;
   if (!isF32(dx) || dx.globalShape != x.globalShape)
     return "dX must be float32 with X's shape";
-  if (std::string err = bn.covers(x, dx, bn.training, "X"); !err.empty())
-    return err;
+  // Training reads X and dY over the channel's whole batch; inference reads
+  // dY at the element and input_var, not X.
+  if (bn.training)
+    if (std::string err = bn.covers(x, dx, true, "X"); !err.empty())
+      return err;
   if (std::string err = bn.covers(dy, dx, bn.training, "dY"); !err.empty())
     return err;
   ChannelParam scale, var;
   if (std::string err = bn.param(args.inputs[2], dx, "scale", scale);
       !err.empty())
     return err;
-  if (std::string err = bn.param(args.inputs[4], dx, "input_var", var);
-      !err.empty())
-    return err;
+  if (!bn.training)
+    if (std::string err = bn.param(args.inputs[4], dx, "input_var", var);
+        !err.empty())
+      return err;
   const float *xp = x.f32(), *dyp = dy.f32();
   float *dxp = dx.f32();
   parallelFor(dx.shape[1], 5.0 * static_cast<double>(bn.count),

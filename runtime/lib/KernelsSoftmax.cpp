@@ -34,10 +34,15 @@ namespace {
 /// output's axis starts at `lo`.
 struct AxisRows {
   int64_t outer = 1, inner = 1, whole = 0, lo = 0, len = 0;
+  /// False when input 1 holds only the output box (LogSoftmaxGrad's Y is
+  /// read at the output element alone).
+  bool input1Whole = true;
 };
 
+/// `elementInput`: an input that may hold just the output box instead of
+/// whole rows (-1: none).
 std::string axisRows(const KernelArgs &args, size_t numInputs,
-                     AxisRows &rows) {
+                     AxisRows &rows, int elementInput = -1) {
   if (args.inputs.size() != numInputs || args.outputs.size() != 1)
     return "expects " + std::to_string(numInputs) + " inputs and 1 output";
   const TensorView &out = args.outputs[0];
@@ -58,16 +63,23 @@ std::string axisRows(const KernelArgs &args, size_t numInputs,
       return "input " + std::to_string(i) + " must be a float32 tensor";
     if (in.globalShape != out.globalShape)
       return "input " + std::to_string(i) + " and the output differ in shape";
+    bool whole = true, box = true;
     for (int64_t d = 0; d < rank; ++d) {
-      bool ok = d == axis ? in.lo[d] == 0 && in.shape[d] == in.globalShape[d]
-                          : in.lo[d] == out.lo[d] && in.shape[d] == out.shape[d];
-      if (!ok)
-        return unsupportedConfiguration(
-            "input " + std::to_string(i) +
-            " does not hold whole rows of the output box");
+      bool same = in.lo[d] == out.lo[d] && in.shape[d] == out.shape[d];
+      box &= same;
+      whole &= d == axis ? in.lo[d] == 0 && in.shape[d] == in.globalShape[d]
+                         : same;
     }
+    if (i == 1)
+      rows.input1Whole = whole;
+    if (!whole && !(box && static_cast<int>(i) == elementInput))
+      return unsupportedConfiguration(
+          "input " + std::to_string(i) +
+          " does not hold whole rows of the output box");
   }
+  bool input1Whole = rows.input1Whole;
   rows = AxisRows();
+  rows.input1Whole = input1Whole;
   for (int64_t d = 0; d < axis; ++d)
     rows.outer *= out.shape[d];
   for (int64_t d = axis + 1; d < rank; ++d)
@@ -91,9 +103,11 @@ void forBlocks(const AxisRows &rows, const KernelArgs &args, Block block) {
                 std::vector<double> stat(rows.inner), acc(rows.inner);
                 for (int64_t o = begin; o < end; ++o) {
                   const float *a = args.inputs[0].f32() + o * inStride;
-                  const float *b = args.inputs.size() > 1
-                                       ? args.inputs[1].f32() + o * inStride
-                                       : nullptr;
+                  const float *b =
+                      args.inputs.size() > 1
+                          ? args.inputs[1].f32() +
+                                o * (rows.input1Whole ? inStride : outStride)
+                          : nullptr;
                   float *y = args.outputs[0].f32() + o * outStride;
                   block(a, b, y, stat.data(), acc.data());
                 }
@@ -173,7 +187,8 @@ std::string softmaxGrad(const KernelArgs &args) {
 
 std::string logSoftmaxGrad(const KernelArgs &args) {
   AxisRows rows;
-  if (std::string err = axisRows(args, 2, rows); !err.empty())
+  if (std::string err = axisRows(args, 2, rows, /*elementInput=*/1);
+      !err.empty())
     return err;
   const int64_t inner = rows.inner;
   forBlocks(rows, args, [&](const float *dy, const float *y, float *dx,
@@ -185,9 +200,10 @@ std::string logSoftmaxGrad(const KernelArgs &args) {
     for (int64_t j = 0; j < rows.len; ++j)
       for (int64_t i = 0; i < inner; ++i) {
         int64_t at = (rows.lo + j) * inner + i;
+        int64_t yAt = rows.input1Whole ? at : j * inner + i;
         dx[j * inner + i] = static_cast<float>(
             static_cast<double>(dy[at]) -
-            std::exp(static_cast<double>(y[at])) * sum[i]);
+            std::exp(static_cast<double>(y[yAt])) * sum[i]);
       }
   });
   return "";
