@@ -310,6 +310,32 @@ LogicalResult TofuDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' must be a string";
     return success();
   }
+  if (name == "tofu.op_group") {
+    auto id = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!id || id.getInt() < 0 || !isa<ComputeOp>(op))
+      return op->emitOpError() << "'tofu.op_group' must be an integer >= 0 "
+                                  "on a tofu.compute op";
+    return success();
+  }
+  if (name == "tofu.tensor_groups") {
+    auto ids = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!ids || ids.size() != static_cast<int64_t>(op->getNumResults()) ||
+        !llvm::all_of(ids.asArrayRef(), [](int64_t id) { return id >= 0; }))
+      return op->emitOpError()
+             << "'tofu.tensor_groups' needs one group id >= 0 per result ("
+             << op->getNumResults() << ")";
+    return success();
+  }
+  if (name == "tofu.step_bytes") {
+    if (!isa<DenseI64ArrayAttr>(attr.getValue()))
+      return op->emitOpError() << "'tofu.step_bytes' must be an array<i64>";
+    return success();
+  }
+  if (name == "tofu.step_gbps") {
+    if (!isa<DenseF64ArrayAttr>(attr.getValue()))
+      return op->emitOpError() << "'tofu.step_gbps' must be an array<f64>";
+    return success();
+  }
   return op->emitOpError() << "unknown tofu attribute '" << name << "'";
 }
 

@@ -4,6 +4,7 @@
 #include "tofu/Target/PlanBuilder.h"
 #include "tofu/Target/PlanPrinter.h"
 #include "tofu/Transforms/Passes.h"
+#include "tofu/Transforms/RecursivePartitioner.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -16,9 +17,9 @@ using namespace mlir;
 namespace tofu {
 
 namespace {
-constexpr const char *kPhaseNames[] = {"import",    "train",       "analyze",
-                                       "partition", "materialize", "schedule",
-                                       "emit"};
+constexpr const char *kPhaseNames[] = {
+    "import",    "train",       "analyze",  "coarsen",
+    "partition", "materialize", "schedule", "emit"};
 constexpr const char *kVersion = "tofuc 0.1.0";
 } // namespace
 
@@ -43,8 +44,11 @@ void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
     funcPm.addPass(createBuildTrainingStep({options.learningRate}));
   if (stopAfter >= Phase::Analyze)
     funcPm.addPass(createAnalyzeStrategies());
+  if (stopAfter >= Phase::Coarsen)
+    funcPm.addPass(createCoarsen());
   if (stopAfter >= Phase::Partition)
-    funcPm.addPass(createPartition({options.devices, options.partitioner}));
+    funcPm.addPass(createPartition(
+        {options.devices, options.partitioner, options.topology}));
 }
 
 llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
@@ -55,6 +59,15 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   if (options.devices < 1)
     return fail("--gpus must be at least 1, not " +
                 llvm::Twine(options.devices));
+  if (!llvm::is_contained(partitionerNames(), options.partitioner)) {
+    std::string names;
+    for (const std::string &name : partitionerNames())
+      names += (names.empty() ? "" : ", ") + name;
+    return fail("unknown --partitioner '" + options.partitioner +
+                "' (available: " + names + ")");
+  }
+  if (auto steps = planSteps(options.devices, options.topology); !steps)
+    return steps.takeError();
 
   MLIRContext context;
   context.loadDialect<TofuDialect, func::FuncDialect>();
@@ -84,17 +97,17 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   }
 
   Phase irStop = std::min(options.stopAfter, Phase::Partition);
-  // Train and analyze first, then time the search alone.
+  // Train, analyze and coarsen first, then time the search alone.
   PassManager prePm(&context);
   CompileOptions preOptions = options;
-  buildIRPipeline(prePm, preOptions, std::min(irStop, Phase::Analyze));
+  buildIRPipeline(prePm, preOptions, std::min(irStop, Phase::Coarsen));
   if (failed(prePm.run(module)))
     return fail(options.inputPath + ": " + diagnostics);
   double searchSeconds = 0;
   if (irStop == Phase::Partition) {
     PassManager partitionPm(&context);
-    partitionPm.nest<func::FuncOp>().addPass(
-        createPartition({options.devices, options.partitioner}));
+    partitionPm.nest<func::FuncOp>().addPass(createPartition(
+        {options.devices, options.partitioner, options.topology}));
     auto start = std::chrono::steady_clock::now();
     if (failed(partitionPm.run(module)))
       return fail(options.inputPath + ": " + diagnostics);

@@ -1,4 +1,4 @@
-// RUN: tofu-opt %s --pass-pipeline='builtin.module(func.func(tofu-analyze-strategies, tofu-partition{devices=4}))' | FileCheck %s
+// RUN: tofu-opt %s --pass-pipeline='builtin.module(func.func(tofu-analyze-strategies, tofu-partition{devices=4 partitioner=allrow-greedy}))' | FileCheck %s
 // allrow-greedy: every tensor cut on dimension 0 in 4 parts (scalars
 // replicated); each op takes its cheapest strategy under those tilings.
 

@@ -25,10 +25,16 @@ static cl::opt<std::string> outputPath("o", cl::desc("write plan.bin here"),
                                        cl::cat(tofucCategory));
 static cl::opt<int64_t> gpus("gpus", cl::desc("number of devices k"),
                              cl::init(1), cl::cat(tofucCategory));
-static cl::opt<std::string> partitioner("partitioner",
-                                        cl::desc("partitioning algorithm"),
-                                        cl::init("allrow-greedy"),
-                                        cl::cat(tofucCategory));
+static cl::opt<std::string> partitioner(
+    "partitioner",
+    cl::desc("partitioning algorithm: tofu (default), data-parallel, "
+             "allrow-greedy, spartan, equal-chop, icml18, exhaustive"),
+    cl::init("tofu"), cl::cat(tofucCategory));
+static cl::opt<std::string> topology(
+    "topology",
+    cl::desc("interconnect levels, innermost first, e.g. "
+             "8x:nvlink=300,2x:pcie=16 (see docs/Partitioning.md)"),
+    cl::value_desc("COUNTx:NAME=GBPS,..."), cl::cat(tofucCategory));
 static cl::opt<double> learningRate("lr", cl::desc("SGD learning rate"),
                                     cl::init(0.1), cl::cat(tofucCategory));
 static cl::opt<std::string>
@@ -112,6 +118,7 @@ int main(int argc, char **argv) {
   options.outputPath = outputPath;
   options.devices = gpus;
   options.partitioner = partitioner;
+  options.topology = topology;
   if (!(learningRate > 0) || !std::isfinite(learningRate))
     return fail("--lr must be a finite positive number, not " +
                 Twine(std::to_string(learningRate)));

@@ -1,6 +1,6 @@
 //===- CompilerPipeline.h - tofuc's phases ----------------------*- C++ -*-===//
 //
-// import -> train -> analyze -> partition -> materialize -> schedule -> emit
+// import -> train -> analyze -> coarsen -> partition -> materialize -> schedule -> emit
 // (DESIGN.md §1). `tofuc` is a thin shell over `compileModel`; tofu-opt runs
 // the IR passes of the middle phases one by one.
 //
@@ -24,6 +24,7 @@ enum class Phase {
   Import,
   Train,
   Analyze,
+  Coarsen,
   Partition,
   Materialize,
   Schedule,
@@ -44,7 +45,8 @@ struct CompileOptions {
   std::string inputPath;
   std::string outputPath; ///< plan.bin; empty = do not write
   int64_t devices = 1;
-  std::string partitioner = "allrow-greedy";
+  std::string partitioner = "tofu";
+  std::string topology; ///< --topology; empty = steps are k's prime factors
   double learningRate = 0.1;
   Phase stopAfter = Phase::Emit;
   PlanDump dumpPlan = PlanDump::None;

@@ -1,0 +1,242 @@
+//===- OptimalityTest.cpp - the recursive DP finds the optimum ------------===//
+//
+// Property test (paper Appendix A, DESIGN.md §3): on randomized small
+// training graphs that satisfy Appendix A's assumptions (MatMul layers,
+// fork-joins and same-shape element-wise ops; no halos; tensor extents that
+// halve evenly), the recursive step DP (`tofu`) finds the same minimum as
+// `exhaustive`, which enumerates every cut sequence of every tensor group.
+// Both costs also equal the bytes of the materialized program.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Target/PlanBuilder.h"
+#include "tofu/Transforms/Passes.h"
+#include "tofu/Transforms/RecursivePartitioner.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+
+using namespace mlir;
+
+namespace {
+
+/// A random training graph: `layers` steps applied to x [B, F], each a
+/// MatMul with a new weight, a fork-join of two MatMuls summed by Add, or a
+/// same-shape element-wise op; the loss is the sum of the last activation.
+std::string randomModel(unsigned seed, int layers,
+                        const std::vector<int64_t> &sizes,
+                        bool training = true) {
+  std::mt19937 rng(seed);
+  auto pick = [&](const std::vector<int64_t> &from) {
+    return from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
+  };
+  std::ostringstream ir;
+  int64_t batch = pick(sizes), width = pick(sizes);
+  auto type = [](int64_t a, int64_t b) {
+    return "tensor<" + std::to_string(a) + "x" + std::to_string(b) + "xf32>";
+  };
+  ir << "func.func @main() {\n";
+  ir << "  %v0 = tofu.input \"x\" \"features\" : " << type(batch, width)
+     << "\n";
+  int value = 0, param = 0;
+  auto matmul = [&](int input, int64_t in, int64_t out) {
+    int w = param++;
+    ir << "  %w" << w << " = tofu.param \"w" << w
+       << "\" {value = dense<0.5> : " << type(in, out) << "} : "
+       << type(in, out) << "\n";
+    ++value;
+    ir << "  %v" << value << " = tofu.compute \"MatMul\"(%v" << input << ", %w"
+       << w << ") {attrs = {}, name = \"mm" << w << "\"} : ("
+       << type(batch, in) << ", " << type(in, out) << ") -> "
+       << type(batch, out) << "\n";
+    return value;
+  };
+  for (int layer = 0; layer < layers; ++layer) {
+    int kind = std::uniform_int_distribution<int>(0, 3)(rng);
+    if (kind <= 1) {
+      int64_t out = pick(sizes);
+      matmul(value, width, out);
+      width = out;
+    } else if (kind == 2) {
+      int input = value;
+      int64_t out = pick(sizes);
+      int a = matmul(input, width, out);
+      int b = matmul(input, width, out);
+      width = out;
+      ++value;
+      ir << "  %v" << value << " = tofu.compute \"Add\"(%v" << a << ", %v" << b
+         << ") {attrs = {}, name = \"add" << value << "\"} : ("
+         << type(batch, width) << ", " << type(batch, width) << ") -> "
+         << type(batch, width) << "\n";
+    } else {
+      const char *op = std::uniform_int_distribution<int>(0, 1)(rng) ? "Relu"
+                                                                     : "Tanh";
+      ++value;
+      ir << "  %v" << value << " = tofu.compute \"" << op << "\"(%v"
+         << value - 1 << ") {attrs = {}, name = \"act" << value << "\"} : ("
+         << type(batch, width) << ") -> " << type(batch, width) << "\n";
+    }
+  }
+  if (!training) {
+    ir << "  return\n}\n";
+    return ir.str();
+  }
+  ir << "  %loss = tofu.compute \"ReduceSum\"(%v" << value
+     << ") {attrs = {keepdims = 0 : i64}, name = \"loss\"} : ("
+     << type(batch, width) << ") -> tensor<f32>\n";
+  ir << "  tofu.loss %loss : tensor<f32>\n  return\n}\n";
+  return ir.str();
+}
+
+class PartitionOptimality : public ::testing::Test {
+protected:
+  PartitionOptimality() {
+    context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
+  }
+
+  /// Parses `ir`, builds the training step, analyzes and coarsens it.
+  OwningOpRef<ModuleOp> prepare(const std::string &ir, bool training = true) {
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(ir, &context);
+    if (!module)
+      return {};
+    PassManager pm(&context);
+    OpPassManager &funcPm = pm.nest<func::FuncOp>();
+    if (training)
+      funcPm.addPass(tofu::createBuildTrainingStep());
+    funcPm.addPass(tofu::createAnalyzeStrategies());
+    funcPm.addPass(tofu::createCoarsen());
+    if (failed(pm.run(*module)))
+      return {};
+    return module;
+  }
+
+  /// Partitions a copy of `module` and checks that the search's cost is the
+  /// materialized program's traffic; returns the cost.
+  int64_t partition(ModuleOp module, const std::string &partitioner,
+                    int64_t devices, bool crossCheckSteps = false) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    auto func = *copy->getOps<func::FuncOp>().begin();
+    tofu::SearchOptions options;
+    options.partitioner = partitioner;
+    options.devices = devices;
+    options.crossCheckSteps = crossCheckSteps;
+    auto result = tofu::partitionFunction(func, options);
+    if (!result) {
+      ADD_FAILURE() << partitioner << ": " << llvm::toString(result.takeError());
+      return -1;
+    }
+    auto plan = tofu::materialize(func);
+    if (!plan) {
+      ADD_FAILURE() << partitioner << ": "
+                    << llvm::toString(plan.takeError());
+      return -1;
+    }
+    EXPECT_EQ(static_cast<int64_t>(plan->commBytes), result->totalBytes)
+        << partitioner << ": the search's cost is not the program's traffic";
+    int64_t stepSum = 0;
+    for (int64_t bytes : result->stepBytes)
+      stepSum += bytes;
+    EXPECT_EQ(stepSum, result->totalBytes);
+    return result->totalBytes;
+  }
+
+  /// For `seeds` random graphs: every step of the recursive DP finds the
+  /// minimum that enumerating all of that step's options finds; with one
+  /// step (k prime) the DP's plan is the exhaustive optimum. Returns how
+  /// many graphs the recursion left above the exhaustive optimum.
+  int checkSeeds(int64_t devices, unsigned seeds, int maxLayers,
+                 const std::vector<int64_t> &sizes) {
+    int withTraffic = 0, aboveOptimum = 0;
+    for (unsigned seed = 1; seed <= seeds; ++seed) {
+      int layers = 1 + seed % maxLayers;
+      std::string ir = randomModel(seed, layers, sizes);
+      SCOPED_TRACE("k = " + std::to_string(devices) + ", seed " +
+                   std::to_string(seed) + ":\n" + ir);
+      OwningOpRef<ModuleOp> module = prepare(ir);
+      EXPECT_TRUE(module) << "the random model does not compile";
+      if (!module)
+        return -1;
+      int64_t dp = partition(*module, "tofu", devices, /*crossCheckSteps=*/true);
+      int64_t exact = partition(*module, "exhaustive", devices);
+      EXPECT_GE(dp, exact);
+      if (tofu::planSteps(devices, "")->steps.size() == 1)
+        EXPECT_EQ(dp, exact);
+      aboveOptimum += dp > exact;
+      withTraffic += exact > 0;
+      if (HasFailure())
+        return -1;
+    }
+    // The property is not vacuous: most graphs must move data.
+    EXPECT_GT(withTraffic, static_cast<int>(seeds) / 2);
+    return aboveOptimum;
+  }
+
+  MLIRContext context;
+};
+
+TEST_F(PartitionOptimality, DPEqualsExhaustiveOnTwoDevices) {
+  EXPECT_EQ(checkSeeds(2, 30, 3, {2, 4, 6, 8}), 0);
+}
+
+TEST_F(PartitionOptimality, DPEqualsExhaustiveOnThreeDevices) {
+  EXPECT_EQ(checkSeeds(3, 12, 2, {3, 6}), 0);
+}
+
+// With several steps, each step's DP is exact (cross-checked by enumeration)
+// but the recursion can end above the joint optimum under exact byte costs
+// (docs/Partitioning.md, "Optimality"); the count is reported, not hidden.
+TEST_F(PartitionOptimality, EveryStepExactOnFourDevices) {
+  int above = checkSeeds(4, 20, 1, {4, 8, 12});
+  EXPECT_GE(above, 0);
+  std::printf("k = 4: %d of 20 graphs above the exhaustive optimum\n", above);
+}
+
+TEST_F(PartitionOptimality, EveryStepExactOnEightDevices) {
+  int above = checkSeeds(8, 4, 1, {8, 16});
+  EXPECT_GE(above, 0);
+  std::printf("k = 8: %d of 4 graphs above the exhaustive optimum\n", above);
+}
+
+/// The baselines search subsets of the same space: none beats exhaustive.
+TEST_F(PartitionOptimality, BaselinesAreNoBetterThanExhaustive) {
+  for (unsigned seed = 1; seed <= 8; ++seed) {
+    std::string ir = randomModel(seed, 1, {4, 8});
+    SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + ir);
+    OwningOpRef<ModuleOp> module = prepare(ir);
+    ASSERT_TRUE(module);
+    int64_t exact = partition(*module, "exhaustive", 4);
+    for (const char *name : {"icml18", "spartan"})
+      EXPECT_GE(partition(*module, name, 4), exact) << name;
+  }
+}
+
+TEST(PartitionSteps, FactorsLargestFirst) {
+  auto steps = tofu::planSteps(12, "");
+  ASSERT_TRUE(static_cast<bool>(steps));
+  EXPECT_EQ(steps->steps, (std::vector<int64_t>{3, 2, 2}));
+  auto prime = tofu::planSteps(7, "");
+  ASSERT_TRUE(static_cast<bool>(prime));
+  EXPECT_EQ(prime->steps, (std::vector<int64_t>{7}));
+}
+
+TEST(PartitionSteps, TopologySlowestLinkFirst) {
+  auto steps = tofu::planSteps(16, "8x:nvlink=300,2x:pcie=16");
+  ASSERT_TRUE(static_cast<bool>(steps));
+  EXPECT_EQ(steps->steps, (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(steps->gbps, (std::vector<double>{16, 300, 300, 300}));
+  auto wrong = tofu::planSteps(8, "8x:nvlink=300,2x:pcie=16");
+  ASSERT_FALSE(static_cast<bool>(wrong));
+  EXPECT_NE(llvm::toString(wrong.takeError()).find("16 devices"),
+            std::string::npos);
+  auto bad = tofu::planSteps(8, "8:nvlink");
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("COUNTx:NAME=GBPS"),
+            std::string::npos);
+}
+
+} // namespace
