@@ -9,7 +9,7 @@
 #include "tofu/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -195,6 +195,58 @@ Coarsening coarsenGraph(func::FuncOp func) {
         opSets.unite(p, i);
     }
   }
+  // Many operands of one type gathered by one op (the per-timestep outputs
+  // of an unrolled RNN concatenated into a sequence), or many results of one
+  // type (a sequence split into timesteps): one tensor group, so
+  // that the timesteps are not searched (and kept on the DP frontier) one by
+  // one.
+  constexpr size_t kGatheredOperands = 4;
+  for (ComputeOp op : ops) {
+    llvm::MapVector<Type, SmallVector<Value>> byType;
+    for (Value input : op.getInputs())
+      byType[input.getType()].push_back(input);
+    for (auto &[type, inputs] : byType)
+      if (inputs.size() >= kGatheredOperands)
+        for (Value input : inputs)
+          uniteValues(inputs.front(), input);
+    // ... and the sequence split into timesteps.
+    llvm::MapVector<Type, SmallVector<Value>> resultsByType;
+    for (Value result : op.getResults())
+      resultsByType[result.getType()].push_back(result);
+    for (auto &[type, results] : resultsByType)
+      if (results.size() >= kGatheredOperands)
+        for (Value result : results)
+          uniteValues(results.front(), result);
+  }
+  // Repeated applications of one cell: forward ops of one signature that
+  // read the same parameter at the same operand (an RNN unrolled without
+  // tofu.timestep marks) are one op group, and their operands and results,
+  // position by position, one tensor group each.
+  auto sameSignature = [](ComputeOp a, ComputeOp b) {
+    return a.getSpec() == b.getSpec() && a.getAttrs() == b.getAttrs() &&
+           a->getOperandTypes() == b->getOperandTypes() &&
+           a->getResultTypes() == b->getResultTypes();
+  };
+  auto mergeApplications = [&](ComputeOp a, ComputeOp b) {
+    opSets.unite(opIndex.lookup(a), opIndex.lookup(b));
+    for (auto [va, vb] : llvm::zip(a.getInputs(), b.getInputs()))
+      uniteValues(va, vb);
+    for (auto [ra, rb] : llvm::zip(a.getResults(), b.getResults()))
+      uniteValues(ra, rb);
+  };
+  func.walk([&](ParamOp param) {
+    llvm::MapVector<std::pair<StringRef, unsigned>, SmallVector<ComputeOp>>
+        readers;
+    for (OpOperand &use : param.getResult().getUses())
+      if (auto reader = dyn_cast<ComputeOp>(use.getOwner()))
+        if (!isBackward(reader))
+          readers[{reader.getSpec(), use.getOperandNumber()}].push_back(
+              reader);
+    for (auto &[key, list] : readers)
+      for (ComputeOp reader : llvm::drop_begin(list))
+        if (sameSignature(list.front(), reader))
+          mergeApplications(list.front(), reader);
+  });
   // Unrolled RNN timesteps: the j-th forward op of every timestep.
   std::map<int64_t, SmallVector<size_t>> byTimestep;
   for (auto [i, op] : llvm::enumerate(ops))
@@ -206,13 +258,8 @@ Coarsening coarsenGraph(func::FuncOp func) {
     for (auto &[step, members] : byTimestep) {
       for (size_t j = 0; j < members.size() && j < first.size(); ++j) {
         ComputeOp a = ops[first[j]], b = ops[members[j]];
-        if (a.getSpec() != b.getSpec() || a.getAttrs() != b.getAttrs() ||
-            a->getOperandTypes() != b->getOperandTypes() ||
-            a->getResultTypes() != b->getResultTypes())
-          continue;
-        opSets.unite(first[j], members[j]);
-        for (auto [ra, rb] : llvm::zip(a.getResults(), b.getResults()))
-          uniteValues(ra, rb);
+        if (sameSignature(a, b))
+          mergeApplications(a, b);
       }
     }
   }

@@ -478,6 +478,14 @@ std::vector<std::vector<int>> Partitioner::bfsOrderOfOpGroups(
     for (int g : list)
       opGroupsOfGroup[g].push_back(og);
   }
+  // A tensor group shared by many op groups (a weight used by every unrolled
+  // timestep that coarsening did not merge) would put all of them in one BFS
+  // level and their outputs on one frontier; such hubs stay on the frontier
+  // while open but do not define the levels.
+  constexpr size_t kHubDegree = 4;
+  for (auto &list : opGroupsOfGroup)
+    if (list.size() > kHubDegree)
+      list.clear();
   // BFS over the undirected graph, components in program order, neighbours
   // in ascending order; each BFS level is one list.
   std::vector<std::vector<int>> levels;
@@ -541,7 +549,10 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
       ++remaining[g];
   }
 
-  constexpr size_t kMaxStates = 1 << 20;
+  constexpr size_t kMaxStates = 1 << 18;
+  constexpr size_t kMaxTotalStates = 1 << 22;
+  constexpr size_t kMaxOpCombinations = 1 << 14;
+  size_t totalEntries = 0;
   std::vector<int64_t> assignment(groups.size(), 0); // option index
   auto candidate = [&](int g) { return domains[g][assignment[g]]; };
 
@@ -553,8 +564,15 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
     const std::vector<int> &vars = groupsOfOp[op];
     // The op's cost for every combination of its groups' options.
     size_t combinations = 1;
-    for (int g : vars)
+    for (int g : vars) {
       combinations *= domains[g].size();
+      if (combinations > kMaxOpCombinations)
+        return failure(llvm::formatv(
+            "op '{0}' touches {1} tensor groups with a choice: more than {2} "
+            "combinations to cost; coarsening should group them (e.g. mark "
+            "unrolled timesteps with tofu.timestep)",
+            ops[op].op.getName(), vars.size(), kMaxOpCombinations));
+    }
     std::vector<int64_t> local(combinations);
     for (size_t c = 0; c < combinations; ++c) {
       size_t rest = c;
@@ -627,6 +645,16 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
       }
     }
     frontier = std::move(nextFrontier);
+    totalEntries += next.size();
+    if (totalEntries > kMaxTotalStates)
+      return failure(llvm::formatv(
+          "the DP kept more than {0} states in all (at op '{1}', {2} tensor "
+          "groups on the frontier); the graph is too far from linear for the "
+          "step DP",
+          kMaxTotalStates, ops[op].op.getName(), frontier.size()));
+    // Only the parents and added options are needed to trace back.
+    for (DPEntry &entry : tables.back())
+      std::string().swap(entry.key);
     tables.push_back(std::move(next));
     addedAt.push_back(std::move(added));
   }
