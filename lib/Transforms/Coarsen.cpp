@@ -247,12 +247,39 @@ Coarsening coarsenGraph(func::FuncOp func) {
         if (sameSignature(list.front(), reader))
           mergeApplications(list.front(), reader);
   });
-  // Unrolled RNN timesteps: the j-th forward op of every timestep.
+  // Unrolled RNN timesteps (tofu.timestep). Ops of one recurrence (the
+  // importer's tofu.recurrence and tofu.direction) whose names differ only
+  // in their `/t<step>/` segment are one computation at different steps
+  // (docs/RecurrentUnrolling.md). Without tofu.recurrence, the j-th forward
+  // op of every timestep (program order).
+  std::map<std::string, SmallVector<ComputeOp>> byComputation;
   std::map<int64_t, SmallVector<size_t>> byTimestep;
-  for (auto [i, op] : llvm::enumerate(ops))
-    if (auto step = op->getAttrOfType<IntegerAttr>(kTimestepAttr))
-      if (!isBackward(op))
-        byTimestep[step.getInt()].push_back(i);
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    auto step = op->getAttrOfType<IntegerAttr>(kTimestepAttr);
+    if (!step || isBackward(op))
+      continue;
+    if (auto recurrence = op->getAttrOfType<StringAttr>(kRecurrenceAttr)) {
+      std::string name = op.getName().str();
+      std::string segment = "/t" + std::to_string(step.getInt()) + "/";
+      size_t at = name.find(segment);
+      if (at == std::string::npos)
+        continue;
+      int64_t direction = 0;
+      if (auto d = op->getAttrOfType<IntegerAttr>(kDirectionAttr))
+        direction = d.getInt();
+      std::string key = recurrence.getValue().str() + "\n" +
+                        std::to_string(direction) + "\n" +
+                        name.substr(0, at) + "/" +
+                        name.substr(at + segment.size());
+      byComputation[key].push_back(op);
+      continue;
+    }
+    byTimestep[step.getInt()].push_back(i);
+  }
+  for (auto &[key, list] : byComputation)
+    for (ComputeOp op : llvm::drop_begin(list))
+      if (sameSignature(list.front(), op))
+        mergeApplications(list.front(), op);
   if (byTimestep.size() > 1) {
     const SmallVector<size_t> &first = byTimestep.begin()->second;
     for (auto &[step, members] : byTimestep) {
