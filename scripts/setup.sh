@@ -9,7 +9,7 @@ debs=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libfmt-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev libopenblas0-pthread libgtest-dev
-  python3-torch python3-numpy python3-onnx
+  python3-torch python3-torchvision python3-numpy python3-onnx
   chromium python3-pil
 )
 missing=()
