@@ -200,17 +200,20 @@ std::string CpuExecutor::prepare() {
   return "";
 }
 
-std::string CpuExecutor::feed(int64_t batch) {
+std::string CpuExecutor::feed(int64_t step) {
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
       const TensorInfo &t = plan.tensors[buffers[b].tensor];
       if (t.role != TensorRole::Input && t.role != TensorRole::Label)
         continue;
-      if (std::string err =
-              data.fill(buffers[b].tensor, buffers[b].region, batch,
-                        arenas[d].data() + buffers[b].offset);
-          !err.empty())
+      uint8_t *out = arenas[d].data() + buffers[b].offset;
+      std::string err =
+          dataSource
+              ? dataSource(buffers[b].tensor, buffers[b].region, step, out)
+              : data.fill(buffers[b].tensor, buffers[b].region,
+                          step % SyntheticData::kNumBatches, out);
+      if (!err.empty())
         return "feeding device " + std::to_string(d) + " buffer " +
                std::to_string(b) + ": " + err;
       touch(static_cast<int32_t>(d), static_cast<int32_t>(b));
@@ -224,14 +227,17 @@ std::string CpuExecutor::execute(const Prepared &p) {
   const Instr &in = *p.instr;
   const int32_t d = p.device;
   const auto &buffers = plan.devices[d].buffers;
+  lastRan = true;
   if (in.kind == Instr::Kind::Compute) {
     // A device whose share of the op is empty (more devices than the split
     // dimension has elements) has nothing to compute.
     bool anyOutput = false;
     for (int32_t b : in.outputs)
       anyOutput |= buffers[b].region.numElements() > 0;
-    if (!anyOutput)
+    if (!anyOutput) {
+      lastRan = false;
       return "";
+    }
     for (int32_t b : in.inputs)
       if (b >= 0)
         touch(d, b);
@@ -282,11 +288,27 @@ std::string CpuExecutor::runStep(int64_t step) {
   std::fill(commBytes.begin(), commBytes.end(), 0);
   for (auto &[key, snap] : watched)
     snap.written = false;
-  if (std::string err = feed(step % SyntheticData::kNumBatches); !err.empty())
+  if (std::string err = feed(step); !err.empty())
     return err;
-  for (const Prepared &p : program)
+  for (const Prepared &p : program) {
+    if (!observer) {
+      if (std::string err = execute(p); !err.empty())
+        return err;
+      continue;
+    }
+    ExecutedInstr e;
+    e.device = p.device;
+    e.index = p.index;
+    e.instr = p.instr;
+    uint64_t before = commBytes[p.device];
+    e.start = std::chrono::steady_clock::now();
     if (std::string err = execute(p); !err.empty())
       return err;
+    e.end = std::chrono::steady_clock::now();
+    e.remoteBytes = commBytes[p.device] - before;
+    if (lastRan)
+      observer(e);
+  }
   return "";
 }
 

@@ -198,6 +198,103 @@ TEST_F(TofuRun, DumpsNpyFiles) {
             0);
 }
 
+/// The lines of `text` that contain every one of `needles`.
+std::vector<std::string> linesWith(const std::string &text,
+                                   const std::vector<std::string> &needles) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    bool all = true;
+    for (const std::string &n : needles)
+      all &= line.find(n) != std::string::npos;
+    if (all)
+      lines.push_back(line);
+  }
+  return lines;
+}
+
+/// The integer after `"key": ` in `line`, or -1.
+int64_t intField(const std::string &line, const std::string &key) {
+  size_t p = line.find("\"" + key + "\": ");
+  if (p == std::string::npos)
+    return -1;
+  return std::strtoll(line.c_str() + p + key.size() + 4, nullptr, 10);
+}
+
+TEST_F(TofuRun, TraceHasOneEventPerInstructionAndTheMeasuredBytes) {
+  const int kSteps = 3;
+  Result r = runTool(dir + "plan.bin --quiet --steps " +
+                     std::to_string(kSteps) + " --report " + dir +
+                     "r.json --trace " + dir + "trace.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string trace = slurp(dir + "trace.json");
+  ASSERT_EQ(trace.rfind("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", 0),
+            0u)
+      << trace;
+  // (The e2e test trace_timeline parses a real model's trace as JSON.)
+  for (int d = 0; d < 2; ++d) {
+    std::string pid = "\"pid\": " + std::to_string(d) + ",";
+    EXPECT_EQ(linesWith(trace, {"\"process_name\"", pid,
+                                "{\"name\": \"device " + std::to_string(d)})
+                  .size(),
+              1u);
+    EXPECT_EQ(linesWith(trace, {"\"thread_name\"", pid, "\"tid\": 0",
+                                "{\"name\": \"compute\"}"})
+                  .size(),
+              1u);
+    EXPECT_EQ(linesWith(trace, {"\"thread_name\"", pid, "\"tid\": 1",
+                                "{\"name\": \"communication\"}"})
+                  .size(),
+              1u);
+    // One compute event per Compute instruction of the device per step, on
+    // the compute track, named by kernel.
+    size_t computes = 0, comms = 0;
+    for (const Instr &in : plan.devices[d].instrs)
+      (in.kind == Instr::Kind::Compute ? computes : comms)++;
+    ASSERT_GT(computes, 0u);
+    ASSERT_GT(comms, 0u);
+    for (int s = 1; s <= kSteps; ++s) {
+      std::string step = "\"step\": " + std::to_string(s) + ",";
+      EXPECT_EQ(linesWith(trace, {"\"cat\": \"compute\"", "\"ph\": \"X\"",
+                                  pid, "\"tid\": 0,", step})
+                    .size(),
+                computes)
+          << "device " << d << " step " << s << "\n" << trace;
+      EXPECT_EQ(linesWith(trace, {"\"ph\": \"X\"", pid, "\"tid\": 1,", step,
+                                  "\"bytes\": "})
+                    .size(),
+                comms)
+          << "device " << d << " step " << s;
+    }
+  }
+  EXPECT_EQ(linesWith(trace, {"\"name\": \"Relu", "\"cat\": \"compute\""})
+                .size(),
+            2u * kSteps);
+  // Bytes received, summed over the trace, equal the report's measured bytes
+  // (56 per step: 44 on device 0, 12 on device 1).
+  int64_t traced = 0, traced0 = 0;
+  for (const std::string &line : linesWith(trace, {"\"bytes\": "})) {
+    traced += intField(line, "bytes");
+    if (line.find("\"pid\": 0,") != std::string::npos)
+      traced0 += intField(line, "bytes");
+  }
+  std::string json = slurp(dir + "r.json");
+  int64_t reported = 0;
+  for (const std::string &line : linesWith(json, {"\"loss\": "}))
+    reported += intField(line, "comm_bytes");
+  EXPECT_EQ(traced, reported);
+  EXPECT_EQ(traced, 56 * kSteps);
+  EXPECT_EQ(traced0, 44 * kSteps);
+}
+
+TEST_F(TofuRun, TraceToAnUnwritablePathFails) {
+  Result r = runTool(dir + "plan.bin --steps 1 --trace " + dir +
+                     "no/such/dir/trace.json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("tofu-run: error: --trace: "), std::string::npos)
+      << r.err;
+}
+
 TEST_F(TofuRun, DumpPlanPrintsTheSummary) {
   Result r = runTool(dir + "plan.bin --dump-plan");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -217,6 +314,7 @@ TEST_F(TofuRun, ErrorsExitWithOne) {
   for (const std::string &args :
        {std::string(""), dir + "missing.bin", dir + "plan.bin --steps 0",
         dir + "plan.bin --steps", dir + "plan.bin --frobnicate",
+        dir + "plan.bin --trace",
         dir + "plan.bin --backend tpu"}) {
     Result r = runTool(args);
     EXPECT_EQ(r.code, 1) << args;

@@ -2,7 +2,8 @@
 //
 //   tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda] [--report out.json]
 //                     [--save trained.onnx] [--dump DIR] [--dump-plan]
-//                     [--kernels native|interpreter] [--quiet]
+//                     [--kernels native|interpreter] [--trace trace.json]
+//                     [--quiet]
 //
 // Loads and verifies plan.bin, runs N training steps on synthetic data and
 // reports loss, time, samples/s, peak memory and bytes moved (planned vs
@@ -17,12 +18,14 @@
 #include "tofu/runtime/Plan.h"
 #include "tofu/runtime/RunReport.h"
 #include "tofu/runtime/TensorAssembly.h"
+#include "tofu/runtime/TraceRecorder.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -39,7 +42,8 @@ namespace {
 const char *kUsage =
     "usage: tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda]\n"
     "                [--report out.json] [--save trained.onnx] [--dump DIR]\n"
-    "                [--dump-plan] [--kernels native|interpreter] [--quiet]\n"
+    "                [--dump-plan] [--kernels native|interpreter]\n"
+    "                [--trace trace.json] [--quiet]\n"
     "\n"
     "  --steps N          training steps to run (default 10)\n"
     "  --backend B        auto (default: the CPU backend), cpu, or cuda\n"
@@ -50,6 +54,11 @@ const char *kUsage =
     "  --kernels K        native (default: native kernels first, the TDL\n"
     "                     expression interpreter for the rest) or interpreter\n"
     "                     (every op that carries a TDL program is interpreted)\n"
+    "  --trace FILE       write a Chrome/Perfetto timeline (trace-event JSON:\n"
+    "                     one process per device, tracks 'compute' and\n"
+    "                     'communication', one event per instruction run,\n"
+    "                     fetch/reduce events carry the bytes received);\n"
+    "                     open it in ui.perfetto.dev or chrome://tracing\n"
     "  --quiet            print no per-step lines\n";
 
 int fail(const std::string &msg) {
@@ -59,6 +68,7 @@ int fail(const std::string &msg) {
 
 struct Options {
   std::string planPath, backend = "auto", reportPath, savePath, dumpDir;
+  std::string tracePath;
   std::string kernels = "native";
   int64_t steps = 10;
   bool dumpPlan = false, quiet = false;
@@ -102,6 +112,9 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
         return err;
     } else if (a == "--save") {
       if (!(err = value(opts.savePath)).empty())
+        return err;
+    } else if (a == "--trace") {
+      if (!(err = value(opts.tracePath)).empty())
         return err;
     } else if (a == "--dump") {
       if (!(err = value(opts.dumpDir)).empty())
@@ -314,6 +327,13 @@ int run(int argc, char **argv) {
     return fail(err + "; cannot report the loss");
   if (!opts.dumpDir.empty())
     watchDumped(plan, exec);
+  std::unique_ptr<TraceRecorder> trace;
+  if (!opts.tracePath.empty()) {
+    trace = std::make_unique<TraceRecorder>(plan);
+    exec.setObserver([&trace](const CpuExecutor::ExecutedInstr &e) {
+      trace->record(e);
+    });
+  }
 
   RunReport report;
   report.devices = plan.numDevices;
@@ -321,6 +341,8 @@ int run(int argc, char **argv) {
   report.batchSize = batch;
   double totalSeconds = 0;
   for (int64_t s = 0; s < opts.steps; ++s) {
+    if (trace)
+      trace->beginStep(s);
     auto t0 = std::chrono::steady_clock::now();
     if (std::string err = exec.runStep(s); !err.empty())
       return fail("step " + std::to_string(s + 1) + ": " + err);
@@ -373,6 +395,9 @@ int run(int argc, char **argv) {
   if (!opts.reportPath.empty())
     if (std::string err = report.write(opts.reportPath); !err.empty())
       return fail(err);
+  if (trace)
+    if (std::string err = trace->write(opts.tracePath); !err.empty())
+      return fail("--trace: " + err);
   if (!opts.savePath.empty()) {
     if (std::string err = saveModel(plan, exec, opts.savePath); !err.empty())
       return fail("--save: " + err);

@@ -17,6 +17,8 @@
 #include "tofu/runtime/Plan.h"
 #include "tofu/runtime/SyntheticData.h"
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,12 +36,34 @@ public:
   /// kernels against their TDL specs; slower). Default: native first.
   void preferInterpreter(bool prefer) { interpretPrograms = prefer; }
 
+  /// Where Input/Label values come from: writes box `region` (global
+  /// coordinates) of tensor `tensor` for training step `step` (0-based)
+  /// densely to `out`, or returns an error. Default (unset): the synthetic
+  /// batch step % SyntheticData::kNumBatches.
+  using DataSource = std::function<std::string(
+      int32_t tensor, const plan::Box &region, int64_t step, void *out)>;
+  void setDataSource(DataSource source) { dataSource = std::move(source); }
+
+  /// One instruction that ran during a step (reported to the observer).
+  struct ExecutedInstr {
+    int32_t device = 0;
+    size_t index = 0; ///< position in the device program
+    const plan::Instr *instr = nullptr;
+    std::chrono::steady_clock::time_point start, end;
+    /// Fetch/Reduce: bytes received from other devices (0 for Compute).
+    uint64_t remoteBytes = 0;
+  };
+  /// Called after every instruction that did work (Compute instructions
+  /// whose output regions are all empty are skipped and not reported).
+  using Observer = std::function<void(const ExecutedInstr &)>;
+  void setObserver(Observer fn) { observer = std::move(fn); }
+
   /// Allocates the arenas, loads the initial parameter values and resolves
   /// every kernel. Must succeed before `runStep`.
   std::string init();
 
-  /// Runs training step `step` (0-based) on synthetic batch
-  /// step % SyntheticData::kNumBatches.
+  /// Runs training step `step` (0-based) on the data source's batch for it
+  /// (default: synthetic batch step % SyntheticData::kNumBatches).
   std::string runStep(int64_t step);
 
   /// Records a copy of buffer `buffer` of device `device` right after every
@@ -70,7 +94,7 @@ private:
   struct Prepared;
   std::string prepare();
   std::string execute(const Prepared &p);
-  std::string feed(int64_t batch);
+  std::string feed(int64_t step);
   void touch(int32_t device, int32_t buffer);
   void afterWrite(int32_t device, int32_t buffer);
 
@@ -87,6 +111,9 @@ private:
   std::pair<int32_t, int32_t> lossBuffer{-1, -1};
   bool initialized = false;
   bool interpretPrograms = false;
+  DataSource dataSource;
+  Observer observer;
+  bool lastRan = false; ///< whether the last execute() did work
 };
 
 } // namespace tofu::runtime
