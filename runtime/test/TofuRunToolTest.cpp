@@ -9,6 +9,7 @@
 #include "TestPlans.h"
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/NpyWriter.h"
+#include "tofu/runtime/SyntheticData.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -296,6 +297,145 @@ TEST_F(TofuRun, TraceToAnUnwritablePathFails) {
       << r.err;
 }
 
+/// The "loss ..." fields of tofu-run's step lines.
+std::string lossesOf(const std::string &out) {
+  std::string l;
+  for (size_t p = out.find("loss "); p != std::string::npos;
+       p = out.find("loss ", p + 1))
+    l += out.substr(p, 14) + ";";
+  return l;
+}
+
+/// The whole of tensor `t` of synthetic batch `batch`, as tofu-run would
+/// feed it.
+std::vector<uint8_t> syntheticTensor(const Plan &plan, int32_t t,
+                                     int64_t batch) {
+  const TensorInfo &info = plan.tensors[t];
+  Box all;
+  all.lo.assign(info.shape.size(), 0);
+  all.hi = info.shape;
+  std::vector<uint8_t> bytes(all.numElements() * dtypeSize(info.dtype));
+  SyntheticData data(plan);
+  EXPECT_EQ(data.fill(t, all, batch, bytes.data()), "");
+  return bytes;
+}
+
+/// Writes synthetic batches `batches` as DIR/batch_<i>/{X,L}.npy.
+void writeBatches(const Plan &plan, const std::string &dir,
+                  const std::vector<int64_t> &batches) {
+  std::system(("rm -rf " + dir).c_str());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    std::string b = dir + "/batch_" + std::to_string(i);
+    std::system(("mkdir -p " + b).c_str());
+    for (int32_t t : {kX, kL})
+      ASSERT_EQ(writeNpy(b + "/" + plan.tensors[t].name + ".npy",
+                         plan.tensors[t].dtype, plan.tensors[t].shape,
+                         syntheticTensor(plan, t, batches[i])),
+                "");
+  }
+}
+
+TEST_F(TofuRun, DataFromNpyGivesTheSyntheticLosses) {
+  Result synthetic = runTool(dir + "plan.bin --steps 3");
+  ASSERT_EQ(synthetic.code, 0) << synthetic.err;
+  writeBatches(plan, dir + "data", {0, 1, 2});
+  Result fed = runTool(dir + "plan.bin --steps 3 --data " + dir + "data");
+  ASSERT_EQ(fed.code, 0) << fed.err;
+  EXPECT_NE(fed.out.find("data: 3 batches from "), std::string::npos)
+      << fed.out;
+  EXPECT_NE(lossesOf(synthetic.out), "");
+  EXPECT_EQ(lossesOf(fed.out), lossesOf(synthetic.out));
+
+  // Two batches cycle: steps 1, 2, 3 see batches 0, 1, 0 -- the same as
+  // three folders holding synthetic batches 0, 1, 0.
+  writeBatches(plan, dir + "two", {0, 1});
+  writeBatches(plan, dir + "cycled", {0, 1, 0});
+  Result two = runTool(dir + "plan.bin --steps 3 --data " + dir + "two");
+  Result cycled = runTool(dir + "plan.bin --steps 3 --data " + dir + "cycled");
+  ASSERT_EQ(two.code, 0) << two.err;
+  ASSERT_EQ(cycled.code, 0) << cycled.err;
+  EXPECT_EQ(lossesOf(two.out), lossesOf(cycled.out));
+  EXPECT_NE(lossesOf(two.out), lossesOf(synthetic.out));
+
+  // The data is really read: other values give other losses.
+  writeBatches(plan, dir + "other", {5, 6, 7});
+  Result other = runTool(dir + "plan.bin --steps 3 --data " + dir + "other");
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_NE(lossesOf(other.out), lossesOf(synthetic.out));
+}
+
+TEST_F(TofuRun, BadDataGivesClearErrors) {
+  auto expectError = [&](const std::string &data,
+                         const std::vector<std::string> &parts,
+                         const std::string &prefix =
+                             "tofu-run: error: --data: ") {
+    Result r = runTool(dir + "plan.bin --steps 2 --data " + data);
+    EXPECT_EQ(r.code, 1) << data;
+    EXPECT_EQ(r.err.rfind(prefix, 0), 0u) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+    for (const std::string &p : parts)
+      EXPECT_NE(r.err.find(p), std::string::npos) << p << " in " << r.err;
+  };
+  std::string d = dir + "bad";
+  std::string x = d + "/batch_0/X.npy", l = d + "/batch_0/L.npy";
+  expectError(dir + "absent", {"is not a directory"});
+  std::system(("mkdir -p " + dir + "empty").c_str());
+  expectError(dir + "empty", {"has no batch_0 folder", "batch_<i>/<input>.npy"});
+
+  writeBatches(plan, d, {0});
+  std::remove(l.c_str());
+  expectError(d, {"missing file '" + l + "'", "input 'L'", "(4,)", "<i8"});
+
+  writeBatches(plan, d, {0});
+  ASSERT_EQ(writeNpy(x, DType::F32, {4, 2}, std::vector<uint8_t>(32)), "");
+  expectError(d, {"'" + x + "' has shape (4, 2), expected (4, 4)",
+                  "input 'X'"});
+
+  writeBatches(plan, d, {0});
+  ASSERT_EQ(writeNpy(x, DType::I64, {4, 4}, std::vector<uint8_t>(128)), "");
+  expectError(d, {"'" + x + "' has dtype '<i8', expected '<f4'", "input 'X'"});
+
+  writeBatches(plan, d, {0});
+  std::ofstream(x, std::ios::binary | std::ios::trunc) << "PK\x03\x04 zip";
+  expectError(d, {"'" + x + "' is not a .npy file"});
+
+  writeBatches(plan, d, {0});
+  {
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': "
+                       "(4, four), }";
+    std::string h = std::string("\x93NUMPY\x01\x00", 8);
+    h += static_cast<char>(dict.size());
+    h += '\0';
+    std::ofstream(x, std::ios::binary | std::ios::trunc)
+        << h << dict << std::string(64, '\0');
+  }
+  expectError(d, {"corrupt .npy header in '" + x + "'", "bad 'shape'"});
+
+  writeBatches(plan, d, {0});
+  {
+    std::string bytes = slurp(x);
+    std::ofstream(x, std::ios::binary | std::ios::trunc)
+        << bytes.substr(0, bytes.size() - 4);
+  }
+  expectError(d, {"'" + x + "' is ", "expected", "truncated or corrupt"});
+
+  // A second batch that is wrong is caught before training starts.
+  writeBatches(plan, d, {0, 1});
+  ASSERT_EQ(writeNpy(d + "/batch_1/X.npy", DType::F32, {3, 4},
+                     std::vector<uint8_t>(48)),
+            "");
+  expectError(d, {"batch_1/X.npy' has shape (3, 4)"});
+
+  // Labels outside [0, classes): found when the step reads the batch.
+  writeBatches(plan, d, {0});
+  std::vector<uint8_t> labels(32, 0);
+  labels[8] = 9; // row 1 = 9, with 4 classes
+  ASSERT_EQ(writeNpy(l, DType::I64, {4}, labels), "");
+  expectError(d,
+              {"--data: '" + l + "': label 9 at index 1 is outside [0, 4)"},
+              "tofu-run: error: step 1: ");
+}
+
 TEST_F(TofuRun, DumpPlanPrintsTheSummary) {
   Result r = runTool(dir + "plan.bin --dump-plan");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -315,7 +455,7 @@ TEST_F(TofuRun, ErrorsExitWithOne) {
   for (const std::string &args :
        {std::string(""), dir + "missing.bin", dir + "plan.bin --steps 0",
         dir + "plan.bin --steps", dir + "plan.bin --frobnicate",
-        dir + "plan.bin --trace",
+        dir + "plan.bin --trace", dir + "plan.bin --data",
         dir + "plan.bin --backend tpu"}) {
     Result r = runTool(args);
     EXPECT_EQ(r.code, 1) << args;

@@ -3,9 +3,10 @@
 //   tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda] [--report out.json]
 //                     [--save trained.onnx] [--dump DIR] [--dump-plan]
 //                     [--kernels native|interpreter] [--trace trace.json]
-//                     [--quiet]
+//                     [--data DIR] [--quiet]
 //
-// Loads and verifies plan.bin, runs N training steps on synthetic data and
+// Loads and verifies plan.bin, runs N training steps on synthetic data (or
+// .npy batches from --data) and
 // reports loss, time, samples/s, peak memory and bytes moved (planned vs
 // measured). Every error is one line on stderr starting with
 // "tofu-run: error: " and exit code 1.
@@ -13,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tofu/runtime/CpuBackend.h"
+#include "tofu/runtime/NpyData.h"
 #include "tofu/runtime/NpyWriter.h"
 #include "tofu/runtime/OnnxSave.h"
 #include "tofu/runtime/Plan.h"
@@ -43,7 +45,7 @@ const char *kUsage =
     "usage: tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda]\n"
     "                [--report out.json] [--save trained.onnx] [--dump DIR]\n"
     "                [--dump-plan] [--kernels native|interpreter]\n"
-    "                [--trace trace.json] [--quiet]\n"
+    "                [--trace trace.json] [--data DIR] [--quiet]\n"
     "\n"
     "  --steps N          training steps to run (default 10)\n"
     "  --backend B        auto (default: the CPU backend), cpu, or cuda\n"
@@ -59,6 +61,12 @@ const char *kUsage =
     "                     'communication', one event per instruction run,\n"
     "                     fetch/reduce events carry the bytes received);\n"
     "                     open it in ui.perfetto.dev or chrome://tracing\n"
+    "  --data DIR         feed inputs and labels from .npy files instead of\n"
+    "                     synthetic data: DIR/batch_<i>/<input>.npy, i = 0, 1,\n"
+    "                     ... ('/' in a name becomes '_'), each with the\n"
+    "                     input's full shape and dtype (float32 '<f4', int64\n"
+    "                     '<i8', bool '|b1'); step s uses batch s mod the\n"
+    "                     number of batches\n"
     "  --quiet            print no per-step lines\n";
 
 int fail(const std::string &msg) {
@@ -68,7 +76,7 @@ int fail(const std::string &msg) {
 
 struct Options {
   std::string planPath, backend = "auto", reportPath, savePath, dumpDir;
-  std::string tracePath;
+  std::string tracePath, dataDir;
   std::string kernels = "native";
   int64_t steps = 10;
   bool dumpPlan = false, quiet = false;
@@ -112,6 +120,9 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
         return err;
     } else if (a == "--save") {
       if (!(err = value(opts.savePath)).empty())
+        return err;
+    } else if (a == "--data") {
+      if (!(err = value(opts.dataDir)).empty())
         return err;
     } else if (a == "--trace") {
       if (!(err = value(opts.tracePath)).empty())
@@ -319,8 +330,21 @@ int run(int argc, char **argv) {
                 static_cast<unsigned long long>(plan.commBytes));
   }
 
+  NpyDataset dataset(plan);
   CpuExecutor exec(plan);
   exec.preferInterpreter(opts.kernels == "interpreter");
+  if (!opts.dataDir.empty()) {
+    if (std::string err = dataset.open(opts.dataDir); !err.empty())
+      return fail(err);
+    exec.setDataSource([&dataset](int32_t tensor, const Box &region,
+                                  int64_t step, void *out) {
+      return dataset.fill(tensor, region, step, out);
+    });
+    if (!opts.quiet)
+      std::printf("data: %lld batches from %s\n",
+                  static_cast<long long>(dataset.numBatches()),
+                  opts.dataDir.c_str());
+  }
   if (std::string err = exec.init(); !err.empty())
     return fail(err);
   if (std::string err = exec.watchLoss(); !err.empty())
