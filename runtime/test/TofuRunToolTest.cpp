@@ -107,6 +107,24 @@ TEST_F(TofuRun, TrainsAndReports) {
   EXPECT_NE(json.find("\"peak_bytes\": [{\"device\": 0, \"planned\": "),
             std::string::npos)
       << json;
+  // Per device: planned peak memory and bytes received are the plan's, and
+  // the measured ones are what the executor saw (every arena byte of this
+  // plan is used; every planned byte is moved).
+  for (int d = 0; d < 2; ++d) {
+    std::string dev = "{\"device\": " + std::to_string(d) + ", ";
+    std::string peak = std::to_string(plan.devices[d].peakBytes);
+    std::string comm = std::to_string(plan.devices[d].commBytes);
+    ASSERT_GT(plan.devices[d].peakBytes, 0u);
+    ASSERT_GT(plan.devices[d].commBytes, 0u);
+    EXPECT_NE(json.find(dev + "\"planned\": " + peak + ", \"measured\": " +
+                        peak + "}"),
+              std::string::npos)
+        << json;
+    EXPECT_NE(json.find(dev + "\"planned\": " + comm + ", \"measured\": " +
+                        comm + "}"),
+              std::string::npos)
+        << json;
+  }
 }
 
 TEST_F(TofuRun, InterpreterKernelsGiveTheSameLosses) {

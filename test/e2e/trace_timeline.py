@@ -13,7 +13,8 @@ Compiles ``mlp.onnx`` for 4 devices, runs 3 steps with ``--trace trace.json
   every device computing in every step, the same events (names, in order) in
   every step, and events of one track that never overlap in time,
 * carries, summed over each step's fetch/reduce events, exactly the bytes
-  the report measured for that step (per device as well, for the last step).
+  the report measured for that step (per device as well, for the last step),
+  and the report's measured bytes per device equal the planned ones.
 """
 
 import collections
@@ -106,6 +107,8 @@ def main():
         d = entry["device"]
         E.check(bytes_dev_last[d] == entry["measured"],
                 f"device {d}: trace bytes {bytes_dev_last[d]} != report {entry['measured']}")
+        E.check(entry["measured"] == entry["planned"],
+                f"device {d}: measured {entry['measured']} bytes != planned {entry['planned']}")
     print(f"bytes per step: {bytes_step[1]}")
 
 

@@ -9,7 +9,8 @@
 //                   "per_device": [{"device": d, "planned": ..,
 //                                   "measured": ..}, ...]}}
 // Byte counts are per training step; "measured" comm bytes are those of the
-// last step (every step moves the same bytes).
+// last step (every step moves the same bytes). docs/TofuRun.md explains
+// every key.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_RUNREPORT_H
