@@ -9,7 +9,7 @@ debs=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libfmt-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev libopenblas0-pthread libgtest-dev
-  python3-torch python3-torchvision python3-numpy python3-onnx
+  python3-torch python3-torchvision python3-numpy python3-onnx python3-venv
   chromium python3-pil
 )
 missing=()
@@ -25,4 +25,20 @@ fi
 # lit (the LLVM test runner) comes with llvm-22-tools; fall back to pip.
 if [ ! -x /usr/lib/llvm-22/bin/lit ] && ! command -v lit >/dev/null; then
   python3 -m pip install -q lit
+fi
+# onnxruntime-training (PyPI, a second gradient reference for
+# test/e2e/ort_training.py): a venv over Debian's Python (it imports torch,
+# which only Debian provides here), with the wheel's other dependencies.
+# Best effort: without it the test is not registered.
+ORT_VENV="${TOFU_ORT_VENV:-$HOME/.local/share/tofuc/ort-venv}"
+if [ ! -x "$ORT_VENV/bin/python" ] ||
+   ! "$ORT_VENV/bin/python" -c "import onnxruntime.training.api" 2>/dev/null; then
+  echo "setup: onnxruntime-training into $ORT_VENV"
+  if /usr/bin/python3 -m venv --system-site-packages "$ORT_VENV" &&
+     "$ORT_VENV/bin/python" -m pip install -q --no-deps onnxruntime-training==1.19.2 &&
+     "$ORT_VENV/bin/python" -m pip install -q cerberus flatbuffers packaging; then
+    :
+  else
+    echo "setup: warning: onnxruntime-training could not be installed; e2e.ort_training will not run" >&2
+  fi
 fi
