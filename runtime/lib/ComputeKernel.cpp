@@ -38,7 +38,8 @@ std::string checkView(const TensorView &v, const std::string &what) {
 std::string interpret(const std::vector<TensorView> &inputs,
                       const std::vector<TensorView> &outputs,
                       const std::vector<ExprProgram> &programs,
-                      const std::vector<ReductionRanges> &reductionRanges) {
+                      const std::vector<ReductionRanges> &reductionRanges,
+                      uint64_t randomStep) {
   if (programs.size() != outputs.size())
     return std::to_string(programs.size()) + " expression programs for " +
            std::to_string(outputs.size()) + " outputs";
@@ -50,7 +51,8 @@ std::string interpret(const std::vector<TensorView> &inputs,
   for (size_t o = 0; o < outputs.size(); ++o) {
     const ReductionRanges &r =
         reductionRanges.empty() ? kWhole : reductionRanges[o];
-    if (std::string err = evaluateProgram(programs[o], inputs, outputs[o], r);
+    if (std::string err =
+            evaluateProgram(programs[o], inputs, outputs[o], r, randomStep);
         !err.empty())
       return "output " + std::to_string(o) + ": " + err;
   }
@@ -108,7 +110,7 @@ std::string tofu::runtime::runCompute(
     const std::vector<TensorView> &outputs,
     const std::vector<ExprProgram> &programs,
     const std::vector<ReductionRanges> &reductionRanges, ComputePath path,
-    ComputePath *used) {
+    ComputePath *used, uint64_t randomStep) {
   const std::string who = "kernel '" + kernel + "': ";
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].present())
@@ -169,7 +171,7 @@ std::string tofu::runtime::runCompute(
            "TDL spec that is not opaque";
   }
   if (std::string err =
-          interpret(inputs, outputs, programs, reductionRanges);
+          interpret(inputs, outputs, programs, reductionRanges, randomStep);
       !err.empty())
     return who + (nativeError.empty() ? "" : nativeError + "; ") +
            "interpreter: " + err;

@@ -247,7 +247,9 @@ std::string CpuExecutor::execute(const Prepared &p) {
                            ? ComputePath::Interpreter
                            : ComputePath::Auto;
     std::string err = runCompute(in.kernel, in.attrs, p.inputs, p.outputs,
-                                 in.programs, in.reductionRanges, path);
+                                 in.programs, in.reductionRanges, path,
+                                 /*used=*/nullptr,
+                                 static_cast<uint64_t>(currentStep));
     if (!err.empty())
       return describe(plan, d, p.index) + ": " + err;
     for (int32_t b : in.outputs)
@@ -285,6 +287,7 @@ std::string CpuExecutor::execute(const Prepared &p) {
 std::string CpuExecutor::runStep(int64_t step) {
   if (!initialized)
     return "the CPU executor was not initialized";
+  currentStep = step;
   std::fill(commBytes.begin(), commBytes.end(), 0);
   for (auto &[key, snap] : watched)
     snap.written = false;

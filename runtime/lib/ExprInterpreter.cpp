@@ -114,8 +114,10 @@ constexpr int kMaxDepth = 2048;
 class Evaluator {
 public:
   Evaluator(const ExprProgram &p, const std::vector<TensorView> &inputs,
-            const TensorView &output, const ReductionRanges &ranges)
-      : p(p), views(inputs), output(output), ranges(ranges) {}
+            const TensorView &output, const ReductionRanges &ranges,
+            uint64_t randomStep)
+      : p(p), views(inputs), output(output), ranges(ranges),
+        randomStep(randomStep) {}
 
   /// Compiles the program, then writes output elements [begin, end) (flat
   /// indices into the output's local box).
@@ -145,6 +147,7 @@ private:
   const std::vector<TensorView> &views;
   const TensorView &output;
   const ReductionRanges &ranges;
+  const uint64_t randomStep;
 
   std::vector<Input> inputs;
   std::vector<double> regs;
@@ -458,7 +461,7 @@ void Evaluator::runBlock(int32_t block) {
     case Code::Floor: y = std::floor(a); break;
     case Code::Ceil: y = std::ceil(a); break;
     case Code::Select: y = a != 0 ? b : r[op.c]; break;
-    case Code::Uniform: y = tofu::rng::counterUniform(a, b); break;
+    case Code::Uniform: y = tofu::rng::counterUniform(a, b, randomStep); break;
     case Code::Loop: runLoop(loops[op.aux]); break;
     }
   }
@@ -546,7 +549,8 @@ double elementCost(const ExprProgram &p) {
 std::string tofu::runtime::evaluateProgram(const ExprProgram &program,
                                            const std::vector<TensorView> &inputs,
                                            const TensorView &output,
-                                           const ReductionRanges &ranges) {
+                                           const ReductionRanges &ranges,
+                                           uint64_t randomStep) {
   const int64_t n = output.numElements();
   // Threads for large outputs: each compiles its own evaluator (registers,
   // loop state) and writes a disjoint range of elements.
@@ -556,13 +560,14 @@ std::string tofu::runtime::evaluateProgram(const ExprProgram &program,
   if (work < 1e6 || n < 2 * static_cast<int64_t>(threads))
     threads = 1;
   if (threads == 1)
-    return Evaluator(program, inputs, output, ranges).run(0, n);
+    return Evaluator(program, inputs, output, ranges, randomStep).run(0, n);
   std::vector<std::string> errors(threads);
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       int64_t begin = n * t / threads, end = n * (t + 1) / threads;
-      errors[t] = Evaluator(program, inputs, output, ranges).run(begin, end);
+      errors[t] = Evaluator(program, inputs, output, ranges, randomStep)
+                      .run(begin, end);
     });
   for (std::thread &th : pool)
     th.join();

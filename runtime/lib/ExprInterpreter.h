@@ -27,12 +27,14 @@ namespace tofu::runtime {
 ///   operand is skipped by Max/Min, as std::max/std::min do).
 /// - Output: F32 rounds to float; I64 truncates toward zero and saturates
 ///   (NaN gives 0); Bool stores value != 0.
+/// - Uniform: tofu::rng::counterUniform(seed, counter, randomStep).
 /// Inputs are read as F32, I64 or Bool.
 /// Returns an empty string or an error message.
 std::string evaluateProgram(const plan::ExprProgram &program,
                             const std::vector<TensorView> &inputs,
                             const TensorView &output,
-                            const ReductionRanges &ranges);
+                            const ReductionRanges &ranges,
+                            uint64_t randomStep = 0);
 
 } // namespace tofu::runtime
 

@@ -13,6 +13,7 @@
 
 #include "tofu/TDL/ProgramLowering.h"
 #include "tofu/runtime/ComputeKernel.h"
+#include "tofu/runtime/CounterRng.h"
 
 #include <cmath>
 #include <cstdio>
@@ -423,7 +424,8 @@ TEST(KernelConformance, NativeKernelsOnPartitionedShares) {
 
 /// Random ops (Dropout's mask) must not depend on the partitioning: each
 /// device evaluates its share of the output at global coordinates, so the
-/// shares of k devices put together equal the k = 1 tensor bit for bit.
+/// shares of k devices put together equal the k = 1 tensor bit for bit. Step
+/// 0 draws the TDL reference's mask, a later training step another one.
 TEST(KernelConformance, DropoutMaskIsIndependentOfPartitioning) {
   const SpecLibrary &library = SpecLibrary::builtin();
   TensorType b{{}, ElemType::Bool};
@@ -474,9 +476,31 @@ TEST(KernelConformance, DropoutMaskIsIndependentOfPartitioning) {
     if (!grad)
       out.push_back(
           runtime::TensorView::whole(wholeMask.data(), plan::DType::Bool, dims));
+    // Step 0 (the default) is the TDL reference's mask.
     ASSERT_EQ(runtime::runCompute(op, toPlanAttrs(instance->attrs()), in, out,
                                   programs, {}),
               "");
+    for (size_t e = 0; e < wholeOut.size(); ++e) {
+      bool keep = tofu::rng::counterUniform(9, double(e)) >= 0.5;
+      EXPECT_EQ(wholeOut[e], keep ? data[e] / 0.5f : 0.0f) << op << " " << e;
+    }
+    // Another training step draws another mask.
+    std::vector<float> step5(60);
+    std::vector<runtime::TensorView> out5 = {
+        runtime::TensorView::whole(step5.data(), plan::DType::F32, dims)};
+    std::vector<uint8_t> mask5(60);
+    if (!grad)
+      out5.push_back(
+          runtime::TensorView::whole(mask5.data(), plan::DType::Bool, dims));
+    ASSERT_EQ(runtime::runCompute(op, toPlanAttrs(instance->attrs()), in, out5,
+                                  programs, {}, runtime::ComputePath::Auto,
+                                  nullptr, /*randomStep=*/5),
+              "");
+    EXPECT_NE(step5, wholeOut) << op;
+    for (size_t e = 0; e < step5.size(); ++e) {
+      bool keep = tofu::rng::counterUniform(9, double(e), 5) >= 0.5;
+      EXPECT_EQ(step5[e], keep ? data[e] / 0.5f : 0.0f) << op << " " << e;
+    }
     int dropped = 0;
     for (float v : wholeOut)
       dropped += v == 0;
@@ -507,7 +531,9 @@ TEST(KernelConformance, DropoutMaskIsIndependentOfPartitioning) {
             pout.push_back(runtime::TensorView::ofRegion(
                 localMask.data(), plan::DType::Bool, box, dims));
           ASSERT_EQ(runtime::runCompute(op, toPlanAttrs(instance->attrs()), pin,
-                                        pout, programs, {}),
+                                        pout, programs, {},
+                                        runtime::ComputePath::Auto, nullptr,
+                                        /*randomStep=*/5),
                     "");
           size_t k = 0;
           for (int64_t r = box.lo[0]; r < box.hi[0]; ++r)
@@ -516,10 +542,10 @@ TEST(KernelConformance, DropoutMaskIsIndependentOfPartitioning) {
               joinedMask[r * 10 + c] = localMask[k];
             }
         }
-        EXPECT_EQ(joinedOut, wholeOut) << op << " dim " << dim << " parts "
-                                       << parts;
+        EXPECT_EQ(joinedOut, step5) << op << " dim " << dim << " parts "
+                                    << parts;
         if (!grad)
-          EXPECT_EQ(joinedMask, wholeMask)
+          EXPECT_EQ(joinedMask, mask5)
               << op << " dim " << dim << " parts " << parts;
       }
   }

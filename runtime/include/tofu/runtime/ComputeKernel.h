@@ -105,6 +105,10 @@ enum class ComputePath : uint8_t {
 ///   configuration (e.g. a split it does not support) falls back to the
 ///   interpreter when a program is present, and is an error otherwise.
 ///
+/// - `randomStep`: the training step being executed; random expressions
+///   (TDL's `uniform`, e.g. Dropout's mask) draw step-specific values
+///   (tofu::rng::counterUniform), equal on every device of the step.
+///
 /// Returns an empty string on success, otherwise an error message naming the
 /// op and what is wrong. `*used` (optional) receives the path that ran.
 std::string runCompute(const std::string &kernel,
@@ -114,7 +118,7 @@ std::string runCompute(const std::string &kernel,
                        const std::vector<plan::ExprProgram> &programs,
                        const std::vector<ReductionRanges> &reductionRanges,
                        ComputePath path = ComputePath::Auto,
-                       ComputePath *used = nullptr);
+                       ComputePath *used = nullptr, uint64_t randomStep = 0);
 
 /// True when a native CPU kernel is registered under `kernel`.
 bool hasNativeKernel(const std::string &kernel);

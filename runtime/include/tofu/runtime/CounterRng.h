@@ -28,6 +28,9 @@ inline uint64_t splitMix64Mix(uint64_t z) {
 
 /// SplitMix64's increment (the golden gamma).
 inline constexpr uint64_t kSplitMix64Gamma = 0x9E3779B97F4A7C15ull;
+/// The key's increment per training step (an odd constant, so distinct steps
+/// give distinct keys for one seed).
+inline constexpr uint64_t kStepGamma = 0xD1B54A32D192ED03ull;
 
 /// A double converted to int64 the way `uniform` reads its operands: floor,
 /// NaN gives 0, out-of-range values saturate.
@@ -44,11 +47,15 @@ inline int64_t counterOperand(double x) {
 
 /// Value `counter` of the stream keyed by `seed`, uniform in [0, 1): the
 /// (counter + 1)-th output of a SplitMix64 generator whose state starts at
-/// mix(seed), i.e. mix(mix(seed) + (counter + 1) * gamma) mod 2^64, whose
-/// top 53 bits scaled by 2^-53 give the double. Both operands are read with
-/// counterOperand (two's complement for negative values).
-inline double counterUniform(double seed, double counter) {
-  uint64_t key = splitMix64Mix(static_cast<uint64_t>(counterOperand(seed)));
+/// key = mix(seed) + step * kStepGamma, i.e.
+/// mix(key + (counter + 1) * gamma) mod 2^64, whose top 53 bits scaled by
+/// 2^-53 give the double. Both operands are read with counterOperand (two's
+/// complement for negative values). `step` is the training step tofu-run is
+/// executing (0 for the first step and for the TDL reference evaluator), so
+/// every step draws new values while every device of a step draws the same.
+inline double counterUniform(double seed, double counter, uint64_t step = 0) {
+  uint64_t key = splitMix64Mix(static_cast<uint64_t>(counterOperand(seed))) +
+                 step * kStepGamma;
   uint64_t n = static_cast<uint64_t>(counterOperand(counter));
   uint64_t bits = splitMix64Mix(key + (n + 1) * kSplitMix64Gamma);
   return static_cast<double>(bits >> 11) * 0x1.0p-53;

@@ -63,7 +63,9 @@ public:
   std::string init();
 
   /// Runs training step `step` (0-based) on the data source's batch for it
-  /// (default: synthetic batch step % SyntheticData::kNumBatches).
+  /// (default: synthetic batch step % SyntheticData::kNumBatches). Random
+  /// ops (Dropout's mask) draw step-specific values: the same on every
+  /// device, new every step.
   std::string runStep(int64_t step);
 
   /// Records a copy of buffer `buffer` of device `device` right after every
@@ -114,6 +116,8 @@ private:
   DataSource dataSource;
   Observer observer;
   bool lastRan = false; ///< whether the last execute() did work
+  /// The step `runStep` is executing (keys the random expressions).
+  int64_t currentStep = 0;
 };
 
 } // namespace tofu::runtime
