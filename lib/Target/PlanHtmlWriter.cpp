@@ -276,7 +276,8 @@ void PlanHtmlWriter::writeLegend() {
 void PlanHtmlWriter::writeSteps() {
   out += "<h2>Bytes per recursion step</h2>\n<table id=\"steps\">\n"
          "<tr><th>step</th><th class=\"num\">groups</th><th "
-         "class=\"num\">bytes</th><th></th></tr>\n";
+         "class=\"num\">bytes</th><th></th><th class=\"num\">across its "
+         "links</th></tr>\n";
   int64_t maxBytes = 1;
   for (int64_t b : summary.bytesPerStep)
     maxBytes = std::max(maxBytes, b);
@@ -284,16 +285,20 @@ void PlanHtmlWriter::writeSteps() {
     out += llvm::formatv(
         "<tr><td>{0}</td><td class=\"num\">{1}</td><td "
         "class=\"num\">{2}</td><td><span class=\"bar\" "
-        "style=\"width:{3}px\"></span> {4}</td></tr>\n",
+        "style=\"width:{3}px\"></span> {4}</td><td "
+        "class=\"num\">{5}</td></tr>\n",
         s + 1, summary.grid[s], summary.bytesPerStep[s],
         summary.bytesPerStep[s] * 200 / maxBytes,
-        humanBytes(summary.bytesPerStep[s]));
+        humanBytes(summary.bytesPerStep[s]), summary.bytesPerLink[s]);
   out += llvm::formatv("<tr><th>total</th><td></td><th class=\"num\">{0}</th>"
-                       "<td>{1}</td></tr>\n</table>\n",
+                       "<td>{1}</td><td></td></tr>\n</table>\n",
                        summary.bytes, humanBytes(summary.bytes));
-  out += "<p class=\"note\">A byte is charged to the step whose interconnect "
-         "it crosses: the first step at which the device that needs it and "
-         "its nearest holder are in different groups.</p>\n";
+  out += "<p class=\"note\">Bytes of step i: the cost on the grid of the "
+         "first i steps minus the cost on the grid of the first i-1 (what the "
+         "partitioner minimizes, docs/Partitioning.md). Across its links: the "
+         "same bytes charged to the step whose interconnect each one crosses, "
+         "the first step at which the device that needs it and its nearest "
+         "holder are in different groups.</p>\n";
 }
 
 void PlanHtmlWriter::writeTensor(const TensorGroup &group) {

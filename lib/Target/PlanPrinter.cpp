@@ -114,6 +114,7 @@ PlanSummary summarizePlan(func::FuncOp func, const plan::Plan &plan) {
   DeviceGrid grid{summary.grid};
   size_t numSteps = summary.grid.size();
   summary.bytesPerStep.assign(numSteps, 0);
+  summary.bytesPerLink.assign(numSteps, 0);
 
   // Tensor indices: materialize numbers the results of input, param and
   // compute ops in walk order.
@@ -157,6 +158,7 @@ PlanSummary summarizePlan(func::FuncOp func, const plan::Plan &plan) {
             s < steps.size() ? formatStrategy(steps[s]) : "whole");
     }
     row.bytesPerStep.assign(numSteps, 0);
+    row.bytesPerLink.assign(numSteps, 0);
     auto instance = tofu::instantiate(op);
     if (instance && numSteps) {
       SmallVector<TilingAttr> inputs;
@@ -165,16 +167,27 @@ PlanSummary summarizePlan(func::FuncOp func, const plan::Plan &plan) {
       SmallVector<TilingAttr> outputs;
       for (Value result : op.getResults())
         outputs.push_back(tilingOf(result));
-      // opCommBytes split by step (PlanPrinterTests checks the two agree).
-      row.bytesPerStep =
+      // C_i on the grid of the first i steps (later cuts and strategies
+      // are ignored there); δ_i = C_i - C_{i-1}.
+      int64_t previous = 0;
+      for (size_t s = 0; s < numSteps; ++s) {
+        DeviceGrid prefix{std::vector<int64_t>(summary.grid.begin(),
+                                               summary.grid.begin() + s + 1)};
+        int64_t cost =
+            opCommBytes(prefix, *instance, strategies, inputs, outputs);
+        row.bytesPerStep[s] = cost - previous;
+        previous = cost;
+      }
+      row.bytes = previous;
+      row.bytesPerLink =
           opCommBytesByStep(grid, *instance, strategies, inputs, outputs);
-      for (int64_t bytes : row.bytesPerStep)
-        row.bytes += bytes;
     } else if (!instance) {
       llvm::consumeError(instance.takeError());
     }
-    for (size_t s = 0; s < numSteps; ++s)
+    for (size_t s = 0; s < numSteps; ++s) {
       summary.bytesPerStep[s] += row.bytesPerStep[s];
+      summary.bytesPerLink[s] += row.bytesPerLink[s];
+    }
     summary.bytes += row.bytes;
     summary.ops.push_back(std::move(row));
   }
@@ -246,8 +259,10 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
   os << "\ndevice grid: " << formatGrid(summary.grid) << "\n";
   os << "communication: " << plan.commBytes << " bytes per training step\n";
   for (size_t s = 0; s < summary.bytesPerStep.size(); ++s)
-    os << llvm::formatv("  step {0} ({1} groups): {2} bytes\n", s + 1,
-                        summary.grid[s], summary.bytesPerStep[s]);
+    os << llvm::formatv("  step {0} ({1} groups): {2} bytes; {3} bytes "
+                        "cross its links\n",
+                        s + 1, summary.grid[s], summary.bytesPerStep[s],
+                        summary.bytesPerLink[s]);
   os << "peak memory per device (bytes):";
   for (const auto &device : plan.devices)
     os << " " << device.peakBytes;
@@ -336,7 +351,8 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
                            {"strategy", std::move(strategy)},
                            {"step_strategies", std::move(stepStrategies)},
                            {"comm_bytes", row.bytes},
-                           {"comm_bytes_per_step", ints(row.bytesPerStep)}});
+                           {"comm_bytes_per_step", ints(row.bytesPerStep)},
+                           {"comm_bytes_per_link", ints(row.bytesPerLink)}});
   }
   llvm::json::Object root{
       {"devices", static_cast<int64_t>(plan.numDevices)},
@@ -345,6 +361,7 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
       {"search_seconds", plan.searchSeconds},
       {"comm_bytes", static_cast<int64_t>(plan.commBytes)},
       {"comm_bytes_per_step", ints(summary.bytesPerStep)},
+      {"comm_bytes_per_link", ints(summary.bytesPerLink)},
       {"peak_bytes", std::move(peak)},
       {"batch_size", plan.batchSize},
       {"optimizer",

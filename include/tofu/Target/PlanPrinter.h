@@ -33,8 +33,14 @@ struct OpSummary {
   /// stepStrategies[s][o]: the strategy of output o at recursion step s
   /// ("whole" when that output is not split at that step).
   std::vector<std::vector<std::string>> stepStrategies;
-  std::vector<int64_t> bytesPerStep; ///< bytes moved, per recursion step
-  int64_t bytes = 0;                 ///< their sum
+  /// The cost of each recursion step, δ_i = C_i − C_{i−1}, C_i being the
+  /// op's cost on the grid of the first i steps (docs/Partitioning.md; the
+  /// partitioner's tofu.step_bytes are these summed over ops).
+  std::vector<int64_t> bytesPerStep;
+  /// The same bytes split by the step whose interconnect each one crosses
+  /// (opCommBytesByStep).
+  std::vector<int64_t> bytesPerLink;
+  int64_t bytes = 0; ///< C_m: the sum of either split
 };
 
 /// Everything the --dump-plan formats print, beyond plan::Plan itself.
@@ -44,6 +50,8 @@ struct PlanSummary {
   std::vector<OpSummary> ops;
   /// Per recursion step, the sum over ops (adds up to `bytes`).
   std::vector<int64_t> bytesPerStep;
+  /// Per recursion step, the bytes crossing its links, summed over ops.
+  std::vector<int64_t> bytesPerLink;
   int64_t bytes = 0; ///< the sum over ops of their bytes
 };
 

@@ -83,6 +83,14 @@ TEST_F(TwoStepPlan, BytesPerStepFollowTheCostModel) {
   const tofu::OpSummary &mm = op(summary, "mm");
   EXPECT_EQ(mm.bytesPerStep, (std::vector<int64_t>{192, 128 + 48}));
   EXPECT_EQ(mm.bytes, 192 + 128 + 48);
+  EXPECT_EQ(mm.bytesPerLink, (std::vector<int64_t>{192, 128 + 48}));
+  // Relu: step 1 gives each group columns 3c1.. of all rows; its group holds
+  // rows 2c1.. of Y: 6 elements fetched and 6 sent to the owners per group
+  // (C_1 = 2 x 12 x 4 = 96). On the full grid, 12 input and 12 output
+  // elements cross step 1's links, 6 and 6 step 2's.
+  const tofu::OpSummary &relu = op(summary, "relu");
+  EXPECT_EQ(relu.bytesPerStep, (std::vector<int64_t>{96, 48}));
+  EXPECT_EQ(relu.bytesPerLink, (std::vector<int64_t>{96, 48}));
   ASSERT_EQ(mm.stepStrategies.size(), 2u);
   EXPECT_EQ(mm.stepStrategies[0], (std::vector<std::string>{"split output 0 dim 0"}));
   EXPECT_EQ(mm.stepStrategies[1], (std::vector<std::string>{"split output 0 dim 1"}));
@@ -92,6 +100,7 @@ TEST_F(TwoStepPlan, BytesPerStepFollowTheCostModel) {
   for (const auto &row : summary.ops) {
     ASSERT_EQ(row.bytesPerStep.size(), 2u) << row.name;
     EXPECT_EQ(row.bytesPerStep[0] + row.bytesPerStep[1], row.bytes) << row.name;
+    EXPECT_EQ(row.bytesPerLink[0] + row.bytesPerLink[1], row.bytes) << row.name;
     perStep[0] += row.bytesPerStep[0];
     perStep[1] += row.bytesPerStep[1];
   }
