@@ -454,6 +454,14 @@ TEST_F(TofuRun, BadDataGivesClearErrors) {
               "tofu-run: error: step 1: ");
 }
 
+TEST_F(TofuRun, ResumeIsNotImplementedYet) {
+  Result r = runTool(dir + "plan.bin --resume " + dir + "ckpt");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("tofu-run: error: --resume is not implemented yet"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(TofuRun, DumpPlanPrintsTheSummary) {
   Result r = runTool(dir + "plan.bin --dump-plan");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -121,6 +121,11 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
     } else if (a == "--save") {
       if (!(err = value(opts.savePath)).empty())
         return err;
+    } else if (a == "--resume") {
+      return "--resume is not implemented yet (tofu-run cannot restore "
+             "optimizer state); to continue training plain-SGD weights, "
+             "compile the model written by --save with tofuc and run that "
+             "plan";
     } else if (a == "--data") {
       if (!(err = value(opts.dataDir)).empty())
         return err;
