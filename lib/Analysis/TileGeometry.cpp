@@ -41,6 +41,17 @@ tdl::Box intersect(const tdl::Box &a, const tdl::Box &b) {
   return result;
 }
 
+int64_t intersectionElements(const tdl::Box &a, const tdl::Box &b) {
+  int64_t n = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    int64_t extent = std::min(a[i].hi, b[i].hi) - std::max(a[i].lo, b[i].lo);
+    if (extent <= 0)
+      return 0;
+    n *= extent;
+  }
+  return n;
+}
+
 int64_t numElements(const tdl::Box &box) {
   int64_t n = 1;
   for (const auto &r : box)
@@ -141,7 +152,7 @@ int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
         continue;
       tdl::Box owned = ownedBox(grid, inputTypes[i]->dims, inputTilings[i], d);
       int64_t missing =
-          numElements(*needed[i]) - numElements(intersect(*needed[i], owned));
+          numElements(*needed[i]) - intersectionElements(*needed[i], owned);
       bytes += missing * elementBytes(inputTypes[i]->elem);
     }
   }
@@ -152,7 +163,7 @@ int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
       continue;
     for (int64_t e = 0; e < k; ++e)
       if (e != d && !isEmptyShare(shares[e]))
-        bytes += numElements(intersect(owned, shares[e].outputBox)) *
+        bytes += intersectionElements(owned, shares[e].outputBox) *
                  elementBytes(out.elem);
   }
   return bytes;

@@ -229,6 +229,7 @@ private:
   /// Decided strategy of each op output per step (-1 = replicated compute).
   std::vector<std::vector<std::vector<int>>> choices;
   std::unordered_map<std::string, OpCost> memo;
+  std::string keyBuffer;
 };
 
 llvm::Error Partitioner::buildGraph() {
@@ -413,26 +414,32 @@ Partitioner::stepCost(int op, size_t step,
     list.push_back(candidate(g));
     return list;
   };
-  std::vector<std::vector<int64_t>> inputCuts, outputCuts;
-  std::string key;
+  // The key first (a hit needs nothing else); the key buffer is reused.
+  std::string &key = keyBuffer;
+  key.clear();
   appendKey(key, node.signature);
   appendKey(key, step);
-  for (int g : node.inputGroups) {
-    inputCuts.push_back(cutsWith(g));
-    for (int64_t c : inputCuts.back())
-      appendKey(key, static_cast<int8_t>(c));
-  }
-  for (int g : node.outputGroups) {
-    outputCuts.push_back(cutsWith(g));
-    for (int64_t c : outputCuts.back())
-      appendKey(key, static_cast<int8_t>(c));
-  }
+  auto appendCuts = [&](int g) {
+    for (size_t s = 0; s < step; ++s)
+      appendKey(key, static_cast<int8_t>(cuts[g][s]));
+    appendKey(key, static_cast<int8_t>(candidate(g)));
+  };
+  for (int g : node.inputGroups)
+    appendCuts(g);
+  for (int g : node.outputGroups)
+    appendCuts(g);
   for (const auto &prior : choices[op])
     for (size_t s = 0; s < step; ++s)
       appendKey(key, static_cast<int16_t>(prior[s]));
-  auto [it, inserted] = memo.try_emplace(std::move(key));
-  if (!inserted)
-    return it->second;
+  auto found = memo.find(key);
+  if (found != memo.end())
+    return found->second;
+  std::vector<std::vector<int64_t>> inputCuts, outputCuts;
+  for (int g : node.inputGroups)
+    inputCuts.push_back(cutsWith(g));
+  for (int g : node.outputGroups)
+    outputCuts.push_back(cutsWith(g));
+  auto it = memo.try_emplace(key).first;
   OpCost &cost = it->second;
   for (unsigned o = 0; o < node.outputGroups.size(); ++o) {
     int64_t best = std::numeric_limits<int64_t>::max();

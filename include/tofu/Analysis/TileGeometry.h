@@ -32,6 +32,9 @@ tdl::Range splitRange(tdl::Range range, int64_t parts, int64_t index);
 tdl::Box fullBox(llvm::ArrayRef<int64_t> shape);
 /// Intersection of two boxes of equal rank (possibly empty).
 tdl::Box intersect(const tdl::Box &a, const tdl::Box &b);
+/// Number of elements of the intersection of two boxes of equal rank,
+/// without building it.
+int64_t intersectionElements(const tdl::Box &a, const tdl::Box &b);
 /// Number of elements of a box (1 for rank 0, 0 if any range is empty).
 int64_t numElements(const tdl::Box &box);
 bool isEmpty(const tdl::Box &box);
