@@ -5,20 +5,61 @@
 include "mlir/Pass/PassBase.td"
 
 def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp"> {
-  let summary = "Builds backward pass and optimizer update from gradient rules";
+  let summary = "Builds loss, backward pass and optimizer update from gradient rules";
   let description = [{
-    Turns a forward graph with one `tofu.loss` into a whole training step:
-    seeds the loss gradient with `Ones`, walks the forward `tofu.compute` ops
-    in reverse and expands each op's TDL gradient rule (`grad` in
-    `tdl-specs/`), sums gradients of values used more than once with `Add`,
-    and appends an `SGDUpdate` and a `tofu.update` for every parameter.
-    Every backward op carries `grad_of` naming its forward op.
+    Turns a forward graph into a whole training step.
+
+    *Loss.* A function that already has one `tofu.loss` keeps it. Otherwise
+    `loss` names a `tofu.output` (a model output) whose scalar f32 value is
+    the loss; empty takes the model's only scalar f32 output.
+    `softmax-cross-entropy[:<logits>]` adds an i64 labels input named
+    `labels` (shape: the logits' batch dims, classes: the last dim) and a
+    `SoftmaxCrossEntropyLoss` of the logits output (the named output, or the
+    only float output of rank 2). The `tofu.output` markers are removed.
+
+    *Backward.* Seeds the loss gradient with `Ones`, walks the forward
+    `tofu.compute` ops in reverse and expands each op's TDL gradient rule
+    (`grad` in `tdl-specs/`), sums gradients of values used more than once
+    with `Add`, and supplies `Zeros` for the outputs of an op that did not
+    reach the loss when another output did (a Split with an unused piece).
+    Every backward op carries `grad_of` naming its forward op; the op that
+    produces the complete gradient of a tensor carries `grad_for` naming the
+    tensor. Parameters listed in `freeze` get no gradient and no update;
+    backward ops that only served them are removed.
+
+    *Update.* `optimizer` is `sgd` (`SGDUpdate`), `momentum`, `adam` or
+    `adagrad` (the ONNX ai.onnx.preview.training `Momentum`, `Adam`,
+    `Adagrad` ops, one per parameter). Their state is persistent:
+    `tofu.param` ops with `state_of = "<param>"` and zero initial values
+    (the learning rate R holds `lr`; the update count T starts at 0 and is
+    advanced by `StepCount`), each updated by a `tofu.update` without
+    gradient. Every trainable parameter gets `tofu.update %w, %new grad %dw`.
 
     Example: `%y = tofu.compute "Relu"(%x)` gains
-    `%dx = tofu.compute "ReluGrad"(%dy, %x) {grad_of = "relu", ...}`.
+    `%dx = tofu.compute "ReluGrad"(%dy, %x) {grad_of = "relu", grad_for = "x_producer", ...}`.
   }];
   let options = [
-    Option<"learningRate", "lr", "double", "0.1", "SGD learning rate">,
+    Option<"lossName", "loss", "std::string", "\"\"",
+           "the loss: a model output's name (default: the only scalar f32 "
+           "output) or softmax-cross-entropy[:<logits output>]">,
+    Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
+           "sgd, momentum, adam or adagrad">,
+    Option<"learningRate", "lr", "double", "0.1", "learning rate (R)">,
+    Option<"momentum", "momentum", "double", "0.9",
+           "Momentum: alpha, the decay of the previous velocity">,
+    Option<"momentumBeta", "momentum-beta", "double", "1.0",
+           "Momentum: beta, the gradient's coefficient after the first step">,
+    Option<"nesterov", "nesterov", "bool", "false",
+           "Momentum: Nesterov's mode">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam: alpha">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam: beta">,
+    Option<"epsilon", "epsilon", "double", "1e-6", "Adam, Adagrad: epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.0",
+           "L2 coefficient added to the gradient (norm_coefficient)">,
+    Option<"lrDecay", "lr-decay", "double", "0.0",
+           "Adagrad: decay_factor">,
+    ListOption<"freeze", "freeze", "std::string",
+               "parameters that are not trained (names or globs with *)">,
   ];
   let dependentDialects = ["::tofu::TofuDialect"];
 }

@@ -25,21 +25,39 @@ def Tofu_InputOp : Tofu_Op<"input", [Pure]> {
 }
 
 def Tofu_ParamOp : Tofu_Op<"param", [Pure]> {
-  let summary = "A trainable parameter (an ONNX initializer)";
+  let summary = "A persistent tensor: a trainable parameter or optimizer state";
   let description = [{
-    `value` holds the initial weights; it may be absent (graph-only model),
+    A tensor that keeps its value from one training step to the next.
+    Without `state_of` it is a trainable parameter (an ONNX initializer);
+    `value` holds the initial weights and may be absent (graph-only model),
     in which case a plan cannot be emitted.
 
     `constant` marks a value that is read at run time but never trained: an
     ONNX Constant node, an integer initializer or a result folded at import
     (shape arithmetic). The training step builds no update for it.
 
+    With `state_of = "<param>"` it is optimizer state of that parameter
+    (momentum velocity, Adam's moments, Adagrad's accumulated squares, the
+    update count T, the learning rate R), created by
+    `tofu-build-training-step` with its initial value. It gets no gradient,
+    is not written back by `tofu-run --save`, and belongs to its
+    parameter's tensor group for the partitioner (same shape, same tiling).
+
     Example: `%w = tofu.param "fc1.weight" : tensor<128x64xf32>`,
-    `%c = tofu.param "scale" {constant, value = dense<8.0> : tensor<f32>} : tensor<f32>`
+    `%c = tofu.param "scale" {constant, value = dense<8.0> : tensor<f32>} : tensor<f32>`,
+    `%v = tofu.param "fc1.weight.momentum" {state_of = "fc1.weight", value = dense<0.0> : tensor<128x64xf32>} : tensor<128x64xf32>`
   }];
   let arguments = (ins StrAttr:$sym_name, OptionalAttr<ElementsAttr>:$value,
-                       UnitAttr:$constant);
+                       UnitAttr:$constant, OptionalAttr<StrAttr>:$state_of);
   let results = (outs AnyRankedTensor:$result);
+  let builders = [
+    // A parameter without state_of (constant is set afterwards if needed).
+    OpBuilder<(ins "::mlir::Type":$type, "::llvm::StringRef":$sym_name,
+                   "::mlir::ElementsAttr":$value), [{
+      build($_builder, $_state, type, sym_name, value, /*constant=*/false,
+            ::mlir::StringAttr());
+    }]>
+  ];
   let assemblyFormat = "$sym_name attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
@@ -54,6 +72,12 @@ def Tofu_ComputeOp : Tofu_Op<"compute", [Pure]> {
     types. `name` is unique within the function (ONNX node name, or the
     forward op's name plus a suffix for backward ops).
 
+    Tags added by `tofu-build-training-step`: `grad_of` names the forward op
+    a backward op belongs to; `grad_for` is set on the op whose result is
+    the complete gradient of a model tensor (after all contributions are
+    summed) and names that tensor: a parameter's name, or the forward op's
+    name (with `#i` for result i of a multi-result op) for an activation.
+
     Example:
     ```
     %y = tofu.compute "Gemm"(%x, %w, %b) {attrs = {transB = 1 : i64}, name = "fc1"}
@@ -62,12 +86,36 @@ def Tofu_ComputeOp : Tofu_Op<"compute", [Pure]> {
   }];
   let arguments = (ins StrAttr:$spec, Variadic<AnyRankedTensor>:$inputs,
                        DictionaryAttr:$attrs, StrAttr:$name,
-                       OptionalAttr<StrAttr>:$grad_of);
+                       OptionalAttr<StrAttr>:$grad_of,
+                       OptionalAttr<StrAttr>:$grad_for);
   let results = (outs Variadic<AnyRankedTensor>:$results);
+  let builders = [
+    // An op without grad_for (a forward op, or a backward op before tagging).
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::llvm::StringRef":$spec,
+                   "::mlir::ValueRange":$inputs, "::mlir::DictionaryAttr":$attrs,
+                   "::llvm::StringRef":$name, "::mlir::StringAttr":$grad_of), [{
+      build($_builder, $_state, results, spec, inputs, attrs, name, grad_of,
+            ::mlir::StringAttr());
+    }]>
+  ];
   let assemblyFormat = [{
     $spec `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
   }];
   let hasVerifier = 1;
+}
+
+def Tofu_OutputOp : Tofu_Op<"output"> {
+  let summary = "A model output (an ONNX graph output), by name";
+  let description = [{
+    Marks `value` as the model output `name`. `tofu-build-training-step`
+    picks the loss among the outputs (its `loss` option: an output's name,
+    or `softmax-cross-entropy[:<logits output>]`) and removes the markers:
+    a training step's results are its loss and its updates.
+
+    Example: `tofu.output "loss" %l : tensor<f32>`
+  }];
+  let arguments = (ins StrAttr:$name, AnyRankedTensor:$value);
+  let assemblyFormat = "$name $value attr-dict `:` type($value)";
 }
 
 def Tofu_LossOp : Tofu_Op<"loss"> {
@@ -77,17 +125,24 @@ def Tofu_LossOp : Tofu_Op<"loss"> {
 }
 
 def Tofu_UpdateOp : Tofu_Op<"update",
-    [AllTypesMatch<["param", "gradient", "new_value"]>]> {
-  let summary = "The new value of a parameter at the end of the step";
+    [AllTypesMatch<["param", "new_value"]>,
+     OptionalTypesMatchWith<"the gradient has the parameter's type", "param",
+                            "gradient", "$_self">]> {
+  let summary = "The new value of a persistent tensor at the end of the step";
   let description = [{
-    `param` (a `tofu.param` result) takes the value `new_value` at the end of
-    the training step; `gradient` is the gradient of the loss with respect to
-    it. Example: `tofu.update %w, %dw, %w_new : tensor<128x64xf32>`
+    `param` (a `tofu.param` result: a parameter or optimizer state) takes
+    the value `new_value` at the end of the training step. For a trainable
+    parameter, `gradient` is the gradient of the loss with respect to it;
+    optimizer state has none.
+
+    Example: `tofu.update %w, %w_new grad %dw : tensor<128x64xf32>`,
+    `tofu.update %v, %v_new : tensor<128x64xf32>`
   }];
-  let arguments = (ins AnyRankedTensor:$param, AnyRankedTensor:$gradient,
+  let arguments = (ins AnyRankedTensor:$param,
+                       Optional<AnyRankedTensor>:$gradient,
                        AnyRankedTensor:$new_value);
   let assemblyFormat = [{
-    $param `,` $gradient `,` $new_value attr-dict `:` type($param)
+    $param `,` $new_value (`grad` $gradient^)? attr-dict `:` type($param)
   }];
   let hasVerifier = 1;
 }

@@ -387,9 +387,13 @@ LogicalResult ComputeOp::verify() {
 LogicalResult UpdateOp::verify() {
   if (!getParam().getDefiningOp<ParamOp>())
     return emitOpError() << "first operand must be a tofu.param";
-  if (getGradient().getType() != getParam().getType() ||
+  if ((getGradient() && getGradient().getType() != getParam().getType()) ||
       getNewValue().getType() != getParam().getType())
     return emitOpError()
            << "gradient and new value must have the parameter's type";
+  auto param = getParam().getDefiningOp<ParamOp>();
+  if (param.getStateOf() && getGradient())
+    return emitOpError() << "optimizer state '" << param.getSymName()
+                         << "' has no gradient";
   return success();
 }

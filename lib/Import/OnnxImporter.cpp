@@ -850,16 +850,16 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       labels.setLabelsForAttr(builder.getStringAttr(firstFeatures));
   }
 
-  if (graph.output_size() == 1) {
-    const std::string &name = graph.output(0).name();
+  // Every graph output is marked by name; the train phase picks the loss
+  // among them (--loss).
+  for (const auto &graphOutput : graph.output()) {
+    const std::string &name = graphOutput.name();
     if (!values.count(name) && !constants.count(name))
       return error("graph output '" + name + "' is not produced by any node");
     auto output = valueOf(name, "graph output '" + name + "'");
     if (!output)
       return output.takeError();
-    auto type = cast<RankedTensorType>(output->getType());
-    if (type.getRank() == 0 && type.getElementType().isF32())
-      LossOp::create(builder, fileLoc, *output);
+    OutputOp::create(builder, fileLoc, name, *output);
   }
   func::ReturnOp::create(builder, fileLoc);
   return llvm::Error::success();

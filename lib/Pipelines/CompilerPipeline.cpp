@@ -37,11 +37,30 @@ std::string phaseNames() {
   return names;
 }
 
+static BuildTrainingStepOptions
+trainingStepOptions(const CompileOptions &options) {
+  const CompileOptions::Training &t = options.training;
+  BuildTrainingStepOptions result;
+  result.lossName = t.loss;
+  result.optimizer = t.optimizer;
+  result.learningRate = t.learningRate;
+  result.momentum = t.momentum;
+  result.momentumBeta = t.momentumBeta;
+  result.nesterov = t.nesterov;
+  result.beta1 = t.beta1;
+  result.beta2 = t.beta2;
+  result.epsilon = t.epsilon;
+  result.weightDecay = t.weightDecay;
+  result.lrDecay = t.lrDecay;
+  result.freeze.assign(t.freeze.begin(), t.freeze.end());
+  return result;
+}
+
 void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
                      Phase stopAfter) {
   OpPassManager &funcPm = pm.nest<func::FuncOp>();
   if (stopAfter >= Phase::Train)
-    funcPm.addPass(createBuildTrainingStep({options.learningRate}));
+    funcPm.addPass(createBuildTrainingStep(trainingStepOptions(options)));
   if (stopAfter >= Phase::Analyze)
     funcPm.addPass(createAnalyzeStrategies());
   if (stopAfter >= Phase::Coarsen)

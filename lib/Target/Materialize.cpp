@@ -216,8 +216,12 @@ llvm::Error Materializer::addTensors() {
         inputByName[info.name] = result.tensors.size();
       } else if (auto param = dyn_cast<ParamOp>(op)) {
         info.name = param.getSymName().str();
-        info.paramName = info.name;
-        info.role = plan::TensorRole::Param;
+        if (param.getStateOf()) {
+          info.role = plan::TensorRole::State;
+        } else {
+          info.paramName = info.name;
+          info.role = plan::TensorRole::Param;
+        }
       } else {
         auto compute = cast<ComputeOp>(op);
         info.name = compute.getName().str();
@@ -247,13 +251,29 @@ llvm::Error Materializer::addTensors() {
   }
   for (UpdateOp update : func.getOps<UpdateOp>()) {
     int32_t param = tensorOf.lookup(update.getParam());
-    result.tensors[tensorOf.lookup(update.getGradient())].gradientOf = param;
+    if (update.getGradient())
+      result.tensors[tensorOf.lookup(update.getGradient())].gradientOf = param;
     result.paramUpdates.push_back(
         {param, tensorOf.lookup(update.getNewValue())});
-    if (auto updated = update.getNewValue().getDefiningOp<ComputeOp>())
-      if (updated.getSpec() == "SGDUpdate")
-        if (auto lr = updated.getAttrs().getAs<FloatAttr>("lr"))
-          result.optimizer.learningRate = lr.getValueAsDouble();
+    auto updated = update.getNewValue().getDefiningOp<ComputeOp>();
+    if (!updated || !update.getGradient())
+      continue;
+    // The optimizer as reported: its kind and learning rate (an attribute
+    // of SGDUpdate, the initial value of the R state of the others).
+    StringRef spec = updated.getSpec();
+    if (spec == "SGDUpdate") {
+      result.optimizer.kind = "sgd";
+      if (auto lr = updated.getAttrs().getAs<FloatAttr>("lr"))
+        result.optimizer.learningRate = lr.getValueAsDouble();
+    } else if (spec == "Momentum" || spec == "Adam" || spec == "Adagrad") {
+      result.optimizer.kind = spec.lower();
+      if (auto rate = updated.getInputs()[0].getDefiningOp<ParamOp>())
+        if (auto value =
+                dyn_cast_or_null<DenseElementsAttr>(rate.getValueAttr()))
+          if (value.getElementType().isF32())
+            result.optimizer.learningRate =
+                (*value.value_begin<APFloat>()).convertToDouble();
+    }
   }
   for (LossOp loss : func.getOps<LossOp>())
     result.lossTensor = tensorOf.lookup(loss.getLoss());

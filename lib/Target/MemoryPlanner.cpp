@@ -54,6 +54,7 @@ void planMemory(plan::Plan &plan) {
     for (size_t b = 0; b < buffers.size(); ++b) {
       plan::TensorRole role = plan.tensors[buffers[b].tensor].role;
       bool persistent = buffers[b].owned && (role == plan::TensorRole::Param ||
+                                             role == plan::TensorRole::State ||
                                              role == plan::TensorRole::Input ||
                                              role == plan::TensorRole::Label);
       if (persistent || life[d][b].last < 0)

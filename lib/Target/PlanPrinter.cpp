@@ -34,6 +34,8 @@ const char *tensorRoleName(plan::TensorRole role) {
     return "loss";
   case plan::TensorRole::Updated:
     return "updated";
+  case plan::TensorRole::State:
+    return "state";
   }
   return "?";
 }

@@ -1,15 +1,20 @@
 //===- BuildTrainingStep.cpp - forward graph -> training step -------------===//
 //
-// Reverse-mode automatic differentiation over tofu.compute ops, driven by the
-// gradient rules of the TDL specs, followed by an SGD update per parameter.
+// Picks the loss among the model's outputs (or adds a softmax cross-entropy
+// against a new labels input), builds the backward pass by reverse-mode
+// automatic differentiation over tofu.compute ops, driven by the gradient
+// rules of the TDL specs, and appends one optimizer update per trainable
+// parameter, with the optimizer's state as persistent tensors.
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace tofu {
 #define GEN_PASS_DEF_BUILDTRAININGSTEP
@@ -21,12 +26,59 @@ using namespace tofu;
 
 namespace {
 
+/// The `--loss` value that adds a softmax cross-entropy loss.
+constexpr llvm::StringLiteral kSoftmaxCrossEntropy = "softmax-cross-entropy";
+
+/// The name a tensor is known by in tags and plans: a parameter's or
+/// input's name, or the producing op's name (`#i` for result i of a
+/// multi-result op).
+std::string tensorName(Value value) {
+  Operation *op = value.getDefiningOp();
+  if (auto param = dyn_cast_or_null<ParamOp>(op))
+    return param.getSymName().str();
+  if (auto input = dyn_cast_or_null<InputOp>(op))
+    return input.getSymName().str();
+  if (auto compute = dyn_cast_or_null<ComputeOp>(op)) {
+    std::string name = compute.getName().str();
+    if (compute.getNumResults() > 1)
+      name += "#" + std::to_string(cast<OpResult>(value).getResultNumber());
+    return name;
+  }
+  return "?";
+}
+
+/// "name (type), name (type), ..." of the model outputs, for errors.
+std::string describeOutputs(ArrayRef<OutputOp> outputs) {
+  if (outputs.empty())
+    return "the model has no outputs";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "outputs: ";
+  llvm::interleaveComma(outputs, os, [&](OutputOp output) {
+    os << "'" << output.getName() << "' (" << output.getValue().getType()
+       << ")";
+  });
+  return text;
+}
+
+bool isScalarF32(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return type.getRank() == 0 && type.getElementType().isF32();
+}
+
 /// Emits backward ops for one function.
 class GradientBuilder {
 public:
   GradientBuilder(func::FuncOp func, OpBuilder &builder)
       : func(func), builder(builder) {
-    func.walk([&](ComputeOp op) { names.insert(op.getName()); });
+    func.walk([&](Operation *op) {
+      if (auto compute = dyn_cast<ComputeOp>(op))
+        names.insert(compute.getName());
+      else if (auto param = dyn_cast<ParamOp>(op))
+        names.insert(param.getSymName());
+      else if (auto input = dyn_cast<InputOp>(op))
+        names.insert(input.getSymName());
+    });
   }
 
   /// Creates `spec(operands)` with result types from TDL shape inference.
@@ -35,8 +87,10 @@ public:
                               StringRef gradOf) {
     auto instance = instantiateSpec(spec, operands.getTypes(), attrs);
     if (!instance) {
-      emitError(loc) << "while building the gradient of '" << gradOf
-                     << "': " << llvm::toString(instance.takeError());
+      emitError(loc) << "while building the "
+                     << (gradOf.empty() ? "training step" : "gradient of '")
+                     << gradOf << (gradOf.empty() ? "" : "'") << ": "
+                     << llvm::toString(instance.takeError());
       return failure();
     }
     SmallVector<Type> types;
@@ -45,7 +99,8 @@ public:
     return ComputeOp::create(
         builder, loc, types, spec, operands,
         fromTdlAttrs(builder.getContext(), attrs), uniqueName(name),
-        gradOf.empty() ? StringAttr() : builder.getStringAttr(gradOf));
+        gradOf.empty() ? StringAttr() : builder.getStringAttr(gradOf),
+        StringAttr());
   }
 
   /// Adds `grad` to the accumulated gradient of `value`.
@@ -62,6 +117,7 @@ public:
     auto it = grads.find(value);
     if (it == grads.end()) {
       grads[value] = grad;
+      order.push_back(value);
       return success();
     }
     auto sum = create(loc, "Add", {it->second, grad}, {},
@@ -74,6 +130,27 @@ public:
 
   Value gradientOf(Value value) const { return grads.lookup(value); }
 
+  /// Tags the op producing each complete gradient with `grad_for`, the
+  /// tensor it is the gradient of (the first tensor, in program order,
+  /// when one value is the gradient of several, as through an identity).
+  void tagGradients() {
+    SmallVector<Value> values(order.begin(), order.end());
+    llvm::stable_sort(values, [](Value a, Value b) {
+      Operation *opA = a.getDefiningOp(), *opB = b.getDefiningOp();
+      if (opA == opB)
+        return cast<OpResult>(a).getResultNumber() <
+               cast<OpResult>(b).getResultNumber();
+      return opA->isBeforeInBlock(opB);
+    });
+    for (Value value : values) {
+      auto producer = grads.lookup(value).getDefiningOp<ComputeOp>();
+      if (!producer || producer->getNumResults() != 1 ||
+          producer.getGradForAttr())
+        continue;
+      producer.setGradForAttr(builder.getStringAttr(tensorName(value)));
+    }
+  }
+
   std::string uniqueName(StringRef base) {
     std::string name = base.str();
     for (int i = 1; !names.insert(name).second; ++i)
@@ -85,6 +162,8 @@ private:
   func::FuncOp func;
   OpBuilder &builder;
   llvm::DenseMap<Value, Value> grads;
+  /// Values with a gradient, in the order their first gradient arrived.
+  SmallVector<Value> order;
   llvm::StringSet<> names;
 };
 
@@ -92,141 +171,471 @@ struct BuildTrainingStepPass
     : public tofu::impl::BuildTrainingStepBase<BuildTrainingStepPass> {
   using BuildTrainingStepBase::BuildTrainingStepBase;
 
-  void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    SmallVector<LossOp> losses;
-    func.walk([&](LossOp op) { losses.push_back(op); });
-    if (losses.size() != 1) {
+  void runOnOperation() override;
+
+private:
+  FailureOr<Value> selectLoss(func::FuncOp func, OpBuilder &builder,
+                              GradientBuilder &grads);
+  FailureOr<Value> addSoftmaxCrossEntropy(func::FuncOp func,
+                                          OpBuilder &builder,
+                                          GradientBuilder &grads,
+                                          ArrayRef<OutputOp> outputs,
+                                          StringRef logitsName);
+  FailureOr<llvm::DenseSet<Operation *>> frozenParams(func::FuncOp func);
+  LogicalResult buildBackward(func::FuncOp func, Value loss,
+                              GradientBuilder &grads,
+                              const llvm::DenseSet<Operation *> &frozen);
+  LogicalResult addUpdate(ParamOp param, Value grad, OpBuilder &builder,
+                          GradientBuilder &grads);
+};
+
+FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
+                                                   OpBuilder &builder,
+                                                   GradientBuilder &grads) {
+  SmallVector<LossOp> losses(func.getOps<LossOp>());
+  SmallVector<OutputOp> outputs(func.getOps<OutputOp>());
+  auto eraseOutputs = [&] {
+    for (OutputOp output : outputs)
+      output->erase();
+  };
+  if (!losses.empty()) {
+    if (losses.size() > 1) {
       func.emitError() << "a training step needs exactly one scalar loss, "
                           "found "
-                       << losses.size()
-                       << "; the model's single scalar float output is used "
-                          "as the loss (choosing another with --loss is not "
-                          "supported yet)";
-      return signalPassFailure();
+                       << losses.size() << " tofu.loss ops";
+      return failure();
     }
-    if (!func.getOps<UpdateOp>().empty()) {
-      func.emitError() << "the function already is a training step";
-      return signalPassFailure();
+    if (!lossName.empty()) {
+      func.emitError() << "the function already marks its loss (tofu.loss); "
+                          "the loss option '"
+                       << lossName << "' cannot choose another";
+      return failure();
     }
-    LossOp loss = losses.front();
-    SmallVector<ComputeOp> forward;
-    func.walk([&](ComputeOp op) { forward.push_back(op); });
-
-    OpBuilder builder(func.getContext());
-    builder.setInsertionPoint(func.getBody().front().getTerminator());
-    GradientBuilder grads(func, builder);
-    Location loc = loss.getLoc();
-
-    auto seed =
-        grads.create(loc, "Ones", {loss.getLoss()}, {}, "loss.grad_seed", "");
-    if (failed(seed))
-      return signalPassFailure();
-    if (failed(
-            grads.accumulate(loss.getLoss(), seed->getResult(0), loc, "loss")))
-      return signalPassFailure();
-
-    const tdl::SpecLibrary &library = tdl::SpecLibrary::builtin();
-    for (ComputeOp op : llvm::reverse(forward)) {
-      SmallVector<Value> outputGrads;
-      bool anyGrad = false;
-      for (Value result : op.getResults()) {
-        outputGrads.push_back(grads.gradientOf(result));
-        anyGrad |= static_cast<bool>(outputGrads.back());
-      }
-      if (!anyGrad)
-        continue;
-      auto instance = tofu::instantiate(op);
-      if (!instance) {
-        op.emitError() << llvm::toString(instance.takeError());
-        return signalPassFailure();
-      }
-      auto expansion = tdl::expandGradient(library, *instance);
-      if (!expansion) {
-        op.emitError() << "cannot differentiate '" << op.getName() << "' ("
-                       << op.getSpec()
-                       << "): " << llvm::toString(expansion.takeError());
-        return signalPassFailure();
-      }
-      SmallVector<Value> temps;
-      auto resolve = [&](const tdl::GradOperand &operand) -> Value {
-        switch (operand.kind) {
-        case tdl::GradOperand::Kind::ForwardInput:
-          return operand.index < op.getInputs().size()
-                     ? op.getInputs()[operand.index]
-                     : Value();
-        case tdl::GradOperand::Kind::ForwardOutput:
-          return op.getResult(operand.index);
-        case tdl::GradOperand::Kind::OutputGrad:
-          return outputGrads[operand.index];
-        case tdl::GradOperand::Kind::Temp:
-          return temps[operand.index];
-        }
-        return Value();
-      };
-      for (auto [i, call] : llvm::enumerate(expansion->calls)) {
-        SmallVector<Value> operands;
-        for (const auto &operand : call.operands) {
-          Value value = resolve(operand);
-          if (!value) {
-            op.emitError() << "the gradient rule of '" << op.getName()
-                           << "' needs a value that does not exist (an "
-                              "output without gradient or an absent input)";
-            return signalPassFailure();
-          }
-          operands.push_back(value);
-        }
-        auto created =
-            grads.create(op.getLoc(), call.op, operands, call.attrs,
-                         (op.getName() + ".grad").str(), op.getName());
-        if (failed(created))
-          return signalPassFailure();
-        temps.push_back(created->getResult(0));
-      }
-      for (auto [i, gradOperand] : llvm::enumerate(expansion->inputGrads)) {
-        if (!gradOperand || i >= op.getInputs().size())
-          continue;
-        Value input = op.getInputs()[i];
-        if (isa_and_nonnull<InputOp>(input.getDefiningOp()))
-          continue; // no gradient is needed for data
-        Value grad = resolve(*gradOperand);
-        if (!grad)
-          continue;
-        if (failed(grads.accumulate(input, grad, op.getLoc(), op.getName())))
-          return signalPassFailure();
-      }
-    }
-
-    SmallVector<ParamOp> params;
-    func.walk([&](ParamOp op) { params.push_back(op); });
-    for (ParamOp param : params) {
-      if (param.getConstant())
-        continue; // an ONNX Constant or folded value: never trained
-      Value grad = grads.gradientOf(param.getResult());
-      if (!grad)
-        continue; // does not influence the loss
-      tdl::AttrMap attrs;
-      attrs["lr"] = tdl::AttrValue::ofFloat(learningRate);
-      auto update =
-          grads.create(param.getLoc(), "SGDUpdate", {param.getResult(), grad},
-                       attrs, (param.getSymName() + ".sgd").str(), "");
-      if (failed(update))
-        return signalPassFailure();
-      UpdateOp::create(builder, param.getLoc(), param.getResult(), grad,
-                       update->getResult(0));
-    }
-
-    // Backward ops whose results nobody uses (e.g. the gradient with respect
-    // to a data input) are dropped, last first so chains go entirely.
-    SmallVector<ComputeOp> created;
-    func.walk([&](ComputeOp op) {
-      if (op.getGradOf() || op.getSpec() == "Ones")
-        created.push_back(op);
-    });
-    for (ComputeOp op : llvm::reverse(created))
-      if (op->use_empty())
-        op->erase();
+    eraseOutputs();
+    return losses.front().getLoss();
   }
-};
+
+  StringRef name = lossName;
+  if (name == kSoftmaxCrossEntropy ||
+      name.starts_with((kSoftmaxCrossEntropy + ":").str())) {
+    StringRef logits = name.drop_front(kSoftmaxCrossEntropy.size());
+    logits.consume_front(":");
+    auto loss = addSoftmaxCrossEntropy(func, builder, grads, outputs, logits);
+    if (succeeded(loss))
+      eraseOutputs();
+    return loss;
+  }
+
+  OutputOp chosen;
+  if (name.empty()) {
+    SmallVector<OutputOp> scalars;
+    for (OutputOp output : outputs)
+      if (isScalarF32(output.getValue()))
+        scalars.push_back(output);
+    if (scalars.size() != 1) {
+      func.emitError() << "a training step needs exactly one scalar loss, "
+                          "found "
+                       << scalars.size()
+                       << " scalar f32 model outputs; choose the loss with "
+                          "--loss=<output name> or add one with --loss="
+                       << kSoftmaxCrossEntropy << "[:<logits output>] ("
+                       << describeOutputs(outputs) << ")";
+      return failure();
+    }
+    chosen = scalars.front();
+  } else {
+    for (OutputOp output : outputs)
+      if (output.getName() == name)
+        chosen = output;
+    if (!chosen) {
+      func.emitError() << "--loss names '" << name
+                       << "', which is not a model output ("
+                       << describeOutputs(outputs) << ")";
+      return failure();
+    }
+    if (!isScalarF32(chosen.getValue())) {
+      func.emitError() << "--loss names output '" << name << "' of type "
+                       << chosen.getValue().getType()
+                       << ", but the loss must be a scalar f32 (tensor<f32>); "
+                          "for class scores use --loss="
+                       << kSoftmaxCrossEntropy << ":" << name;
+      return failure();
+    }
+  }
+  Value loss = chosen.getValue();
+  LossOp::create(builder, chosen.getLoc(), loss);
+  eraseOutputs();
+  return loss;
+}
+
+FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
+    func::FuncOp func, OpBuilder &builder, GradientBuilder &grads,
+    ArrayRef<OutputOp> outputs, StringRef logitsName) {
+  OutputOp logits;
+  if (logitsName.empty()) {
+    SmallVector<OutputOp> candidates;
+    for (OutputOp output : outputs) {
+      auto type = cast<RankedTensorType>(output.getValue().getType());
+      if (type.getRank() == 2 && type.getElementType().isF32())
+        candidates.push_back(output);
+    }
+    if (candidates.size() != 1) {
+      func.emitError() << "--loss=" << kSoftmaxCrossEntropy << " needs the "
+                       << "logits: the model has " << candidates.size()
+                       << " f32 outputs of rank 2; name one with --loss="
+                       << kSoftmaxCrossEntropy << ":<output> ("
+                       << describeOutputs(outputs) << ")";
+      return failure();
+    }
+    logits = candidates.front();
+  } else {
+    for (OutputOp output : outputs)
+      if (output.getName() == logitsName)
+        logits = output;
+    if (!logits) {
+      func.emitError() << "--loss=" << kSoftmaxCrossEntropy << ":"
+                       << logitsName << ": '" << logitsName
+                       << "' is not a model output ("
+                       << describeOutputs(outputs) << ")";
+      return failure();
+    }
+  }
+  auto type = cast<RankedTensorType>(logits.getValue().getType());
+  if (!type.getElementType().isF32() || type.getRank() != 2) {
+    func.emitError() << "--loss=" << kSoftmaxCrossEntropy << ": the logits '"
+                     << logits.getName() << "' have type " << type
+                     << "; logits of shape [batch, classes] (rank 2, f32) "
+                        "are supported (flatten other batch dims in the "
+                        "model)";
+    return failure();
+  }
+
+  // The labels input: after the existing inputs, named "labels" unless the
+  // model already uses that name.
+  std::string features;
+  InputOp lastInput;
+  for (InputOp input : func.getOps<InputOp>()) {
+    lastInput = input;
+    if (features.empty() && input.getRole() == "features")
+      features = input.getSymName().str();
+  }
+  std::string labelsName = grads.uniqueName("labels");
+  OpBuilder::InsertionGuard guard(builder);
+  if (lastInput)
+    builder.setInsertionPointAfter(lastInput);
+  else
+    builder.setInsertionPointToStart(&func.getBody().front());
+  auto labelsType = RankedTensorType::get({type.getDimSize(0)},
+                                          builder.getIntegerType(64));
+  auto labels = InputOp::create(
+      builder, NameLoc::get(builder.getStringAttr(labelsName)), labelsType,
+      labelsName, "labels", builder.getI64IntegerAttr(type.getDimSize(1)),
+      features.empty() ? StringAttr() : builder.getStringAttr(features));
+
+  builder.setInsertionPoint(func.getBody().front().getTerminator());
+  auto loss = grads.create(logits.getLoc(), "SoftmaxCrossEntropyLoss",
+                           {logits.getValue(), labels.getResult()}, {},
+                           "softmax_cross_entropy", "");
+  if (failed(loss))
+    return failure();
+  LossOp::create(builder, logits.getLoc(), loss->getResult(0));
+  return loss->getResult(0);
+}
+
+FailureOr<llvm::DenseSet<Operation *>>
+BuildTrainingStepPass::frozenParams(func::FuncOp func) {
+  llvm::DenseSet<Operation *> frozen;
+  SmallVector<ParamOp> params;
+  for (ParamOp param : func.getOps<ParamOp>())
+    if (!param.getStateOf() && !param.getConstant())
+      params.push_back(param);
+  for (const std::string &pattern : freeze) {
+    auto glob = llvm::GlobPattern::create(pattern);
+    if (!glob) {
+      func.emitError() << "--freeze: bad pattern '" << pattern
+                       << "': " << llvm::toString(glob.takeError());
+      return failure();
+    }
+    bool matched = false;
+    for (ParamOp param : params)
+      if (glob->match(param.getSymName())) {
+        frozen.insert(param);
+        matched = true;
+      }
+    if (!matched) {
+      std::string names;
+      for (ParamOp param : params)
+        names += (names.empty() ? "'" : ", '") + param.getSymName().str() +
+                 "'";
+      func.emitError() << "--freeze: '" << pattern
+                       << "' matches no parameter (parameters: "
+                       << (names.empty() ? "none" : names) << ")";
+      return failure();
+    }
+  }
+  return frozen;
+}
+
+LogicalResult BuildTrainingStepPass::buildBackward(
+    func::FuncOp func, Value loss, GradientBuilder &grads,
+    const llvm::DenseSet<Operation *> &frozen) {
+  SmallVector<ComputeOp> forward;
+  func.walk([&](ComputeOp op) {
+    // Ops added for the loss (softmax cross-entropy) are forward ops too.
+    if (!op.getGradOf())
+      forward.push_back(op);
+  });
+  Location loc = loss.getLoc();
+  auto seed = grads.create(loc, "Ones", {loss}, {}, "loss.grad_seed", "");
+  if (failed(seed) ||
+      failed(grads.accumulate(loss, seed->getResult(0), loc, "loss")))
+    return failure();
+
+  const tdl::SpecLibrary &library = tdl::SpecLibrary::builtin();
+  for (ComputeOp op : llvm::reverse(forward)) {
+    SmallVector<Value> outputGrads;
+    bool anyGrad = false;
+    for (Value result : op.getResults()) {
+      outputGrads.push_back(grads.gradientOf(result));
+      anyGrad |= static_cast<bool>(outputGrads.back());
+    }
+    if (!anyGrad)
+      continue;
+    auto instance = tofu::instantiate(op);
+    if (!instance) {
+      op.emitError() << llvm::toString(instance.takeError());
+      return failure();
+    }
+    auto expansion = tdl::expandGradient(library, *instance);
+    if (!expansion) {
+      op.emitError() << "cannot differentiate '" << op.getName() << "' ("
+                     << op.getSpec()
+                     << "): " << llvm::toString(expansion.takeError());
+      return failure();
+    }
+    SmallVector<Value> temps;
+    bool failedZeros = false;
+    auto resolve = [&](const tdl::GradOperand &operand) -> Value {
+      switch (operand.kind) {
+      case tdl::GradOperand::Kind::ForwardInput:
+        return operand.index < op.getInputs().size()
+                   ? op.getInputs()[operand.index]
+                   : Value();
+      case tdl::GradOperand::Kind::ForwardOutput:
+        return op.getResult(operand.index);
+      case tdl::GradOperand::Kind::OutputGrad: {
+        if (operand.index >= outputGrads.size())
+          return Value();
+        Value &grad = outputGrads[operand.index];
+        if (!grad) {
+          // This output does not reach the loss but another one does: its
+          // gradient is zero.
+          auto zeros =
+              grads.create(op.getLoc(), "Zeros", {op.getResult(operand.index)},
+                           {}, (op.getName() + ".grad_zeros").str(),
+                           op.getName());
+          if (failed(zeros)) {
+            failedZeros = true;
+            return Value();
+          }
+          grad = zeros->getResult(0);
+        }
+        return grad;
+      }
+      case tdl::GradOperand::Kind::Temp:
+        return temps[operand.index];
+      }
+      return Value();
+    };
+    for (const auto &call : expansion->calls) {
+      SmallVector<Value> operands;
+      for (const auto &operand : call.operands) {
+        Value value = resolve(operand);
+        if (failedZeros)
+          return failure();
+        if (!value) {
+          op.emitError() << "the gradient rule of '" << op.getName()
+                         << "' needs a value that does not exist (an "
+                            "absent input)";
+          return failure();
+        }
+        operands.push_back(value);
+      }
+      auto created = grads.create(op.getLoc(), call.op, operands, call.attrs,
+                                  (op.getName() + ".grad").str(),
+                                  op.getName());
+      if (failed(created))
+        return failure();
+      temps.push_back(created->getResult(0));
+    }
+    for (auto [i, gradOperand] : llvm::enumerate(expansion->inputGrads)) {
+      if (!gradOperand || i >= op.getInputs().size())
+        continue;
+      Value input = op.getInputs()[i];
+      Operation *producer = input.getDefiningOp();
+      if (isa_and_nonnull<InputOp>(producer))
+        continue; // no gradient is needed for data
+      if (producer && frozen.contains(producer))
+        continue; // frozen parameters are not trained
+      if (auto param = dyn_cast_or_null<ParamOp>(producer);
+          param && (param.getStateOf() || param.getConstant()))
+        continue; // optimizer state and constants are not trained
+      Value grad = resolve(*gradOperand);
+      if (failedZeros)
+        return failure();
+      if (!grad)
+        continue;
+      if (failed(grads.accumulate(input, grad, op.getLoc(), op.getName())))
+        return failure();
+    }
+  }
+  return success();
+}
+
+LogicalResult BuildTrainingStepPass::addUpdate(ParamOp param, Value grad,
+                                               OpBuilder &builder,
+                                               GradientBuilder &grads) {
+  Location loc = param.getLoc();
+  StringRef name = param.getSymName();
+  auto type = cast<RankedTensorType>(param.getType());
+  if (!type.getElementType().isF32()) {
+    param.emitError() << "parameter '" << name << "' has type " << type
+                      << "; only f32 parameters can be trained (freeze it "
+                         "with --freeze)";
+    return failure();
+  }
+  tdl::AttrMap attrs;
+  if (optimizer == "sgd") {
+    attrs["lr"] = tdl::AttrValue::ofFloat(learningRate);
+    if (weightDecay != 0)
+      attrs["norm_coefficient"] = tdl::AttrValue::ofFloat(weightDecay);
+    auto update = grads.create(loc, "SGDUpdate", {param.getResult(), grad},
+                               attrs, (name + ".sgd").str(), "");
+    if (failed(update))
+      return failure();
+    UpdateOp::create(builder, loc, param.getResult(), grad,
+                     update->getResult(0));
+    return success();
+  }
+
+  // Persistent optimizer state, created beside its parameter.
+  auto newState = [&](StringRef suffix, RankedTensorType stateType,
+                      Attribute initial) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointAfter(param);
+    std::string stateName = grads.uniqueName((name + "." + suffix).str());
+    return ParamOp::create(
+               builder, NameLoc::get(builder.getStringAttr(stateName)),
+               stateType, stateName,
+               DenseElementsAttr::get(stateType, initial),
+               builder.getStringAttr(name))
+        .getResult();
+  };
+  auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
+  auto scalarI64 = RankedTensorType::get({}, builder.getIntegerType(64));
+  Attribute zero = builder.getF32FloatAttr(0);
+  // Created in reverse so that they read lr, step, state... after param.
+  SmallVector<Value> states;
+  std::string spec;
+  if (optimizer == "momentum") {
+    spec = "Momentum";
+    attrs["alpha"] = tdl::AttrValue::ofFloat(momentum);
+    attrs["beta"] = tdl::AttrValue::ofFloat(momentumBeta);
+    attrs["mode"] = tdl::AttrValue::ofString(nesterov ? "nesterov"
+                                                      : "standard");
+    states.push_back(newState("momentum", type, zero));
+  } else if (optimizer == "adam") {
+    spec = "Adam";
+    attrs["alpha"] = tdl::AttrValue::ofFloat(beta1);
+    attrs["beta"] = tdl::AttrValue::ofFloat(beta2);
+    attrs["epsilon"] = tdl::AttrValue::ofFloat(epsilon);
+    Value second = newState("adam_h", type, zero);
+    states.push_back(newState("adam_v", type, zero));
+    states.push_back(second);
+  } else if (optimizer == "adagrad") {
+    spec = "Adagrad";
+    attrs["decay_factor"] = tdl::AttrValue::ofFloat(lrDecay);
+    attrs["epsilon"] = tdl::AttrValue::ofFloat(epsilon);
+    states.push_back(newState("adagrad_h", type, zero));
+  } else {
+    emitError(loc) << "unknown optimizer '" << optimizer
+                   << "' (sgd, momentum, adam or adagrad)";
+    return failure();
+  }
+  attrs["norm_coefficient"] = tdl::AttrValue::ofFloat(weightDecay);
+  Value step = newState("step", scalarI64, builder.getI64IntegerAttr(0));
+  Value rate = newState("lr", scalarF32,
+                        builder.getF32FloatAttr(static_cast<float>(
+                            learningRate)));
+  SmallVector<Value> operands{rate, step, param.getResult(), grad};
+  operands.append(states.begin(), states.end());
+  auto update = grads.create(loc, spec, operands, attrs,
+                             (name + "." + optimizer + "_update").str(), "");
+  if (failed(update))
+    return failure();
+  auto count = grads.create(loc, "StepCount", {step}, {},
+                            (name + ".step_count").str(), "");
+  if (failed(count))
+    return failure();
+  UpdateOp::create(builder, loc, param.getResult(), grad,
+                   update->getResult(0));
+  for (auto [i, state] : llvm::enumerate(states))
+    UpdateOp::create(builder, loc, state, Value(), update->getResult(i + 1));
+  UpdateOp::create(builder, loc, step, Value(), count->getResult(0));
+  return success();
+}
+
+void BuildTrainingStepPass::runOnOperation() {
+  func::FuncOp func = getOperation();
+  if (!func.getOps<UpdateOp>().empty()) {
+    func.emitError() << "the function already is a training step";
+    return signalPassFailure();
+  }
+  if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "adam" &&
+      optimizer != "adagrad") {
+    func.emitError() << "unknown optimizer '" << optimizer
+                     << "' (sgd, momentum, adam or adagrad)";
+    return signalPassFailure();
+  }
+  OpBuilder builder(func.getContext());
+  builder.setInsertionPoint(func.getBody().front().getTerminator());
+  GradientBuilder grads(func, builder);
+
+  auto frozen = frozenParams(func);
+  if (failed(frozen))
+    return signalPassFailure();
+  auto loss = selectLoss(func, builder, grads);
+  if (failed(loss))
+    return signalPassFailure();
+  if (failed(buildBackward(func, *loss, grads, *frozen)))
+    return signalPassFailure();
+
+  SmallVector<ParamOp> params;
+  for (ParamOp param : func.getOps<ParamOp>())
+    if (!param.getStateOf() && !param.getConstant() &&
+        !frozen->contains(param))
+      params.push_back(param);
+  for (ParamOp param : params) {
+    Value grad = grads.gradientOf(param.getResult());
+    if (!grad)
+      continue; // does not influence the loss
+    if (failed(addUpdate(param, grad, builder, grads)))
+      return signalPassFailure();
+  }
+
+  grads.tagGradients();
+
+  // Backward ops whose results nobody uses (the gradient with respect to a
+  // data input or a frozen parameter, zeros a rule did not need) are
+  // dropped, last first so chains go entirely.
+  SmallVector<ComputeOp> created;
+  func.walk([&](ComputeOp op) {
+    if (op.getGradOf() || op.getSpec() == "Ones")
+      created.push_back(op);
+  });
+  for (ComputeOp op : llvm::reverse(created))
+    if (op->use_empty())
+      op->erase();
+}
 
 } // namespace

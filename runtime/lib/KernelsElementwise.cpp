@@ -74,11 +74,12 @@ std::string sgdUpdate(const KernelArgs &args) {
   if (auto err = checkSameShape(args, 2); !err.empty())
     return err;
   float lr = static_cast<float>(args.floatAttr("lr", 0.1));
+  float decay = static_cast<float>(args.floatAttr("norm_coefficient", 0));
   const float *w = args.inputs[0].f32();
   const float *g = args.inputs[1].f32();
   float *out = args.outputs[0].f32();
   for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    out[i] = w[i] - lr * g[i];
+    out[i] = w[i] - lr * (g[i] + decay * w[i]);
   return "";
 }
 

@@ -21,8 +21,8 @@ inline constexpr uint16_t kMajor = 1;
 /// Minor history: 1.0 initial; 1.1 adds Instr.programs,
 /// Instr.reduction_ranges and DType::Bool; 1.2 adds Plan.without_weights;
 /// 1.3 adds the expression function Uniform (counter-based random numbers,
-/// e.g. training-mode Dropout).
-inline constexpr uint16_t kMinor = 3;
+/// e.g. training-mode Dropout); 1.4 adds TensorRole::State.
+inline constexpr uint16_t kMinor = 4;
 
 /// Fixed part of the header; the section table follows it.
 inline constexpr size_t kFixedHeaderBytes = 128;

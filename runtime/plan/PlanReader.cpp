@@ -131,7 +131,7 @@ std::string PlanDecoder::decodeTensors() {
       return where + " ('" + t.name + "'): unknown dtype " +
              std::to_string(ft->dtype());
     t.dtype = static_cast<DType>(ft->dtype());
-    if (ft->role() > static_cast<uint8_t>(TensorRole::Updated))
+    if (ft->role() > static_cast<uint8_t>(TensorRole::State))
       return where + " ('" + t.name + "'): unknown role " +
              std::to_string(ft->role());
     t.role = static_cast<TensorRole>(ft->role());

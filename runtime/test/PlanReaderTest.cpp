@@ -342,10 +342,10 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsOneThree) {
+TEST(PlanPrograms, VersionIsOneFour) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 3u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 4u);
 }
 
 // Format 1.2: a plan compiled with --no-weights says so, and the flag
@@ -358,6 +358,15 @@ TEST(PlanWithoutWeights, FlagRoundTrips) {
   plan.withoutWeights = true;
   ASSERT_EQ(readPlanBytes(bytesOf(plan), back), "");
   EXPECT_TRUE(back.withoutWeights);
+}
+
+// Format 1.4: optimizer state tensors (role 7) are read back as such.
+TEST(PlanIndices, StateRoleRoundTrips) {
+  Plan plan = makeTwoDevicePlan();
+  plan.tensors[kY].role = TensorRole::State;
+  Plan back;
+  ASSERT_EQ(readPlanBytes(bytesOf(plan), back), "");
+  EXPECT_EQ(back.tensors[kY].role, TensorRole::State);
 }
 
 TEST(PlanPrograms, EverySingleBitFlipIsRejected) {

@@ -52,6 +52,7 @@ const char *kUsage =
     "  --report FILE      write a JSON report (loss, time, memory, bytes)\n"
     "  --save FILE        write the trained weights into the plan's ONNX model\n"
     "  --dump DIR         write step-1 inputs, gradients and initial params as .npy\n"
+    "                     (step N > 1: inputs and gradients in DIR/stepN/)\n"
     "  --dump-plan        print the plan summary and exit\n"
     "  --kernels K        native (default: native kernels first, the TDL\n"
     "                     expression interpreter for the rest) or interpreter\n"
@@ -386,9 +387,19 @@ int run(int argc, char **argv) {
     if (!opts.quiet)
       std::printf("step %lld  loss %.6f  %.4f s\n",
                   static_cast<long long>(s + 1), loss, secs);
-    if (s == 0 && !opts.dumpDir.empty())
-      if (std::string err = dumpStep(plan, exec, opts.dumpDir); !err.empty())
+    if (!opts.dumpDir.empty()) {
+      // Step 1 in DIR itself, later steps in DIR/step<N>/.
+      std::string dir = opts.dumpDir;
+      if (s > 0) {
+        dir += "/step" + std::to_string(s + 1);
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec);
+        if (ec)
+          return fail("--dump: cannot create '" + dir + "': " + ec.message());
+      }
+      if (std::string err = dumpStep(plan, exec, dir); !err.empty())
         return fail("--dump: " + err);
+    }
   }
 
   report.samplesPerSecond =

@@ -112,7 +112,16 @@ func.func @labels_without_classes() {
 func.func @update_of_non_param() {
   %x = tofu.input "x" "features" : tensor<8xf32>
   // expected-error @+1 {{first operand must be a tofu.param}}
-  tofu.update %x, %x, %x : tensor<8xf32>
+  tofu.update %x, %x grad %x : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @state_with_gradient() {
+  %v = tofu.param "w.momentum" {state_of = "w"} : tensor<8xf32>
+  // expected-error @+1 {{optimizer state 'w.momentum' has no gradient}}
+  tofu.update %v, %v grad %v : tensor<8xf32>
   return
 }
 

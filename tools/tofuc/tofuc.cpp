@@ -35,8 +35,52 @@ static cl::opt<std::string> topology(
     cl::desc("interconnect levels, innermost first, e.g. "
              "8x:nvlink=300,2x:pcie=16 (see docs/Partitioning.md)"),
     cl::value_desc("COUNTx:NAME=GBPS,..."), cl::cat(tofucCategory));
-static cl::opt<double> learningRate("lr", cl::desc("SGD learning rate"),
-                                    cl::init(0.1), cl::cat(tofucCategory));
+static cl::OptionCategory trainingCategory(
+    "training step options (docs/Training.md)");
+static cl::opt<std::string>
+    loss("loss",
+         cl::desc("the loss: a scalar model output's name (default: the "
+                  "only scalar float output), or softmax-cross-entropy[:"
+                  "<logits output>], which adds an int64 input 'labels'"),
+         cl::value_desc("output|softmax-cross-entropy[:logits]"),
+         cl::cat(trainingCategory));
+static cl::opt<std::string>
+    optimizer("optimizer",
+              cl::desc("sgd, momentum, adam or adagrad (the ONNX "
+                       "ai.onnx.preview.training semantics)"),
+              cl::init("sgd"), cl::cat(trainingCategory));
+static cl::opt<double> learningRate("lr", cl::desc("learning rate (R)"),
+                                    cl::init(0.1), cl::cat(trainingCategory));
+static cl::opt<double>
+    momentum("momentum",
+             cl::desc("momentum: alpha, the decay of the velocity"),
+             cl::init(0.9), cl::cat(trainingCategory));
+static cl::opt<double> momentumBeta(
+    "momentum-beta",
+    cl::desc("momentum: beta, the gradient's coefficient after step 1"),
+    cl::init(1.0), cl::cat(trainingCategory));
+static cl::opt<bool> nesterov("nesterov",
+                              cl::desc("momentum: Nesterov's momentum"),
+                              cl::cat(trainingCategory));
+static cl::opt<double> beta1("beta1", cl::desc("adam: alpha"), cl::init(0.9),
+                             cl::cat(trainingCategory));
+static cl::opt<double> beta2("beta2", cl::desc("adam: beta"), cl::init(0.999),
+                             cl::cat(trainingCategory));
+static cl::opt<double> epsilon("epsilon", cl::desc("adam, adagrad: epsilon"),
+                               cl::init(1e-6), cl::cat(trainingCategory));
+static cl::opt<double> weightDecay(
+    "weight-decay",
+    cl::desc("L2 coefficient added to every gradient (norm_coefficient)"),
+    cl::init(0), cl::cat(trainingCategory));
+static cl::opt<double> lrDecay("lr-decay",
+                               cl::desc("adagrad: decay_factor"), cl::init(0),
+                               cl::cat(trainingCategory));
+static cl::list<std::string>
+    freeze("freeze",
+           cl::desc("parameters not to train (names or globs with *, comma "
+                    "separated)"),
+           cl::CommaSeparated, cl::value_desc("name,..."),
+           cl::cat(trainingCategory));
 static cl::opt<std::string>
     compileTo("compile-to",
               cl::desc("stop after this phase and print its output"),
@@ -105,7 +149,7 @@ static Error parseShape(StringRef text,
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(tofucCategory);
+  cl::HideUnrelatedOptions({&tofucCategory, &trainingCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "tofuc: compiles an ONNX model's training step for k devices\n");
@@ -122,7 +166,6 @@ int main(int argc, char **argv) {
   if (!(learningRate > 0) || !std::isfinite(learningRate))
     return fail("--lr must be a finite positive number, not " +
                 Twine(std::to_string(learningRate)));
-  options.learningRate = learningRate;
   for (const std::string &shape : inputShapes)
     if (Error err = parseShape(shape, options.import.inputShapes))
       return fail(toString(std::move(err)));
@@ -135,6 +178,57 @@ int main(int argc, char **argv) {
   options.import.noWeights = noWeights;
   options.import.allowHardlinkedData = allowHardlinkedData;
   options.import.verbose = verbose;
+  if (optimizer != "sgd" && optimizer != "momentum" && optimizer != "adam" &&
+      optimizer != "adagrad")
+    return fail("unknown --optimizer '" + optimizer +
+                "' (sgd, momentum, adam or adagrad)");
+  // A hyper-parameter of another optimizer is a mistake, not a no-op.
+  struct Knob {
+    cl::Option &option;
+    const char *optimizers;
+  };
+  Knob knobs[] = {{momentum, "momentum"}, {momentumBeta, "momentum"},
+                  {nesterov, "momentum"}, {beta1, "adam"},
+                  {beta2, "adam"},       {epsilon, "adam adagrad"},
+                  {lrDecay, "adagrad"}};
+  for (const Knob &knob : knobs)
+    if (knob.option.getNumOccurrences() &&
+        StringRef(knob.optimizers).split(' ').first != optimizer &&
+        StringRef(knob.optimizers).split(' ').second != optimizer)
+      return fail("--" + knob.option.ArgStr + " applies to --optimizer " +
+                  knob.optimizers + ", not " + optimizer);
+  struct Range {
+    const char *name;
+    double value, lo, hi;
+    bool hiOpen = false;
+  };
+  Range ranges[] = {{"momentum", momentum, 0, 1},
+                    {"momentum-beta", momentumBeta, 0, 1},
+                    {"beta1", beta1, 0, 1, true},
+                    {"beta2", beta2, 0, 1, true},
+                    {"epsilon", epsilon, 0, HUGE_VAL},
+                    {"weight-decay", weightDecay, 0, HUGE_VAL},
+                    {"lr-decay", lrDecay, 0, HUGE_VAL}};
+  for (const Range &r : ranges)
+    if (!(r.value >= r.lo && (r.hiOpen ? r.value < r.hi : r.value <= r.hi)) ||
+        !std::isfinite(r.value))
+      return fail("--" + Twine(r.name) + " must be a finite number in [" +
+                  Twine(std::to_string(r.lo)) + ", " +
+                  (std::isfinite(r.hi) ? std::to_string(r.hi) : "inf") +
+                  (r.hiOpen ? ")" : "]") + ", not " +
+                  Twine(std::to_string(r.value)));
+  options.training.loss = loss;
+  options.training.optimizer = optimizer;
+  options.training.learningRate = learningRate;
+  options.training.momentum = momentum;
+  options.training.momentumBeta = momentumBeta;
+  options.training.nesterov = nesterov;
+  options.training.beta1 = beta1;
+  options.training.beta2 = beta2;
+  options.training.epsilon = epsilon;
+  options.training.weightDecay = weightDecay;
+  options.training.lrDecay = lrDecay;
+  options.training.freeze.assign(freeze.begin(), freeze.end());
   if (!compileTo.empty()) {
     auto phase = tofu::parsePhase(compileTo);
     if (!phase)

@@ -16,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tofu {
 
@@ -47,7 +48,21 @@ struct CompileOptions {
   int64_t devices = 1;
   std::string partitioner = "tofu";
   std::string topology; ///< --topology; empty = steps are k's prime factors
-  double learningRate = 0.1;
+  /// The training step (the train phase's options; see BuildTrainingStep
+  /// in dialects/tofu/Passes.td and docs/Training.md).
+  struct Training {
+    std::string loss;               ///< --loss ("" = the scalar output)
+    std::string optimizer = "sgd";  ///< --optimizer
+    double learningRate = 0.1;      ///< --lr
+    double momentum = 0.9;          ///< --momentum (Momentum alpha)
+    double momentumBeta = 1.0;      ///< --momentum-beta (Momentum beta)
+    bool nesterov = false;          ///< --nesterov
+    double beta1 = 0.9, beta2 = 0.999; ///< --beta1/--beta2 (Adam alpha/beta)
+    double epsilon = 1e-6;          ///< --epsilon
+    double weightDecay = 0;         ///< --weight-decay (norm_coefficient)
+    double lrDecay = 0;             ///< --lr-decay (Adagrad decay_factor)
+    std::vector<std::string> freeze; ///< --freeze
+  } training;
   Phase stopAfter = Phase::Emit;
   PlanDump dumpPlan = PlanDump::None;
   /// Importer flags: --shape, --batch, --no-weights, ...

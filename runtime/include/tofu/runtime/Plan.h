@@ -55,7 +55,9 @@ enum class TensorRole : uint8_t {
   Activation = 3, ///< forward intermediate
   Gradient = 4,   ///< backward intermediate (gradient of some tensor)
   Loss = 5,       ///< the scalar loss
-  Updated = 6,    ///< new value of a parameter, copied back at step end
+  Updated = 6,    ///< new value of a Param or State, copied back at step end
+  State = 7,      ///< optimizer state (velocity, moments, update count,
+                  ///< learning rate), persistent across steps; not saved
 };
 
 /// One cut of a tiling: dimension `dim` split into `parts` parts at one
