@@ -80,6 +80,38 @@ static std::string randomReferenceReason(const NodeTest &test,
          "generator does not reproduce";
 }
 
+/// The ONNX training optimizers (Adam, Momentum, Adagrad) update n tensors
+/// at once: inputs R, T, X1..Xn, G1..Gn, then each state S1..Sn; outputs
+/// X1_new..Xn_new, then each new state. Their TDL specs are the per-tensor
+/// form (R, T, X, G, S...), so a node with n > 1 runs as n data sets, one
+/// per tensor (named "<set> tensor <j>"). Other ops keep their data sets.
+static std::vector<DataSet> splitOptimizerNode(const NodeTest &test) {
+  bool optimizer = test.opType == "Adam" || test.opType == "Momentum" ||
+                   test.opType == "Adagrad";
+  size_t perTensor = test.opType == "Adam" ? 6 : 5; // R, T, X, G, states
+  if (!optimizer || test.dataSets.empty() ||
+      test.dataSets.front().inputs.size() <= perTensor)
+    return test.dataSets;
+  size_t groups = perTensor - 2;
+  size_t inputs = test.dataSets.front().inputs.size();
+  if ((inputs - 2) % groups != 0)
+    return test.dataSets; // instantiation reports the arity
+  size_t n = (inputs - 2) / groups;
+  std::vector<DataSet> result;
+  for (const DataSet &set : test.dataSets)
+    for (size_t j = 0; j < n; ++j) {
+      DataSet one;
+      one.name = set.name + " tensor " + std::to_string(j);
+      one.inputs = {set.inputs[0], set.inputs[1]};
+      for (size_t q = 0; q < groups; ++q)
+        one.inputs.push_back(set.inputs[2 + q * n + j]);
+      for (size_t q = 0; q * n + j < set.expected.size(); ++q)
+        one.expected.push_back(set.expected[q * n + j]);
+      result.push_back(std::move(one));
+    }
+  return result;
+}
+
 TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
   TestResult result;
   NodeTest test = loadNodeTest(dir);
@@ -112,7 +144,8 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
   for (const DataSet &set : test.dataSets)
     if (std::string why = randomReferenceReason(test, set); !why.empty())
       return skip(why);
-  for (const DataSet &set : test.dataSets) {
+  std::vector<DataSet> dataSets = splitOptimizerNode(test);
+  for (const DataSet &set : dataSets) {
     std::vector<std::optional<tdl::TensorType>> types;
     for (const auto &input : set.inputs)
       types.push_back(input ? std::optional<tdl::TensorType>(input->type)
@@ -127,15 +160,22 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
       }
     // A variadic output's count (Split) comes from the node.
     tdl::AttrMap attrs = test.attrs;
+    // Erratum: the libonnx-testdata copy of test_adam_multiple has a node
+    // without `epsilon`, but its expected data were computed with
+    // epsilon = 1e-2, the value ONNX's generator
+    // (onnx/backend/test/case/node/adam.py, export_adam_multiple) sets on
+    // the node; with Adam's default (1e-6) the data cannot match.
+    if (test.name == "test_adam_multiple" && !attrs.count("epsilon"))
+      attrs["epsilon"] = tdl::AttrValue::ofFloat(1e-2);
     if (tdl::takesOutputCount(*spec) && !attrs.count("num_outputs"))
       attrs["num_outputs"] =
           tdl::AttrValue::ofInt(int64_t(test.outputNames.size()));
     auto op = tdl::instantiate(*spec, types, attrs, constValues);
     if (!op)
       return skip("instantiation: " + llvm::toString(op.takeError()));
-    if (test.outputNames.size() > op->outputTypes().size())
+    if (set.expected.size() > op->outputTypes().size())
       return skip("instantiation: the node has " +
-                  std::to_string(test.outputNames.size()) +
+                  std::to_string(set.expected.size()) +
                   " outputs, the TDL spec declares " +
                   std::to_string(op->outputTypes().size()));
     std::vector<TensorData> outputs;
@@ -154,7 +194,9 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
       if (o >= outputs.size())
         return fail(set.name + ": output " + std::to_string(o) +
                     " was not computed");
-      std::string what = set.name + ": output '" + test.outputNames[o] + "'";
+      std::string what = set.name + ": output " + std::to_string(o);
+      if (dataSets.size() == test.dataSets.size())
+        what = set.name + ": output '" + test.outputNames[o] + "'";
       std::string diff = compareTensors(outputs[o], *set.expected[o], what);
       if (!diff.empty())
         return fail(diff);
