@@ -528,7 +528,7 @@ LogicalResult BuildTrainingStepPass::addUpdate(ParamOp param, Value grad,
                builder, NameLoc::get(builder.getStringAttr(stateName)),
                stateType, stateName,
                DenseElementsAttr::get(stateType, initial),
-               builder.getStringAttr(name))
+               /*constant=*/false, builder.getStringAttr(name))
         .getResult();
   };
   auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
