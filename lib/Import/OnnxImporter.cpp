@@ -1004,6 +1004,18 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path +
                                        ": the ONNX model has no graph nodes");
+  // TrainingInfoProto (an ONNX training algorithm: Gradient and optimizer
+  // ops with update bindings) is not imported yet; ignoring it would train
+  // the model with a different algorithm than the one it carries.
+  if (model.training_info_size() > 0)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        path + ": the model carries training_info (" +
+            std::to_string(model.training_info_size()) +
+            " TrainingInfoProto); importing an ONNX training algorithm is "
+            "not supported yet: remove it (in Python: "
+            "del model.training_info[:]) and choose the training step with "
+            "--loss and --optimizer");
 
   context->loadDialect<TofuDialect, func::FuncDialect>();
   result.module = ModuleOp::create(FileLineColLoc::get(context, path, 0, 0));

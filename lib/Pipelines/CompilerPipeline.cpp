@@ -93,6 +93,12 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   // Collect diagnostics so that they become the error message.
   std::string diagnostics;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    // Warnings (e.g. a step the partitioner solved approximately) do not
+    // stop compilation: print them as they come.
+    if (diag.getSeverity() == DiagnosticSeverity::Warning) {
+      llvm::errs() << "tofuc: warning: " << diag.str() << "\n";
+      return success();
+    }
     llvm::raw_string_ostream ds(diagnostics);
     if (!diagnostics.empty())
       ds << "\n";

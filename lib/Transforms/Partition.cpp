@@ -31,6 +31,8 @@ struct PartitionPass : public tofu::impl::PartitionBase<PartitionPass> {
       getOperation().emitError() << llvm::toString(result.takeError());
       return signalPassFailure();
     }
+    for (const std::string &note : result->approximations)
+      getOperation().emitWarning() << note;
   }
 };
 

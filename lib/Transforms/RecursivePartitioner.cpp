@@ -182,8 +182,11 @@ public:
   std::vector<int64_t> naturalOptions(int g) const;
 
   /// Runs the step DP for the next step on `domains` and fixes its result.
+  /// With `beamWidth` > 0 the DP keeps only the `beamWidth` cheapest states
+  /// after each op (ties broken by their options): no longer exact, used
+  /// when the exact DP's frontier outgrows its limits.
   llvm::Error solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
-                            int64_t crossCheckLimit);
+                            int64_t crossCheckLimit, size_t beamWidth = 0);
   /// Spartan's greedy step: largest tensor group first.
   void solveStepGreedyLargestFirst(
       const std::vector<std::vector<int64_t>> &domains);
@@ -198,6 +201,12 @@ public:
 
   std::vector<int64_t> steps; ///< all steps of the recursion
   std::vector<TensorGroup> groups;
+  /// Set when the last solveStepByDP failed because its states outgrew
+  /// the DP's limits (rather than for a malformed graph).
+  bool frontierOverflow = false;
+  /// Ops after which a beam DP dropped states (for the report).
+  size_t beamPrunedOps = 0;
+  size_t numOps() const { return ops.size(); }
 
 private:
   /// Cost of op `op` on the grid of the first `step + 1` steps when its
@@ -519,6 +528,9 @@ std::vector<std::vector<int>> Partitioner::bfsOrderOfOpGroups(
   return levels;
 }
 
+/// The most DP states one step keeps in all (memory bound of the step DP).
+constexpr size_t kMaxTotalDPStates = 1 << 22;
+
 /// One DP state: the options of the frontier's tensor groups.
 struct DPEntry {
   std::string key; ///< option index per frontier group
@@ -529,7 +541,8 @@ struct DPEntry {
 
 llvm::Error
 Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
-                           int64_t crossCheckLimit) {
+                           int64_t crossCheckLimit, size_t beamWidth) {
+  frontierOverflow = false;
   size_t step = cuts.empty() ? 0 : cuts.front().size();
   std::vector<std::vector<int>> groupsOfOpGroup;
   std::vector<std::vector<int>> levels =
@@ -557,7 +570,7 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
   }
 
   constexpr size_t kMaxStates = 1 << 18;
-  constexpr size_t kMaxTotalStates = 1 << 22;
+  constexpr size_t kMaxTotalStates = kMaxTotalDPStates;
   constexpr size_t kMaxOpCombinations = 1 << 14;
   size_t totalEntries = 0;
   std::vector<int64_t> assignment(groups.size(), 0); // option index
@@ -636,13 +649,15 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
         if (inserted) {
           next.push_back({std::move(key), cost, static_cast<int>(p),
                           addedKey});
-          if (next.size() > kMaxStates)
+          if (next.size() > (beamWidth ? kMaxTotalStates : kMaxStates)) {
+            frontierOverflow = true;
             return failure(llvm::formatv(
                 "the DP frontier grew to more than {0} states at op '{1}' "
                 "({2} tensor groups on the frontier); the graph is too far "
                 "from linear for the step DP",
-                kMaxStates, ops[op].op.getName(),
+                beamWidth ? kMaxTotalStates : kMaxStates, ops[op].op.getName(),
                 nextFrontier.size()));
+          }
         } else if (cost < next[it->second].cost) {
           DPEntry &entry = next[it->second];
           entry.cost = cost;
@@ -651,14 +666,36 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
         }
       }
     }
+    if (beamWidth && next.size() > beamWidth) {
+      // Keep the cheapest states; among equal costs the smallest options,
+      // so the result does not depend on insertion order.
+      std::vector<size_t> keep(next.size());
+      for (size_t i = 0; i < keep.size(); ++i)
+        keep[i] = i;
+      std::nth_element(keep.begin(), keep.begin() + beamWidth, keep.end(),
+                       [&](size_t a, size_t b) {
+                         return std::tie(next[a].cost, next[a].key) <
+                                std::tie(next[b].cost, next[b].key);
+                       });
+      keep.resize(beamWidth);
+      std::sort(keep.begin(), keep.end());
+      std::vector<DPEntry> kept;
+      kept.reserve(beamWidth);
+      for (size_t i : keep)
+        kept.push_back(std::move(next[i]));
+      next = std::move(kept);
+      ++beamPrunedOps;
+    }
     frontier = std::move(nextFrontier);
     totalEntries += next.size();
-    if (totalEntries > kMaxTotalStates)
+    if (totalEntries > kMaxTotalStates) {
+      frontierOverflow = true;
       return failure(llvm::formatv(
           "the DP kept more than {0} states in all (at op '{1}', {2} tensor "
           "groups on the frontier); the graph is too far from linear for the "
           "step DP",
           kMaxTotalStates, ops[op].op.getName(), frontier.size()));
+    }
     // Only the parents and added options are needed to trace back.
     for (DPEntry &entry : tables.back())
       std::string().swap(entry.key);
@@ -943,6 +980,7 @@ partitionFunction(func::FuncOp func, const SearchOptions &options) {
   const std::string &name = options.partitioner;
   // The baselines that cut each tensor once partition among all k devices
   // in one step; the others recurse over k's factors.
+  PartitionResult result;
   bool oneStep = name == "data-parallel" || name == "allrow-greedy" ||
                  name == "equal-chop";
   if (oneStep && !options.topology.empty())
@@ -990,16 +1028,32 @@ partitionFunction(func::FuncOp func, const SearchOptions &options) {
       }
       if (name == "spartan") {
         partitioner.solveStepGreedyLargestFirst(domains);
-      } else if (llvm::Error err = partitioner.solveStepByDP(
-                     domains, options.crossCheckSteps
-                                  ? options.exhaustiveLimit
-                                  : 0)) {
-        return std::move(err);
+      } else {
+        int64_t crossCheck =
+            options.crossCheckSteps ? options.exhaustiveLimit : 0;
+        llvm::Error err = partitioner.solveStepByDP(domains, crossCheck);
+        if (err && partitioner.frontierOverflow && crossCheck == 0) {
+          // The exact DP's frontier outgrew its limits (graphs far from a
+          // chain, e.g. attention's fork-joins): keep the cheapest states
+          // after each op instead, with a width that bounds the states
+          // kept in all.
+          std::string exactError = llvm::toString(std::move(err));
+          size_t beam = std::clamp<size_t>(
+              kMaxTotalDPStates / std::max<size_t>(partitioner.numOps(), 1),
+              64, 4096);
+          err = partitioner.solveStepByDP(domains, 0, beam);
+          if (!err)
+            result.approximations.push_back(llvm::formatv(
+                "step {0}: {1}; the step was solved with a beam of the {2} "
+                "cheapest states per op instead (the plan may not be optimal)",
+                step + 1, exactError, beam));
+        }
+        if (err)
+          return std::move(err);
       }
     }
   }
 
-  PartitionResult result;
   result.steps = stepPlan.steps;
   result.stepGbps = stepPlan.gbps;
   std::vector<int64_t> totals = partitioner.prefixCosts();

@@ -74,6 +74,9 @@ struct PartitionResult {
   std::vector<int64_t> stepBytes;
   /// Σ stepBytes: the bytes of the materialized program.
   int64_t totalBytes = 0;
+  /// Steps the exact step DP could not solve within its limits and that
+  /// were solved by a beam DP instead (one message each; empty = exact).
+  std::vector<std::string> approximations;
 };
 
 /// Runs `options.partitioner` on `func` (which needs `tofu.strategies`;
