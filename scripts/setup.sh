@@ -29,7 +29,7 @@ fi
 # onnxruntime-training (PyPI, a second gradient reference for
 # test/e2e/ort_training.py): a venv over Debian's Python (it imports torch,
 # which only Debian provides here), with the wheel's other dependencies.
-# Best effort: without it the test is not registered.
+# Best effort: without it the test reports itself skipped.
 ORT_VENV="${TOFU_ORT_VENV:-$HOME/.local/share/tofuc/ort-venv}"
 if [ ! -x "$ORT_VENV/bin/python" ] ||
    ! "$ORT_VENV/bin/python" -c "import onnxruntime.training.api" 2>/dev/null; then

@@ -12,8 +12,9 @@ parameter must agree (relative difference 1e-4), and the weights tofu-run
 started from must be the model's.
 
 It runs with a Python that has ``onnxruntime.training`` and ``onnx`` (not
-Debian's: the wheel is for CPython 3.11); ctest registers it only where
-configure found one, and the script exits 77 (skipped) if the import fails.
+Debian's plain interpreter: scripts/setup.sh installs the wheel into a venv
+over it); ctest runs it with that venv's Python when configure found one,
+else with Debian's, and the script exits 77 (skipped) if the import fails.
 """
 import os
 import sys

@@ -144,6 +144,14 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
   for (const DataSet &set : test.dataSets)
     if (std::string why = randomReferenceReason(test, set); !why.empty())
       return skip(why);
+  // Erratum in the shipped data: the libonnx-testdata copy of
+  // test_adam_multiple has a node without `epsilon`, but its expected data
+  // were computed with epsilon = 1e-2 (what ONNX's generator, adam.py
+  // export_adam_multiple, sets on the node); with the node as shipped the
+  // data cannot match, so the test is not run rather than patched.
+  if (test.name == "test_adam_multiple" && !test.attrs.count("epsilon"))
+    return skip("erratum in the test data: expected outputs use epsilon = "
+                "1e-2, the node omits it (default 1e-6)");
   std::vector<DataSet> dataSets = splitOptimizerNode(test);
   for (const DataSet &set : dataSets) {
     std::vector<std::optional<tdl::TensorType>> types;
@@ -160,13 +168,6 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
       }
     // A variadic output's count (Split) comes from the node.
     tdl::AttrMap attrs = test.attrs;
-    // Erratum: the libonnx-testdata copy of test_adam_multiple has a node
-    // without `epsilon`, but its expected data were computed with
-    // epsilon = 1e-2, the value ONNX's generator
-    // (onnx/backend/test/case/node/adam.py, export_adam_multiple) sets on
-    // the node; with Adam's default (1e-6) the data cannot match.
-    if (test.name == "test_adam_multiple" && !attrs.count("epsilon"))
-      attrs["epsilon"] = tdl::AttrValue::ofFloat(1e-2);
     if (tdl::takesOutputCount(*spec) && !attrs.count("num_outputs"))
       attrs["num_outputs"] =
           tdl::AttrValue::ofInt(int64_t(test.outputNames.size()));
