@@ -204,8 +204,6 @@ public:
   /// Set when the last solveStepByDP failed because its states outgrew
   /// the DP's limits (rather than for a malformed graph).
   bool frontierOverflow = false;
-  /// Ops after which a beam DP dropped states (for the report).
-  size_t beamPrunedOps = 0;
   size_t numOps() const { return ops.size(); }
 
 private:
@@ -684,7 +682,6 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
       for (size_t i : keep)
         kept.push_back(std::move(next[i]));
       next = std::move(kept);
-      ++beamPrunedOps;
     }
     frontier = std::move(nextFrontier);
     totalEntries += next.size();
