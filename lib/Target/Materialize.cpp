@@ -195,8 +195,12 @@ llvm::Error Materializer::addTensors() {
     for (auto [i, value] : llvm::enumerate(op->getResults())) {
       auto type = cast<RankedTensorType>(value.getType());
       plan::TensorInfo info;
-      info.dtype =
-          type.getElementType().isF32() ? plan::DType::F32 : plan::DType::I64;
+      // The element size must be the TDL one (1 byte for a bool) that the
+      // partitioner costs with, so comm bytes equal the planned bytes.
+      Type elem = type.getElementType();
+      info.dtype = elem.isF32()                ? plan::DType::F32
+                   : elem.isSignlessInteger(1) ? plan::DType::Bool
+                                               : plan::DType::I64;
       info.shape.assign(type.getShape().begin(), type.getShape().end());
       auto tiling = cast<TilingAttr>(tilingList[i]);
       for (auto [dim, parts] : llvm::zip(tiling.getDims(), tiling.getParts()))
