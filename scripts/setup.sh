@@ -11,6 +11,7 @@ debs=(
   libopenblas-dev libopenblas0-pthread libgtest-dev
   python3-torch python3-torchvision python3-numpy python3-onnx python3-venv
   chromium python3-pil
+  openmpi-bin libopenmpi-dev
 )
 missing=()
 for p in "${debs[@]}"; do

@@ -4,9 +4,12 @@
 #include "tofu/runtime/ComputeKernel.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <thread>
+#include <unistd.h>
 
 using namespace tofu::runtime;
 using namespace tofu::plan;
@@ -119,6 +122,8 @@ std::string CpuExecutor::init() {
   arenas.clear();
   arenas.resize(k);
   for (size_t d = 0; d < k; ++d) {
+    if (!isLocal(static_cast<int32_t>(d)))
+      continue; // another process holds this device's arena
     uint64_t bytes = plan.devices[d].peakBytes;
     try {
       arenas[d].assign(bytes, 0);
@@ -153,11 +158,21 @@ std::string CpuExecutor::prepare() {
     const DeviceProgram &dev = plan.devices[d];
     for (size_t i = 0; i < dev.instrs.size(); ++i) {
       const Instr &in = dev.instrs[i];
+      // Another process's device: only its fetches and reductions that read
+      // a piece of this process's device concern this process (it sends).
+      if (!isLocal(static_cast<int32_t>(d))) {
+        bool sendsHere = false;
+        if (in.kind != Instr::Kind::Compute)
+          for (const Piece &piece : in.pieces)
+            sendsHere |= isLocal(piece.device);
+        if (!sendsHere)
+          continue;
+      }
       Prepared p;
       p.device = static_cast<int32_t>(d);
       p.index = i;
       p.instr = &in;
-      if (in.kind == Instr::Kind::Compute) {
+      if (in.kind == Instr::Kind::Compute && isLocal(p.device)) {
         if (!hasNativeKernel(in.kernel) && in.programs.empty()) {
           std::string names;
           for (const std::string &n : registeredKernels())
@@ -202,6 +217,8 @@ std::string CpuExecutor::prepare() {
 
 std::string CpuExecutor::feed(int64_t step) {
   for (size_t d = 0; d < plan.devices.size(); ++d) {
+    if (!isLocal(static_cast<int32_t>(d)))
+      continue;
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
       const TensorInfo &t = plan.tensors[buffers[b].tensor];
@@ -223,11 +240,49 @@ std::string CpuExecutor::feed(int64_t step) {
   return "";
 }
 
+std::string CpuExecutor::sendPieces(const Prepared &p) {
+  const Instr &in = *p.instr;
+  const int32_t local = localDevice();
+  const auto &dstBuffers = plan.devices[p.device].buffers;
+  const DType dtype = plan.tensors[dstBuffers[in.dst].tensor].dtype;
+  for (const Piece &piece : in.pieces) {
+    int64_t n = piece.region.numElements();
+    if (piece.device != local || n == 0)
+      continue; // empty pieces are not sent (nor received)
+    const Buffer &src = plan.devices[local].buffers[piece.buffer];
+    touch(local, piece.buffer);
+    packed.resize(static_cast<size_t>(n) * dtypeSize(dtype));
+    moveBox(arenas[local].data() + src.offset, src.region, packed.data(),
+            piece.region, piece.region, dtype, /*add=*/false);
+    if (std::string err = transport->send(p.device, packed.data(),
+                                          packed.size());
+        !err.empty())
+      return describe(plan, p.device, p.index) + ": " + err;
+  }
+  return "";
+}
+
 std::string CpuExecutor::execute(const Prepared &p) {
   const Instr &in = *p.instr;
   const int32_t d = p.device;
   const auto &buffers = plan.devices[d].buffers;
   lastRan = true;
+  if (!isLocal(d)) {
+    lastRan = false;
+    return sendPieces(p);
+  }
+  if (failAfterCount >= 0 && instrsRun++ == failAfterCount) {
+    std::fprintf(stderr,
+                 "tofu-run: device %d: %s after %lld instructions as "
+                 "--test-fail asked\n",
+                 d, failByStalling ? "stalling" : "dying",
+                 static_cast<long long>(failAfterCount));
+    std::fflush(stderr);
+    if (!failByStalling)
+      _exit(3);
+    for (;;)
+      std::this_thread::sleep_for(std::chrono::seconds(3600));
+  }
   if (in.kind == Instr::Kind::Compute) {
     // A device whose share of the op is empty (more devices than the split
     // dimension has elements) has nothing to compute.
@@ -269,6 +324,21 @@ std::string CpuExecutor::execute(const Prepared &p) {
     target = scratch.data();
   }
   for (const Piece &piece : in.pieces) {
+    if (!isLocal(piece.device)) {
+      // Another process sends the piece's region packed densely.
+      int64_t n = piece.region.numElements();
+      if (n == 0)
+        continue;
+      packed.resize(static_cast<size_t>(n) * dtypeSize(dtype));
+      if (std::string err = transport->recv(piece.device, packed.data(),
+                                            packed.size());
+          !err.empty())
+        return describe(plan, d, p.index) + ": " + err;
+      moveBox(packed.data(), piece.region, target, dst.region, piece.region,
+              dtype, in.kind == Instr::Kind::Reduce);
+      commBytes[d] += static_cast<uint64_t>(n) * dtypeSize(dtype);
+      continue;
+    }
     const Buffer &src = plan.devices[piece.device].buffers[piece.buffer];
     const uint8_t *srcPtr = arenas[piece.device].data() + src.offset;
     touch(piece.device, piece.buffer);
@@ -334,6 +404,8 @@ const uint8_t *CpuExecutor::bufferData(int32_t device, int32_t buffer) const {
 std::string CpuExecutor::watchLoss() {
   if (plan.lossTensor < 0)
     return "the plan has no loss tensor";
+  if (!isLocal(0))
+    return ""; // the process of device 0 reports the loss
   const auto &buffers = plan.devices[0].buffers;
   for (size_t b = 0; b < buffers.size(); ++b)
     if (buffers[b].tensor == plan.lossTensor && buffers[b].owned) {

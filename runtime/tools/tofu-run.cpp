@@ -3,7 +3,10 @@
 //   tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda] [--report out.json]
 //                     [--save trained.onnx] [--dump DIR] [--dump-plan]
 //                     [--kernels native|interpreter] [--trace trace.json]
-//                     [--data DIR] [--quiet]
+//                     [--data DIR] [--quiet] [--comm-timeout S]
+//
+// Under `mpirun -np k` or the torchrun environment it runs as one process per
+// device (ProcessGroup.h); rank 0 prints, reports and saves.
 //
 // Loads and verifies plan.bin, runs N training steps on synthetic data (or
 // .npy batches from --data) and
@@ -17,6 +20,7 @@
 #include "tofu/runtime/NpyData.h"
 #include "tofu/runtime/NpyWriter.h"
 #include "tofu/runtime/OnnxSave.h"
+#include "tofu/runtime/ProcessGroup.h"
 #include "tofu/runtime/Plan.h"
 #include "tofu/runtime/RunReport.h"
 #include "tofu/runtime/TensorAssembly.h"
@@ -46,6 +50,7 @@ const char *kUsage =
     "                [--report out.json] [--save trained.onnx] [--dump DIR]\n"
     "                [--dump-plan] [--kernels native|interpreter]\n"
     "                [--trace trace.json] [--data DIR] [--quiet]\n"
+    "                [--comm-timeout S]\n"
     "\n"
     "  --steps N          training steps to run (default 10)\n"
     "  --backend B        auto (default: the CPU backend), cpu, or cuda\n"
@@ -68,10 +73,19 @@ const char *kUsage =
     "                     input's full shape and dtype (float32 '<f4', int64\n"
     "                     '<i8', bool '|b1'); step s uses batch s mod the\n"
     "                     number of batches\n"
-    "  --quiet            print no per-step lines\n";
+    "  --quiet            print no per-step lines\n"
+    "  --comm-timeout S   one process per device (mpirun -np k, or the torchrun\n"
+    "                     environment RANK, WORLD_SIZE, MASTER_ADDR,\n"
+    "                     MASTER_PORT): a rank that waits S seconds for a\n"
+    "                     message without progress ends the run with an error\n"
+    "                     (default 300)\n";
+
+/// "rank r: " in front of errors when running one process per device.
+std::string gRankPrefix;
 
 int fail(const std::string &msg) {
-  std::fprintf(stderr, "tofu-run: error: %s\n", msg.c_str());
+  std::fprintf(stderr, "tofu-run: error: %s%s\n", gRankPrefix.c_str(),
+               msg.c_str());
   return 1;
 }
 
@@ -81,7 +95,27 @@ struct Options {
   std::string kernels = "native";
   int64_t steps = 10;
   bool dumpPlan = false, quiet = false;
+  double commTimeout = ProcessGroup::kDefaultTimeoutSeconds;
+  /// --test-fail R:N[:stall] (for failure tests, not in --help): rank R
+  /// dies (or stalls) after running N instructions.
+  int testFailRank = -1;
+  int64_t testFailAfter = 0;
+  bool testFailStall = false;
 };
+
+std::string parseTestFail(const std::string &v, Options &opts) {
+  int rank = -1;
+  long long after = -1;
+  char mode[16] = "";
+  int n = std::sscanf(v.c_str(), "%d:%lld:%15s", &rank, &after, mode);
+  if (n < 2 || rank < 0 || after < 0 ||
+      (n == 3 && std::string(mode) != "stall"))
+    return "--test-fail expects RANK:N or RANK:N:stall, got '" + v + "'";
+  opts.testFailRank = rank;
+  opts.testFailAfter = after;
+  opts.testFailStall = n == 3;
+  return "";
+}
 
 std::string parseArgs(int argc, char **argv, Options &opts) {
   for (int i = 1; i < argc; ++i) {
@@ -116,6 +150,21 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
       if (opts.kernels != "native" && opts.kernels != "interpreter")
         return "--kernels expects native or interpreter, got '" +
                opts.kernels + "'";
+    } else if (a == "--comm-timeout") {
+      std::string v;
+      if (!(err = value(v)).empty())
+        return err;
+      char *end = nullptr;
+      double t = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(t > 0) || t > 1e6)
+        return "--comm-timeout expects seconds > 0, got '" + v + "'";
+      opts.commTimeout = t;
+    } else if (a == "--test-fail") {
+      std::string v;
+      if (!(err = value(v)).empty())
+        return err;
+      if (!(err = parseTestFail(v, opts)).empty())
+        return err;
     } else if (a == "--report") {
       if (!(err = value(opts.reportPath)).empty())
         return err;
@@ -244,19 +293,22 @@ std::string dumpStep(const Plan &plan, const CpuExecutor &exec,
   return "";
 }
 
-std::string saveModel(const Plan &plan, const CpuExecutor &exec,
-                      const std::string &path) {
-  std::map<std::string, TrainedParam> params;
-  BufferSource live = [&](int32_t d, int32_t b) {
-    return exec.bufferData(d, b);
-  };
-  // Only trained parameters are written back: a Param tensor without an
-  // update is a constant (an ONNX Constant or a value tofuc folded, which
-  // has no initializer) or a frozen weight, whose initializer stays as is.
+/// Whether each tensor is a Param that training updates.
+std::vector<bool> updatedParams(const Plan &plan) {
   std::vector<bool> updated(plan.tensors.size(), false);
   for (const auto &[param, newValue] : plan.paramUpdates)
     if (param >= 0 && static_cast<size_t>(param) < updated.size())
-      updated[param] = true;
+      updated[param] = plan.tensors[param].role == TensorRole::Param;
+  return updated;
+}
+
+std::string saveModel(const Plan &plan, const BufferSource &live,
+                      const std::string &path) {
+  std::map<std::string, TrainedParam> params;
+  // Only trained parameters are written back: a Param tensor without an
+  // update is a constant (an ONNX Constant or a value tofuc folded, which
+  // has no initializer) or a frozen weight, whose initializer stays as is.
+  std::vector<bool> updated = updatedParams(plan);
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     const TensorInfo &info = plan.tensors[t];
     if (info.role != TensorRole::Param || !updated[t])
@@ -285,19 +337,47 @@ int run(int argc, char **argv) {
   if (std::string err = parseArgs(argc, argv, opts); !err.empty())
     return fail(err);
 
+  // One process per device under mpirun or the torchrun environment. On an
+  // error, `group` going out of scope without finish() ends the others.
+  ProcessGroup group;
+  if (std::string err = group.start(argc, argv, opts.commTimeout);
+      !err.empty())
+    return fail(err);
+  if (group.multiProcess())
+    gRankPrefix = "rank " + std::to_string(group.rank()) + ": ";
+  const bool leader = group.rank() == 0; // prints, reports and saves
+  if (!leader)
+    opts.quiet = true;
+  // An error every rank meets the same way ends them all cleanly.
+  auto failOnEveryRank = [&group](const std::string &msg) {
+    int rc = fail(msg);
+    group.finishAfterCommonError();
+    return rc;
+  };
+
   Plan plan;
   if (std::string err = readPlan(opts.planPath, plan); !err.empty())
     return fail(err);
 
   if (opts.dumpPlan) {
+    if (!leader)
+      return group.finish().empty() ? 0 : 1;
     if (plan.summary.empty())
       std::printf("(the plan carries no summary)\n");
     else
       std::fputs(plan.summary.c_str(), stdout);
     if (!plan.summary.empty() && plan.summary.back() != '\n')
       std::fputc('\n', stdout);
-    return 0;
+    return group.finish().empty() ? 0 : 1;
   }
+  if (std::string err = group.checkWorldSize(plan.numDevices); !err.empty())
+    return failOnEveryRank(err);
+  if (group.multiProcess() &&
+      (!opts.dumpDir.empty() || !opts.tracePath.empty()))
+    return failOnEveryRank(
+        "--dump and --trace are not supported with one process per device "
+        "yet; run the plan in one process (without mpirun or the torchrun "
+        "environment) to dump or trace it");
   if (plan.withoutWeights)
     return fail(opts.planPath +
                 ": compiled without weights (--no-weights); recompile with "
@@ -329,6 +409,10 @@ int run(int argc, char **argv) {
     std::printf("devices %u  tensors %zu  batch %lld  backend %s\n",
                 plan.numDevices, plan.tensors.size(),
                 static_cast<long long>(batch), backend.c_str());
+    if (group.multiProcess())
+      std::printf("processes %d (%s, %s transport), one per device\n",
+                  group.worldSize(), group.launcher().c_str(),
+                  group.getTransport()->kind());
     std::printf("planned peak bytes per device:");
     for (const DeviceProgram &d : plan.devices)
       std::printf(" %llu", static_cast<unsigned long long>(d.peakBytes));
@@ -339,6 +423,10 @@ int run(int argc, char **argv) {
   NpyDataset dataset(plan);
   CpuExecutor exec(plan);
   exec.preferInterpreter(opts.kernels == "interpreter");
+  if (group.multiProcess())
+    exec.setTransport(group.getTransport());
+  if (opts.testFailRank == group.rank())
+    exec.failAfter(opts.testFailAfter, opts.testFailStall);
   if (!opts.dataDir.empty()) {
     if (std::string err = dataset.open(opts.dataDir); !err.empty())
       return fail(err);
@@ -381,9 +469,21 @@ int run(int argc, char **argv) {
                       .count();
     totalSeconds += secs;
     double loss = 0;
-    if (std::string err = exec.lastLoss(loss); !err.empty())
-      return fail("step " + std::to_string(s + 1) + ": " + err);
-    report.steps.push_back({loss, secs, exec.commBytesTotal()});
+    if (leader)
+      if (std::string err = exec.lastLoss(loss); !err.empty())
+        return fail("step " + std::to_string(s + 1) + ": " + err);
+    uint64_t stepComm = exec.commBytesTotal();
+    if (group.multiProcess()) {
+      std::vector<uint64_t> perRank;
+      if (std::string err = group.gather(
+              exec.commBytesPerDevice()[group.rank()], perRank);
+          !err.empty())
+        return fail("step " + std::to_string(s + 1) + ": " + err);
+      stepComm = 0;
+      for (uint64_t b : perRank)
+        stepComm += b;
+    }
+    report.steps.push_back({loss, secs, stepComm});
     if (!opts.quiet)
       std::printf("step %lld  loss %.6f  %.4f s\n",
                   static_cast<long long>(s + 1), loss, secs);
@@ -405,13 +505,24 @@ int run(int argc, char **argv) {
   report.samplesPerSecond =
       totalSeconds > 0 ? static_cast<double>(batch) * opts.steps / totalSeconds
                        : 0;
-  for (size_t d = 0; d < plan.devices.size(); ++d) {
-    report.peakBytes.push_back(
-        {plan.devices[d].peakBytes, exec.measuredPeakBytes()[d]});
-    report.commPerDevice.push_back(
-        {plan.devices[d].commBytes, exec.commBytesPerDevice()[d]});
+  std::vector<uint64_t> peaks = exec.measuredPeakBytes();
+  std::vector<uint64_t> received = exec.commBytesPerDevice();
+  if (group.multiProcess()) {
+    // Each process measured its own device; rank 0 gathers them.
+    if (std::string err = group.gather(peaks[group.rank()], peaks);
+        !err.empty())
+      return fail("gathering the report: " + err);
+    if (std::string err = group.gather(received[group.rank()], received);
+        !err.empty())
+      return fail("gathering the report: " + err);
   }
-  report.commBytes = {plan.commBytes, exec.commBytesTotal()};
+  uint64_t receivedTotal = 0;
+  for (size_t d = 0; leader && d < plan.devices.size(); ++d) {
+    report.peakBytes.push_back({plan.devices[d].peakBytes, peaks[d]});
+    report.commPerDevice.push_back({plan.devices[d].commBytes, received[d]});
+    receivedTotal += received[d];
+  }
+  report.commBytes = {plan.commBytes, receivedTotal};
 
   if (!opts.quiet) {
     std::printf("samples/s %.1f  (%lld steps, %.4f s)\n",
@@ -425,25 +536,51 @@ int run(int argc, char **argv) {
                 static_cast<unsigned long long>(report.commBytes.planned),
                 static_cast<unsigned long long>(report.commBytes.measured));
   }
-  if (report.commBytes.planned != report.commBytes.measured)
+  if (leader && report.commBytes.planned != report.commBytes.measured)
     std::fprintf(stderr,
                  "tofu-run: warning: measured communication (%llu bytes per "
                  "step) differs from the plan's commBytes (%llu)\n",
                  static_cast<unsigned long long>(report.commBytes.measured),
                  static_cast<unsigned long long>(report.commBytes.planned));
 
-  if (!opts.reportPath.empty())
+  if (leader && !opts.reportPath.empty())
     if (std::string err = report.write(opts.reportPath); !err.empty())
       return fail(err);
   if (trace)
     if (std::string err = trace->write(opts.tracePath); !err.empty())
       return fail("--trace: " + err);
   if (!opts.savePath.empty()) {
-    if (std::string err = saveModel(plan, exec, opts.savePath); !err.empty())
-      return fail("--save: " + err);
+    BufferSource live = [&exec](int32_t d, int32_t b) {
+      return exec.bufferData(d, b);
+    };
+    // One process per device: rank 0 gathers the trained shards.
+    std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>> gathered;
+    if (group.multiProcess()) {
+      std::vector<bool> updated = updatedParams(plan);
+      const int32_t me = group.rank();
+      if (std::string err = group.gatherOwnedBuffers(
+              plan, [&updated](int32_t t) { return bool(updated[t]); },
+              [&exec, me](int32_t b) { return exec.bufferData(me, b); },
+              gathered);
+          !err.empty())
+        return fail("--save: " + err);
+      live = [&gathered](int32_t d, int32_t b) -> const uint8_t * {
+        static const uint8_t empty = 0;
+        auto it = gathered.find({d, b});
+        if (it == gathered.end())
+          return nullptr;
+        return it->second.empty() ? &empty : it->second.data();
+      };
+    }
+    if (leader)
+      if (std::string err = saveModel(plan, live, opts.savePath);
+          !err.empty())
+        return fail("--save: " + err);
     if (!opts.quiet)
       std::printf("saved trained model to %s\n", opts.savePath.c_str());
   }
+  if (std::string err = group.finish(); !err.empty())
+    return fail(err);
   return 0;
 }
 

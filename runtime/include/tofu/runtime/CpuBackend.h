@@ -8,6 +8,22 @@
 // device first, then program order). Fetch/Reduce pieces on another device
 // are communication and are counted in bytes (elements x element size).
 //
+// With a Transport (`setTransport`), the executor runs only the device whose
+// number is the transport's rank, one process per device: it allocates only
+// that device's arena and walks the same merged order as one process would.
+// It runs its own Compute instructions; for a Fetch/Reduce of device d with a
+// piece on device s != d, rank s packs the piece's region and sends it, and
+// rank d receives it (and adds it, for a Reduce) in the piece's place, so the
+// arithmetic, and the result, is that of one process.
+//
+// Why blocking sends and receives cannot deadlock: each transfer is one event
+// of the global (seq, device, program index, piece) order and involves
+// exactly two ranks, and every rank performs the events it takes part in in
+// that same order. Take the earliest event not yet completed: every earlier
+// event has completed, so both of its ranks have finished everything they
+// do before it (their own computes are local and never wait), and both are
+// at this event, so it completes. By induction every event completes.
+//
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CPUBACKEND_H
 #define TOFU_RUNTIME_CPUBACKEND_H
@@ -16,6 +32,7 @@
 #include "tofu/runtime/Kernels.h"
 #include "tofu/runtime/Plan.h"
 #include "tofu/runtime/SyntheticData.h"
+#include "tofu/runtime/Transport.h"
 
 #include <chrono>
 #include <functional>
@@ -43,6 +60,25 @@ public:
   using DataSource = std::function<std::string(
       int32_t tensor, const plan::Box &region, int64_t step, void *out)>;
   void setDataSource(DataSource source) { dataSource = std::move(source); }
+
+  /// Runs only device `transport->rank()` of the plan and exchanges pieces
+  /// with the other processes through `transport` (see the file comment).
+  /// Call before `init`; the transport must outlive the executor.
+  void setTransport(Transport *t) { transport = t; }
+  /// The device this executor runs (one process per device), or -1 when it
+  /// runs all of them.
+  int32_t localDevice() const {
+    return transport ? static_cast<int32_t>(transport->rank()) : -1;
+  }
+
+  /// For failure tests (tofu-run --test-fail): after `count` instructions
+  /// of this process's device have run in total, ends the process at once
+  /// (`stall` false: _exit(3), as a crash would) or stops answering (`stall`
+  /// true: sleeps forever, as a hung rank would).
+  void failAfter(int64_t count, bool stall) {
+    failAfterCount = count;
+    failByStalling = stall;
+  }
 
   /// One instruction that ran during a step (reported to the observer).
   struct ExecutedInstr {
@@ -82,20 +118,27 @@ public:
   const uint8_t *bufferData(int32_t device, int32_t buffer) const;
 
   /// The loss of the last step: the Loss tensor's owned buffer on device 0
-  /// after its last write. Call `watchLoss()` before the step.
+  /// after its last write. Call `watchLoss()` before the step. One process
+  /// per device: only the process of device 0 watches and reads the loss
+  /// (elsewhere watchLoss does nothing and lastLoss fails).
   std::string watchLoss();
   std::string lastLoss(double &loss) const;
 
-  /// Bytes received by each device from other devices during the last step.
+  /// Bytes received by each device from other devices during the last step
+  /// (one process per device: only the local device's entry is counted).
   const std::vector<uint64_t> &commBytesPerDevice() const { return commBytes; }
   uint64_t commBytesTotal() const;
-  /// Highest arena byte (exclusive end) touched on each device so far.
+  /// Highest arena byte (exclusive end) touched on each device so far (one
+  /// process per device: only the local device's entry is measured).
   const std::vector<uint64_t> &measuredPeakBytes() const { return peakTouched; }
 
 private:
   struct Prepared;
   std::string prepare();
   std::string execute(const Prepared &p);
+  std::string sendPieces(const Prepared &p);
+  /// Whether this executor holds device `d`'s arena.
+  bool isLocal(int32_t d) const { return !transport || d == localDevice(); }
   std::string feed(int64_t step);
   void touch(int32_t device, int32_t buffer);
   void afterWrite(int32_t device, int32_t buffer);
@@ -118,6 +161,10 @@ private:
   bool lastRan = false; ///< whether the last execute() did work
   /// The step `runStep` is executing (keys the random expressions).
   int64_t currentStep = 0;
+  Transport *transport = nullptr;
+  std::vector<uint8_t> packed; ///< one piece in transit
+  int64_t failAfterCount = -1, instrsRun = 0;
+  bool failByStalling = false;
 };
 
 } // namespace tofu::runtime
