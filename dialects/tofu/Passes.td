@@ -35,6 +35,18 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
     advanced by `StepCount`), each updated by a `tofu.update` without
     gradient. Every trainable parameter gets `tofu.update %w, %new grad %dw`.
 
+    *A model's own algorithm.* A function with `tofu.gradient` ops (an ONNX
+    `Gradient`, imported from the model's `training_info`) keeps its loss,
+    its updates and its optimizer ops: the backward pass is built from the
+    gradients' common `y` (also for the graph inputs they name), each
+    `tofu.gradient` is replaced by the gradient of its tensor (`Zeros` where
+    the tensor does not influence `y`), and the ops that use the gradients
+    move after the backward pass. The training options then do not apply
+    (`overrides` lists those the user set; any is an error). Without
+    `tofu.update` ops this is an error unless `gradient-graph` is set, which
+    only expands the gradients and keeps the model outputs (a graph that
+    computes gradients, like the ONNX node tests `test_gradient_of_add*`).
+
     Example: `%y = tofu.compute "Relu"(%x)` gains
     `%dx = tofu.compute "ReluGrad"(%dy, %x) {grad_of = "relu", grad_for = "x_producer", ...}`.
   }];
@@ -60,6 +72,14 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
            "Adagrad: decay_factor">,
     ListOption<"freeze", "freeze", "std::string",
                "parameters that are not trained (names or globs with *)">,
+    ListOption<"overrides", "overrides", "std::string",
+               "training options the user set explicitly (as flag names, "
+               "e.g. --optimizer); refused for a model that carries its own "
+               "training algorithm (tofu.gradient ops)">,
+    Option<"gradientGraph", "gradient-graph", "bool", "false",
+           "only replace tofu.gradient ops by their backward pass and keep "
+           "the model outputs (a graph that computes gradients but trains "
+           "nothing)">,
   ];
   let dependentDialects = ["::tofu::TofuDialect"];
 }

@@ -147,4 +147,32 @@ def Tofu_UpdateOp : Tofu_Op<"update",
   let hasVerifier = 1;
 }
 
+def Tofu_GradientOp : Tofu_Op<"gradient",
+    [Pure, AllTypesMatch<["x", "result"]>]> {
+  let summary = "The gradient of a scalar with respect to a tensor (ONNX Gradient)";
+  let description = [{
+    The derivative of the scalar `y` with respect to `x`, at the values the
+    graph computes for them: the ONNX `ai.onnx.preview.training` `Gradient`
+    operator (one `tofu.gradient` per entry of its `xs`). `name` is the ONNX
+    node's name. `tofu-build-training-step` replaces every `tofu.gradient`
+    with the gradient its reverse-mode differentiation of `y` computes (or
+    zeros where `x` does not influence `y`); no later pass sees one.
+
+    Example: `%dw = tofu.gradient "grad" %loss wrt %w : tensor<f32>, tensor<4x2xf32>`
+  }];
+  let arguments = (ins StrAttr:$name, 0DTensorOf<[F32]>:$y,
+                       AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $name $y `wrt` $x attr-dict `:` type($y) `,` type($x)
+  }];
+  let builders = [
+    OpBuilder<(ins "::llvm::StringRef":$name, "::mlir::Value":$y,
+                   "::mlir::Value":$x), [{
+      build($_builder, $_state, x.getType(), name, y, x);
+    }]>
+  ];
+  let hasVerifier = 1;
+}
+
 #endif // TOFU_OPS_TD

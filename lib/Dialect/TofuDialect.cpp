@@ -384,6 +384,13 @@ LogicalResult ComputeOp::verify() {
   return success();
 }
 
+LogicalResult GradientOp::verify() {
+  if (!cast<RankedTensorType>(getX().getType()).getElementType().isF32())
+    return emitOpError() << "only f32 tensors have gradients, not "
+                         << getX().getType();
+  return success();
+}
+
 LogicalResult UpdateOp::verify() {
   if (!getParam().getDefiningOp<ParamOp>())
     return emitOpError() << "first operand must be a tofu.param";

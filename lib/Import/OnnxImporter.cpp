@@ -19,6 +19,7 @@
 #include "tofu/Import/OnnxConversion.h"
 #include "tofu/Import/RecurrentUnrolling.h"
 #include "tofu/Import/OpsetNormalization.h"
+#include "tofu/Import/TrainingAlgorithm.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -112,6 +113,24 @@ private:
   /// (RecurrentUnrolling.h).
   llvm::Error importRecurrentNode(const onnx::NodeProto &node,
                                   StringRef nodeName, const std::string &where);
+  /// Imports a node of the default domain or an optimizer node: folded, or
+  /// one tofu.compute of its TDL spec.
+  llvm::Error importSpecNode(const onnx::NodeProto &node,
+                             const std::string &nodeName,
+                             const std::string &where);
+  /// True for `T + 1` with T an updated int64 scalar (a training
+  /// algorithm's update count), which is imported as StepCount; puts T
+  /// first.
+  bool isStepCount(onnx::NodeProto &node);
+  /// Imports a Gradient node: one tofu.gradient per output.
+  llvm::Error importGradientNode(const onnx::NodeProto &node,
+                                 const std::string &nodeName,
+                                 const std::string &where);
+  /// Imports an integer initializer that the training algorithm updates
+  /// (an update count): a run-time tofu.param, not a constant.
+  llvm::Error importMutableInteger(const onnx::TensorProto &init);
+  /// Marks the loss and the update_binding of a training algorithm.
+  llvm::Error importTrainingUpdates(const TrainingAlgorithm &algorithm);
 
   MLIRContext *ctx;
   std::string path;
@@ -132,6 +151,10 @@ private:
   /// Compile-time values: initializers (up to kMaxConstElements), Constant
   /// outputs and folded results, for const operands and folding.
   llvm::StringMap<KnownTensor> constants;
+  /// The model's training algorithm and Gradient node (set by importGraph).
+  const TrainingAlgorithm *algorithm = nullptr;
+  /// The tofu.gradient of each tensor named in the Gradient's xs.
+  llvm::StringMap<Value> gradients;
 };
 
 } // namespace
@@ -620,9 +643,250 @@ static std::optional<int64_t> classesOfLabels(Value labels) {
   return std::nullopt;
 }
 
+llvm::Error OnnxImporter::importMutableInteger(const onnx::TensorProto &init) {
+  std::string what = "initializer '" + init.name() + "'";
+  if (init.data_type() != onnx::TensorProto::INT64)
+    return error(what + " is updated by training_info (update_binding) but "
+                        "has ONNX element type " +
+                 std::to_string(init.data_type()) +
+                 "; updated tensors must be float32 or int64");
+  auto data = readSmallTensor(init);
+  if (!data)
+    return data.takeError();
+  SmallVector<int64_t> dims(init.dims().begin(), init.dims().end());
+  auto type = tensorType(init.data_type(), dims, what);
+  if (!type)
+    return type.takeError();
+  auto value = DenseElementsAttr::getFromRawBuffer(
+      *type, ArrayRef<char>(reinterpret_cast<const char *>(data->bytes.data()),
+                            data->bytes.size()));
+  auto param = ParamOp::create(
+      builder, NameLoc::get(builder.getStringAttr(init.name()), fileLoc),
+      *type, init.name(), value);
+  values[init.name()] = param.getResult();
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importGradientNode(const onnx::NodeProto &node,
+                                             const std::string &nodeName,
+                                             const std::string &where) {
+  // analyzeTrainingAlgorithm checked the attributes and the inputs of the
+  // model's only Gradient node.
+  const std::string &yName = algorithm->y;
+  auto notComputed = [&](StringRef attr, const std::string &name) {
+    if (constants.count(name))
+      return error(where + ": '" + attr + "' names '" + name +
+                   "', a compile-time constant (a Constant node, an integer "
+                   "initializer or folded shape arithmetic); gradients "
+                   "relate float initializers, graph inputs and computed "
+                   "tensors");
+    return error(where + ": '" + attr + "' names '" + name +
+                 "', which is not computed before the Gradient node");
+  };
+  auto y = values.find(yName);
+  if (y == values.end())
+    return notComputed("y", yName);
+  auto yType = cast<RankedTensorType>(y->second.getType());
+  if (yType.getRank() != 0 || !yType.getElementType().isF32()) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << yType;
+    return error(where + ": 'y' ('" + yName +
+                 "') must be a scalar float32 (tensor<f32>), not " + text +
+                 "; reduce it to a scalar (ReduceSum or ReduceMean with "
+                 "keepdims = 0)");
+  }
+  Value yValue = y->second;
+  for (auto [i, output] : llvm::enumerate(node.output())) {
+    if (output.empty())
+      continue; // this gradient is not wanted
+    const std::string &xName = algorithm->xs[i];
+    auto x = values.find(xName);
+    if (x == values.end())
+      return notComputed("xs", xName);
+    auto xType = cast<RankedTensorType>(x->second.getType());
+    if (!xType.getElementType().isF32()) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << xType;
+      return error(where + ": 'xs' names '" + xName + "' of type " + text +
+                   "; only float32 tensors have gradients");
+    }
+    auto gradient = GradientOp::create(
+        builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
+        nodeName, yValue, x->second);
+    values[output] = gradient.getResult();
+    gradients[xName] = gradient.getResult();
+    auto tdlType = toTdlType(xType);
+    if (!tdlType)
+      return error(where + ": " + llvm::toString(tdlType.takeError()));
+    if (auto err = checkDeclaredType(output, *tdlType, where))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::importTrainingUpdates(
+    const TrainingAlgorithm &algorithm) {
+  LossOp::create(builder, fileLoc, values.lookup(algorithm.y));
+  for (const auto &[key, valueName] : algorithm.updates) {
+    std::string where = "training_info[0].update_binding of '" + key + "'";
+    auto param = values.lookup(key).getDefiningOp<ParamOp>();
+    if (!param)
+      return error(where + ": '" + key + "' is not a float32 or updated "
+                                         "int64 initializer");
+    auto newValue = valueOf(valueName, where);
+    if (!newValue)
+      return newValue.takeError();
+    if (newValue->getType() != param.getType()) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "'" << key << "' has type " << param.getType() << " but its new "
+         << "value '" << valueName << "' has type " << newValue->getType();
+      return error(where + ": " + text);
+    }
+    Value gradient;
+    if (auto state = algorithm.stateOf.find(key);
+        state != algorithm.stateOf.end())
+      param.setStateOfAttr(builder.getStringAttr(state->second));
+    else
+      gradient = gradients.lookup(key);
+    UpdateOp::create(builder, fileLoc, param.getResult(), gradient, *newValue);
+  }
+  return llvm::Error::success();
+}
+
+bool OnnxImporter::isStepCount(onnx::NodeProto &node) {
+  if (node.op_type() != "Add" || node.input_size() != 2 ||
+      node.output_size() != 1)
+    return false;
+  auto isCounter = [&](const std::string &name) {
+    auto param = values.lookup(name).getDefiningOp<ParamOp>();
+    if (!param || param.getConstant())
+      return false;
+    auto type = cast<RankedTensorType>(param.getType());
+    return type.getRank() == 0 && type.getElementType().isInteger(64);
+  };
+  auto isOne = [&](const std::string &name) {
+    auto c = constants.find(name);
+    return c != constants.end() &&
+           c->second.tensor.type.elem == tdl::ElemType::I64 &&
+           c->second.tensor.data.size() == 1 && c->second.tensor.data[0] == 1;
+  };
+  if (isCounter(node.input(1)) && isOne(node.input(0))) {
+    std::string counter = node.input(1);
+    node.set_input(1, node.input(0));
+    node.set_input(0, counter);
+  }
+  return isCounter(node.input(0)) && isOne(node.input(1));
+}
+
+llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
+                                         const std::string &nodeName,
+                                         const std::string &where) {
+  auto folded = tryFold(node, where);
+  if (!folded)
+    return folded.takeError();
+  if (*folded) {
+    ++foldedOps[node.op_type()];
+    for (const std::string &name : node.output())
+      if (!name.empty())
+        if (auto err = checkDeclaredType(name, constants[name].tensor.type,
+                                         where))
+          return err;
+    return llvm::Error::success();
+  }
+  const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(node.op_type());
+  if (!spec)
+    return error(where + ": operator '" + node.op_type() + "' (opset " +
+                 std::to_string(defaultOpset) +
+                 ") has no TDL spec (tdl-specs/); it is not supported yet" +
+                 (isFoldableOp(node.op_type())
+                      ? " except with compile-time constant inputs, which "
+                        "are folded at import"
+                      : ""));
+  SmallVector<Value> operands;
+  ConstValues constValues;
+  bool absentSeen = false;
+  for (const std::string &name : node.input()) {
+    if (name.empty()) {
+      absentSeen = true;
+      continue;
+    }
+    if (absentSeen)
+      return error(where + ": an absent optional input followed by a "
+                           "present one is not supported");
+    unsigned i = operands.size();
+    auto value = valueOf(name, where);
+    if (!value)
+      return value.takeError();
+    operands.push_back(*value);
+    if (!tdl::isConstInput(*spec, i))
+      continue;
+    auto c = constants.find(name);
+    if (c == constants.end())
+      return error(where + ": input '" + name + "' (operand " +
+                   std::to_string(i) +
+                   ") must be known at compile time (an initializer, a "
+                   "Constant node or foldable shape arithmetic), but it is "
+                   "computed at run time");
+    constValues[i] = c->second.tensor.data;
+  }
+  auto attrs = convertOnnxAttributes(node, nodeName);
+  if (!attrs)
+    return error(llvm::toString(attrs.takeError()));
+  // A variadic output's count (Split without `split`) is the node's.
+  if (tdl::takesOutputCount(*spec) && !attrs->count("num_outputs"))
+    (*attrs)["num_outputs"] = tdl::AttrValue::ofInt(node.output_size());
+  auto instance = instantiateSpec(node.op_type(),
+                                  ValueRange(operands).getTypes(), *attrs,
+                                  constValues);
+  if (!instance)
+    return error(where + ": " + llvm::toString(instance.takeError()));
+  // ONNX lets a node omit trailing optional outputs (a one-output
+  // LayerNormalization, say); the op still computes every output the spec
+  // declares and the omitted ones are simply unused.
+  if (instance->outputTypes().size() <
+      static_cast<size_t>(node.output_size()))
+    return error(where + ": the node has " +
+                 std::to_string(node.output_size()) +
+                 " outputs but the TDL "
+                 "spec of " +
+                 node.op_type() + " declares " +
+                 std::to_string(instance->outputTypes().size()));
+  SmallVector<Type> resultTypes;
+  for (const auto &type : instance->outputTypes())
+    resultTypes.push_back(fromTdlType(ctx, type));
+  auto compute = ComputeOp::create(
+      builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
+      resultTypes, node.op_type(), operands,
+      fromTdlAttrs(ctx, *attrs, constValues), nodeName, StringAttr());
+  for (auto [i, name] : llvm::enumerate(node.output())) {
+    if (name.empty())
+      continue;
+    values[name] = compute.getResult(i);
+    if (auto err =
+            checkDeclaredType(name, instance->outputTypes()[i], where))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                                       ModuleOp module) {
   const onnx::GraphProto &graph = model.graph();
+  auto algorithm = analyzeTrainingAlgorithm(model);
+  if (!algorithm)
+    return error(llvm::toString(algorithm.takeError()));
+  this->algorithm = &*algorithm;
+  // With training_info, the graph to import is the inference graph followed
+  // by the algorithm (inputs, initializers and nodes concatenated).
+  std::vector<const onnx::GraphProto *> graphs = {&graph};
+  if (algorithm->present)
+    graphs.push_back(&model.training_info(0).algorithm());
+  llvm::StringSet<> updatedNames;
+  for (const auto &[key, value] : algorithm->updates)
+    updatedNames.insert(key);
   for (const auto &opset : model.opset_import())
     if (opset.domain().empty() || opset.domain() == "ai.onnx")
       defaultOpset = opset.version();
@@ -631,10 +895,12 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                  " of the default domain is not supported (opsets 7 to 21 "
                  "are; PyTorch exports 13 to 21)");
 
-  for (const auto &info : graph.value_info())
-    declaredTypes[info.name()] = &info.type();
-  for (const auto &info : graph.output())
-    declaredTypes[info.name()] = &info.type();
+  for (const onnx::GraphProto *part : graphs) {
+    for (const auto &info : part->value_info())
+      declaredTypes[info.name()] = &info.type();
+    for (const auto &info : part->output())
+      declaredTypes[info.name()] = &info.type();
+  }
 
   auto func =
       func::FuncOp::create(fileLoc, "main", builder.getFunctionType({}, {}));
@@ -645,23 +911,43 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
   // Float initializers are the trainable weights: one tofu.param each, in
   // declaration order. Integer initializers cannot be trained: they are
   // compile-time constants like Constant nodes.
+  // An integer initializer that the training algorithm updates (its
+  // update count) is a run-time value instead.
   llvm::StringSet<> initializerNames;
-  for (const auto &init : graph.initializer()) {
-    initializerNames.insert(init.name());
-    if (init.data_type() == onnx::TensorProto::FLOAT) {
-      if (auto err = importWeight(init))
-        return err;
-      continue;
+  for (const onnx::GraphProto *part : graphs)
+    for (const auto &init : part->initializer()) {
+      initializerNames.insert(init.name());
+      if (init.data_type() == onnx::TensorProto::FLOAT) {
+        if (auto err = importWeight(init))
+          return err;
+        // A tensor the algorithm updates is no compile-time value; one of
+        // the algorithm's that it does not update (a learning rate) is a
+        // constant.
+        if (updatedNames.contains(init.name()))
+          constants.erase(init.name());
+        else if (part != &graph)
+          values[init.name()].getDefiningOp<ParamOp>().setConstant(true);
+        continue;
+      }
+      if (updatedNames.contains(init.name())) {
+        if (auto err = importMutableInteger(init))
+          return err;
+        continue;
+      }
+      auto data = readSmallTensor(init);
+      if (!data)
+        return data.takeError();
+      constants[init.name()] = {toDenseTensor(*data), /*foldable=*/true};
     }
-    auto data = readSmallTensor(init);
-    if (!data)
-      return data.takeError();
-    constants[init.name()] = {toDenseTensor(*data), /*foldable=*/true};
-  }
 
   SmallVector<InputOp> labelInputs;
   std::string firstFeatures;
-  for (const auto &input : graph.input()) {
+  std::vector<const onnx::ValueInfoProto *> graphInputs;
+  for (const onnx::GraphProto *part : graphs)
+    for (const auto &input : part->input())
+      graphInputs.push_back(&input);
+  for (const onnx::ValueInfoProto *inputInfo : graphInputs) {
+    const onnx::ValueInfoProto &input = *inputInfo;
     if (initializerNames.contains(input.name()))
       continue;
     auto type = importType(input);
@@ -682,17 +968,17 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
   for (const auto &[name, dims] : options.inputShapes)
     if (!values.count(name)) {
       std::string inputs;
-      for (const auto &input : graph.input())
-        if (!initializerNames.contains(input.name()))
-          inputs += (inputs.empty() ? "'" : ", '") + input.name() + "'";
+      for (const onnx::ValueInfoProto *input : graphInputs)
+        if (!initializerNames.contains(input->name()))
+          inputs += (inputs.empty() ? "'" : ", '") + input->name() + "'";
       return error("--shape names '" + name +
                    "', which is not a graph input (the inputs are " + inputs +
                    ")");
     }
 
   llvm::StringSet<> usedNames;
-  for (const auto &[index, graphNode] : llvm::enumerate(graph.node())) {
-    onnx::NodeProto node = graphNode;
+  for (const auto &[index, graphNode] : llvm::enumerate(algorithm->nodes)) {
+    onnx::NodeProto node = *graphNode;
     std::string nodeName = node.name();
     if (nodeName.empty())
       nodeName = node.output_size()
@@ -701,9 +987,21 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     if (!usedNames.insert(nodeName).second)
       nodeName += "_" + std::to_string(index);
     std::string where = "node '" + nodeName + "' (" + node.op_type() + ")";
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
+    bool trainingOp = node.domain() == kOnnxTrainingDomain;
+    if (!node.domain().empty() && node.domain() != "ai.onnx" && !trainingOp)
       return error(where + ": operator domain '" + node.domain() +
                    "' is not supported");
+    if (trainingOp && node.op_type() != "Gradient" &&
+        !isOnnxOptimizerOp(node.op_type()))
+      return error(where + ": operator '" + node.op_type() +
+                   "' of the domain '" + kOnnxTrainingDomain +
+                   "' is not supported (Gradient, Adam, Momentum and "
+                   "Adagrad are)");
+    if (node.op_type() == "Gradient") {
+      if (auto err = importGradientNode(node, nodeName, where))
+        return err;
+      continue;
+    }
     if (node.domain().empty() || node.domain() == "ai.onnx") {
       std::vector<std::pair<std::string, TensorData>> newConstants;
       std::vector<std::unique_ptr<TensorData>> constantData;
@@ -752,91 +1050,30 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         return err;
       continue;
     }
-    auto folded = tryFold(node, where);
-    if (!folded)
-      return folded.takeError();
-    if (*folded) {
-      ++foldedOps[node.op_type()];
-      for (const std::string &name : node.output())
-        if (!name.empty())
-          if (auto err = checkDeclaredType(name, constants[name].tensor.type,
-                                           where))
-            return err;
+    if (node.domain() == kOnnxTrainingDomain &&
+        isOnnxOptimizerOp(node.op_type())) {
+      // One op per updated tensor, the form of the TDL specs.
+      auto pieces = splitOptimizerNode(node, nodeName);
+      if (!pieces)
+        return error(llvm::toString(pieces.takeError()));
+      for (const onnx::NodeProto &piece : *pieces)
+        if (auto err = importSpecNode(
+                piece, pieces->size() == 1 ? nodeName : piece.name(), where))
+          return err;
       continue;
     }
-    const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(node.op_type());
-    if (!spec)
-      return error(where + ": operator '" + node.op_type() + "' (opset " +
-                   std::to_string(defaultOpset) +
-                   ") has no TDL spec (tdl-specs/); it is not supported yet" +
-                   (isFoldableOp(node.op_type())
-                        ? " except with compile-time constant inputs, which "
-                          "are folded at import"
-                        : ""));
-    SmallVector<Value> operands;
-    ConstValues constValues;
-    bool absentSeen = false;
-    for (const std::string &name : node.input()) {
-      if (name.empty()) {
-        absentSeen = true;
-        continue;
-      }
-      if (absentSeen)
-        return error(where + ": an absent optional input followed by a "
-                             "present one is not supported");
-      unsigned i = operands.size();
-      auto value = valueOf(name, where);
-      if (!value)
-        return value.takeError();
-      operands.push_back(*value);
-      if (!tdl::isConstInput(*spec, i))
-        continue;
-      auto c = constants.find(name);
-      if (c == constants.end())
-        return error(where + ": input '" + name + "' (operand " +
-                     std::to_string(i) +
-                     ") must be known at compile time (an initializer, a "
-                     "Constant node or foldable shape arithmetic), but it is "
-                     "computed at run time");
-      constValues[i] = c->second.tensor.data;
+    if (isStepCount(node)) {
+      // T + 1 on the int64 update count: StepCount (Add takes floats).
+      auto count = ComputeOp::create(
+          builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
+          TypeRange{values.lookup(node.input(0)).getType()}, "StepCount",
+          ValueRange{values.lookup(node.input(0))}, builder.getDictionaryAttr({}),
+          nodeName, StringAttr());
+      values[node.output(0)] = count.getResult(0);
+      continue;
     }
-    auto attrs = convertOnnxAttributes(node, nodeName);
-    if (!attrs)
-      return error(llvm::toString(attrs.takeError()));
-    // A variadic output's count (Split without `split`) is the node's.
-    if (tdl::takesOutputCount(*spec) && !attrs->count("num_outputs"))
-      (*attrs)["num_outputs"] = tdl::AttrValue::ofInt(node.output_size());
-    auto instance = instantiateSpec(node.op_type(),
-                                    ValueRange(operands).getTypes(), *attrs,
-                                    constValues);
-    if (!instance)
-      return error(where + ": " + llvm::toString(instance.takeError()));
-    // ONNX lets a node omit trailing optional outputs (a one-output
-    // LayerNormalization, say); the op still computes every output the spec
-    // declares and the omitted ones are simply unused.
-    if (instance->outputTypes().size() <
-        static_cast<size_t>(node.output_size()))
-      return error(where + ": the node has " +
-                   std::to_string(node.output_size()) +
-                   " outputs but the TDL "
-                   "spec of " +
-                   node.op_type() + " declares " +
-                   std::to_string(instance->outputTypes().size()));
-    SmallVector<Type> resultTypes;
-    for (const auto &type : instance->outputTypes())
-      resultTypes.push_back(fromTdlType(ctx, type));
-    auto compute = ComputeOp::create(
-        builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
-        resultTypes, node.op_type(), operands,
-        fromTdlAttrs(ctx, *attrs, constValues), nodeName, StringAttr());
-    for (auto [i, name] : llvm::enumerate(node.output())) {
-      if (name.empty())
-        continue;
-      values[name] = compute.getResult(i);
-      if (auto err =
-              checkDeclaredType(name, instance->outputTypes()[i], where))
-        return err;
-    }
+    if (auto err = importSpecNode(node, nodeName, where))
+      return err;
   }
 
   for (InputOp labels : labelInputs) {
@@ -849,6 +1086,10 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     if (!firstFeatures.empty())
       labels.setLabelsForAttr(builder.getStringAttr(firstFeatures));
   }
+
+  if (algorithm->present)
+    if (auto err = importTrainingUpdates(*algorithm))
+      return err;
 
   // Every graph output is marked by name; the train phase picks the loss
   // among them (--loss).
@@ -1004,19 +1245,6 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path +
                                        ": the ONNX model has no graph nodes");
-  // TrainingInfoProto (an ONNX training algorithm: Gradient and optimizer
-  // ops with update bindings) is not imported yet; ignoring it would train
-  // the model with a different algorithm than the one it carries.
-  if (model.training_info_size() > 0)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        path + ": the model carries training_info (" +
-            std::to_string(model.training_info_size()) +
-            " TrainingInfoProto); importing an ONNX training algorithm is "
-            "not supported yet: remove it (in Python: "
-            "del model.training_info[:]) and choose the training step with "
-            "--loss and --optimizer");
-
   context->loadDialect<TofuDialect, func::FuncDialect>();
   result.module = ModuleOp::create(FileLineColLoc::get(context, path, 0, 0));
   OnnxImporter importer(context, path, options);

@@ -53,6 +53,7 @@ trainingStepOptions(const CompileOptions &options) {
   result.weightDecay = t.weightDecay;
   result.lrDecay = t.lrDecay;
   result.freeze.assign(t.freeze.begin(), t.freeze.end());
+  result.overrides.assign(t.overrides.begin(), t.overrides.end());
   return result;
 }
 

@@ -4,7 +4,10 @@
 // against a new labels input), builds the backward pass by reverse-mode
 // automatic differentiation over tofu.compute ops, driven by the gradient
 // rules of the TDL specs, and appends one optimizer update per trainable
-// parameter, with the optimizer's state as persistent tensors.
+// parameter, with the optimizer's state as persistent tensors. A model that
+// carries its own training algorithm (tofu.gradient ops, from ONNX
+// training_info) keeps its loss, optimizer ops and updates: only the
+// gradients are built.
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Dialect/TdlInstance.h"
@@ -13,6 +16,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/GlobPattern.h"
 
@@ -167,6 +171,20 @@ private:
   llvm::StringSet<> names;
 };
 
+/// Drops the backward ops whose results nobody uses (the gradient with
+/// respect to a data input or a frozen parameter, zeros a rule did not
+/// need), last first so chains go entirely.
+void eraseUnusedBackwardOps(func::FuncOp func) {
+  SmallVector<ComputeOp> created;
+  func.walk([&](ComputeOp op) {
+    if (op.getGradOf() || op.getSpec() == "Ones")
+      created.push_back(op);
+  });
+  for (ComputeOp op : llvm::reverse(created))
+    if (op->use_empty())
+      op->erase();
+}
+
 struct BuildTrainingStepPass
     : public tofu::impl::BuildTrainingStepBase<BuildTrainingStepPass> {
   using BuildTrainingStepBase::BuildTrainingStepBase;
@@ -184,7 +202,11 @@ private:
   FailureOr<llvm::DenseSet<Operation *>> frozenParams(func::FuncOp func);
   LogicalResult buildBackward(func::FuncOp func, Value loss,
                               GradientBuilder &grads,
-                              const llvm::DenseSet<Operation *> &frozen);
+                              const llvm::DenseSet<Operation *> &frozen,
+                              const llvm::DenseSet<Value> &wanted = {});
+  LogicalResult expandGradientOps(func::FuncOp func,
+                                  ArrayRef<GradientOp> gradientOps,
+                                  OpBuilder &builder, GradientBuilder &grads);
   LogicalResult addUpdate(ParamOp param, Value grad, OpBuilder &builder,
                           GradientBuilder &grads);
 };
@@ -378,7 +400,8 @@ BuildTrainingStepPass::frozenParams(func::FuncOp func) {
 
 LogicalResult BuildTrainingStepPass::buildBackward(
     func::FuncOp func, Value loss, GradientBuilder &grads,
-    const llvm::DenseSet<Operation *> &frozen) {
+    const llvm::DenseSet<Operation *> &frozen,
+    const llvm::DenseSet<Value> &wanted) {
   SmallVector<ComputeOp> forward;
   func.walk([&](ComputeOp op) {
     // Ops added for the loss (softmax cross-entropy) are forward ops too.
@@ -473,12 +496,14 @@ LogicalResult BuildTrainingStepPass::buildBackward(
         continue;
       Value input = op.getInputs()[i];
       Operation *producer = input.getDefiningOp();
-      if (isa_and_nonnull<InputOp>(producer))
+      if (wanted.contains(input)) {
+        // a tofu.gradient asks for it, whatever it is
+      } else if (isa_and_nonnull<InputOp>(producer))
         continue; // no gradient is needed for data
-      if (producer && frozen.contains(producer))
+      else if (producer && frozen.contains(producer))
         continue; // frozen parameters are not trained
-      if (auto param = dyn_cast_or_null<ParamOp>(producer);
-          param && (param.getStateOf() || param.getConstant()))
+      else if (auto param = dyn_cast_or_null<ParamOp>(producer);
+               param && (param.getStateOf() || param.getConstant()))
         continue; // optimizer state and constants are not trained
       Value grad = resolve(*gradOperand);
       if (failedZeros)
@@ -585,8 +610,111 @@ LogicalResult BuildTrainingStepPass::addUpdate(ParamOp param, Value grad,
   return success();
 }
 
+LogicalResult BuildTrainingStepPass::expandGradientOps(
+    func::FuncOp func, ArrayRef<GradientOp> gradientOps, OpBuilder &builder,
+    GradientBuilder &grads) {
+  GradientOp first = gradientOps.front();
+  bool hasUpdates = !func.getOps<UpdateOp>().empty();
+  if (!hasUpdates && !gradientGraph)
+    return first.emitError()
+           << "the model computes gradients (the ONNX Gradient node '"
+           << first.getName()
+           << "') but updates nothing; tofuc builds a training step from "
+              "a model's training_info (a Gradient of its loss and an "
+              "update_binding), or with --loss and --optimizer from a model "
+              "without Gradient nodes";
+  auto refuse = [&](StringRef flag) {
+    return first.emitError()
+           << "the model carries its own training algorithm (ONNX "
+              "training_info with the Gradient node '"
+           << first.getName() << "'), so " << flag
+           << " does not apply: drop it, or remove the model's "
+              "training_info (del model.training_info[:]) to choose the "
+              "training step with --loss and --optimizer";
+  };
+  if (!lossName.empty())
+    return refuse("--loss");
+  if (!freeze.empty())
+    return refuse("--freeze");
+  if (!overrides.empty())
+    return refuse(overrides.front());
+  Value y = first.getY();
+  llvm::DenseSet<Value> wanted;
+  for (GradientOp gradient : gradientOps) {
+    if (gradient.getY() != y)
+      return gradient.emitError()
+             << "the gradients are of several scalars; one Gradient of one "
+                "scalar is supported";
+    wanted.insert(gradient.getX());
+  }
+
+  // The ops that use the gradients (the optimizer's), and the updates, move
+  // after the backward pass.
+  Block &body = func.getBody().front();
+  llvm::SetVector<Operation *> dependents;
+  SmallVector<Value> worklist;
+  for (GradientOp gradient : gradientOps)
+    worklist.push_back(gradient.getResult());
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers())
+      if (dependents.insert(user))
+        for (Value result : user->getResults())
+          worklist.push_back(result);
+  }
+  for (UpdateOp update : func.getOps<UpdateOp>())
+    dependents.insert(update);
+  if (Operation *producer = y.getDefiningOp();
+      producer && dependents.contains(producer))
+    return first.emitError()
+           << "the differentiated scalar depends on its own gradient";
+
+  if (failed(buildBackward(func, y, grads, /*frozen=*/{}, wanted)))
+    return failure();
+  llvm::DenseMap<GradientOp, Value> replacements;
+  for (GradientOp gradient : gradientOps) {
+    Value grad = grads.gradientOf(gradient.getX());
+    if (!grad) {
+      // The tensor does not influence y.
+      auto zeros = grads.create(gradient.getLoc(), "Zeros", {gradient.getX()},
+                                {}, (gradient.getName() + ".zeros").str(),
+                                gradient.getName());
+      if (failed(zeros))
+        return failure();
+      grad = zeros->getResult(0);
+    }
+    replacements[gradient] = grad;
+  }
+  Operation *terminator = body.getTerminator();
+  SmallVector<Operation *> moved;
+  for (Operation &op : body)
+    if (dependents.contains(&op))
+      moved.push_back(&op);
+  for (Operation *op : moved)
+    op->moveBefore(terminator);
+  for (GradientOp gradient : gradientOps) {
+    gradient.getResult().replaceAllUsesWith(replacements[gradient]);
+    gradient->erase();
+  }
+  grads.tagGradients();
+  if (hasUpdates)
+    for (OutputOp output : llvm::make_early_inc_range(func.getOps<OutputOp>()))
+      output->erase();
+  eraseUnusedBackwardOps(func);
+  return success();
+}
+
 void BuildTrainingStepPass::runOnOperation() {
   func::FuncOp func = getOperation();
+  OpBuilder builder(func.getContext());
+  builder.setInsertionPoint(func.getBody().front().getTerminator());
+  SmallVector<GradientOp> gradientOps(func.getOps<GradientOp>());
+  if (!gradientOps.empty()) {
+    GradientBuilder grads(func, builder);
+    if (failed(expandGradientOps(func, gradientOps, builder, grads)))
+      signalPassFailure();
+    return;
+  }
   if (!func.getOps<UpdateOp>().empty()) {
     func.emitError() << "the function already is a training step";
     return signalPassFailure();
@@ -597,8 +725,6 @@ void BuildTrainingStepPass::runOnOperation() {
                      << "' (sgd, momentum, adam or adagrad)";
     return signalPassFailure();
   }
-  OpBuilder builder(func.getContext());
-  builder.setInsertionPoint(func.getBody().front().getTerminator());
   GradientBuilder grads(func, builder);
 
   auto frozen = frozenParams(func);
@@ -624,18 +750,7 @@ void BuildTrainingStepPass::runOnOperation() {
   }
 
   grads.tagGradients();
-
-  // Backward ops whose results nobody uses (the gradient with respect to a
-  // data input or a frozen parameter, zeros a rule did not need) are
-  // dropped, last first so chains go entirely.
-  SmallVector<ComputeOp> created;
-  func.walk([&](ComputeOp op) {
-    if (op.getGradOf() || op.getSpec() == "Ones")
-      created.push_back(op);
-  });
-  for (ComputeOp op : llvm::reverse(created))
-    if (op->use_empty())
-      op->erase();
+  eraseUnusedBackwardOps(func);
 }
 
 } // namespace

@@ -115,6 +115,43 @@ NodeTest loadNodeTest(const std::string &dir) {
     return test;
   }
   const onnx::GraphProto &graph = model.graph();
+  bool hasGradient = false;
+  for (const auto &node : graph.node())
+    hasGradient |= node.op_type() == "Gradient";
+  if (hasGradient) {
+    // The whole graph runs: inputs and outputs are the graph's.
+    test.opType = "Gradient";
+    test.gradientGraph = dir + "/model.onnx";
+    for (const auto &value : graph.output())
+      test.outputNames.push_back(value.name());
+    std::vector<std::string> sets = dataSetDirs(dir);
+    if (sets.empty())
+      test.skipReason = "no test_data_set_N directory";
+    for (const std::string &setDir : sets) {
+      DataSet set;
+      set.name = baseName(setDir);
+      for (int k = 0; k < graph.input_size(); ++k) {
+        set.inputs.emplace_back();
+        std::string err =
+            readTensor(setDir + "/input_" + std::to_string(k) + ".pb",
+                       "input '" + graph.input(k).name() + "'",
+                       set.inputs.back());
+        if (!err.empty())
+          test.skipReason = err;
+      }
+      for (int k = 0; k < graph.output_size(); ++k) {
+        set.expected.emplace_back();
+        std::string err =
+            readTensor(setDir + "/output_" + std::to_string(k) + ".pb",
+                       "output '" + graph.output(k).name() + "'",
+                       set.expected.back());
+        if (!err.empty())
+          test.skipReason = err;
+      }
+      test.dataSets.push_back(std::move(set));
+    }
+    return test;
+  }
   if (graph.node_size() != 1) {
     test.skipReason =
         "multi-node graph (" + std::to_string(graph.node_size()) + " nodes)";

@@ -40,6 +40,11 @@ struct NodeTest {
   /// The serialized NodeProto of an RNN, LSTM or GRU node: it has no TDL
   /// spec and runs unrolled into per-step cells (RunUnrolledNodeTest.cpp).
   std::string recurrentNode;
+  /// The model path of a graph with a Gradient node (several nodes): it is
+  /// imported whole and its gradients built (RunGradientGraphTest.cpp);
+  /// `outputNames` are then the graph's outputs, each data set's inputs
+  /// the graph's inputs.
+  std::string gradientGraph;
   std::vector<DataSet> dataSets;
 
   /// Elements of all inputs and expected outputs of all data sets.

@@ -139,6 +139,8 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
 
   if (!test.recurrentNode.empty())
     return runUnrolledNodeTest(test, options, std::move(result));
+  if (!test.gradientGraph.empty())
+    return runGradientGraphTest(test, options, std::move(result));
 
   const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(test.opType);
   for (const DataSet &set : test.dataSets)

@@ -39,6 +39,13 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options);
 TestResult runUnrolledNodeTest(const NodeTest &test, const RunOptions &options,
                                TestResult result);
 
+/// Runs a loaded test whose graph has a Gradient node: the model is
+/// imported as tofuc does, `tofu-build-training-step{gradient-graph}`
+/// replaces the gradients by their backward ops, and every op runs in order
+/// on the backend. `result` carries the test's name.
+TestResult runGradientGraphTest(const NodeTest &test, const RunOptions &options,
+                                TestResult result);
+
 /// A short category of a skip reason, for the summary ("no TDL spec",
 /// "multi-node graph", "element type not supported", ...).
 std::string skipCategory(const std::string &reason);

@@ -229,6 +229,13 @@ int main(int argc, char **argv) {
   options.training.weightDecay = weightDecay;
   options.training.lrDecay = lrDecay;
   options.training.freeze.assign(freeze.begin(), freeze.end());
+  for (cl::Option *option :
+       std::initializer_list<cl::Option *>{&optimizer, &learningRate,
+                                           &momentum, &momentumBeta,
+                                           &nesterov, &beta1, &beta2,
+                                           &epsilon, &weightDecay, &lrDecay})
+    if (option->getNumOccurrences())
+      options.training.overrides.push_back(("--" + option->ArgStr).str());
   if (!compileTo.empty()) {
     auto phase = tofu::parsePhase(compileTo);
     if (!phase)

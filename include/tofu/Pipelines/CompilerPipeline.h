@@ -62,6 +62,9 @@ struct CompileOptions {
     double weightDecay = 0;         ///< --weight-decay (norm_coefficient)
     double lrDecay = 0;             ///< --lr-decay (Adagrad decay_factor)
     std::vector<std::string> freeze; ///< --freeze
+    /// The training flags given explicitly ("--optimizer", ...): a model
+    /// that carries its own training algorithm refuses them.
+    std::vector<std::string> overrides;
   } training;
   Phase stopAfter = Phase::Emit;
   PlanDump dumpPlan = PlanDump::None;
