@@ -872,6 +872,30 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
   return llvm::Error::success();
 }
 
+/// The number of rows that int64 input `indices` selects from when every
+/// user is a Gather reading it as its indices (an embedding lookup): the
+/// smallest gathered dimension among them. Nothing otherwise.
+static std::optional<int64_t> rowsIndexedBy(Value indices) {
+  std::optional<int64_t> rows;
+  for (Operation *user : indices.getUsers()) {
+    auto compute = dyn_cast<ComputeOp>(user);
+    if (!compute || compute.getSpec() != "Gather" ||
+        compute.getInputs().size() != 2 || compute.getInputs()[0] == indices)
+      return std::nullopt;
+    auto data = cast<RankedTensorType>(compute.getInputs()[0].getType());
+    int64_t axis = 0;
+    if (auto attr = compute.getAttrs().getAs<IntegerAttr>("axis"))
+      axis = attr.getInt();
+    if (axis < 0)
+      axis += data.getRank();
+    if (axis < 0 || axis >= data.getRank())
+      return std::nullopt;
+    int64_t dim = data.getDimSize(axis);
+    rows = rows ? std::min(*rows, dim) : dim;
+  }
+  return rows;
+}
+
 llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                                       ModuleOp module) {
   const onnx::GraphProto &graph = model.graph();
@@ -1078,10 +1102,20 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
 
   for (InputOp labels : labelInputs) {
     auto classes = classesOfLabels(labels.getResult());
-    if (!classes)
+    if (!classes) {
+      // Token ids: an int64 input that only indexes (Gather's indices, an
+      // embedding lookup) is a features input whose values lie in
+      // [0, rows of the gathered table).
+      if (auto vocabulary = rowsIndexedBy(labels.getResult())) {
+        labels.setRole("features");
+        labels.setClassesAttr(builder.getI64IntegerAttr(*vocabulary));
+        continue;
+      }
       return error("integer graph input '" + labels.getSymName() +
-                   "' does not feed the labels of a loss; integer inputs "
-                   "other than class labels are not supported yet");
+                   "' is neither the labels of a loss nor only the indices "
+                   "of Gather nodes (token ids); other integer inputs are "
+                   "not supported yet");
+    }
     labels.setClassesAttr(builder.getI64IntegerAttr(*classes));
     if (!firstFeatures.empty())
       labels.setLabelsForAttr(builder.getStringAttr(firstFeatures));

@@ -216,6 +216,8 @@ llvm::Error Materializer::addTensors() {
                 {static_cast<int32_t>(result.tensors.size()), pair->str()});
         } else {
           info.role = plan::TensorRole::Input;
+          // Token ids: their values lie in [0, classes).
+          info.numClasses = input.getClasses().value_or(0);
         }
         inputByName[info.name] = result.tensors.size();
       } else if (auto param = dyn_cast<ParamOp>(op)) {

@@ -71,8 +71,20 @@ std::string SyntheticData::fill(int32_t tensor, const Box &region,
                                 int64_t batch, void *out) const {
   const TensorInfo &t = plan.tensors[tensor];
   if (t.role == TensorRole::Input) {
+    if (t.dtype == DType::I64 && t.numClasses > 0) {
+      // Token ids, uniform in [0, numClasses).
+      int64_t *p = static_cast<int64_t *>(out);
+      forEachElement(region, [&](int64_t e, const std::vector<int64_t> &idx) {
+        p[e] = static_cast<int64_t>(
+            mix(nameHash(t.name), static_cast<uint64_t>(batch),
+                static_cast<uint64_t>(flatIndex(idx, t.shape))) %
+            static_cast<uint64_t>(t.numClasses));
+      });
+      return "";
+    }
     if (t.dtype != DType::F32)
-      return "input tensor '" + t.name + "' must be float32 for synthetic data";
+      return "input tensor '" + t.name + "' must be float32 (or int64 token "
+             "ids with a class count) for synthetic data";
     // Features labelled by a label tensor are drawn around the prototype of
     // each row's class; other inputs are plain noise.
     const TensorInfo *labels = nullptr;

@@ -12,14 +12,12 @@ for k = 1, tofu-run runs one SGD step with --dump, and the loss and the
 gradient of every parameter must equal torch autograd's on the same weights
 and batch, in float64 (relative difference 1e-3):
 
-* ``lstm``: ``nn.LSTM`` language model, 2 layers, hidden 16, 6 time steps,
-  batch 4 -> ``nn.Linear`` -> cross-entropy over 32 tokens. The input is
-  the embedded sequence [T, B, E]: an ``nn.Embedding`` in front is exported
-  as ``Gather(emb.weight, tokens)`` with an int64 graph input ``tokens``,
-  which tofuc does not take yet ("integer graph input 'tokens' does not feed
-  the labels of a loss; integer inputs other than class labels are not
-  supported yet"; tofu-run's synthetic data has no token generator either),
-  so the embedding is not part of this model.
+* ``lstm``: ``nn.LSTM`` language model: ``nn.Embedding`` of 32 tokens
+  (width 16) -> 2 LSTM layers, hidden 16, 6 time steps, batch 4 ->
+  ``nn.Linear`` -> cross-entropy over the 32 tokens. The input is the int64
+  token ids [T, B]; the embedding is exported as ``Gather(emb.weight,
+  input)``, tofuc makes the input a features input of token ids in
+  [0, 32), and tofu-run's synthetic data draws them uniformly.
 * ``transformer``: ``nn.TransformerEncoder`` (2 layers, d_model 16, 2 heads,
   feed-forward 32, dropout 0) over [S=5, B=4, 16], mean over the sequence,
   ``nn.Linear`` to 10 classes.
@@ -71,11 +69,12 @@ class WithLoss(nn.Module):
 class LstmLm(nn.Module):
     def __init__(self, embed=16, hidden=16, layers=2, vocab=32):
         super().__init__()
+        self.emb = nn.Embedding(vocab, embed)
         self.lstm = nn.LSTM(embed, hidden, layers)
         self.out = nn.Linear(hidden, vocab)
 
-    def forward(self, x):
-        y, _ = self.lstm(x)
+    def forward(self, tokens):
+        y, _ = self.lstm(self.emb(tokens))
         return self.out(y)
 
 
@@ -94,7 +93,7 @@ def make_model(name):
     """(module with loss, example input, example labels)."""
     torch.manual_seed(0)
     if name == "lstm":
-        return (WithLoss(LstmLm(), reshape_logits=True), torch.randn(6, 4, 16),
+        return (WithLoss(LstmLm(), reshape_logits=True), torch.randint(0, 32, (6, 4)),
                 torch.randint(0, 32, (24,)))
     if name == "transformer":
         return (WithLoss(EncoderClassifier()), torch.randn(5, 4, 16),
@@ -142,7 +141,13 @@ def main():
                 f = os.path.join(dump, f"param.{E.dump_name(p)}.npy")
                 if p in state and os.path.exists(f):
                     state[p].copy_(torch.from_numpy(np.load(f).astype(np.float64)))
-        xin = torch.from_numpy(np.load(os.path.join(dump, "input.input.npy")).astype(np.float64))
+        xin = np.load(os.path.join(dump, "input.input.npy"))
+        if xin.dtype == np.int64:  # token ids
+            E.check(xin.min() >= 0 and xin.max() < 32 and len(np.unique(xin)) > 8,
+                    f"{name}: token ids {np.unique(xin)} are not spread over [0, 32)")
+            xin = torch.from_numpy(xin)
+        else:
+            xin = torch.from_numpy(xin.astype(np.float64))
         lab = torch.from_numpy(np.load(os.path.join(dump, "input.labels.npy")))
         loss = model(xin, lab)
         loss.backward()

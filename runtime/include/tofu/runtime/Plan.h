@@ -74,7 +74,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   TensorRole role = TensorRole::Activation;
   std::vector<Cut> tiling;  ///< cuts, one per recursion step (may be empty)
-  int64_t numClasses = 0;   ///< for Label tensors: labels lie in [0, numClasses)
+  int64_t numClasses = 0;   ///< Label tensors, int64 Input tensors (token ids): values lie in [0, numClasses)
   int32_t pairedInput = -1; ///< for Label tensors: the Input tensor they label
   std::string paramName;    ///< for Param/Updated: the ONNX initializer name
   int32_t gradientOf = -1;  ///< for a Param's full gradient: the Param tensor

@@ -15,6 +15,8 @@
 //    c = labels[n]: x = 0.5 * u + P[c, j], P[c, j] = ±0.5 from
 //    mix(kPrototypeSeed, c, j) (j = feature index within the row). Other
 //    inputs are u.
+//  * Input tensors of token ids (i64) with numClasses V (the rows of the
+//    embedding they index): uniform ids, mix(fnv1a64(name), b, e) mod V.
 //
 // Values depend only on global coordinates, so any box can be generated on
 // its own.
