@@ -57,3 +57,32 @@ std::string tofu::runtime::assembleTensor(const Plan &plan, int32_t tensor,
              "; the plan is inconsistent (recompile it with tofuc)";
   return "";
 }
+
+void tofu::runtime::extractRegion(const std::vector<uint8_t> &whole,
+                                  const std::vector<int64_t> &shape,
+                                  size_t elementSize, const Box &region,
+                                  std::vector<uint8_t> &out) {
+  const size_t rank = shape.size();
+  const int64_t n = region.numElements();
+  out.assign(static_cast<size_t>(n) * elementSize, 0);
+  if (n == 0)
+    return;
+  std::vector<int64_t> gstride(rank, 1);
+  for (size_t i = rank; i-- > 1;)
+    gstride[i - 1] = gstride[i] * shape[i];
+  // The innermost dimension is one contiguous run in both layouts.
+  const int64_t run = rank ? region.hi[rank - 1] - region.lo[rank - 1] : 1;
+  std::vector<int64_t> idx(region.lo);
+  for (int64_t e = 0; e < n; e += run) {
+    int64_t g = 0;
+    for (size_t i = 0; i < rank; ++i)
+      g += idx[i] * gstride[i];
+    std::memcpy(&out[e * elementSize], &whole[g * elementSize],
+                run * elementSize);
+    for (size_t i = rank > 0 ? rank - 1 : 0; i-- > 0;) {
+      if (++idx[i] < region.hi[i])
+        break;
+      idx[i] = region.lo[i];
+    }
+  }
+}

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 using namespace tofu::plan;
@@ -454,10 +455,95 @@ TEST_F(TofuRun, BadDataGivesClearErrors) {
               "tofu-run: error: step 1: ");
 }
 
-TEST_F(TofuRun, ResumeIsNotImplementedYet) {
-  Result r = runTool(dir + "plan.bin --resume " + dir + "ckpt");
+TEST_F(TofuRun, ResumeContinuesTrainingExactly) {
+  // 4 steps straight and 2 + --save + --resume 2 write byte-identical models
+  // (same weights, same state file name, which is the state's checksum).
+  std::system(("mkdir -p " + dir + "a " + dir + "b " + dir + "c").c_str());
+  Result r = runTool(dir + "plan.bin --steps 4 --quiet --save " + dir +
+                     "a/m.onnx");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = runTool(dir + "plan.bin --steps 2 --quiet --save " + dir + "b/m.onnx");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = runTool(dir + "plan.bin --steps 2 --resume " + dir + "b/m.onnx --save " +
+              dir + "c/m.onnx");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Resumed steps are numbered on from the checkpoint.
+  EXPECT_NE(r.out.find("step 3  loss "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 4  loss "), std::string::npos) << r.out;
+  std::string straight = slurp(dir + "a/m.onnx");
+  ASSERT_FALSE(straight.empty());
+  EXPECT_EQ(slurp(dir + "c/m.onnx"), straight);
+  EXPECT_NE(slurp(dir + "b/m.onnx"), straight);
+  onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromString(straight));
+  std::map<std::string, std::string> meta;
+  for (const auto &e : model.metadata_props())
+    meta[e.key()] = e.value();
+  EXPECT_EQ(meta["tofu.training_step"], "4");
+  ASSERT_EQ(meta["tofu.training_state"].rfind("m.onnx.tofu-state-", 0), 0u)
+      << meta["tofu.training_state"];
+  EXPECT_FALSE(slurp(dir + "a/" + meta["tofu.training_state"]).empty());
+
+  // Saving again to the same path removes the older state file.
+  r = runTool(dir + "plan.bin --steps 1 --quiet --save " + dir + "a/m.onnx");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(slurp(dir + "a/" + meta["tofu.training_state"]).empty());
+}
+
+TEST_F(TofuRun, ResumeErrors) {
+  // A model that tofu-run did not save has no training state.
+  std::ofstream(dir + "plain.onnx", std::ios::binary) << std::string(
+      plan.onnxModel.begin(), plan.onnxModel.end());
+  Result r = runTool(dir + "plan.bin --resume " + dir + "plain.onnx");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("tofu-run: error: --resume is not implemented yet"),
+  EXPECT_NE(r.err.find("carries no tofu training state"), std::string::npos)
+      << r.err;
+
+  r = runTool(dir + "plan.bin --resume " + dir + "missing.onnx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot open '" + dir + "missing.onnx'"),
+            std::string::npos)
+      << r.err;
+
+  r = runTool(dir + "plan.bin --steps 1 --quiet --save " + dir + "m.onnx");
+  ASSERT_EQ(r.code, 0) << r.err;
+  onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromString(slurp(dir + "m.onnx")));
+  std::string state;
+  for (const auto &e : model.metadata_props())
+    if (e.key() == "tofu.training_state")
+      state = dir + e.value();
+  std::string bytes = slurp(state);
+  ASSERT_FALSE(bytes.empty());
+
+  // A flipped byte in the state file.
+  std::string bad = bytes;
+  bad[20] ^= 0x10;
+  std::ofstream(state, std::ios::binary) << bad;
+  r = runTool(dir + "plan.bin --resume " + dir + "m.onnx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("checksum mismatch"), std::string::npos) << r.err;
+
+  // The state file gone.
+  std::remove(state.c_str());
+  r = runTool(dir + "plan.bin --resume " + dir + "m.onnx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot open the training state"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("keep the two together"), std::string::npos) << r.err;
+
+  // A checkpoint of another model: the parameter has another shape.
+  std::ofstream(state, std::ios::binary) << bytes;
+  ASSERT_TRUE(model.ParseFromString(slurp(dir + "m.onnx")));
+  model.mutable_graph()->mutable_initializer(0)->set_dims(0, 6);
+  model.mutable_graph()->mutable_initializer(0)->set_raw_data(
+      std::string(24, '\0'));
+  std::string wrong;
+  ASSERT_TRUE(model.SerializeToString(&wrong));
+  std::ofstream(dir + "m.onnx", std::ios::binary) << wrong;
+  r = runTool(dir + "plan.bin --resume " + dir + "m.onnx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("has shape [6], the plan's parameter [4]"),
             std::string::npos)
       << r.err;
 }

@@ -3,7 +3,8 @@
 //   tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda] [--report out.json]
 //                     [--save trained.onnx] [--dump DIR] [--dump-plan]
 //                     [--kernels native|interpreter] [--trace trace.json]
-//                     [--data DIR] [--quiet] [--comm-timeout S]
+//                     [--data DIR] [--resume trained.onnx] [--quiet]
+//                     [--comm-timeout S]
 //
 // Under `mpirun -np k` or the torchrun environment it runs as one process per
 // device (ProcessGroup.h); rank 0 prints, reports and saves.
@@ -25,6 +26,7 @@
 #include "tofu/runtime/RunReport.h"
 #include "tofu/runtime/TensorAssembly.h"
 #include "tofu/runtime/TraceRecorder.h"
+#include "tofu/runtime/TrainingCheckpoint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -49,13 +51,17 @@ const char *kUsage =
     "usage: tofu-run plan.bin [--steps N] [--backend auto|cpu|cuda]\n"
     "                [--report out.json] [--save trained.onnx] [--dump DIR]\n"
     "                [--dump-plan] [--kernels native|interpreter]\n"
-    "                [--trace trace.json] [--data DIR] [--quiet]\n"
-    "                [--comm-timeout S]\n"
+    "                [--trace trace.json] [--data DIR] [--resume FILE]\n"
+    "                [--quiet] [--comm-timeout S]\n"
     "\n"
     "  --steps N          training steps to run (default 10)\n"
     "  --backend B        auto (default: the CPU backend), cpu, or cuda\n"
     "  --report FILE      write a JSON report (loss, time, memory, bytes)\n"
-    "  --save FILE        write the trained weights into the plan's ONNX model\n"
+    "  --save FILE        write the trained weights into the plan's ONNX model,\n"
+    "                     and the optimizer state and step count next to it\n"
+    "                     (FILE.tofu-state-<checksum>)\n"
+    "  --resume FILE      continue training from a model written by --save:\n"
+    "                     its weights, optimizer state and step count\n"
     "  --dump DIR         write step-1 inputs, gradients and initial params as .npy\n"
     "                     (step N > 1: inputs and gradients in DIR/stepN/)\n"
     "  --dump-plan        print the plan summary and exit\n"
@@ -91,7 +97,7 @@ int fail(const std::string &msg) {
 
 struct Options {
   std::string planPath, backend = "auto", reportPath, savePath, dumpDir;
-  std::string tracePath, dataDir;
+  std::string tracePath, dataDir, resumePath;
   std::string kernels = "native";
   int64_t steps = 10;
   bool dumpPlan = false, quiet = false;
@@ -172,10 +178,8 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
       if (!(err = value(opts.savePath)).empty())
         return err;
     } else if (a == "--resume") {
-      return "--resume is not implemented yet (tofu-run cannot restore "
-             "optimizer state); to continue training plain-SGD weights, "
-             "compile the model written by --save with tofuc and run that "
-             "plan";
+      if (!(err = value(opts.resumePath)).empty())
+        return err;
     } else if (a == "--data") {
       if (!(err = value(opts.dataDir)).empty())
         return err;
@@ -302,36 +306,6 @@ std::vector<bool> updatedParams(const Plan &plan) {
   return updated;
 }
 
-std::string saveModel(const Plan &plan, const BufferSource &live,
-                      const std::string &path) {
-  std::map<std::string, TrainedParam> params;
-  // Only trained parameters are written back: a Param tensor without an
-  // update is a constant (an ONNX Constant or a value tofuc folded, which
-  // has no initializer) or a frozen weight, whose initializer stays as is.
-  std::vector<bool> updated = updatedParams(plan);
-  for (size_t t = 0; t < plan.tensors.size(); ++t) {
-    const TensorInfo &info = plan.tensors[t];
-    if (info.role != TensorRole::Param || !updated[t])
-      continue;
-    if (info.dtype != DType::F32)
-      return "parameter '" + info.name + "' is not float32";
-    if (info.paramName.empty())
-      return "parameter tensor '" + info.name + "' has no ONNX initializer "
-             "name (paramName) in the plan";
-    std::vector<uint8_t> bytes;
-    if (std::string err =
-            assembleTensor(plan, static_cast<int32_t>(t), live, bytes);
-        !err.empty())
-      return err;
-    TrainedParam p;
-    p.shape = info.shape;
-    p.values.resize(bytes.size() / sizeof(float));
-    std::memcpy(p.values.data(), bytes.data(), bytes.size());
-    params[info.paramName] = std::move(p);
-  }
-  return saveTrainedOnnx(plan.onnxModel, params, path);
-}
-
 int run(int argc, char **argv) {
   Options opts;
   if (std::string err = parseArgs(argc, argv, opts); !err.empty())
@@ -382,6 +356,13 @@ int run(int argc, char **argv) {
     return fail(opts.planPath +
                 ": compiled without weights (--no-weights); recompile with "
                 "the weights to run it");
+  // Weights, optimizer state and the step counter of a saved run.
+  int64_t startStep = 0;
+  if (!opts.resumePath.empty())
+    if (std::string err =
+            resumeCheckpoint(opts.resumePath, plan, startStep);
+        !err.empty())
+      return failOnEveryRank(err);
   if (opts.backend == "cuda")
     return fail("the CUDA executor is not implemented yet; run this plan "
                 "with --backend cpu (or auto)");
@@ -462,8 +443,8 @@ int run(int argc, char **argv) {
     if (trace)
       trace->beginStep(s);
     auto t0 = std::chrono::steady_clock::now();
-    if (std::string err = exec.runStep(s); !err.empty())
-      return fail("step " + std::to_string(s + 1) + ": " + err);
+    if (std::string err = exec.runStep(startStep + s); !err.empty())
+      return fail("step " + std::to_string(startStep + s + 1) + ": " + err);
     double secs = std::chrono::duration<double>(
                       std::chrono::steady_clock::now() - t0)
                       .count();
@@ -471,14 +452,14 @@ int run(int argc, char **argv) {
     double loss = 0;
     if (leader)
       if (std::string err = exec.lastLoss(loss); !err.empty())
-        return fail("step " + std::to_string(s + 1) + ": " + err);
+        return fail("step " + std::to_string(startStep + s + 1) + ": " + err);
     uint64_t stepComm = exec.commBytesTotal();
     if (group.multiProcess()) {
       std::vector<uint64_t> perRank;
       if (std::string err = group.gather(
               exec.commBytesPerDevice()[group.rank()], perRank);
           !err.empty())
-        return fail("step " + std::to_string(s + 1) + ": " + err);
+        return fail("step " + std::to_string(startStep + s + 1) + ": " + err);
       stepComm = 0;
       for (uint64_t b : perRank)
         stepComm += b;
@@ -486,7 +467,7 @@ int run(int argc, char **argv) {
     report.steps.push_back({loss, secs, stepComm});
     if (!opts.quiet)
       std::printf("step %lld  loss %.6f  %.4f s\n",
-                  static_cast<long long>(s + 1), loss, secs);
+                  static_cast<long long>(startStep + s + 1), loss, secs);
     if (!opts.dumpDir.empty()) {
       // Step 1 in DIR itself, later steps in DIR/step<N>/.
       std::string dir = opts.dumpDir;
@@ -553,13 +534,17 @@ int run(int argc, char **argv) {
     BufferSource live = [&exec](int32_t d, int32_t b) {
       return exec.bufferData(d, b);
     };
-    // One process per device: rank 0 gathers the trained shards.
+    // One process per device: rank 0 gathers the trained shards and the
+    // optimizer state.
     std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>> gathered;
     if (group.multiProcess()) {
       std::vector<bool> updated = updatedParams(plan);
       const int32_t me = group.rank();
       if (std::string err = group.gatherOwnedBuffers(
-              plan, [&updated](int32_t t) { return bool(updated[t]); },
+              plan,
+              [&updated, &plan](int32_t t) {
+                return updated[t] || plan.tensors[t].role == TensorRole::State;
+              },
               [&exec, me](int32_t b) { return exec.bufferData(me, b); },
               gathered);
           !err.empty())
@@ -573,7 +558,8 @@ int run(int argc, char **argv) {
       };
     }
     if (leader)
-      if (std::string err = saveModel(plan, live, opts.savePath);
+      if (std::string err = saveCheckpoint(plan, live, startStep + opts.steps,
+                                           opts.savePath);
           !err.empty())
         return fail("--save: " + err);
     if (!opts.quiet)

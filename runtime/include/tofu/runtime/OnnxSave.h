@@ -17,13 +17,31 @@ struct TrainedParam {
 
 /// Parses `model` (a serialized onnx::ModelProto), replaces the initializer
 /// named by each key of `params` with its trained values (raw_data, float32,
-/// external data cleared), and writes the model to `path` through a
-/// temporary file in the same directory that is renamed into place. Fails if
-/// the model does not parse, an initializer is missing, or its element type
-/// or shape differs.
+/// external data cleared), sets the model's metadata_props entries named by
+/// the keys of `metadata` (replacing entries of the same key), and writes the
+/// model to `path` through a temporary file in the same directory that is
+/// renamed into place. Fails if the model does not parse, an initializer is
+/// missing, or its element type or shape differs.
 std::string saveTrainedOnnx(const std::vector<uint8_t> &model,
                             const std::map<std::string, TrainedParam> &params,
-                            const std::string &path);
+                            const std::string &path,
+                            const std::map<std::string, std::string>
+                                &metadata = {});
+
+/// What `readOnnxWeights` returns: the float32 initializers asked for, and
+/// every metadata_props entry of the model.
+struct OnnxWeights {
+  std::map<std::string, TrainedParam> params;
+  std::map<std::string, std::string> metadata;
+};
+
+/// Reads the ONNX model file at `path` and returns the float32 initializers
+/// named in `wanted` (raw_data or float_data; external data is an error) and
+/// the model's metadata. An initializer in `wanted` that the model lacks is
+/// not an error here (the caller names what is missing).
+std::string readOnnxWeights(const std::string &path,
+                            const std::vector<std::string> &wanted,
+                            OnnxWeights &out);
 
 } // namespace tofu::runtime
 

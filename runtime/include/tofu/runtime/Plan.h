@@ -57,7 +57,8 @@ enum class TensorRole : uint8_t {
   Loss = 5,       ///< the scalar loss
   Updated = 6,    ///< new value of a Param or State, copied back at step end
   State = 7,      ///< optimizer state (velocity, moments, update count,
-                  ///< learning rate), persistent across steps; not saved
+                  ///< learning rate), persistent across steps; --save
+                  ///< writes it to the checkpoint's state file
 };
 
 /// One cut of a tiling: dimension `dim` split into `parts` parts at one

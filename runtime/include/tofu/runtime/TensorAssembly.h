@@ -2,7 +2,7 @@
 //
 // Each device owns one buffer per tensor (its tile); together the owned
 // buffers cover the tensor. --save and --dump reassemble whole tensors from
-// them.
+// them; --resume cuts whole tensors back into buffers.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_TENSORASSEMBLY_H
@@ -27,6 +27,14 @@ using BufferSource = std::function<const uint8_t *(int32_t device,
 std::string assembleTensor(const plan::Plan &plan, int32_t tensor,
                            const BufferSource &source,
                            std::vector<uint8_t> &out);
+
+/// The inverse for one buffer: copies box `region` (global coordinates) of a
+/// whole tensor stored densely in `whole` (row-major, global `shape`,
+/// `elementSize` bytes per element) into `out`, densely in row-major order
+/// of the box.
+void extractRegion(const std::vector<uint8_t> &whole,
+                   const std::vector<int64_t> &shape, size_t elementSize,
+                   const plan::Box &region, std::vector<uint8_t> &out);
 
 } // namespace tofu::runtime
 
