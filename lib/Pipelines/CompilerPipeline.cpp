@@ -178,7 +178,10 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     os << formatPlanHtml(func, *plan);
   if (!options.outputPath.empty()) {
     plan->searchSeconds = 0;
-    std::string err = plan::writePlan(*plan, options.outputPath);
+    plan::WriteOptions write;
+    write.externalWeightsAbove =
+        options.externalWeights ? 0 : kAutoExternalWeightsBytes;
+    std::string err = plan::writePlan(*plan, options.outputPath, write);
     if (!err.empty())
       return fail(options.outputPath + ": " + err);
   }

@@ -2,7 +2,7 @@
 //
 // Internal to tofu_plan: constants and little-endian helpers shared by
 // PlanWriter.cpp and PlanReader.cpp. The layout is documented in
-// runtime/plan/README.md; keep the two in sync.
+// docs/PlanFormat.md; keep the two in sync.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_PLAN_PLANCONTAINER_H
@@ -21,8 +21,9 @@ inline constexpr uint16_t kMajor = 1;
 /// Minor history: 1.0 initial; 1.1 adds Instr.programs,
 /// Instr.reduction_ranges and DType::Bool; 1.2 adds Plan.without_weights;
 /// 1.3 adds the expression function Uniform (counter-based random numbers,
-/// e.g. training-mode Dropout); 1.4 adds TensorRole::State.
-inline constexpr uint16_t kMinor = 4;
+/// e.g. training-mode Dropout); 1.4 adds TensorRole::State; 1.5 adds
+/// per-device weight checksums and external weight files.
+inline constexpr uint16_t kMinor = 5;
 
 /// Fixed part of the header; the section table follows it.
 inline constexpr size_t kFixedHeaderBytes = 128;

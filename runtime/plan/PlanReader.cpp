@@ -21,7 +21,9 @@
 #include <cstdio>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <new>
 #include <sstream>
 
@@ -78,12 +80,17 @@ std::string toStr(const flatbuffers::String *s) {
   return s ? s->str() : std::string();
 }
 
+/// Finds device d's weight shard: checks where the Device table says it
+/// lies and sets `shard` to its verified bytes, or to null when this read
+/// does not load that device's initial contents.
+using ShardLoader = std::function<std::string(
+    size_t d, const fbs::Device &fd, const uint8_t *&shard)>;
+
 /// Decodes the FlatBuffers plan into `plan` and checks every index.
 class PlanDecoder {
 public:
-  PlanDecoder(const fbs::Plan &root, const uint8_t *weights,
-              uint64_t weightsSize, Plan &plan)
-      : root(root), weights(weights), weightsSize(weightsSize), plan(plan) {}
+  PlanDecoder(const fbs::Plan &root, ShardLoader loadShard, Plan &plan)
+      : root(root), loadShard(std::move(loadShard)), plan(plan) {}
 
   std::string decode();
 
@@ -98,8 +105,7 @@ private:
   std::string checkPieces(size_t d, size_t i, const Instr &in);
 
   const fbs::Plan &root;
-  const uint8_t *weights;
-  uint64_t weightsSize;
+  ShardLoader loadShard;
   Plan &plan;
 };
 
@@ -384,11 +390,11 @@ std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
   std::string where = "device " + std::to_string(d);
   dev.peakBytes = fd.peak_bytes();
   dev.commBytes = fd.comm_bytes();
-  uint64_t wOff = fd.weights_offset(), wSize = fd.weights_size();
-  if (wOff > weightsSize || wSize > weightsSize - wOff)
-    return where + ": weights range [" + std::to_string(wOff) + ", +" +
-           std::to_string(wSize) + ") lies outside the WEIGHTS section (" +
-           std::to_string(weightsSize) + " bytes)";
+  const uint64_t wSize = fd.weights_size();
+  const uint8_t *shard = nullptr;
+  if (std::string err = loadShard(d, fd, shard); !err.empty())
+    return err;
+  dev.weightsFile = toStr(fd.weights_file());
 
   size_t nb = fd.buffers() ? fd.buffers()->size() : 0;
   dev.buffers.resize(nb);
@@ -431,8 +437,8 @@ std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
                std::to_string(io) + ", +" + std::to_string(buf.bytes) +
                ") lie outside the device's weights range (" +
                std::to_string(wSize) + " bytes)";
-      const uint8_t *p = weights + wOff + io;
-      buf.init.assign(p, p + buf.bytes);
+      if (shard)
+        buf.init.assign(shard + io, shard + io + buf.bytes);
     }
   }
 
@@ -502,10 +508,47 @@ struct SectionEntry {
   uint64_t offset, size, checksum;
 };
 
+/// Where the bytes of a plan.bin come from: the whole file in memory (a full
+/// read, which verifies every byte), or the open file, read range by range
+/// (a partial read of one device's shard).
+struct PlanInput {
+  bool partial = false;           ///< read ranges from `file`, not `whole`
+  const uint8_t *whole = nullptr; ///< the whole file (full read)
+  std::ifstream *file = nullptr;  ///< the open file (partial read)
+  uint64_t size = 0;              ///< file size in bytes
+  /// plan.bin's directory, where external weight files are looked up; unset
+  /// for readPlanBytes (which then refuses external weights).
+  bool hasDir = false;
+  std::filesystem::path dir;
+  ReadOptions options;
+
+  /// Bytes [offset, offset + n) of the file (in range: checked before).
+  std::string readAt(uint64_t offset, uint64_t n, std::vector<uint8_t> &out) {
+    out.resize(n);
+    file->clear();
+    file->seekg(static_cast<std::streamoff>(offset));
+    file->read(reinterpret_cast<char *>(out.data()),
+               static_cast<std::streamsize>(n));
+    if (static_cast<uint64_t>(file->gcount()) != n)
+      return "short read at offset " + std::to_string(offset) +
+             " (the file changed while it was read?)";
+    return "";
+  }
+};
+
 /// Verifies the container and decodes it.
-std::string readContainer(const std::vector<uint8_t> &file, Plan &plan) {
-  const uint64_t size = file.size();
-  const uint8_t *p = file.data();
+std::string readContainer(PlanInput &in, Plan &plan) {
+  const uint64_t size = in.size;
+  const bool partial = in.partial;
+  std::vector<uint8_t> headerBytes;
+  const uint8_t *p = in.whole;
+  if (partial) {
+    if (std::string err = in.readAt(0, std::min<uint64_t>(size, ct::kFixedHeaderBytes),
+                                    headerBytes);
+        !err.empty())
+      return err;
+    p = headerBytes.data();
+  }
   if (size < ct::kOffHeaderSize)
     return "file is " + std::to_string(size) +
            " bytes, too small to be a plan.bin; " + kRecompile;
@@ -539,6 +582,11 @@ std::string readContainer(const std::vector<uint8_t> &file, Plan &plan) {
       headerSize > size)
     return "header size " + std::to_string(headerSize) + " does not match " +
            std::to_string(numSections) + " sections; " + kRecompile;
+  if (partial) {
+    if (std::string err = in.readAt(0, headerSize, headerBytes); !err.empty())
+      return err;
+    p = headerBytes.data();
+  }
   uint64_t expectHeader = ct::loadLE(p + ct::kOffHeaderChecksum, 8);
   uint64_t foundHeader = ct::headerChecksum(p, headerSize);
   if (expectHeader != foundHeader)
@@ -574,52 +622,137 @@ std::string readContainer(const std::vector<uint8_t> &file, Plan &plan) {
       return name + " has unknown flags; " + kRecompile;
     sections.push_back(s);
   }
-  // Every byte outside the header and the sections is zero padding.
-  std::vector<std::pair<uint64_t, uint64_t>> used = {{0, headerSize}};
-  for (const SectionEntry &s : sections)
-    used.emplace_back(s.offset, s.offset + s.size);
-  std::sort(used.begin(), used.end());
-  uint64_t cursor = 0;
-  for (const auto &[lo, hi] : used) {
-    for (uint64_t b = cursor; b < lo; ++b)
+  if (!partial) {
+    // Every byte outside the header and the sections is zero padding.
+    std::vector<std::pair<uint64_t, uint64_t>> used = {{0, headerSize}};
+    for (const SectionEntry &s : sections)
+      used.emplace_back(s.offset, s.offset + s.size);
+    std::sort(used.begin(), used.end());
+    uint64_t cursor = 0;
+    for (const auto &[lo, hi] : used) {
+      for (uint64_t b = cursor; b < lo; ++b)
+        if (p[b] != 0)
+          return "non-zero byte at offset " + std::to_string(b) +
+                 " between sections; " + kRecompile;
+      cursor = std::max(cursor, hi);
+    }
+    for (uint64_t b = cursor; b < size; ++b)
       if (p[b] != 0)
         return "non-zero byte at offset " + std::to_string(b) +
-               " between sections; " + kRecompile;
-    cursor = std::max(cursor, hi);
+               " after the last section; " + kRecompile;
   }
-  for (uint64_t b = cursor; b < size; ++b)
-    if (p[b] != 0)
-      return "non-zero byte at offset " + std::to_string(b) +
-             " after the last section; " + kRecompile;
 
+  // A full read checks every section; a partial one the PLAN section, the
+  // MODEL section if it is loaded, and (below) its own weight shard.
   const SectionEntry *planSec = nullptr, *weightsSec = nullptr,
                      *modelSec = nullptr;
+  std::vector<uint8_t> planBytes, modelBytes;
   for (const SectionEntry &s : sections) {
-    uint64_t found = ct::fnv1a64(p + s.offset, s.size);
-    if (found != s.checksum)
-      return std::string("checksum mismatch in the ") +
-             ct::sectionName(s.kind) + " section: expected " +
-             hex(s.checksum) + ", found " + hex(found) + "; " + kRecompile;
+    const uint8_t *data = nullptr;
     if (s.kind == ct::kSectionPlan)
       planSec = &s;
     else if (s.kind == ct::kSectionWeights)
       weightsSec = &s;
     else if (s.kind == ct::kSectionModel)
       modelSec = &s;
+    if (!partial) {
+      data = p + s.offset;
+    } else if (s.kind == ct::kSectionPlan ||
+               (s.kind == ct::kSectionModel && in.options.loadModel)) {
+      std::vector<uint8_t> &buf =
+          s.kind == ct::kSectionPlan ? planBytes : modelBytes;
+      if (std::string err = in.readAt(s.offset, s.size, buf); !err.empty())
+        return err;
+      data = buf.data();
+    } else {
+      continue; // not read, not checked
+    }
+    uint64_t found = ct::fnv1a64(data, s.size);
+    if (found != s.checksum)
+      return std::string("checksum mismatch in the ") +
+             ct::sectionName(s.kind) + " section: expected " +
+             hex(s.checksum) + ", found " + hex(found) + "; " + kRecompile;
     // Unknown kinds (from a newer minor version) are checked and skipped.
   }
   if (!planSec)
     return std::string("the file has no PLAN section; ") + kRecompile;
 
-  flatbuffers::Verifier verifier(p + planSec->offset, planSec->size,
+  const uint8_t *planData = partial ? planBytes.data() : p + planSec->offset;
+  flatbuffers::Verifier verifier(planData, planSec->size,
                                  /*max_depth=*/64, /*max_tables=*/1u << 30);
   if (!fbs::VerifyPlanBuffer(verifier))
     return std::string("the PLAN section fails FlatBuffers verification; ") +
            kRecompile;
-  const fbs::Plan *root = fbs::GetPlan(p + planSec->offset);
-  const uint8_t *weights = weightsSec ? p + weightsSec->offset : nullptr;
-  uint64_t weightsSize = weightsSec ? weightsSec->size : 0;
-  if (std::string err = PlanDecoder(*root, weights, weightsSize, plan).decode();
+  const fbs::Plan *root = fbs::GetPlan(planData);
+  const uint64_t weightsSize = weightsSec ? weightsSec->size : 0;
+  const bool shardChecksums = minor >= 5;
+  std::vector<uint8_t> shardBytes;
+  ShardLoader loadShard = [&](size_t d, const fbs::Device &fd,
+                              const uint8_t *&shard) -> std::string {
+    shard = nullptr;
+    const std::string where = "device " + std::to_string(d);
+    const uint64_t wOff = fd.weights_offset(), wSize = fd.weights_size();
+    const std::string file = toStr(fd.weights_file());
+    const bool wanted = in.options.onlyDevice < 0 ||
+                        in.options.onlyDevice == static_cast<int32_t>(d);
+    std::string what;
+    if (file.empty()) {
+      if (wOff > weightsSize || wSize > weightsSize - wOff)
+        return where + ": weights range [" + std::to_string(wOff) + ", +" +
+               std::to_string(wSize) + ") lies outside the WEIGHTS section (" +
+               std::to_string(weightsSize) + " bytes)";
+      if (!wanted || wSize == 0)
+        return "";
+      what = "the WEIGHTS section";
+      if (!partial) {
+        shard = p + weightsSec->offset + wOff;
+      } else {
+        if (std::string err =
+                in.readAt(weightsSec->offset + wOff, wSize, shardBytes);
+            !err.empty())
+          return err;
+        shard = shardBytes.data();
+      }
+    } else {
+      if (file.find('/') != std::string::npos || file == "." || file == "..")
+        return where + ": invalid external weights file name '" + file + "'";
+      if (!wanted)
+        return "";
+      if (!in.hasDir)
+        return where + ": the weights are in the external file '" + file +
+               "'; read the plan from its file (readPlan) so that the file "
+               "can be found next to it";
+      const std::string path = (in.dir / file).string();
+      what = "external weights file '" + path + "'";
+      std::ifstream ext(path, std::ios::binary);
+      if (!ext)
+        return where + ": cannot open its " + what + ": " +
+               std::strerror(errno) +
+               "; keep the .tofu-weights files next to plan.bin (or "
+               "recompile it with tofuc)";
+      ext.seekg(0, std::ios::end);
+      const uint64_t extSize = static_cast<uint64_t>(ext.tellg());
+      if (wOff > extSize || wSize != extSize - wOff)
+        return where + ": its " + what + " is " + std::to_string(extSize) +
+               " bytes, expected " + std::to_string(wOff + wSize) +
+               " (truncated or replaced); recompile the plan with tofuc";
+      PlanInput extIn;
+      extIn.file = &ext;
+      if (std::string err = extIn.readAt(wOff, wSize, shardBytes);
+          !err.empty())
+        return where + ": " + what + ": " + err;
+      shard = shardBytes.data();
+    }
+    if (shardChecksums) {
+      uint64_t found = ct::fnv1a64(shard, wSize);
+      if (found != fd.weights_checksum())
+        return where + ": checksum mismatch in its weights in " + what +
+               ": expected " + hex(fd.weights_checksum()) + ", found " +
+               hex(found) + "; the file is corrupt";
+    }
+    return "";
+  };
+  if (std::string err = PlanDecoder(*root, loadShard, plan).decode();
       !err.empty())
     return "invalid plan: " + err + "; recompile it with tofuc";
   if (root->num_devices() != ct::loadLE(p + ct::kOffNumDevices, 4) ||
@@ -627,9 +760,18 @@ std::string readContainer(const std::vector<uint8_t> &file, Plan &plan) {
     return std::string("the header and the PLAN section disagree on the "
                        "device count or model fingerprint; ") +
            kRecompile;
-  if (modelSec)
-    plan.onnxModel.assign(p + modelSec->offset,
-                          p + modelSec->offset + modelSec->size);
+  if (in.options.onlyDevice >= 0 &&
+      static_cast<uint32_t>(in.options.onlyDevice) >= plan.numDevices)
+    return "device " + std::to_string(in.options.onlyDevice) +
+           " was asked for, but the plan has " +
+           std::to_string(plan.numDevices) + " devices";
+  if (modelSec && in.options.loadModel) {
+    if (partial)
+      plan.onnxModel = std::move(modelBytes);
+    else
+      plan.onnxModel.assign(p + modelSec->offset,
+                            p + modelSec->offset + modelSec->size);
+  }
   return "";
 }
 
@@ -639,7 +781,10 @@ std::string tofu::plan::readPlanBytes(const std::vector<uint8_t> &bytes,
                                       Plan &plan) {
   plan = Plan();
   try {
-    std::string err = readContainer(bytes, plan);
+    PlanInput in;
+    in.whole = bytes.data();
+    in.size = bytes.size();
+    std::string err = readContainer(in, plan);
     if (!err.empty())
       plan = Plan();
     return err;
@@ -649,25 +794,39 @@ std::string tofu::plan::readPlanBytes(const std::vector<uint8_t> &bytes,
   }
 }
 
-std::string tofu::plan::readPlan(const std::string &path, Plan &plan) {
+std::string tofu::plan::readPlan(const std::string &path, Plan &plan,
+                                 const ReadOptions &options) {
   plan = Plan();
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
     return "cannot open plan '" + path + "': " + std::strerror(errno);
   if (!S_ISREG(st.st_mode))
     return "cannot read plan '" + path + "': not a regular file";
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
     return "cannot open plan '" + path + "': " + std::strerror(errno);
-  std::vector<uint8_t> file;
+  PlanInput in;
+  in.size = static_cast<uint64_t>(st.st_size);
+  in.hasDir = true;
+  in.dir = std::filesystem::path(path).parent_path();
+  in.options = options;
+  std::vector<uint8_t> whole;
   try {
-    file.resize(static_cast<size_t>(st.st_size));
-    in.read(reinterpret_cast<char *>(file.data()),
-            static_cast<std::streamsize>(file.size()));
-    if (static_cast<uint64_t>(in.gcount()) != file.size())
-      return "cannot read plan '" + path + "': short read";
-    if (std::string err = readPlanBytes(file, plan); !err.empty())
+    if (options.onlyDevice < 0) {
+      whole.resize(static_cast<size_t>(st.st_size));
+      file.read(reinterpret_cast<char *>(whole.data()),
+                static_cast<std::streamsize>(whole.size()));
+      if (static_cast<uint64_t>(file.gcount()) != whole.size())
+        return "cannot read plan '" + path + "': short read";
+      in.whole = whole.data();
+    } else {
+      in.partial = true;
+      in.file = &file;
+    }
+    if (std::string err = readContainer(in, plan); !err.empty()) {
+      plan = Plan();
       return "'" + path + "': " + err;
+    }
   } catch (const std::bad_alloc &) {
     plan = Plan();
     return "'" + path + "': out of memory while loading the plan";

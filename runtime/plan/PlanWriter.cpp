@@ -3,7 +3,7 @@
 // Builds the PLAN section with FlatBuffers, lays the initial buffer contents
 // out per device in the WEIGHTS section, appends the ONNX model as the MODEL
 // section, and wraps the three in the checksummed container described in
-// runtime/plan/README.md. The output depends only on the Plan: the same Plan
+// docs/PlanFormat.md. The output depends only on the Plan: the same Plan
 // always gives byte-identical files.
 //
 //===----------------------------------------------------------------------===//
@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 using namespace tofu::plan;
 namespace fbs = tofu::plan::fb;
@@ -43,14 +44,30 @@ struct Chunks {
   }
 };
 
+/// A device's weight shard stored in its own file next to plan.bin.
+struct ExternalShard {
+  std::string name;
+  Chunks bytes;
+};
+
+/// `<16 hex digits of the checksum>.tofu-weights`.
+std::string externalShardName(uint64_t checksum) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%016llx.tofu-weights",
+                static_cast<unsigned long long>(checksum));
+  return buf;
+}
+
 /// Serializes the in-memory plan into FlatBuffers; `weights` receives the
 /// WEIGHTS section (each device's init bytes contiguous, in buffer order) as
-/// pieces pointing into the plan's buffers.
+/// pieces pointing into the plan's buffers, or, with `external`, each
+/// device's shard goes into `externals` instead.
 class PlanSerializer {
 public:
   explicit PlanSerializer(const Plan &plan) : plan(plan) {}
 
-  std::string build(std::vector<uint8_t> &planBytes, Chunks &weights);
+  std::string build(std::vector<uint8_t> &planBytes, Chunks &weights,
+                    bool external, std::vector<ExternalShard> &externals);
 
 private:
   flatbuffers::Offset<flatbuffers::Vector<int64_t>>
@@ -165,7 +182,8 @@ flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
 }
 
 std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
-                                  Chunks &weights) {
+                                  Chunks &weights, bool external,
+                                  std::vector<ExternalShard> &externals) {
   std::vector<flatbuffers::Offset<fbs::Tensor>> tensors;
   for (const TensorInfo &t : plan.tensors)
     tensors.push_back(tensor(t));
@@ -173,7 +191,7 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
   std::vector<flatbuffers::Offset<fbs::Device>> devices;
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DeviceProgram &dev = plan.devices[d];
-    uint64_t weightsOffset = weights.size;
+    Chunks shard;
     std::vector<flatbuffers::Offset<fbs::Buffer>> buffers;
     for (size_t b = 0; b < dev.buffers.size(); ++b) {
       const Buffer &buf = dev.buffers[b];
@@ -182,8 +200,8 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
         return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
                ": init holds " + std::to_string(buf.init.size()) +
                " bytes but the buffer has " + std::to_string(buf.bytes);
-      uint64_t initOffset = weights.size - weightsOffset;
-      weights.add(buf.init.data(), buf.init.size());
+      uint64_t initOffset = shard.size;
+      shard.add(buf.init.data(), buf.init.size());
       auto lo = longs(buf.region.lo);
       auto hi = longs(buf.region.hi);
       buffers.push_back(fbs::CreateBuffer(fbb, buf.tensor, lo, hi, buf.partial,
@@ -195,9 +213,24 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
       instrs.push_back(instr(in));
     auto bufVec = fbb.CreateVector(buffers);
     auto instrVec = fbb.CreateVector(instrs);
+    const uint64_t checksum = shard.checksum();
+    uint64_t weightsOffset = 0;
+    std::string file;
+    if (external && shard.size) {
+      // Identical shards (replicated weights) share one file.
+      file = externalShardName(checksum);
+      if (std::none_of(externals.begin(), externals.end(),
+                       [&](const ExternalShard &e) { return e.name == file; }))
+        externals.push_back({file, shard});
+    } else {
+      weightsOffset = weights.size;
+      for (const auto &[data, bytes] : shard.pieces)
+        weights.add(data, bytes);
+    }
+    auto fileName = fbb.CreateString(file);
     devices.push_back(fbs::CreateDevice(fbb, bufVec, instrVec, dev.peakBytes,
                                         dev.commBytes, weightsOffset,
-                                        weights.size - weightsOffset));
+                                        shard.size, checksum, fileName));
   }
 
   std::vector<fbs::ParamUpdate> updates;
@@ -239,10 +272,20 @@ struct Container {
   Chunks sections[3];
   std::vector<uint64_t> offsets;
   uint64_t fileSize = 0;
+  std::vector<ExternalShard> externals;
 };
 
-std::string layOut(const Plan &plan, Container &c) {
-  if (std::string err = PlanSerializer(plan).build(c.planBytes, c.sections[1]);
+std::string layOut(const Plan &plan, const WriteOptions &options,
+                   Container &c) {
+  uint64_t initBytes = 0;
+  for (const DeviceProgram &dev : plan.devices)
+    for (const Buffer &buf : dev.buffers)
+      initBytes += buf.init.size();
+  const bool external =
+      options.externalWeightsAbove == 0 ||
+      initBytes > options.externalWeightsAbove;
+  if (std::string err = PlanSerializer(plan).build(
+          c.planBytes, c.sections[1], external, c.externals);
       !err.empty())
     return err;
   c.sections[0].add(c.planBytes.data(), c.planBytes.size());
@@ -292,7 +335,7 @@ std::string layOut(const Plan &plan, Container &c) {
 std::string tofu::plan::writePlanBytes(const Plan &plan,
                                       std::vector<uint8_t> &file) {
   Container c;
-  if (std::string err = layOut(plan, c); !err.empty())
+  if (std::string err = layOut(plan, WriteOptions(), c); !err.empty())
     return err;
   file.assign(c.fileSize, 0);
   std::memcpy(file.data(), c.header.data(), c.header.size());
@@ -306,13 +349,27 @@ std::string tofu::plan::writePlanBytes(const Plan &plan,
   return "";
 }
 
-std::string tofu::plan::writePlan(const Plan &plan, const std::string &path) {
+std::string tofu::plan::writePlan(const Plan &plan, const std::string &path,
+                                  const WriteOptions &options) {
   // The sections are streamed from the plan's buffers: the weights are not
   // copied into one file image first (a model's weights would otherwise be
   // held twice more in memory).
   Container c;
-  if (std::string err = layOut(plan, c); !err.empty())
+  if (std::string err = layOut(plan, options, c); !err.empty())
     return "cannot write plan '" + path + "': " + err;
+  // External weight files first: plan.bin, renamed into place last, only
+  // ever names complete files.
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  for (const ExternalShard &e : c.externals)
+    if (std::string err = writeFileAtomically(
+            (dir / e.name).string(),
+            [&](std::ostream &out) {
+              for (const auto &[data, bytes] : e.bytes.pieces)
+                out.write(reinterpret_cast<const char *>(data),
+                          static_cast<std::streamsize>(bytes));
+            });
+        !err.empty())
+      return "cannot write the external weights of plan '" + path + "': " + err;
   // Write to a temporary file in the same directory, then rename, so that a
   // failure never leaves a half-written plan behind.
   return writeFileAtomically(path, [&](std::ostream &out) {

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 using namespace tofu::plan;
@@ -342,10 +343,10 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsOneFour) {
+TEST(PlanPrograms, VersionIsOneFive) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 4u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 5u);
 }
 
 // Format 1.2: a plan compiled with --no-weights says so, and the flag
@@ -493,3 +494,183 @@ TEST(PlanWriter, StreamedFileEqualsBytes) {
   EXPECT_EQ(readPlan(path, back), "");
   std::remove(path.c_str());
 }
+
+namespace {
+
+std::vector<uint8_t> slurpFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+}
+
+void spill(const std::string &path, const std::vector<uint8_t> &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char *>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+/// Expects `back` to hold the initial contents of device `d` only (all
+/// devices for d < 0).
+void expectShards(const Plan &plan, const Plan &back, int d) {
+  ASSERT_EQ(back.devices.size(), plan.devices.size());
+  size_t withInit = 0;
+  for (size_t e = 0; e < plan.devices.size(); ++e)
+    for (size_t b = 0; b < plan.devices[e].buffers.size(); ++b) {
+      const auto &want = plan.devices[e].buffers[b].init;
+      const auto &got = back.devices[e].buffers[b].init;
+      if (d < 0 || static_cast<int>(e) == d)
+        EXPECT_EQ(got, want) << "device " << e << " buffer " << b;
+      else
+        EXPECT_TRUE(got.empty()) << "device " << e << " buffer " << b;
+      withInit += !want.empty();
+    }
+  EXPECT_GT(withInit, 0u);
+}
+
+// Format 1.5: a process reads only its own weight shard.
+TEST(PlanShards, OnlyDeviceReadsItsOwnShard) {
+  Plan plan = makeTwoDevicePlan();
+  plan.onnxModel = {1, 2, 3, 4};
+  std::string path = ::testing::TempDir() + "shards.plan.bin";
+  ASSERT_EQ(writePlan(plan, path), "");
+  for (int d = 0; d < 2; ++d) {
+    Plan back;
+    ReadOptions only;
+    only.onlyDevice = d;
+    only.loadModel = false;
+    ASSERT_EQ(readPlan(path, back, only), "");
+    expectShards(plan, back, d);
+    EXPECT_TRUE(back.onnxModel.empty());
+    only.loadModel = true;
+    ASSERT_EQ(readPlan(path, back, only), "");
+    EXPECT_EQ(back.onnxModel, plan.onnxModel);
+  }
+  Plan back;
+  ReadOptions beyond;
+  beyond.onlyDevice = 2;
+  EXPECT_NE(readPlan(path, back, beyond).find("the plan has 2 devices"),
+            std::string::npos);
+
+  // Damage one byte of device 1's shard: device 0 alone still reads (its
+  // process never looks at device 1's bytes); device 1 and a full read
+  // report the damage.
+  std::vector<uint8_t> bytes = slurpFile(path);
+  uint64_t weights = ct::loadLE(&bytes[entry(1) + 8], 8);
+  uint64_t device0 = 0;
+  for (const Buffer &buf : plan.devices[0].buffers)
+    device0 += buf.init.size();
+  bytes[weights + device0 + 1] ^= 0x40;
+  spill(path, bytes);
+  ReadOptions only;
+  only.onlyDevice = 0;
+  EXPECT_EQ(readPlan(path, back, only), "");
+  only.onlyDevice = 1;
+  std::string err = readPlan(path, back, only);
+  EXPECT_NE(err.find("device 1: checksum mismatch in its weights in the "
+                     "WEIGHTS section"),
+            std::string::npos)
+      << err;
+  err = readPlan(path, back);
+  EXPECT_NE(err.find("checksum mismatch in the WEIGHTS section"),
+            std::string::npos)
+      << err;
+  std::remove(path.c_str());
+}
+
+// Format 1.5: weights in external files next to plan.bin, one per device,
+// named after their checksum; missing, truncated or altered files are
+// errors; the files and plan.bin are deterministic.
+TEST(PlanShards, ExternalWeightFiles) {
+  namespace fs = std::filesystem;
+  Plan plan = makeTwoDevicePlan();
+  const std::string dirA = ::testing::TempDir() + "ext-a/",
+                    dirB = ::testing::TempDir() + "ext-b/";
+  for (const std::string &dir : {dirA, dirB}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  WriteOptions external;
+  external.externalWeightsAbove = 0;
+  ASSERT_EQ(writePlan(plan, dirA + "plan.bin", external), "");
+  ASSERT_EQ(writePlan(plan, dirB + "other.bin", external), "");
+  std::vector<uint8_t> bytes = slurpFile(dirA + "plan.bin");
+  EXPECT_EQ(bytes, slurpFile(dirB + "other.bin"));
+  EXPECT_EQ(ct::loadLE(&bytes[entry(1) + 16], 8), 0u)
+      << "the WEIGHTS section should be empty";
+
+  Plan back;
+  ASSERT_EQ(readPlan(dirA + "plan.bin", back), "");
+  expectShards(plan, back, -1);
+  std::vector<std::string> files;
+  for (const DeviceProgram &dev : back.devices) {
+    ASSERT_EQ(dev.weightsFile.size(), 16u + std::string(".tofu-weights").size())
+        << dev.weightsFile;
+    files.push_back(dev.weightsFile);
+    EXPECT_EQ(slurpFile(dirA + dev.weightsFile),
+              slurpFile(dirB + dev.weightsFile));
+  }
+  ASSERT_NE(files[0], files[1]);
+  // In memory, the files cannot be found.
+  EXPECT_NE(readError(bytes).find("read the plan from its file"),
+            std::string::npos);
+
+  // Device 1 reads only its own file.
+  fs::remove(dirA + files[0]);
+  ReadOptions only;
+  only.onlyDevice = 1;
+  ASSERT_EQ(readPlan(dirA + "plan.bin", back, only), "");
+  expectShards(plan, back, 1);
+  std::string err = readPlan(dirA + "plan.bin", back);
+  EXPECT_NE(err.find("device 0: cannot open its external weights file '" +
+                     dirA + files[0] + "'"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("keep the .tofu-weights files next to plan.bin"),
+            std::string::npos)
+      << err;
+
+  std::vector<uint8_t> shard = slurpFile(dirB + files[0]);
+  std::vector<uint8_t> cut(shard.begin(), shard.end() - 1);
+  spill(dirA + files[0], cut);
+  err = readPlan(dirA + "plan.bin", back);
+  EXPECT_NE(err.find("is " + std::to_string(cut.size()) + " bytes, expected " +
+                     std::to_string(shard.size()) + " (truncated or replaced)"),
+            std::string::npos)
+      << err;
+
+  std::vector<uint8_t> altered = shard;
+  altered[0] ^= 1;
+  spill(dirA + files[0], altered);
+  err = readPlan(dirA + "plan.bin", back);
+  EXPECT_NE(err.find("device 0: checksum mismatch in its weights in external "
+                     "weights file"),
+            std::string::npos)
+      << err;
+  fs::remove_all(dirA);
+  fs::remove_all(dirB);
+}
+
+// Weights go external only above the threshold.
+TEST(PlanShards, ExternalAboveThreshold) {
+  namespace fs = std::filesystem;
+  Plan plan = makeTwoDevicePlan();
+  uint64_t total = 0;
+  for (const DeviceProgram &dev : plan.devices)
+    for (const Buffer &buf : dev.buffers)
+      total += buf.init.size();
+  const std::string dir = ::testing::TempDir() + "ext-threshold/";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  WriteOptions opts;
+  opts.externalWeightsAbove = total;
+  ASSERT_EQ(writePlan(plan, dir + "plan.bin", opts), "");
+  EXPECT_EQ(slurpFile(dir + "plan.bin"), bytesOf(plan));
+  opts.externalWeightsAbove = total - 1;
+  ASSERT_EQ(writePlan(plan, dir + "plan.bin", opts), "");
+  Plan back;
+  ASSERT_EQ(readPlan(dir + "plan.bin", back), "");
+  EXPECT_FALSE(back.devices[0].weightsFile.empty());
+  fs::remove_all(dir);
+}
+
+} // namespace

@@ -330,7 +330,14 @@ int run(int argc, char **argv) {
   };
 
   Plan plan;
-  if (std::string err = readPlan(opts.planPath, plan); !err.empty())
+  // One process per device reads only its own weight shard (and the ONNX
+  // model only where --save may need it).
+  ReadOptions read;
+  if (group.multiProcess() && !opts.dumpPlan) {
+    read.onlyDevice = group.rank();
+    read.loadModel = !opts.savePath.empty();
+  }
+  if (std::string err = readPlan(opts.planPath, plan, read); !err.empty())
     return fail(err);
 
   if (opts.dumpPlan) {

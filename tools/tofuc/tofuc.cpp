@@ -109,6 +109,12 @@ static cl::opt<bool>
               cl::desc("compile a graph-only model whose external data "
                        "files are absent (the plan cannot be run)"),
               cl::cat(tofucCategory));
+static cl::opt<bool> externalWeights(
+    "external-weights",
+    cl::desc("keep each device's weight shard in its own file next to "
+             "plan.bin (<checksum>.tofu-weights) instead of inside it; "
+             "automatic above 2 GiB of weights"),
+    cl::cat(tofucCategory));
 static cl::opt<bool> allowHardlinkedData(
     "allow-hardlinked-data",
     cl::desc("accept external data files with several hard links"),
@@ -160,6 +166,7 @@ int main(int argc, char **argv) {
   tofu::CompileOptions options;
   options.inputPath = inputPath;
   options.outputPath = outputPath;
+  options.externalWeights = externalWeights;
   options.devices = gpus;
   options.partitioner = partitioner;
   options.topology = topology;

@@ -41,10 +41,20 @@ std::string phaseNames();
 /// (docs/PlanJson.md) or a self-contained HTML page (docs/PlanHtml.md).
 enum class PlanDump { None, Text, Json, Html };
 
+/// Above this many bytes of initial buffer contents (all devices together),
+/// plan.bin keeps the weights in external files even without
+/// --external-weights.
+inline constexpr uint64_t kAutoExternalWeightsBytes = uint64_t(2) << 30;
+
 /// Options of one compilation.
 struct CompileOptions {
   std::string inputPath;
   std::string outputPath; ///< plan.bin; empty = do not write
+  /// --external-weights: every device's weight shard in its own file next
+  /// to plan.bin (docs/PlanFormat.md). Without it, shards go external
+  /// automatically when all weights together exceed
+  /// kAutoExternalWeightsBytes.
+  bool externalWeights = false;
   int64_t devices = 1;
   std::string partitioner = "tofu";
   std::string topology; ///< --topology; empty = steps are k's prime factors

@@ -223,6 +223,11 @@ struct DeviceProgram {
   std::vector<Instr> instrs;  ///< in execution order (increasing seq)
   uint64_t peakBytes = 0;     ///< arena size = planned peak memory
   uint64_t commBytes = 0;     ///< planned bytes received per step
+  /// Where readPlan found this device's initial buffer contents (its weight
+  /// shard): empty = the WEIGHTS section of plan.bin, otherwise the name of
+  /// the external file next to plan.bin (format 1.5). writePlan ignores it
+  /// and decides from its WriteOptions.
+  std::string weightsFile;
 };
 
 /// How parameters are updated (the update itself is compute instructions;
@@ -260,17 +265,45 @@ struct Plan {
   bool withoutWeights = false;
 };
 
-/// Serializes `plan` into the plan.bin container. Returns an empty string on
-/// success, otherwise an error message.
-std::string writePlan(const Plan &plan, const std::string &path);
+/// How writePlan stores the weights.
+struct WriteOptions {
+  /// When the initial buffer contents of all devices together exceed this
+  /// many bytes, each device's shard goes into its own external file in
+  /// plan.bin's directory, named `<16 hex digits>.tofu-weights` after its
+  /// FNV-1a 64 checksum (so the name depends only on the contents), instead
+  /// of into the WEIGHTS section. 0 = always (tofuc --external-weights).
+  uint64_t externalWeightsAbove = UINT64_MAX;
+};
 
-/// Reads and fully verifies a plan.bin (magic, version, checksums, section
-/// bounds, FlatBuffers verifier, index ranges). Returns an empty string on
-/// success, otherwise an error message naming what is wrong and what to do.
-std::string readPlan(const std::string &path, Plan &plan);
+/// What readPlan loads.
+struct ReadOptions {
+  /// -1: every device's weight shard (and the whole file is verified).
+  /// d >= 0: only device d's shard is read and verified (its checksum); the
+  /// other devices' buffers get no `init` and their shards are neither read
+  /// nor checksummed, so a process reads only its own shard.
+  int32_t onlyDevice = -1;
+  /// Whether to read the MODEL section (the original ONNX model, as large as
+  /// the weights; --save needs it). A partial read (onlyDevice >= 0) without
+  /// it does not touch that section.
+  bool loadModel = true;
+};
 
-/// In-memory forms of writePlan/readPlan: serialize into `bytes`, or verify
-/// and load from the complete contents of a plan.bin.
+/// Serializes `plan` into the plan.bin container (and the external weight
+/// files the options ask for, written before plan.bin). Returns an empty
+/// string on success, otherwise an error message.
+std::string writePlan(const Plan &plan, const std::string &path,
+                      const WriteOptions &options = {});
+
+/// Reads and verifies a plan.bin (magic, version, checksums, section
+/// bounds, FlatBuffers verifier, index ranges, weight shards and external
+/// weight files). Returns an empty string on success, otherwise an error
+/// message naming what is wrong and what to do.
+std::string readPlan(const std::string &path, Plan &plan,
+                     const ReadOptions &options = {});
+
+/// In-memory forms of writePlan/readPlan: serialize into `bytes` (weights in
+/// the WEIGHTS section), or verify and load from the complete contents of a
+/// plan.bin (one with external weight files needs readPlan).
 std::string writePlanBytes(const Plan &plan, std::vector<uint8_t> &bytes);
 std::string readPlanBytes(const std::vector<uint8_t> &bytes, Plan &plan);
 
