@@ -21,22 +21,34 @@ and batch, in float64 (relative difference 1e-3):
 * ``transformer``: ``nn.TransformerEncoder`` (2 layers, d_model 16, 2 heads,
   feed-forward 32, dropout 0) over [S=5, B=4, 16], mean over the sequence,
   ``nn.Linear`` to 10 classes.
-* ``resnet18`` and ``wide_resnet50_2``: torchvision's models (random
-  initialization, 10 classes) on 2 images of 64x64, exported in training
-  mode, so BatchNormalization uses the batch statistics as in PyTorch.
+* ``resnet18``: torchvision's model (random initialization, 10 classes) on
+  2 images of 64x64, exported in training mode, so BatchNormalization uses
+  the batch statistics as in PyTorch.
+* ``wide_resnet50_2``: likewise, but with every BatchNormalization switched
+  to its inference form after export (``training_mode = 0``: the running
+  statistics, initializers without gradient; torch runs it in ``eval()``).
+  In training form its gradient cannot be compared at float32 precision:
+  torch's own float32 gradient differs from its float64 one by 4.5e-2
+  (whole gradient, norm-wise) at 2x3x64x64 and 1.9e-2 at 2x3x96x96, against
+  1.7e-5 in inference form (``bench/batchnorm_conditioning.md``); tofu
+  showed 8.8e-3 on net.conv1.weight, the first parameter checked. That
+  needs a float64 runtime, which tofu does not have yet.
 
 ``--only NAME`` runs one model. ctest registers ``lstm``, ``transformer`` and
-``resnet18`` (e2e.torch_exported.<name>), which pass.
+``resnet18`` (e2e.torch_exported.<name>), and ``wide_resnet50_2`` (about 4
+minutes on 2 cores) when configured with ``-DTOFU_SLOW_TESTS=ON``.
 
-NOT REGISTERED: ``wide_resnet50_2`` imports, compiles and runs (about 2 min
-under load), its loss matches, but the gradient of ``net.conv1.weight``
-differs from float64 torch by rel 8.8e-3 (> 1e-3). This is the model's
-conditioning at batch 2, not tofu: torch's own float32 gradient differs from
-its float64 one by rel 1.5e-2 on the same weights and batch. (At 16x16
-images resnet18 showed the same effect in the loss: float32 torch 2.1776,
-float64 1.9726, tofu 2.0004, because BatchNormalization over 2 values of a
-1x1 map amplifies rounding; hence 64x64.) A comparison at float32's
-precision needs a larger batch, which costs minutes of CPU per step.
+Gradients are compared element-wise (``E.rel_diff``: the largest absolute
+difference over the reference's largest magnitude). ReLU makes the gradient
+discontinuous: a pre-activation within float32 rounding of 0 may fall on
+the other side in float32, and the reference then differentiates another,
+equally valid, branch (wide_resnet50_2 has one such input, 3.4e-8 of its
+tensor's largest value from 0: it moves net.layer1.1.bn1.bias's gradient by
+2.7e-3). For the models in ``EVAL_BATCHNORM``, when a gradient differs by
+more than the tolerance, the reference is recomputed with each of the
+``KINK_CANDIDATES`` ReLU inputs nearest 0 (within ``KINK`` of their
+tensor's largest value) negated, and the comparison must pass at 1e-3 with
+one of them; the output says which.
 """
 import os
 
@@ -105,6 +117,27 @@ def make_model(name):
 
 
 MODELS = ("lstm", "transformer", "resnet18", "wide_resnet50_2")
+#: Models whose BatchNormalization nodes are switched to their inference form
+#: after export (training_mode = 0: the running statistics, which are
+#: initializers and get no gradient, instead of the batch's; see the
+#: docstring for why).
+EVAL_BATCHNORM = ("wide_resnet50_2",)
+
+
+def use_running_statistics(path):
+    """Sets training_mode = 0 on every BatchNormalization of the model at
+    ``path`` and drops its running-statistics outputs."""
+    import onnx
+    from onnx import helper
+    model = onnx.load(path)
+    for node in model.graph.node:
+        if node.op_type != "BatchNormalization":
+            continue
+        kept = [a for a in node.attribute if a.name != "training_mode"]
+        del node.attribute[:]
+        node.attribute.extend(kept + [helper.make_attribute("training_mode", 0)])
+        del node.output[1:]
+    onnx.save(model, path)
 
 
 def main():
@@ -116,22 +149,27 @@ def main():
         if env.args.only and name != env.args.only:
             continue
         model, x, labels = make_model(name)
+        eval_bn = name in EVAL_BATCHNORM
         model.train()
         path = env.path(name, "model.onnx")
         torch.onnx.export(model, (x, labels), path, input_names=["input", "labels"],
                           output_names=["loss"], opset_version=14,
                           training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False)
+        if eval_bn:
+            use_running_statistics(path)
         plan, dump = env.path(name, "plan.bin"), env.path(name, "dump")
         E.run_tool([env.tofuc, path, "--gpus", 1, "-o", plan])
         report = env.path(name, "report.json")
         E.run_tool([env.tofu_run, plan, "--steps", 1, "--dump", dump, "--report", report,
-                    "--quiet"])
+                    "--quiet"], timeout=max(E.DEFAULT_TIMEOUT_S, 600))
         tofu_loss = E.report_losses(E.load_json(report), report)[0]
 
         # The same step in float64 torch on the weights and batch tofu-run used.
         model = model.double()
-        inits = [i.name for i in E.load_onnx(path).graph.initializer]
+        model.train(not eval_bn)
+        exported = E.initializers(E.load_onnx(path))
+        inits = list(exported)
         state = model.state_dict()
         params = dict(model.named_parameters())
         missing = [p for p in params if p not in inits]
@@ -141,6 +179,9 @@ def main():
                 f = os.path.join(dump, f"param.{E.dump_name(p)}.npy")
                 if p in state and os.path.exists(f):
                     state[p].copy_(torch.from_numpy(np.load(f).astype(np.float64)))
+                elif p in state and state[p].is_floating_point():
+                    # e.g. running statistics, which tofu-run does not dump
+                    state[p].copy_(torch.from_numpy(exported[p].astype(np.float64)))
         xin = np.load(os.path.join(dump, "input.input.npy"))
         if xin.dtype == np.int64:  # token ids
             E.check(xin.min() >= 0 and xin.max() < 32 and len(np.unique(xin)) > 8,
@@ -149,15 +190,84 @@ def main():
         else:
             xin = torch.from_numpy(xin.astype(np.float64))
         lab = torch.from_numpy(np.load(os.path.join(dump, "input.labels.npy")))
-        loss = model(xin, lab)
-        loss.backward()
-        d = abs(tofu_loss - loss.item()) / abs(loss.item())
-        E.check(d <= TOL, f"{name}: loss {tofu_loss} vs torch {loss.item()} (rel {d:.2e})")
-        for p, t in params.items():
-            got = np.load(os.path.join(dump, f"grad.{E.dump_name(p)}.npy"))
-            d = E.rel_diff(got, t.grad.numpy())
-            E.check(d <= TOL, f"{name}: gradient of {p} differs from torch by rel {d:.3e}")
-        print(f"{name}: loss and {len(params)} gradients match torch autograd", flush=True)
+        grads = {p: np.load(os.path.join(dump, f"grad.{E.dump_name(p)}.npy")) for p in params}
+        loss, worst = compare(model, params, xin, lab, grads)
+        d = abs(tofu_loss - loss) / abs(loss)
+        E.check(d <= TOL, f"{name}: loss {tofu_loss} vs torch {loss} (rel {d:.2e})")
+        flip = None
+        if worst[0] > TOL and name in EVAL_BATCHNORM:
+            # A pre-activation within float32 rounding of a ReLU's kink may
+            # fall on the other side in float32: the reference then
+            # differentiates a different (equally valid) branch. Retry with
+            # each of the nearest such elements on its other side.
+            for candidate in relu_kinks(model, xin, lab):
+                _, retry = compare(model, params, xin, lab, grads, flip=candidate)
+                print(f"{name}: {worst[1]} differs by rel {worst[0]:.2e}; with element "
+                      f"{candidate[1]} of ReLU call {candidate[0]} (|x| = {candidate[2]:.1e} of "
+                      f"its max) on the other side of 0 the worst gradient differs by "
+                      f"{retry[0]:.2e}", flush=True)
+                if retry[0] <= TOL:
+                    worst, flip = retry, candidate
+                    break
+        E.check(worst[0] <= TOL,
+                f"{name}: gradient of {worst[1]} differs from torch by rel {worst[0]:.3e}")
+        print(f"{name}: loss and {len(params)} gradients match torch autograd (worst rel "
+              f"{worst[0]:.2e}, {worst[1]}"
+              + (f"; one ReLU input within {KINK:.0e} of its kink taken on float32's side"
+                 if flip else "") + ")", flush=True)
+
+
+#: A ReLU input closer to 0 than this (relative to the largest of its call)
+#: may round to either side in float32.
+KINK = 1e-6
+#: How many of the nearest ReLU inputs the kink retry tries.
+KINK_CANDIDATES = 4
+
+
+def relus(model):
+    return [m for m in model.modules() if isinstance(m, nn.ReLU)]
+
+
+def relu_kinks(model, xin, lab):
+    """(call, flat index, |x| / max|x|) of the ReLU inputs nearest 0,
+    nearest first, at most KINK_CANDIDATES, all within KINK."""
+    found, calls = [], [0]
+
+    def record(_module, inputs):
+        x = inputs[0].detach()
+        rel = (x.abs() / x.abs().max()).flatten()
+        near = torch.nonzero(rel < KINK).flatten().tolist()
+        found.extend((calls[0], i, rel[i].item()) for i in near)
+        calls[0] += 1
+    hooks = [m.register_forward_pre_hook(record) for m in relus(model)]
+    with torch.no_grad():
+        model(xin, lab)
+    for h in hooks:
+        h.remove()
+    return sorted(found, key=lambda c: c[2])[:KINK_CANDIDATES]
+
+
+def compare(model, params, xin, lab, grads, flip=None):
+    """Loss and (worst rel difference, parameter) of the float64 gradient
+    against tofu's, optionally with one ReLU input ``flip`` = (call, flat
+    index, _) negated."""
+    calls, hooks = [0], []
+    if flip:
+        def negate(_module, inputs):
+            x = inputs[0]
+            if calls[0] == flip[0]:
+                x = x.clone()
+                x.view(-1)[flip[1]] = -x.view(-1)[flip[1]]
+            calls[0] += 1
+            return (x,)
+        hooks = [m.register_forward_pre_hook(negate) for m in relus(model)]
+    model.zero_grad()
+    loss = model(xin, lab)
+    loss.backward()
+    for h in hooks:
+        h.remove()
+    worst = max((E.rel_diff(grads[p], t.grad.numpy()), p) for p, t in params.items())
+    return loss.item(), worst
 
 
 if __name__ == "__main__":
