@@ -356,6 +356,9 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
                            {"comm_bytes_per_step", ints(row.bytesPerStep)},
                            {"comm_bytes_per_link", ints(row.bytesPerLink)}});
   }
+  llvm::json::Array liveBound;
+  for (uint64_t bytes : liveBytesLowerBound(plan))
+    liveBound.push_back(static_cast<int64_t>(bytes));
   llvm::json::Object root{
       {"devices", static_cast<int64_t>(plan.numDevices)},
       {"grid", ints(summary.grid)},
@@ -365,6 +368,7 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
       {"comm_bytes_per_step", ints(summary.bytesPerStep)},
       {"comm_bytes_per_link", ints(summary.bytesPerLink)},
       {"peak_bytes", std::move(peak)},
+      {"live_bytes_lower_bound", std::move(liveBound)},
       {"batch_size", plan.batchSize},
       {"optimizer",
        llvm::json::Object{{"kind", plan.optimizer.kind},

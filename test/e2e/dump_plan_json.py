@@ -3,13 +3,14 @@
 
 1. ``tofuc mlp.onnx --gpus 4 --dump-plan=json`` prints one JSON object on stdout with
    ``devices`` (== 4), ``search_seconds`` (number >= 0), ``comm_bytes`` (int >= 0),
-   ``peak_bytes`` (4 ints > 0), ``tensors`` (list of {name, shape, tiling}; the
+   ``peak_bytes`` (4 ints > 0), ``live_bytes_lower_bound`` (4 ints in (0, peak]), ``tensors`` (list of {name, shape, tiling}; the
    model's initializers appear by their ONNX names with their shapes) and ``ops``
    (non-empty list of {name, kind, strategy}).
 2. ``tofu-run plan.bin --steps 2 --report r.json`` writes ``steps`` (2 x {loss,
    seconds}), ``samples_per_second`` (> 0), ``peak_bytes`` (4 x {planned, measured})
    and ``comm_bytes`` {planned, measured} with measured == planned (DESIGN.md §3:
-   reported bytes are those of the materialized program, so they match exactly).
+   reported bytes are those of the materialized program, so they match exactly),
+   and every device's measured peak lies within 5% below its planned peak.
    The report's planned bytes equal the --dump-plan numbers for the same model and flags.
 """
 
@@ -46,6 +47,12 @@ def check_dump(env):
     peak = plan["peak_bytes"]
     E.check(isinstance(peak, list) and len(peak) == K and all(E.is_int(p) and p > 0 for p in peak),
             f"peak_bytes = {peak!r}, expected {K} ints > 0")
+    # The liveness lower bound: no memory plan can use less than the most
+    # bytes live at one moment (bench/memory.md compares the two).
+    bound = plan.get("live_bytes_lower_bound")
+    E.check(isinstance(bound, list) and len(bound) == K
+            and all(E.is_int(b) and 0 < b <= p for b, p in zip(bound, peak)),
+            f"live_bytes_lower_bound = {bound!r}, expected {K} ints in (0, peak_bytes {peak}]")
 
     tensors = plan["tensors"]
     E.check(isinstance(tensors, list) and tensors, "tensors is not a non-empty list")
@@ -102,6 +109,13 @@ def check_report(env, dumped):
             f"comm_bytes: measured {comm['measured']!r} != planned {comm['planned']!r}")
     print(f"report: losses {[s['loss'] for s in steps]}, {sps:.1f} samples/s, peak {peak}, comm {comm}")
 
+    # The executor touches its arena up to the planned peak: measured within
+    # 5% below planned (never above; alignment padding of the topmost buffer
+    # is the only slack on this model).
+    for d, p in enumerate(peak):
+        E.check(0.95 * p["planned"] <= p["measured"] <= p["planned"],
+                f"device {d}: measured peak {p['measured']} is not within 5% below the "
+                f"planned {p['planned']}")
     planned_peaks = [p["planned"] for p in peak]
     E.check(planned_peaks == dumped["peak_bytes"],
             f"report peak_bytes planned {planned_peaks} != --dump-plan peak_bytes {dumped['peak_bytes']}")

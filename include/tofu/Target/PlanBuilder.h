@@ -31,6 +31,12 @@ llvm::Expected<plan::Plan> materialize(mlir::func::FuncOp func);
 /// device's buffers) and sets each device's peakBytes.
 void planMemory(plan::Plan &plan);
 
+/// Per device, the most bytes of its buffers live at one moment (over the
+/// same lifetimes planMemory uses, without alignment): no placement of those
+/// lifetimes can use a smaller arena. `--dump-plan=json` reports it as
+/// `live_bytes_lower_bound`.
+std::vector<uint64_t> liveBytesLowerBound(const plan::Plan &plan);
+
 /// Prints the per-device programs (the output of --compile-to=materialize
 /// and --compile-to=schedule).
 void printDevicePrograms(const plan::Plan &plan, llvm::raw_ostream &os);
