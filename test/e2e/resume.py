@@ -14,6 +14,11 @@ optimizer state). For each optimizer:
   deterministic, so equality is asserted), and so is the saved state file.
 * The same checkpoint resumed by a k = 3 plan of the same model gives the
   same losses and weights within 1e-5 (state is stored as whole tensors).
+* One process per device (the torchrun environment, k = 2 processes, each
+  reading only its own weight shard): 3 steps + --save write the same model
+  and state file bytes as one process, and resuming the one-process
+  checkpoint for 2 steps gives the straight run's weights and state bit
+  for bit.
 
 Errors: the Adam plan refuses the momentum checkpoint (other optimizer),
 the original model (no training state) and a checkpoint of another model
@@ -25,6 +30,7 @@ import os
 import numpy as np
 
 import e2e_common as E
+import multiproc as M
 
 K = 2
 STRAIGHT, FIRST = 5, 3
@@ -62,6 +68,10 @@ def run(env, plan, out, steps, resume=None):
         cmd += ["--resume", resume]
     E.run_tool(cmd)
     return E.report_losses(E.load_json(report), report), E.initializers(E.load_onnx(out))
+
+
+def k_name(out):
+    return {"mp-b": "multi-process 3-step", "mp-c": "multi-process resumed"}[out]
 
 
 def state_file(model_path):
@@ -121,8 +131,30 @@ def main():
         for name, w in a_w.items():
             E.check(E.rel_diff(k3_w[name], w) <= 1e-5,
                     f"{opt}: k = 3 resumed weight {name}: rel diff {E.rel_diff(k3_w[name], w):.3g}")
+        # One process per device: the same checkpoints (State gathered on rank
+        # 0 for --save; every rank restores it for --resume).
+        def multi(out, steps, resume=None):
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            args = [plan, "--steps", steps, "--quiet", "--save", out]
+            if resume:
+                args += ["--resume", resume]
+            results, _ = M.run_torchrun_env(env, K, args, timeout=120)
+            E.check(all(r.returncode == 0 for r in results),
+                    "\n".join(r.describe() for r in results))
+            return os.path.join(os.path.dirname(out), "model.onnx")
+
+        for single, out, steps, resume in (
+                ("b", "mp-b", FIRST, None),
+                ("a", "mp-c", STRAIGHT - FIRST, os.path.join(d, "b", "model.onnx"))):
+            got = multi(os.path.join(d, out, "model.onnx"), steps, resume)
+            want = os.path.join(d, single, "model.onnx")
+            with open(got, "rb") as f1, open(want, "rb") as f2:
+                E.check(f1.read() == f2.read(),
+                        f"{opt}: {k_name(out)} model differs from the one-process {single}")
+            E.check(state_file(got) == state_file(want),
+                    f"{opt}: {k_name(out)} state differs from the one-process {single}")
         print(f"{opt}: losses {a_loss}; resumed steps 4-5 and weights bit-identical; "
-              f"k = 3 resume within 1e-5")
+              f"k = 3 resume within 1e-5; one process per device bit-identical")
 
     def expect_error(plan, ckpt, text):
         res = E.run_tool([env.tofu_run, plan, "--steps", 1, "--quiet", "--resume", ckpt],
