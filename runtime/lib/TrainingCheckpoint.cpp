@@ -44,6 +44,8 @@ constexpr const char *kStateKey = "tofu.training_state";
 constexpr const char *kStepKey = "tofu.training_step";
 /// A state file is named <model file name> + this + 16 hex digits.
 constexpr const char *kStateInfix = ".tofu-state-";
+/// ... and its external data file (saveTrainedOnnx) this.
+constexpr const char *kDataInfix = ".data-";
 
 void put(std::vector<uint8_t> &out, uint64_t value, size_t bytes) {
   size_t at = out.size();
@@ -88,8 +90,10 @@ std::string hex16(uint64_t v) {
   return buf;
 }
 
-bool isStateFileFor(const std::string &file, const std::string &model) {
-  std::string prefix = model + kStateInfix;
+/// Whether `file` is `<model><infix><16 hex digits>`.
+bool isCompanionOf(const std::string &file, const std::string &model,
+                   const char *infix) {
+  std::string prefix = model + infix;
   if (file.size() != prefix.size() + 16 || file.compare(0, prefix.size(), prefix))
     return false;
   for (size_t i = prefix.size(); i < file.size(); ++i)
@@ -220,8 +224,10 @@ std::string tofu::runtime::decodeTrainingState(const std::vector<uint8_t> &bytes
 std::string tofu::runtime::saveCheckpoint(const Plan &plan,
                                           const BufferSource &live,
                                           int64_t stepsDone,
-                                          const std::string &path) {
+                                          const std::string &path,
+                                          bool externalData) {
   std::map<std::string, TrainedParam> params;
+  uint64_t paramBytes = 0;
   // Only trained parameters are written back: a Param tensor without an
   // update is a constant (an ONNX Constant or a value tofuc folded, which
   // has no initializer) or a frozen weight, whose initializer stays as is.
@@ -239,8 +245,10 @@ std::string tofu::runtime::saveCheckpoint(const Plan &plan,
     p.shape = info.shape;
     p.values.resize(bytes.size() / sizeof(float));
     std::memcpy(p.values.data(), bytes.data(), bytes.size());
+    paramBytes += bytes.size();
     params[info.paramName] = std::move(p);
   }
+  externalData = externalData || paramBytes > kSaveExternalDataAbove;
 
   TrainingState state;
   state.step = stepsDone;
@@ -276,18 +284,21 @@ std::string tofu::runtime::saveCheckpoint(const Plan &plan,
                                             stateBytes.size());
       !err.empty())
     return err;
+  std::string dataName;
   if (std::string err = saveTrainedOnnx(
           plan.onnxModel, params, path,
-          {{kStateKey, stateName}, {kStepKey, std::to_string(stepsDone)}});
+          {{kStateKey, stateName}, {kStepKey, std::to_string(stepsDone)}},
+          externalData, &dataName);
       !err.empty())
     return err;
-  // The state files of earlier saves to this path are no longer named by
-  // any model.
+  // The state and data files of earlier saves to this path are no longer
+  // named by any model.
   std::error_code ec;
   for (const auto &entry :
        fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
     std::string name = entry.path().filename().string();
-    if (name != stateName && isStateFileFor(name, modelName))
+    if ((name != stateName && isCompanionOf(name, modelName, kStateInfix)) ||
+        (name != dataName && isCompanionOf(name, modelName, kDataInfix)))
       fs::remove(entry.path(), ec);
   }
   return "";

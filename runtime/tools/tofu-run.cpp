@@ -60,6 +60,8 @@ const char *kUsage =
     "  --save FILE        write the trained weights into the plan's ONNX model,\n"
     "                     and the optimizer state and step count next to it\n"
     "                     (FILE.tofu-state-<checksum>)\n"
+    "  --save-external-data  --save the weights as ONNX external data\n"
+    "                     (FILE.data-<checksum>; automatic above 1 GiB)\n"
     "  --resume FILE      continue training from a model written by --save:\n"
     "                     its weights, optimizer state and step count\n"
     "  --dump DIR         write step-1 inputs, gradients and initial params as .npy\n"
@@ -98,6 +100,7 @@ int fail(const std::string &msg) {
 struct Options {
   std::string planPath, backend = "auto", reportPath, savePath, dumpDir;
   std::string tracePath, dataDir, resumePath;
+  bool saveExternalData = false;
   std::string kernels = "native";
   int64_t steps = 10;
   bool dumpPlan = false, quiet = false;
@@ -177,6 +180,8 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
     } else if (a == "--save") {
       if (!(err = value(opts.savePath)).empty())
         return err;
+    } else if (a == "--save-external-data") {
+      opts.saveExternalData = true;
     } else if (a == "--resume") {
       if (!(err = value(opts.resumePath)).empty())
         return err;
@@ -566,7 +571,8 @@ int run(int argc, char **argv) {
     }
     if (leader)
       if (std::string err = saveCheckpoint(plan, live, startStep + opts.steps,
-                                           opts.savePath);
+                                           opts.savePath,
+                                           opts.saveExternalData);
           !err.empty())
         return fail("--save: " + err);
     if (!opts.quiet)

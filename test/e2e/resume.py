@@ -19,6 +19,11 @@ optimizer state). For each optimizer:
   and state file bytes as one process, and resuming the one-process
   checkpoint for 2 steps gives the straight run's weights and state bit
   for bit.
+* ``--save-external-data`` (momentum): the weights go to one ONNX external
+  data file next to the model (``model.onnx.data-<checksum>``) that
+  ``onnx.load`` reads back to the same values; resuming from it gives the
+  straight run's model bit for bit; a later save removes the old data file;
+  a truncated data file is a clear error.
 
 Errors: the Adam plan refuses the momentum checkpoint (other optimizer),
 the original model (no training state) and a checkpoint of another model
@@ -156,6 +161,34 @@ def main():
         print(f"{opt}: losses {a_loss}; resumed steps 4-5 and weights bit-identical; "
               f"k = 3 resume within 1e-5; one process per device bit-identical")
 
+    # External data (momentum).
+    d = env.path("momentum")
+    ext_b = os.path.join(d, "ext-b", "model.onnx")
+    os.makedirs(os.path.dirname(ext_b), exist_ok=True)
+    E.run_tool([env.tofu_run, plans["momentum", K], "--steps", FIRST, "--quiet", "--save", ext_b,
+                "--save-external-data"])
+    data = [f for f in os.listdir(os.path.dirname(ext_b)) if f.startswith("model.onnx.data-")]
+    E.check(len(data) == 1, f"expected one external data file, found {data}")
+    E.check(os.path.getsize(ext_b) < 20000,
+            f"the model with external data is {os.path.getsize(ext_b)} bytes")
+    b_w = E.initializers(E.load_onnx(os.path.join(d, "b", "model.onnx")))
+    ext_w = E.initializers(E.load_onnx(ext_b))  # onnx.load reads the external data
+    for name, w in b_w.items():
+        E.check(np.array_equal(ext_w[name], w), f"external data of {name} differs")
+    ext_c = os.path.join(d, "ext-c", "model.onnx")
+    run(env, plans["momentum", K], ext_c, STRAIGHT - FIRST, resume=ext_b)
+    with open(ext_c, "rb") as f1, open(os.path.join(d, "a", "model.onnx"), "rb") as f2:
+        E.check(f1.read() == f2.read(), "resuming from external data differs from straight")
+    E.run_tool([env.tofu_run, plans["momentum", K], "--steps", 1, "--quiet", "--save", ext_b,
+                "--save-external-data"])
+    now = [f for f in os.listdir(os.path.dirname(ext_b)) if f.startswith("model.onnx.data-")]
+    E.check(len(now) == 1 and now != data, f"data files after a second save: {now} (was {data})")
+    path = os.path.join(os.path.dirname(ext_b), now[0])
+    with open(path, "rb") as f:
+        blob = f.read()
+    with open(path, "wb") as f:
+        f.write(blob[:-8])
+
     def expect_error(plan, ckpt, text):
         res = E.run_tool([env.tofu_run, plan, "--steps", 1, "--quiet", "--resume", ckpt],
                          expect_rc=1)
@@ -164,6 +197,7 @@ def main():
     expect_error(plans["adam", K], env.path("momentum", "b", "model.onnx"),
                  "the checkpoint was trained with optimizer 'momentum', this plan uses 'adam'")
     expect_error(plans["adam", K], model, "carries no tofu training state")
+    expect_error(plans["momentum", K], ext_b, "bytes; truncated?)")
     cnn = os.path.join(os.path.dirname(env.model), "..", "cnn", "cnn.onnx")
     cnn_plan, cnn_ckpt = env.path("cnn.bin"), env.path("cnn", "model.onnx")
     E.run_tool([env.tofuc, cnn, "--gpus", 1, "-o", cnn_plan, "--optimizer", "adam"])

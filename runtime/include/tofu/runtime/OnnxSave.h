@@ -22,11 +22,20 @@ struct TrainedParam {
 /// model to `path` through a temporary file in the same directory that is
 /// renamed into place. Fails if the model does not parse, an initializer is
 /// missing, or its element type or shape differs.
+///
+/// With `externalData`, the trained values go into one ONNX external-data
+/// file in the model's directory instead (`data_location` EXTERNAL,
+/// `location` = its name, `offset` and `length` per initializer, offsets
+/// 64-byte aligned), named `<model file name>.data-<16 hex digits>` after
+/// its FNV-1a 64 checksum and written (atomically) before the model; its
+/// name is returned in `externalName`.
 std::string saveTrainedOnnx(const std::vector<uint8_t> &model,
                             const std::map<std::string, TrainedParam> &params,
                             const std::string &path,
                             const std::map<std::string, std::string>
-                                &metadata = {});
+                                &metadata = {},
+                            bool externalData = false,
+                            std::string *externalName = nullptr);
 
 /// What `readOnnxWeights` returns: the float32 initializers asked for, and
 /// every metadata_props entry of the model.
@@ -36,8 +45,8 @@ struct OnnxWeights {
 };
 
 /// Reads the ONNX model file at `path` and returns the float32 initializers
-/// named in `wanted` (raw_data or float_data; external data is an error) and
-/// the model's metadata. An initializer in `wanted` that the model lacks is
+/// named in `wanted` (raw_data, float_data, or external data in a file in
+/// the model's directory) and the model's metadata. An initializer in `wanted` that the model lacks is
 /// not an error here (the caller names what is missing).
 std::string readOnnxWeights(const std::string &path,
                             const std::vector<std::string> &wanted,

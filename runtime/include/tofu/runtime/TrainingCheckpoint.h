@@ -3,7 +3,9 @@
 // A checkpoint is the pair `tofu-run --save FILE` writes and
 // `tofu-run --resume FILE` reads:
 //
-//   FILE                        the ONNX model with the trained weights; its
+//   FILE                        the ONNX model with the trained weights (or,
+//                               for large models, FILE.data-<16 hex> holds
+//                               them as ONNX external data); its
 //                               metadata_props name the state file
 //                               (`tofu.training_state`) and the step count
 //                               (`tofu.training_step`)
@@ -61,10 +63,18 @@ std::string decodeTrainingState(const std::vector<uint8_t> &bytes,
 
 /// Writes the checkpoint for `plan` after `stepsDone` steps: the trained
 /// Params and every State tensor are assembled from the owned buffers that
-/// `live` returns. Removes the state files of earlier saves to `path` once
-/// the new model is in place.
+/// `live` returns. The weights go into an ONNX external-data file next to
+/// the model (`FILE.data-<16 hex>`, see saveTrainedOnnx) when
+/// `externalData` is set or they exceed kSaveExternalDataAbove bytes.
+/// Removes the state and data files of earlier saves to `path` once the new
+/// model is in place.
 std::string saveCheckpoint(const plan::Plan &plan, const BufferSource &live,
-                           int64_t stepsDone, const std::string &path);
+                           int64_t stepsDone, const std::string &path,
+                           bool externalData = false);
+
+/// Trained weights above this many bytes are saved as ONNX external data
+/// (a model file holds at most 2 GiB).
+inline constexpr uint64_t kSaveExternalDataAbove = uint64_t(1) << 30;
 
 /// Reads the checkpoint at `path` and replaces the initial contents (`init`)
 /// of every buffer of the plan's trained Params and State tensors with it;
