@@ -21,6 +21,8 @@ and batch, in float64 (relative difference 1e-3):
 * ``transformer``: ``nn.TransformerEncoder`` (2 layers, d_model 16, 2 heads,
   feed-forward 32, dropout 0) over [S=5, B=4, 16], mean over the sequence,
   ``nn.Linear`` to 10 classes.
+* ``padded_cnn``: ``nn.functional.pad`` (constant 0.5, asymmetric) -> Conv
+  -> ReLU -> Linear: the exported Pad and its gradient.
 * ``resnet18``: torchvision's model (random initialization, 10 classes) on
   2 images of 64x64, exported in training mode, so BatchNormalization uses
   the batch statistics as in PyTorch.
@@ -34,8 +36,8 @@ and batch, in float64 (relative difference 1e-3):
   showed 8.8e-3 on net.conv1.weight, the first parameter checked. That
   needs a float64 runtime, which tofu does not have yet.
 
-``--only NAME`` runs one model. ctest registers ``lstm``, ``transformer`` and
-``resnet18`` (e2e.torch_exported.<name>), and ``wide_resnet50_2`` (about 4
+``--only NAME`` runs one model. ctest registers ``lstm``, ``transformer``,
+``padded_cnn`` and ``resnet18`` (e2e.torch_exported.<name>), and ``wide_resnet50_2`` (about 4
 minutes on 2 cores) when configured with ``-DTOFU_SLOW_TESTS=ON``.
 
 Gradients are compared element-wise (``E.rel_diff``: the largest absolute
@@ -90,6 +92,19 @@ class LstmLm(nn.Module):
         return self.out(y)
 
 
+class PaddedCnn(nn.Module):
+    """Constant padding (exported as ONNX Pad) before a convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 8 * 8, 10)
+
+    def forward(self, x):
+        y = nn.functional.pad(x, (2, 1, 0, 3), value=0.5)  # [N, 3, 10, 10]
+        return self.fc(torch.relu(self.conv(y)).flatten(1))
+
+
 class EncoderClassifier(nn.Module):
     def __init__(self, d_model=16, heads=2, layers=2, classes=10):
         super().__init__()
@@ -107,6 +122,8 @@ def make_model(name):
     if name == "lstm":
         return (WithLoss(LstmLm(), reshape_logits=True), torch.randint(0, 32, (6, 4)),
                 torch.randint(0, 32, (24,)))
+    if name == "padded_cnn":
+        return WithLoss(PaddedCnn()), torch.randn(2, 3, 7, 7), torch.randint(0, 10, (2,))
     if name == "transformer":
         return (WithLoss(EncoderClassifier()), torch.randn(5, 4, 16),
                 torch.randint(0, 10, (4,)))
@@ -116,7 +133,7 @@ def make_model(name):
             torch.randint(0, 10, (2,)))
 
 
-MODELS = ("lstm", "transformer", "resnet18", "wide_resnet50_2")
+MODELS = ("lstm", "transformer", "padded_cnn", "resnet18", "wide_resnet50_2")
 #: Models whose BatchNormalization nodes are switched to their inference form
 #: after export (training_mode = 0: the running statistics, which are
 #: initializers and get no gradient, instead of the batch's; see the

@@ -264,6 +264,23 @@ TEST(TDLGradient, Slice) {
   checkGradient(q);
 }
 
+TEST(TDLGradient, Pad) {
+  // Constant mode: pads on both axes, one of them negative (a crop), and a
+  // constant value (which gets no gradient).
+  Problem p{"Pad", {f32({3, 4}), i64({4}), f32({})}};
+  p.constValues = {{1, {1, -1, 2, 1}}};
+  p.noGrad = {2};
+  checkGradient(p);
+  // Opset 18's axes: only the last axis is padded.
+  Problem q{"Pad", {f32({2, 3, 2}), i64({2}), std::nullopt, i64({1})}};
+  q.constValues = {{1, {2, 1}}, {3, {-1}}};
+  checkGradient(q);
+  // No padding before, some after: dY is larger than X along that dim.
+  Problem r{"Pad", {f32({3, 4}), i64({4})}};
+  r.constValues = {{1, {0, 0, 2, 1}}};
+  checkGradient(r);
+}
+
 TEST(TDLGradient, Gather) {
   Problem p{"Gather", {f32({4, 3}), i64({2, 2})}};
   p.intLo = -4;

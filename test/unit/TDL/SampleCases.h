@@ -223,6 +223,9 @@ inline std::vector<SampleCase> sampleCases() {
        3, -1, 1, {{1, {1, -1}}, {2, {4, -7}}, {3, {0, 1}}, {4, {2, -2}}}},
       {"SliceGrad", {f32({2, 3}), f32({5, 6})},
        {{"starts", Is({1, 5})}, {"steps", Is({2, -2})}}},
+      {"Pad", {f32({3, 4}), i64({4}), f32({})}, {}, 0, 3, -1, 1,
+       {{1, {1, -1, 2, 1}}}},
+      {"PadGrad", {f32({6, 4}), f32({3, 4})}, {{"begins", Is({1, -1})}}},
       // Variadic ops (tdl-specs/concat.tdl) and Dropout.
       {"Concat", {f32({2, 3}), f32({2, 1}), f32({2, 4})}, {{"axis", I(1)}}},
       {"Concat", {f32({1, 3}), f32({2, 3})}, {{"axis", I(-2)}}},
