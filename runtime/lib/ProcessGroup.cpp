@@ -79,6 +79,16 @@ std::string ProcessGroup::start(int &argc, char **&argv,
     if (!addr)
       return "the torchrun environment needs MASTER_ADDR (the host where "
              "rank 0 listens)";
+    // torchrun's static rendezvous keeps its own key-value store listening
+    // on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True); tofu-run then
+    // meets on the next port.
+    if (const char *agentStore = env("TORCHELASTIC_USE_AGENT_STORE");
+        agentStore && std::string(agentStore) == "True") {
+      if (port == 65535)
+        return "MASTER_PORT=65535 is held by torchrun's store and tofu-run "
+               "needs the next port; choose a lower --master_port";
+      ++port;
+    }
     return createTcpTransport(rank, size, addr, port, timeoutSeconds,
                               transport);
   }

@@ -2,9 +2,12 @@
 """e2e.multi_process.<launcher>: one process per device gives the run of one process.
 
 ``--launcher mpi``: ``mpirun -np k tofu-run``; ``--launcher tcp``: k tofu-run
-processes started with the torchrun environment (RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR, MASTER_PORT). For the MLP compiled with --gpus 4,
-proves that:
+processes started by this script with the torchrun environment (RANK,
+WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); ``--launcher torchrun``:
+``python3 -m torch.distributed.run --nproc_per_node k --no_python tofu-run``
+(standalone rendezvous; the 4-process run is repeated with the static
+rendezvous, whose store holds MASTER_PORT). For the MLP compiled with
+--gpus 4, proves that:
 
 * the multi-process run's 5 losses and its saved trained weights equal the
   single-process run's within relative difference 1e-5 (they are computed
@@ -19,6 +22,11 @@ proves that:
   run with a non-zero exit within 60 s, and the others report an error;
 * a rank that hangs (--test-fail 2:5:stall, --comm-timeout 2) ends every other
   rank with a 'no progress within 2 s' error within 60 s (no hang).
+
+torchrun's agent needs seconds per launch, so ``--launcher torchrun`` checks
+the equality (standalone and static rendezvous) and the dead rank only; the
+mismatch and the hung rank go through the same TCP transport in
+``--launcher tcp``.
 
 ``--have-mpi OFF`` (tofu-run built without MPI): the mpi variant instead proves
 that tofu-run under mpirun stops with an error that names the missing MPI
@@ -38,12 +46,18 @@ TOL = 1e-5
 BOUND_S = 60
 
 
-def launch(env, launcher, k, args, expect_rc=0, world=None, hung_rank=None):
+def launch(env, launcher, k, args, expect_rc=0, world=None, hung_rank=None, standalone=True):
     """Runs tofu-run as k processes; returns (stdout of rank 0 / mpirun,
     stderr of all, exit codes, seconds). With the torchrun environment a
     ``hung_rank`` is killed by the test once the others ended (no launcher
     does it) and its exit code is left out."""
     start = time.monotonic()
+    if launcher == "torchrun":
+        res = E.run_tool(M.torchrun_prefix(world or k, standalone) + [env.tofu_run, *args],
+                         expect_rc=expect_rc, timeout=BOUND_S * 2)
+        # The agent tees every rank's stderr, prefixed "[default<r>]:".
+        return (res.stdout + res.stderr, res.stderr, [res.returncode],
+                time.monotonic() - start)
     if launcher == "mpi":
         res = M.run_mpi(env, world or k, args, expect_rc=expect_rc, timeout=BOUND_S * 2)
         return res.stdout, res.stderr, [res.returncode], time.monotonic() - start
@@ -60,9 +74,17 @@ def launch(env, launcher, k, args, expect_rc=0, world=None, hung_rank=None):
     return (results[0].stdout, "".join(r.stderr for r in results), rcs, secs)
 
 
+def check_mismatch(env, launcher, plan):
+    _, stderr, rcs, _ = launch(env, launcher, K, [plan, "--steps", 1], expect_rc=None, world=3)
+    E.check(all(rc != 0 for rc in rcs), f"world size 3 for 4 devices exited {rcs}")
+    for r in range(3):
+        E.check(f"rank {r}: the plan has 4 devices but" in stderr and "started 3 processes" in stderr,
+                f"rank {r} did not report the mismatch:\n{stderr}")
+
+
 def main():
     env = E.parse_args(__doc__.splitlines()[1], extra=lambda p: (
-        p.add_argument("--launcher", choices=("mpi", "tcp"), required=True),
+        p.add_argument("--launcher", choices=("mpi", "tcp", "torchrun"), required=True),
         p.add_argument("--have-mpi", default="ON")))
     env.require_tools()
     launcher = env.args.launcher
@@ -85,6 +107,14 @@ def main():
     report, saved = env.path("multi", "r.json"), env.path("multi", "trained.onnx")
     stdout, stderr, _, secs = launch(env, launcher, K, [plan, "--steps", STEPS, "--report",
                                                         report, "--save", saved])
+    if launcher == "torchrun":
+        # Again with the static rendezvous (its store holds MASTER_PORT).
+        report2, saved2 = env.path("static", "r.json"), env.path("static", "trained.onnx")
+        launch(env, launcher, K, [plan, "--steps", STEPS, "--report", report2, "--save",
+                                  saved2], standalone=False)
+        E.check(E.report_losses(E.load_json(report2), report2).tolist() ==
+                E.report_losses(E.load_json(report), report).tolist(),
+                "torchrun's static rendezvous gave other losses than --standalone")
     rep = E.load_json(report)
     E.check(f"processes {K} (" in stdout, f"rank 0 does not say it runs {K} processes:\n{stdout}")
     E.check(stdout.count("step 1 ") == 1,
@@ -121,12 +151,11 @@ def main():
         E.check(dn <= TOL, f"trained {n} differs from one process by rel {dn:.3e}")
     print(f"{launcher}: {K} processes match one process ({secs:.1f} s)")
 
-    # k != world size: every rank says so.
-    _, stderr, rcs, _ = launch(env, launcher, K, [plan, "--steps", 1], expect_rc=None, world=3)
-    E.check(all(rc != 0 for rc in rcs), f"world size 3 for 4 devices exited {rcs}")
-    for r in range(3):
-        E.check(f"rank {r}: the plan has 4 devices but" in stderr and "started 3 processes" in stderr,
-                f"rank {r} did not report the mismatch:\n{stderr}")
+    # k != world size: every rank says so. (torchrun runs the same TCP
+    # transport as --launcher tcp, which checks this and the hung rank; its
+    # agent takes seconds per launch, so it checks only the dead rank.)
+    if launcher != "torchrun":
+        check_mismatch(env, launcher, plan)
 
     # A rank dies: the run ends with an error, bounded.
     _, stderr, rcs, secs = launch(env, launcher, K, [plan, "--steps", 3, "--test-fail", "2:5",
@@ -134,11 +163,13 @@ def main():
     E.check(all(rc != 0 for rc in rcs), f"a dead rank: exit codes {rcs}\n{stderr}")
     E.check(secs < BOUND_S, f"a dead rank took {secs:.1f} s to end the run")
     E.check("dying after 5 instructions" in stderr, f"rank 2 did not die as asked:\n{stderr}")
-    if launcher == "tcp":  # mpirun kills the others itself
+    if launcher == "tcp":  # mpirun and torchrun kill the others themselves
         for r in (0, 1, 3):
             E.check(f"rank {r}: " in stderr, f"rank {r} reported no error:\n{stderr}")
     print(f"{launcher}: a dead rank ends the run in {secs:.1f} s")
 
+    if launcher == "torchrun":
+        return
     # A rank hangs: the others time out.
     _, stderr, rcs, secs = launch(env, launcher, K, [plan, "--steps", 3, "--test-fail",
                                                      "2:5:stall", "--comm-timeout", 2],
