@@ -33,6 +33,7 @@ that tofu-run under mpirun stops with an error that names the missing MPI
 support.
 """
 
+import os
 import time
 
 import numpy as np
@@ -53,7 +54,8 @@ def launch(env, launcher, k, args, expect_rc=0, world=None, hung_rank=None, stan
     does it) and its exit code is left out."""
     start = time.monotonic()
     if launcher == "torchrun":
-        res = E.run_tool(M.torchrun_prefix(world or k, standalone) + [env.tofu_run, *args],
+        logs = env.path("torchrun-logs", str(len(os.listdir(env.workdir))))
+        res = E.run_tool(M.torchrun_prefix(world or k, logs, standalone) + [env.tofu_run, *args],
                          expect_rc=expect_rc, timeout=BOUND_S * 2)
         # The agent tees every rank's stderr, prefixed "[default<r>]:".
         return (res.stdout + res.stderr, res.stderr, [res.returncode],

@@ -36,17 +36,18 @@ def run_mpi(env, k, args, expect_rc=0, timeout=300):
                       timeout=timeout)
 
 
-def torchrun_prefix(k, standalone=True):
+def torchrun_prefix(k, log_dir, standalone=True):
     """``python3 -m torch.distributed.run`` for k local processes.
 
     ``--redirects 2 --tee 2``: Debian's torch 1.13 on Python 3.11 cannot
     parse the default ``0`` of these options (iterating an IntFlag skips the
     zero member), so stderr is redirected and teed explicitly.
     ``standalone=False`` uses the static rendezvous, whose store holds
-    MASTER_PORT (tofu-run then meets on MASTER_PORT + 1).
+    MASTER_PORT (tofu-run then meets on MASTER_PORT + 1). The agent's logs go
+    to ``log_dir`` (by default it leaves a folder in /tmp per run).
     """
     cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", "--nproc_per_node", str(k),
-           "--redirects", "2", "--tee", "2", "--no_python"]
+           "--redirects", "2", "--tee", "2", "--log_dir", log_dir, "--no_python"]
     if standalone:
         cmd.insert(3, "--standalone")
     else:
