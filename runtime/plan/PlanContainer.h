@@ -22,8 +22,9 @@ inline constexpr uint16_t kMajor = 1;
 /// Instr.reduction_ranges and DType::Bool; 1.2 adds Plan.without_weights;
 /// 1.3 adds the expression function Uniform (counter-based random numbers,
 /// e.g. training-mode Dropout); 1.4 adds TensorRole::State; 1.5 adds
-/// per-device weight checksums and external weight files.
-inline constexpr uint16_t kMinor = 5;
+/// per-device weight checksums and external weight files; 1.6 adds the
+/// CUDA section (generated kernels, `tofuc --cuda-arch`).
+inline constexpr uint16_t kMinor = 6;
 
 /// Fixed part of the header; the section table follows it.
 inline constexpr size_t kFixedHeaderBytes = 128;
@@ -55,6 +56,7 @@ enum SectionKind : uint32_t {
   kSectionPlan = 1,    ///< FlatBuffers `tofu.plan.fb.Plan` (plan.fbs)
   kSectionWeights = 2, ///< initial buffer contents, per device contiguous
   kSectionModel = 3,   ///< the original ONNX ModelProto bytes (may be empty)
+  kSectionCuda = 4,    ///< FlatBuffers `tofu.plan.fb.CudaModule` (optional)
 };
 
 /// Human-readable name of a section kind, for diagnostics.
@@ -66,6 +68,8 @@ inline const char *sectionName(uint32_t kind) {
     return "WEIGHTS";
   case kSectionModel:
     return "MODEL";
+  case kSectionCuda:
+    return "CUDA";
   default:
     return "unknown";
   }

@@ -13,7 +13,9 @@
 #include "tofu/runtime/ExprProgramCheck.h"
 
 #include "PlanContainer.h"
+#include "cuda_kernels_generated.h"
 #include "plan_generated.h"
+#include "tofu/runtime/CudaArch.h"
 
 #include <sys/stat.h>
 
@@ -503,6 +505,108 @@ std::string PlanDecoder::decode() {
   return "";
 }
 
+/// Decodes and checks the CUDA section (format 1.6) against the decoded
+/// device programs.
+std::string decodeCudaModule(const fbs::CudaModule &root, Plan &plan) {
+  CudaModule &m = plan.cuda;
+  m.arch = toStr(root.arch());
+  m.compiler = toStr(root.compiler());
+  m.source = toStr(root.source());
+  CudaArch arch;
+  if (!parseCudaArch(m.arch, arch))
+    return "CUDA section: architecture '" + m.arch +
+           "' is not sm_<major><minor>";
+  if (root.cubin())
+    m.cubin.assign(root.cubin()->begin(), root.cubin()->end());
+  if (root.kernels())
+    for (const fbs::CudaKernel *k : *root.kernels()) {
+      CudaKernel kernel;
+      kernel.name = toStr(k->name());
+      kernel.kind = toStr(k->kind());
+      kernel.ops = toStr(k->ops());
+      kernel.numPointers = k->num_pointers();
+      kernel.numParams = k->num_params();
+      kernel.blockSize = k->block_size();
+      if (kernel.name.empty() || kernel.numPointers == 0 ||
+          kernel.numParams == 0 || kernel.blockSize == 0 ||
+          kernel.blockSize > 1024)
+        return "CUDA section: kernel " + std::to_string(m.kernels.size()) +
+               " ('" + kernel.name + "') has no name, no pointer or parameter "
+               "arguments, or a block size outside [1, 1024]";
+      m.kernels.push_back(std::move(kernel));
+    }
+  if (root.launches())
+    for (const fbs::CudaLaunch *l : *root.launches()) {
+      CudaLaunch launch;
+      launch.device = l->device();
+      launch.firstInstr = l->first_instr();
+      launch.numInstrs = l->num_instrs();
+      launch.output = l->output();
+      launch.kernel = l->kernel();
+      launch.numElements = l->num_elements();
+      if (l->buffers())
+        launch.buffers.assign(l->buffers()->begin(), l->buffers()->end());
+      if (l->params())
+        launch.params.assign(l->params()->begin(), l->params()->end());
+      std::string where =
+          "CUDA section: launch " + std::to_string(m.launches.size());
+      if (launch.device < 0 ||
+          static_cast<size_t>(launch.device) >= plan.devices.size())
+        return where + " is on device " + std::to_string(launch.device) +
+               ", which the plan does not have";
+      const DeviceProgram &dev = plan.devices[launch.device];
+      if (launch.firstInstr < 0 || launch.numInstrs < 1 ||
+          static_cast<int64_t>(launch.firstInstr) + launch.numInstrs >
+              static_cast<int64_t>(dev.instrs.size()))
+        return where + " covers instructions [" +
+               std::to_string(launch.firstInstr) + ", +" +
+               std::to_string(launch.numInstrs) + ") outside device " +
+               std::to_string(launch.device) + "'s program";
+      for (int32_t i = launch.firstInstr;
+           i < launch.firstInstr + launch.numInstrs; ++i)
+        if (dev.instrs[i].kind != Instr::Kind::Compute)
+          return where + " covers instruction " + std::to_string(i) +
+                 ", which is not a compute instruction";
+      const Instr &first = dev.instrs[launch.firstInstr];
+      if (launch.output < 0 ||
+          static_cast<size_t>(launch.output) >= first.outputs.size())
+        return where + " computes output " + std::to_string(launch.output) +
+               " of an instruction with " +
+               std::to_string(first.outputs.size()) + " outputs";
+      if (launch.kernel < 0 ||
+          static_cast<size_t>(launch.kernel) >= m.kernels.size())
+        return where + " names kernel " + std::to_string(launch.kernel) +
+               ", which the section does not have";
+      const CudaKernel &k = m.kernels[launch.kernel];
+      if (launch.buffers.size() != k.numPointers ||
+          launch.params.size() != k.numParams)
+        return where + " passes " + std::to_string(launch.buffers.size()) +
+               " pointers and " + std::to_string(launch.params.size()) +
+               " parameters to kernel '" + k.name + "', which takes " +
+               std::to_string(k.numPointers) + " and " +
+               std::to_string(k.numParams);
+      for (size_t b = 0; b < launch.buffers.size(); ++b) {
+        int32_t id = launch.buffers[b];
+        bool output = b < static_cast<size_t>(launch.numInstrs);
+        if (id < (output ? 0 : -1) ||
+            (id >= 0 && static_cast<size_t>(id) >= dev.buffers.size()))
+          return where + ": pointer " + std::to_string(b) + " is buffer " +
+                 std::to_string(id) + ", which device " +
+                 std::to_string(launch.device) + " does not have";
+      }
+      if (launch.numElements < 0 || launch.params[0] != launch.numElements ||
+          launch.numElements !=
+              dev.buffers[launch.buffers[0]].region.numElements())
+        return where + " computes " + std::to_string(launch.numElements) +
+               " elements, not the " +
+               std::to_string(
+                   dev.buffers[launch.buffers[0]].region.numElements()) +
+               " of its output buffer";
+      m.launches.push_back(std::move(launch));
+    }
+  return "";
+}
+
 struct SectionEntry {
   uint32_t kind;
   uint64_t offset, size, checksum;
@@ -642,11 +746,12 @@ std::string readContainer(PlanInput &in, Plan &plan) {
                " after the last section; " + kRecompile;
   }
 
-  // A full read checks every section; a partial one the PLAN section, the
-  // MODEL section if it is loaded, and (below) its own weight shard.
+  // A full read checks every section; a partial one the PLAN and CUDA
+  // sections, the MODEL section if it is loaded, and (below) its own weight
+  // shard.
   const SectionEntry *planSec = nullptr, *weightsSec = nullptr,
-                     *modelSec = nullptr;
-  std::vector<uint8_t> planBytes, modelBytes;
+                     *modelSec = nullptr, *cudaSec = nullptr;
+  std::vector<uint8_t> planBytes, modelBytes, cudaBytes;
   for (const SectionEntry &s : sections) {
     const uint8_t *data = nullptr;
     if (s.kind == ct::kSectionPlan)
@@ -655,12 +760,15 @@ std::string readContainer(PlanInput &in, Plan &plan) {
       weightsSec = &s;
     else if (s.kind == ct::kSectionModel)
       modelSec = &s;
+    else if (s.kind == ct::kSectionCuda)
+      cudaSec = &s;
     if (!partial) {
       data = p + s.offset;
-    } else if (s.kind == ct::kSectionPlan ||
+    } else if (s.kind == ct::kSectionPlan || s.kind == ct::kSectionCuda ||
                (s.kind == ct::kSectionModel && in.options.loadModel)) {
-      std::vector<uint8_t> &buf =
-          s.kind == ct::kSectionPlan ? planBytes : modelBytes;
+      std::vector<uint8_t> &buf = s.kind == ct::kSectionPlan   ? planBytes
+                                  : s.kind == ct::kSectionCuda ? cudaBytes
+                                                               : modelBytes;
       if (std::string err = in.readAt(s.offset, s.size, buf); !err.empty())
         return err;
       data = buf.data();
@@ -765,6 +873,19 @@ std::string readContainer(PlanInput &in, Plan &plan) {
     return "device " + std::to_string(in.options.onlyDevice) +
            " was asked for, but the plan has " +
            std::to_string(plan.numDevices) + " devices";
+  if (cudaSec) {
+    const uint8_t *cuda = partial ? cudaBytes.data() : p + cudaSec->offset;
+    flatbuffers::Verifier cudaVerifier(cuda, cudaSec->size,
+                                       /*max_depth=*/64,
+                                       /*max_tables=*/1u << 30);
+    if (!cudaVerifier.VerifyBuffer<fbs::CudaModule>("TFCU"))
+      return std::string("the CUDA section fails FlatBuffers verification; ") +
+             kRecompile;
+    if (std::string err = decodeCudaModule(
+            *flatbuffers::GetRoot<fbs::CudaModule>(cuda), plan);
+        !err.empty())
+      return "invalid plan: " + err + "; recompile it with tofuc";
+  }
   if (modelSec && in.options.loadModel) {
     if (partial)
       plan.onnxModel = std::move(modelBytes);

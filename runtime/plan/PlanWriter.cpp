@@ -12,6 +12,7 @@
 #include "tofu/runtime/AtomicFile.h"
 
 #include "PlanContainer.h"
+#include "cuda_kernels_generated.h"
 #include "plan_generated.h"
 
 #include <algorithm>
@@ -255,6 +256,28 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
   return "";
 }
 
+/// The CUDA section: FlatBuffers `tofu.plan.fb.CudaModule` (identifier TFCU).
+void serializeCudaModule(const CudaModule &m, std::vector<uint8_t> &bytes) {
+  flatbuffers::FlatBufferBuilder fbb(1 << 12);
+  std::vector<flatbuffers::Offset<fbs::CudaKernel>> kernels;
+  for (const CudaKernel &k : m.kernels)
+    kernels.push_back(fbs::CreateCudaKernel(
+        fbb, fbb.CreateString(k.name), fbb.CreateString(k.kind),
+        fbb.CreateString(k.ops), k.numPointers, k.numParams, k.blockSize));
+  std::vector<flatbuffers::Offset<fbs::CudaLaunch>> launches;
+  for (const CudaLaunch &l : m.launches)
+    launches.push_back(fbs::CreateCudaLaunch(
+        fbb, l.device, l.firstInstr, l.numInstrs, l.output, l.kernel,
+        l.numElements, fbb.CreateVector(l.buffers),
+        fbb.CreateVector(l.params)));
+  auto root = fbs::CreateCudaModule(
+      fbb, fbb.CreateString(m.arch), fbb.CreateString(m.compiler),
+      fbb.CreateString(m.source), fbb.CreateVector(m.cubin),
+      fbb.CreateVector(kernels), fbb.CreateVector(launches));
+  fbb.Finish(root, "TFCU");
+  bytes.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
 uint64_t alignUp(uint64_t value) {
   return (value + ct::kSectionAlign - 1) / ct::kSectionAlign *
          ct::kSectionAlign;
@@ -269,7 +292,9 @@ namespace {
 struct Container {
   std::vector<uint8_t> header;
   std::vector<uint8_t> planBytes;
-  Chunks sections[3];
+  std::vector<uint8_t> cudaBytes;
+  Chunks sections[4];
+  size_t numSections = 3;
   std::vector<uint64_t> offsets;
   uint64_t fileSize = 0;
   std::vector<ExternalShard> externals;
@@ -291,16 +316,21 @@ std::string layOut(const Plan &plan, const WriteOptions &options,
   c.sections[0].add(c.planBytes.data(), c.planBytes.size());
   c.sections[2].add(plan.onnxModel.data(), plan.onnxModel.size());
   const uint32_t kinds[] = {ct::kSectionPlan, ct::kSectionWeights,
-                            ct::kSectionModel};
-  const size_t numSections = 3;
+                            ct::kSectionModel, ct::kSectionCuda};
+  if (!plan.cuda.arch.empty()) {
+    serializeCudaModule(plan.cuda, c.cudaBytes);
+    c.sections[3].add(c.cudaBytes.data(), c.cudaBytes.size());
+    c.numSections = 4;
+  }
+  const size_t numSections = c.numSections;
   const size_t headerSize =
       ct::kFixedHeaderBytes + numSections * ct::kSectionEntryBytes;
 
   // Lay the sections out after the header, each 8-byte aligned, zero padding.
   uint64_t end = alignUp(headerSize);
-  for (const Chunks &section : c.sections) {
+  for (size_t i = 0; i < numSections; ++i) {
     c.offsets.push_back(end);
-    end = alignUp(end + section.size);
+    end = alignUp(end + c.sections[i].size);
   }
   c.fileSize = c.offsets.back() + c.sections[numSections - 1].size;
 
@@ -339,7 +369,7 @@ std::string tofu::plan::writePlanBytes(const Plan &plan,
     return err;
   file.assign(c.fileSize, 0);
   std::memcpy(file.data(), c.header.data(), c.header.size());
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < c.numSections; ++i) {
     uint64_t at = c.offsets[i];
     for (const auto &[data, bytes] : c.sections[i].pieces) {
       std::memcpy(&file[at], data, bytes);
@@ -377,7 +407,7 @@ std::string tofu::plan::writePlan(const Plan &plan, const std::string &path,
     out.write(reinterpret_cast<const char *>(c.header.data()),
               static_cast<std::streamsize>(c.header.size()));
     uint64_t at = c.header.size();
-    for (size_t i = 0; i < 3; ++i) {
+    for (size_t i = 0; i < c.numSections; ++i) {
       out.write(zeros, static_cast<std::streamsize>(c.offsets[i] - at));
       at = c.offsets[i];
       for (const auto &[data, bytes] : c.sections[i].pieces) {

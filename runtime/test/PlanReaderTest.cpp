@@ -343,10 +343,115 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsOneFive) {
+TEST(PlanPrograms, VersionIsOneSix) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 5u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 6u);
+}
+
+/// The two-device plan with programs and a CUDA section (format 1.6): one
+/// kernel launched for device 1's Relu (rows [2, 4) of X -> Y).
+Plan withCudaModule() {
+  Plan plan = withProgramsOnly(makeTwoDevicePlan());
+  CudaModule &m = plan.cuda;
+  m.arch = "sm_90";
+  m.compiler = "Cuda compilation tools, release 13.0, V13.0.88";
+  m.source = "// generated\n";
+  m.cubin = {0x7f, 'E', 'L', 'F', 1, 2, 3};
+  CudaKernel k;
+  k.name = "tofu_k0_ReluByProgram";
+  k.kind = "elementwise";
+  k.ops = "ReluByProgram";
+  k.numPointers = 2;
+  k.numParams = 9;
+  m.kernels.push_back(k);
+  CudaLaunch l;
+  l.device = 1;
+  l.firstInstr = 0;
+  l.kernel = 0;
+  l.numElements = 8;
+  l.buffers = {kBufY, kBufX};
+  l.params = {8, 2, 0, 2, 4, 2, 0, 2, 4};
+  m.launches.push_back(l);
+  return plan;
+}
+
+TEST(PlanCuda, RoundTrip) {
+  Plan plan = withCudaModule();
+  std::vector<uint8_t> bytes = bytesOf(plan);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffNumSections], 4), 4u);
+  EXPECT_EQ(ct::loadLE(&bytes[entry(3)], 4), uint64_t(ct::kSectionCuda));
+  Plan back;
+  ASSERT_EQ(readPlanBytes(bytes, back), "");
+  const CudaModule &m = back.cuda;
+  EXPECT_EQ(m.arch, "sm_90");
+  EXPECT_EQ(m.compiler, plan.cuda.compiler);
+  EXPECT_EQ(m.source, plan.cuda.source);
+  EXPECT_EQ(m.cubin, plan.cuda.cubin);
+  ASSERT_EQ(m.kernels.size(), 1u);
+  EXPECT_EQ(m.kernels[0].name, "tofu_k0_ReluByProgram");
+  EXPECT_EQ(m.kernels[0].kind, "elementwise");
+  EXPECT_EQ(m.kernels[0].numParams, 9u);
+  EXPECT_EQ(m.kernels[0].blockSize, 256u);
+  ASSERT_EQ(m.launches.size(), 1u);
+  EXPECT_EQ(m.launches[0].device, 1);
+  EXPECT_EQ(m.launches[0].buffers, plan.cuda.launches[0].buffers);
+  EXPECT_EQ(m.launches[0].params, plan.cuda.launches[0].params);
+  EXPECT_EQ(bytesOf(back), bytes);
+}
+
+// A plan without CUDA kernels has no CUDA section: the same three sections
+// as format 1.5.
+TEST(PlanCuda, AbsentWithoutKernels) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffNumSections], 4), 3u);
+  Plan back;
+  ASSERT_EQ(readPlanBytes(bytes, back), "");
+  EXPECT_TRUE(back.cuda.arch.empty());
+}
+
+TEST(PlanCuda, BadLaunchesAreRejected) {
+  auto edit = [](auto change, const std::string &needle) {
+    Plan plan = withCudaModule();
+    change(plan.cuda);
+    expectInvalid(plan, needle);
+  };
+  edit([](CudaModule &m) { m.arch = "gpu90"; }, "architecture 'gpu90'");
+  edit([](CudaModule &m) { m.launches[0].device = 2; },
+       "launch 0 is on device 2");
+  edit([](CudaModule &m) { m.launches[0].firstInstr = 99; },
+       "outside device 1's program");
+  edit([](CudaModule &m) { m.launches[0].kernel = 1; }, "names kernel 1");
+  edit([](CudaModule &m) { m.launches[0].buffers.push_back(kBufX); },
+       "passes 3 pointers");
+  edit([](CudaModule &m) { m.launches[0].buffers[1] = 99; }, "is buffer 99");
+  edit([](CudaModule &m) { m.launches[0].buffers[0] = -1; }, "is buffer -1");
+  edit([](CudaModule &m) { m.launches[0].numElements = 16; },
+       "computes 16 elements");
+  edit([](CudaModule &m) { m.kernels[0].blockSize = 4096; }, "block size");
+}
+
+/// Every bit of the CUDA section, re-signed: rejected or loaded, never a
+/// crash.
+TEST(PlanCuda, ResignedDamageNeverCrashes) {
+  const std::vector<uint8_t> clean = bytesOf(withCudaModule());
+  uint64_t off = ct::loadLE(&clean[entry(3) + 8], 8);
+  uint64_t size = ct::loadLE(&clean[entry(3) + 16], 8);
+  size_t rejected = 0, total = 0;
+  std::vector<uint8_t> bytes = clean;
+  for (uint64_t i = off; i < off + size; ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      bytes[i] ^= static_cast<uint8_t>(1u << bit);
+      ct::storeLE(&bytes[entry(3) + 24], ct::fnv1a64(&bytes[off], size), 8);
+      resignHeader(bytes);
+      Plan plan;
+      if (!readPlanBytes(bytes, plan).empty())
+        ++rejected;
+      ++total;
+      bytes[i] = clean[i];
+    }
+  EXPECT_GT(rejected, 0u);
+  EXPECT_LT(rejected, total);
 }
 
 // Format 1.2: a plan compiled with --no-weights says so, and the flag

@@ -126,6 +126,26 @@ std::string parseTestFail(const std::string &v, Options &opts) {
   return "";
 }
 
+/// The CUDA section in --dump-plan: architecture, kernels by kind, launches.
+void printCudaSummary(const tofu::plan::CudaModule &cuda) {
+  if (cuda.arch.empty())
+    return;
+  std::map<std::string, int> kinds;
+  for (const tofu::plan::CudaKernel &k : cuda.kernels)
+    ++kinds[k.kind];
+  std::string byKind;
+  for (const auto &[kind, n] : kinds)
+    byKind += (byKind.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+  std::printf("CUDA kernels for %s: %zu (%s), %zu launches, cubin %zu bytes "
+              "(%s)\n",
+              cuda.arch.c_str(), cuda.kernels.size(),
+              byKind.empty() ? "none" : byKind.c_str(), cuda.launches.size(),
+              cuda.cubin.size(), cuda.compiler.c_str());
+  for (const tofu::plan::CudaKernel &k : cuda.kernels)
+    std::printf("  %-32s %-18s %s\n", k.name.c_str(), k.kind.c_str(),
+                k.ops.c_str());
+}
+
 std::string parseArgs(int argc, char **argv, Options &opts) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -354,6 +374,7 @@ int run(int argc, char **argv) {
       std::fputs(plan.summary.c_str(), stdout);
     if (!plan.summary.empty() && plan.summary.back() != '\n')
       std::fputc('\n', stdout);
+    printCudaSummary(plan.cuda);
     return group.finish().empty() ? 0 : 1;
   }
   if (std::string err = group.checkWorldSize(plan.numDevices); !err.empty())
@@ -376,8 +397,15 @@ int run(int argc, char **argv) {
         !err.empty())
       return failOnEveryRank(err);
   if (opts.backend == "cuda")
-    return fail("the CUDA executor is not implemented yet; run this plan "
-                "with --backend cpu (or auto)");
+    return fail(std::string("the CUDA executor is not implemented yet (") +
+                (plan.cuda.arch.empty()
+                     ? "this plan has no CUDA kernels either"
+                     : "this plan carries " +
+                           std::to_string(plan.cuda.kernels.size()) +
+                           " generated kernels for " + plan.cuda.arch +
+                           ", which nothing runs yet") +
+                "; docs/Cuda.md); run this plan with --backend cpu (or "
+                "auto)");
   const std::string backend = "cpu";
 
   // Validate output locations before spending time on training.

@@ -1,0 +1,78 @@
+//===- CudaDiagnosticsTest.cpp - architecture check, OOM message ----------===//
+//
+// Runs on every machine (no GPU): the decisions and messages the CUDA
+// executor will report with what the driver says.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaDiagnostics.h"
+
+#include "tofu/runtime/CudaArch.h"
+
+#include <gtest/gtest.h>
+
+using namespace tofu;
+
+namespace {
+
+bool contains(const std::string &s, const std::string &part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(CudaArch, Parses) {
+  plan::CudaArch a;
+  ASSERT_TRUE(plan::parseCudaArch("sm_90", a));
+  EXPECT_EQ(a.major, 9);
+  EXPECT_EQ(a.minor, 0);
+  EXPECT_EQ(a.suffix, 0);
+  ASSERT_TRUE(plan::parseCudaArch("sm_90a", a));
+  EXPECT_EQ(a.suffix, 'a');
+  ASSERT_TRUE(plan::parseCudaArch("sm_120", a));
+  EXPECT_EQ(a.major, 12);
+  EXPECT_EQ(a.minor, 0);
+  ASSERT_TRUE(plan::parseCudaArch("sm_86", a));
+  EXPECT_EQ(a.major, 8);
+  EXPECT_EQ(a.minor, 6);
+  for (const char *bad : {"", "sm_", "sm_9", "sm90", "compute_90", "sm_9x0",
+                          "sm_05", "sm_90b", "sm_12345"})
+    EXPECT_FALSE(plan::parseCudaArch(bad, a)) << bad;
+}
+
+TEST(CudaArch, SassCompatibility) {
+  plan::CudaArch sm80{8, 0, 0}, sm86{8, 6, 0}, sm90a{9, 0, 'a'};
+  EXPECT_TRUE(plan::cudaArchRunsOn(sm80, 8, 0));
+  EXPECT_TRUE(plan::cudaArchRunsOn(sm80, 8, 9));  // later minor
+  EXPECT_FALSE(plan::cudaArchRunsOn(sm86, 8, 0)); // earlier minor
+  EXPECT_FALSE(plan::cudaArchRunsOn(sm80, 9, 0)); // other major
+  EXPECT_TRUE(plan::cudaArchRunsOn(sm90a, 9, 0));
+  EXPECT_FALSE(plan::cudaArchRunsOn(sm90a, 9, 1)); // 'a' is exact
+}
+
+TEST(CudaDiagnostics, RefusesAnotherArchitectureNamingBoth) {
+  EXPECT_EQ(cuda::checkPlanArchitecture("sm_90", 0, "NVIDIA H100", 9, 0), "");
+  EXPECT_EQ(cuda::checkPlanArchitecture("sm_80", 1, "NVIDIA A10", 8, 6), "");
+  std::string err =
+      cuda::checkPlanArchitecture("sm_90", 3, "NVIDIA A100-SXM4-80GB", 8, 0);
+  EXPECT_TRUE(contains(err, "device 3 (NVIDIA A100-SXM4-80GB)")) << err;
+  EXPECT_TRUE(contains(err, "compiled for sm_90")) << err;
+  EXPECT_TRUE(contains(err, "the device is sm_80")) << err;
+  EXPECT_TRUE(contains(err, "tofuc --cuda-arch sm_80")) << err;
+  err = cuda::checkPlanArchitecture("sm_90a", 0, "GH200", 9, 1);
+  EXPECT_TRUE(contains(err, "exact compute capability")) << err;
+  err = cuda::checkPlanArchitecture("garbage", 0, "X", 9, 0);
+  EXPECT_TRUE(contains(err, "'garbage'")) << err;
+}
+
+TEST(CudaDiagnostics, OutOfMemoryNamesDeviceBytesAndFix) {
+  std::string msg = cuda::outOfMemoryMessage(
+      2, "NVIDIA H100 80GB HBM3", 12884901888ull, 1073741824ull,
+      85899345920ull, 8);
+  EXPECT_TRUE(contains(msg, "device 2 (NVIDIA H100 80GB HBM3)")) << msg;
+  EXPECT_TRUE(contains(msg, "needs 12.0 GiB (12884901888 bytes)")) << msg;
+  EXPECT_TRUE(contains(msg, "only 1.0 GiB (1073741824 bytes)")) << msg;
+  EXPECT_TRUE(contains(msg, "of 80.0 GiB")) << msg;
+  EXPECT_TRUE(contains(msg, "--gpus 16; this plan has 8")) << msg;
+  EXPECT_EQ(cuda::formatBytes(512), "512 bytes");
+  EXPECT_EQ(cuda::formatBytes(1536), "1.5 KiB (1536 bytes)");
+}
+
+} // namespace
