@@ -14,3 +14,9 @@ config.environment["PATH"] = os.pathsep.join(
     [config.tofu_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 config.substitutions.append(("%tofu_src", config.tofu_src_root))
 config.substitutions.append(("%torch_python", config.torch_python))
+# nvcc (CUDA toolkit): tests that compile generated CUDA kernels need it.
+import shutil
+if shutil.which("nvcc") or os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
+    config.available_features.add("nvcc")
+else:
+    lit_config.note("nvcc not found: the CUDA kernel tests (REQUIRES: nvcc) are unsupported")

@@ -1,5 +1,6 @@
 //===- CompilerPipeline.cpp - tofuc's phases ------------------------------===//
 #include "tofu/Pipelines/CompilerPipeline.h"
+#include "tofu/Target/CudaKernelGenerator.h"
 #include "tofu/Import/OnnxImporter.h"
 #include "tofu/Target/PlanBuilder.h"
 #include "tofu/Target/PlanPrinter.h"
@@ -167,6 +168,13 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     return llvm::Error::success();
   }
   plan->onnxModel = imported->modelBytes;
+  if (!options.cudaArch.empty()) {
+    cudagen::CudaCodegenOptions cuda;
+    cuda.arch = options.cudaArch;
+    cuda.nvccPath = options.nvccPath;
+    if (llvm::Error err = cudagen::generateCudaKernels(*plan, cuda))
+      return fail(options.inputPath + ": " + llvm::toString(std::move(err)));
+  }
   // plan.bin holds no timing, so that it is byte-for-byte reproducible.
   plan->summary = formatPlanText(func, *plan, /*withSearchTime=*/false);
   plan->searchSeconds = searchSeconds;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Pipelines/CompilerPipeline.h"
+#include "tofu/Target/CudaKernelGenerator.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -119,6 +120,17 @@ static cl::opt<bool> allowHardlinkedData(
     "allow-hardlinked-data",
     cl::desc("accept external data files with several hard links"),
     cl::cat(tofucCategory));
+static cl::opt<std::string> cudaArch(
+    "cuda-arch",
+    cl::desc("generate CUDA kernels from the TDL programs, compile them with "
+             "nvcc for this GPU architecture and store them in plan.bin "
+             "(docs/Cuda.md)"),
+    cl::value_desc("sm_80|sm_90|..."), cl::cat(tofucCategory));
+static cl::opt<std::string>
+    nvccPath("nvcc",
+             cl::desc("the nvcc for --cuda-arch (default: nvcc on PATH, then "
+                      "/usr/local/cuda/bin/nvcc)"),
+             cl::value_desc("path"), cl::cat(tofucCategory));
 static cl::opt<bool> verbose("verbose",
                              cl::desc("print notes (skipped ONNX checker, ...)"),
                              cl::cat(tofucCategory));
@@ -182,6 +194,14 @@ int main(int argc, char **argv) {
                   Twine(std::to_string(batch)));
     options.import.batch = batch;
   }
+  if (cudaArch.getNumOccurrences()) {
+    if (Error err = tofu::cudagen::checkCudaArch(cudaArch))
+      return fail(toString(std::move(err)));
+    options.cudaArch = cudaArch;
+  }
+  if (nvccPath.getNumOccurrences() && cudaArch.empty())
+    return fail("--nvcc is used only with --cuda-arch");
+  options.nvccPath = nvccPath;
   options.import.noWeights = noWeights;
   options.import.allowHardlinkedData = allowHardlinkedData;
   options.import.verbose = verbose;

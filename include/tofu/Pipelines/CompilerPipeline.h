@@ -80,6 +80,11 @@ struct CompileOptions {
   PlanDump dumpPlan = PlanDump::None;
   /// Importer flags: --shape, --batch, --no-weights, ...
   ImportOptions import;
+  /// --cuda-arch: generate CUDA kernels for this architecture (e.g. sm_90)
+  /// into the plan's CUDA section; empty = none (docs/Cuda.md).
+  std::string cudaArch;
+  /// --nvcc: the nvcc that compiles them (empty: PATH, /usr/local/cuda).
+  std::string nvccPath;
 };
 
 /// Adds the IR passes of phases train..partition to `pm` (a module pass

@@ -1,0 +1,136 @@
+//===- CudaKernelGenerator.h - CUDA kernels from TDL programs ---*- C++ -*-===//
+//
+// Turns the expression programs of a plan's Compute instructions (TDL
+// outputs lowered by lib/TDL/ProgramLowering.cpp) into CUDA C++ at compile
+// time, compiles it with nvcc for one GPU architecture and stores the cubin
+// with every kernel's launch metadata in the plan (plan::CudaModule), so that
+// the CUDA runtime needs no compiler (issue 7, docs/Cuda.md).
+//
+// One thread computes one output element: the same `__host__ __device__`
+// element function serves the `__global__` kernel (grid-stride loop) and a
+// host driver `<name>_host`, so the generated source also compiles as plain
+// C++ and is checked against the expression interpreter on machines without
+// a GPU (test/unit/Target/CudaKernelGeneratorTest.cpp).
+//
+// Which instructions get a kernel: every Compute instruction with programs
+// except the ops meant for cuBLAS/cuDNN (isLibraryBackedOp). Consecutive
+// element-wise instructions of one device where each reads the previous
+// one's output at the same element (same region, identity indices) are
+// fused into one kernel that computes the chain in registers and still
+// writes every instruction's output.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_TARGET_CUDAKERNELGENERATOR_H
+#define TOFU_TARGET_CUDAKERNELGENERATOR_H
+
+#include "tofu/runtime/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace tofu::cudagen {
+
+/// An operand of a generated kernel (an input buffer of its instructions).
+struct KernelOperand {
+  bool present = true;              ///< false: absent optional input (null)
+  plan::DType dtype = plan::DType::F32;
+  std::vector<int64_t> globalShape; ///< the tensor's global shape
+};
+
+/// Where input `i` of a stage comes from: kernel operand `operand`, or the
+/// output of the earlier stage `stage` (read in registers, identity
+/// indices only). Exactly one of the two is >= 0.
+struct StageInput {
+  int32_t operand = -1;
+  int32_t stage = -1;
+};
+
+/// One op computed by a kernel: output element = `program`'s root.
+struct KernelStage {
+  const plan::ExprProgram *program = nullptr;
+  plan::DType outputType = plan::DType::F32;
+  std::vector<StageInput> inputs; ///< one per program input
+  std::string op;                 ///< op kernel name, for comments
+};
+
+/// What one kernel computes. Every stage writes an output of global shape
+/// `outputGlobalShape`, over the same region (given at launch).
+struct KernelDescription {
+  std::vector<KernelOperand> operands;
+  std::vector<KernelStage> stages;
+  std::vector<int64_t> outputGlobalShape;
+};
+
+/// Kernel parameter layout (int64): [0] number of output elements; the
+/// output region's lo then shape; per operand its local box's lo then shape
+/// (zeros when absent); per stage, per top-level reduction variable of its
+/// program, the range [lo, hi). Pointers: stage outputs, then operands.
+struct ParamLayout {
+  int64_t outLo = 1, outShape = 0;
+  std::vector<int64_t> operandLo, operandShape;
+  std::vector<int64_t> stageRanges;
+  int64_t numParams = 0;
+  int64_t numPointers = 0;
+};
+ParamLayout paramLayout(const KernelDescription &kernel);
+
+/// The launch parameters for the output region `outputRegion`, operand boxes
+/// `operandRegions` (empty Box for an absent operand) and per stage its
+/// reduction ranges (empty = whole extents).
+std::vector<int64_t>
+launchParams(const KernelDescription &kernel, const plan::Box &outputRegion,
+             const std::vector<plan::Box> &operandRegions,
+             const std::vector<std::vector<std::pair<int64_t, int64_t>>>
+                 &stageRanges);
+
+/// The code every generated translation unit starts with: helpers for
+/// loads, stores, padding, the counter RNG, and the TofuPointers/TofuParams
+/// argument structs. Compiles with nvcc and with a plain C++17 compiler.
+std::string emitPrelude();
+
+/// The element function, `__global__` kernel and host driver of `kernel`
+/// under the entry-point name `name`:
+///   extern "C" void <name>_host(void *const *ptrs, const int64_t *params,
+///                               uint64_t step, unsigned long long *error)
+/// computes every element on the host. Errors: a malformed program, or a
+/// stage input that reads an earlier stage other than element-wise.
+llvm::Expected<std::string> emitKernel(const KernelDescription &kernel,
+                                       const std::string &name);
+
+/// Classifies a program: "reduction" (has a Reduce node), "elementwise"
+/// (every access reads its input at the output element, with ONNX
+/// broadcasting: index k of a rank-r input is output variable
+/// k + outRank - r, or a constant), otherwise
+/// "data-movement" (transpose, slice, concat, gather, pad, ...).
+std::string classifyProgram(const plan::ExprProgram &program);
+
+/// True for ops the CUDA backend runs through cuBLAS/cuDNN (GEMM,
+/// convolution, pooling, batch normalization): no kernel is generated.
+bool isLibraryBackedOp(const std::string &kernel);
+
+/// Options of generateCudaKernels.
+struct CudaCodegenOptions {
+  std::string arch;      ///< "sm_90", "sm_80", "sm_90a", ...
+  std::string nvccPath;  ///< empty: $PATH, then /usr/local/cuda/bin/nvcc
+  bool fuseElementwise = true;
+  bool compile = true;   ///< false: source and metadata only (tests)
+};
+
+/// Checks an architecture name: sm_<major><minor>[a|f], e.g. sm_90.
+llvm::Error checkCudaArch(const std::string &arch);
+
+/// Generates the kernels of every Compute instruction of `plan` that has
+/// programs (see above), compiles them with nvcc (unless !compile) and fills
+/// `plan.cuda`. Call after planMemory: fusion checks that a fused kernel's
+/// outputs share no arena bytes with its other operands. Errors name what
+/// failed: nvcc missing ("install the CUDA toolkit or pass --nvcc"), or nvcc
+/// rejecting a kernel (its name, ops, device and instruction, and nvcc's
+/// output).
+llvm::Error generateCudaKernels(plan::Plan &plan,
+                                const CudaCodegenOptions &options);
+
+} // namespace tofu::cudagen
+
+#endif // TOFU_TARGET_CUDAKERNELGENERATOR_H

@@ -1,0 +1,1037 @@
+//===- CudaKernelGenerator.cpp - CUDA kernels from TDL programs -----------===//
+//
+// Code generation mirrors the CPU expression interpreter
+// (runtime/lib/ExprInterpreter.cpp) so that both give the same values:
+// every node is a `double` local, placed in the outermost scope where the
+// index variables it reads are bound (loop-invariant reads are hoisted out
+// of reductions); each Reduce node becomes a loop nest over its variables
+// (last variable fastest) accumulating in the interpreter's order.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Target/CudaKernelGenerator.h"
+
+#include "tofu/runtime/ExprProgramCheck.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+using namespace tofu;
+using namespace tofu::cudagen;
+using plan::DType;
+using plan::ExprNode;
+using plan::ExprProgram;
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+const char *dtypeCode(DType t) {
+  switch (t) {
+  case DType::F32: return "0";
+  case DType::I64: return "1";
+  case DType::Bool: return "2";
+  }
+  return "0";
+}
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32: return "f32";
+  case DType::I64: return "i64";
+  case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+/// An exact C++ literal for `v` (hexadecimal for finite values).
+std::string doubleLiteral(double v) {
+  if (std::isfinite(v)) {
+    char buf[64];
+    if (v == std::floor(v) && std::fabs(v) < 1e15)
+      std::snprintf(buf, sizeof(buf), "%.1f", v);
+    else
+      std::snprintf(buf, sizeof(buf), "%a", v);
+    return v < 0 || std::signbit(v) ? "(" + std::string(buf) + ")" : buf;
+  }
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "tofu_from_bits(0x%016llxull)",
+                static_cast<unsigned long long>(bits));
+  return buf;
+}
+
+bool isIdentityAccess(const ExprProgram &p, const ExprNode &n) {
+  if (n.operands.size() != p.outputVars.size())
+    return false;
+  for (size_t d = 0; d < n.operands.size(); ++d) {
+    const ExprNode &index = p.nodes[n.operands[d]];
+    if (index.kind != ExprNode::Kind::Var || index.var != p.outputVars[d])
+      return false;
+  }
+  return true;
+}
+
+/// Emits the statements computing one stage's value for one element.
+class StageEmitter {
+public:
+  StageEmitter(const KernelDescription &kernel, const ParamLayout &layout,
+               size_t stage, std::string &out)
+      : kernel(kernel), layout(layout), stage(stage),
+        p(*kernel.stages[stage].program), out(out) {}
+
+  /// Appends the stage's statements; returns the expression of its value.
+  llvm::Expected<std::string> emit();
+
+private:
+  struct Placed {
+    std::string expr;
+    int32_t level; ///< -1: constant; 0: per element; >0: loop bodies
+  };
+  struct Memo {
+    int32_t level = -2;
+    int32_t scope = 0;
+    std::string expr;
+  };
+
+  llvm::Error place(int32_t id, Placed &result, int depth);
+  std::string prefix() const { return "s" + std::to_string(stage) + "_"; }
+  std::string varName(int32_t v) const {
+    return prefix() + "v" + std::to_string(v);
+  }
+  std::string nodeName(int32_t id) const {
+    return prefix() + "n" + std::to_string(id);
+  }
+  std::string indent(int32_t level) const {
+    return std::string(2 * (level + 1), ' ');
+  }
+
+  const KernelDescription &kernel;
+  const ParamLayout &layout;
+  size_t stage;
+  const ExprProgram &p;
+  std::string &out;
+
+  /// Text of each open level's block (level L at [L]); level 0 is `out`.
+  std::vector<std::string> blocks;
+  std::vector<int32_t> scopes;
+  int32_t nextScope = 0;
+  std::vector<int32_t> varLevel;
+  std::vector<Memo> memo;
+};
+
+llvm::Error StageEmitter::place(int32_t id, Placed &result, int depth) {
+  if (depth > 2048)
+    return fail("the program nests deeper than 2048 levels");
+  const ExprNode &n = p.nodes[id];
+  if (n.kind == ExprNode::Kind::Var) {
+    result = {"(double)" + varName(n.var), varLevel[n.var]};
+    return llvm::Error::success();
+  }
+  if (n.kind == ExprNode::Kind::Const) {
+    result = {doubleLiteral(n.value), -1};
+    return llvm::Error::success();
+  }
+  Memo &m = memo[id];
+  int32_t current = static_cast<int32_t>(blocks.size()) - 1;
+  if (m.level != -2 && m.level <= current &&
+      scopes[std::max(m.level, 0)] == m.scope) {
+    result = {m.expr, m.level};
+    return llvm::Error::success();
+  }
+  const std::string name = nodeName(id);
+  int32_t level = -1;
+  if (n.kind == ExprNode::Kind::Reduce) {
+    level = current;
+    int32_t body = current + 1;
+    blocks.emplace_back();
+    scopes.push_back(++nextScope);
+    std::string loops, closes;
+    for (size_t j = 0; j < n.vars.size(); ++j) {
+      int32_t v = n.vars[j];
+      varLevel[v] = body;
+      std::string lo = "0", hi = std::to_string(p.varExtents[v]);
+      for (size_t r = 0; r < p.topReductionVars.size(); ++r)
+        if (p.topReductionVars[r] == v) {
+          int64_t at = layout.stageRanges[stage] + 2 * static_cast<int64_t>(r);
+          lo = "params[" + std::to_string(at) + "]";
+          hi = "params[" + std::to_string(at + 1) + "]";
+        }
+      loops += indent(level + static_cast<int32_t>(j)) + "for (int64_t " +
+               varName(v) + " = " + lo + "; " + varName(v) + " < " + hi +
+               "; ++" + varName(v) + ") {\n";
+      closes = indent(level + static_cast<int32_t>(j)) + "}\n" + closes;
+    }
+    Placed value;
+    llvm::Error err = place(n.operands[0], value, depth + 1);
+    std::string bodyText = std::move(blocks.back());
+    blocks.pop_back();
+    scopes.pop_back();
+    for (int32_t v : n.vars)
+      varLevel[v] = -2;
+    if (err)
+      return err;
+    std::string init, update;
+    switch (n.reducer) {
+    case plan::Reducer::Sum:
+      init = "0.0";
+      update = name + " += " + value.expr;
+      break;
+    case plan::Reducer::Prod:
+      init = "1.0";
+      update = name + " *= " + value.expr;
+      break;
+    case plan::Reducer::Max:
+      init = "-tofu_from_bits(0x7ff0000000000000ull)";
+      update = name + " = tofu_max(" + name + ", " + value.expr + ")";
+      break;
+    case plan::Reducer::Min:
+      init = "tofu_from_bits(0x7ff0000000000000ull)";
+      update = name + " = tofu_min(" + name + ", " + value.expr + ")";
+      break;
+    }
+    std::string &dst = level == 0 ? out : blocks[level];
+    dst += indent(level) + "double " + name + " = " + init + ";\n";
+    dst += loops + bodyText +
+           indent(level + static_cast<int32_t>(n.vars.size())) + update +
+           ";\n" + closes;
+  } else {
+    std::vector<std::string> operands;
+    for (int32_t operand : n.operands) {
+      Placed o;
+      if (llvm::Error err = place(operand, o, depth + 1))
+        return err;
+      level = std::max(level, o.level);
+      operands.push_back(o.expr);
+    }
+    std::string value;
+    switch (n.kind) {
+    case ExprNode::Kind::Access: {
+      const StageInput &in = kernel.stages[stage].inputs[n.input];
+      if (in.stage >= 0) {
+        if (!isIdentityAccess(p, n))
+          return fail("stage " + llvm::Twine(stage) + " (" +
+                      kernel.stages[stage].op + ") reads input " +
+                      llvm::Twine(n.input) +
+                      ", the output of stage " + llvm::Twine(in.stage) +
+                      ", at other indices than its own element; such a "
+                      "chain cannot be fused");
+        value = "s" + std::to_string(in.stage) + "_value";
+        break;
+      }
+      const KernelOperand &operand = kernel.operands[in.operand];
+      if (!operand.present) {
+        value = "0.0";
+        break;
+      }
+      size_t rank = operand.globalShape.size();
+      std::string idx = "nullptr", global = "nullptr";
+      if (rank > 0) {
+        std::string idxName = name + "_idx", globalName = name + "_global";
+        std::string &dst = level <= 0 ? out : blocks[level];
+        int32_t at = std::max(level, 0);
+        dst += indent(at) + "const double " + idxName + "[] = {" +
+               llvm::join(operands, ", ") + "};\n";
+        std::vector<std::string> dims;
+        for (int64_t d : operand.globalShape)
+          dims.push_back(std::to_string(d));
+        dst += indent(at) + "const int64_t " + globalName + "[] = {" +
+               llvm::join(dims, ", ") + "};\n";
+        idx = idxName;
+        global = globalName;
+      }
+      value = "tofu_access<" + std::string(dtypeCode(operand.dtype)) + ", " +
+              std::to_string(rank) + ">(ptrs[" +
+              std::to_string(layout.numPointers -
+                             static_cast<int64_t>(kernel.operands.size()) +
+                             in.operand) +
+              "], " + idx + ", " + global + ", params + " +
+              std::to_string(layout.operandLo[in.operand]) + ", params + " +
+              std::to_string(layout.operandShape[in.operand]) + ", " +
+              std::to_string(id) + ", " + std::to_string(n.input) +
+              ", error)";
+      break;
+    }
+    case ExprNode::Kind::Neg:
+      value = "-(" + operands[0] + ")";
+      break;
+    case ExprNode::Kind::Binary: {
+      const std::string &a = operands[0], &b = operands[1];
+      switch (n.binary) {
+      case plan::BinaryOp::Add: value = a + " + " + b; break;
+      case plan::BinaryOp::Sub: value = a + " - " + b; break;
+      case plan::BinaryOp::Mul: value = a + " * " + b; break;
+      case plan::BinaryOp::Div: value = a + " / " + b; break;
+      case plan::BinaryOp::FloorDiv:
+        value = "tofu_floordiv(" + a + ", " + b + ")";
+        break;
+      case plan::BinaryOp::Mod: value = "tofu_mod(" + a + ", " + b + ")"; break;
+      case plan::BinaryOp::Pow: value = "pow(" + a + ", " + b + ")"; break;
+      case plan::BinaryOp::Eq: value = "(" + a + " == " + b + ") ? 1.0 : 0.0"; break;
+      case plan::BinaryOp::Ne: value = "(" + a + " != " + b + ") ? 1.0 : 0.0"; break;
+      case plan::BinaryOp::Lt: value = "(" + a + " < " + b + ") ? 1.0 : 0.0"; break;
+      case plan::BinaryOp::Le: value = "(" + a + " <= " + b + ") ? 1.0 : 0.0"; break;
+      case plan::BinaryOp::Gt: value = "(" + a + " > " + b + ") ? 1.0 : 0.0"; break;
+      case plan::BinaryOp::Ge: value = "(" + a + " >= " + b + ") ? 1.0 : 0.0"; break;
+      case plan::BinaryOp::And:
+        value = "(" + a + " != 0.0 && " + b + " != 0.0) ? 1.0 : 0.0";
+        break;
+      case plan::BinaryOp::Or:
+        value = "(" + a + " != 0.0 || " + b + " != 0.0) ? 1.0 : 0.0";
+        break;
+      }
+      break;
+    }
+    case ExprNode::Kind::Call: {
+      auto call = [&](const char *fn) {
+        return std::string(fn) + "(" + llvm::join(operands, ", ") + ")";
+      };
+      switch (n.function) {
+      case plan::Function::Exp: value = call("exp"); break;
+      case plan::Function::Log: value = call("log"); break;
+      case plan::Function::Sqrt: value = call("sqrt"); break;
+      case plan::Function::Tanh: value = call("tanh"); break;
+      case plan::Function::Abs: value = call("fabs"); break;
+      case plan::Function::Max: value = call("tofu_max"); break;
+      case plan::Function::Min: value = call("tofu_min"); break;
+      case plan::Function::Erf: value = call("erf"); break;
+      case plan::Function::Sigmoid: value = call("tofu_sigmoid"); break;
+      case plan::Function::Floor: value = call("floor"); break;
+      case plan::Function::Ceil: value = call("ceil"); break;
+      case plan::Function::Select:
+        value = "(" + operands[0] + " != 0.0) ? " + operands[1] + " : " +
+                operands[2];
+        break;
+      case plan::Function::Uniform:
+        value = "tofu_uniform(" + operands[0] + ", " + operands[1] + ", step)";
+        break;
+      }
+      break;
+    }
+    default:
+      return fail("unexpected node kind");
+    }
+    int32_t at = std::max(level, 0);
+    std::string &dst = at == 0 ? out : blocks[at];
+    dst += indent(at) + "const double " + name + " = " + value + ";\n";
+  }
+  m.level = level;
+  m.scope = scopes[std::max(level, 0)];
+  m.expr = name;
+  result = {name, level};
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::string> StageEmitter::emit() {
+  varLevel.assign(p.varExtents.size(), -2);
+  for (size_t d = 0; d < p.outputVars.size(); ++d) {
+    varLevel[p.outputVars[d]] = 0;
+    out += "  const int64_t " + varName(p.outputVars[d]) + " = o" +
+           std::to_string(d) + ";\n";
+  }
+  memo.assign(p.nodes.size(), Memo());
+  blocks.assign(1, "");
+  scopes.assign(1, 0);
+  Placed root;
+  if (llvm::Error err = place(p.root, root, 0))
+    return std::move(err);
+  return root.expr;
+}
+
+const char *kPrelude = R"cuda(// Generated by tofuc (lib/Target/CudaKernelGenerator.cpp). Compiles with
+// nvcc (device kernels) and as plain C++17 (host drivers <name>_host).
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define TOFU_HD __host__ __device__
+#else
+#define TOFU_HD
+#endif
+
+template <int N> struct TofuPointers { void *p[N]; };
+template <int N> struct TofuParams { int64_t v[N]; };
+
+TOFU_HD inline double tofu_from_bits(uint64_t bits) {
+  double d;
+  memcpy(&d, &bits, 8);
+  return d;
+}
+// std::max / std::min semantics (a NaN second operand is skipped).
+TOFU_HD inline double tofu_max(double a, double b) { return a < b ? b : a; }
+TOFU_HD inline double tofu_min(double a, double b) { return b < a ? b : a; }
+TOFU_HD inline double tofu_floordiv(double a, double b) { return floor(a / b); }
+TOFU_HD inline double tofu_mod(double a, double b) {
+  return a - b * floor(a / b);
+}
+TOFU_HD inline double tofu_sigmoid(double a) { return 1 / (1 + exp(-a)); }
+
+// tofu::rng::counterUniform (runtime/include/tofu/runtime/CounterRng.h).
+TOFU_HD inline uint64_t tofu_mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+TOFU_HD inline int64_t tofu_counter_operand(double x) {
+  if (x != x)
+    return 0;
+  x = floor(x);
+  if (x >= 9223372036854775807.0)
+    return INT64_MAX;
+  if (x <= -9223372036854775808.0)
+    return INT64_MIN;
+  return (int64_t)x;
+}
+TOFU_HD inline double tofu_uniform(double seed, double counter, uint64_t step) {
+  uint64_t key = tofu_mix((uint64_t)tofu_counter_operand(seed)) +
+                 step * 0xD1B54A32D192ED03ull;
+  uint64_t n = (uint64_t)tofu_counter_operand(counter);
+  uint64_t bits = tofu_mix(key + (n + 1) * 0x9E3779B97F4A7C15ull);
+  return (double)(bits >> 11) * 0x1.0p-53;
+}
+
+// Element types: 0 f32, 1 i64, 2 bool (one byte).
+template <int DT> TOFU_HD inline double tofu_load(const void *p, int64_t i) {
+  if (DT == 0)
+    return (double)((const float *)p)[i];
+  if (DT == 1)
+    return (double)((const int64_t *)p)[i];
+  return ((const uint8_t *)p)[i] != 0 ? 1.0 : 0.0;
+}
+TOFU_HD inline int64_t tofu_to_i64(double v) {
+  if (v != v)
+    return 0;
+  if (v >= 9223372036854775807.0)
+    return INT64_MAX;
+  if (v <= -9223372036854775808.0)
+    return INT64_MIN;
+  return (int64_t)v;
+}
+template <int DT> TOFU_HD inline double tofu_store(void *p, int64_t i, double v) {
+  if (DT == 0) {
+    float f = (float)v;
+    ((float *)p)[i] = f;
+    return (double)f;
+  }
+  if (DT == 1) {
+    int64_t x = tofu_to_i64(v);
+    ((int64_t *)p)[i] = x;
+    return (double)x;
+  }
+  ((uint8_t *)p)[i] = v != 0 ? 1 : 0;
+  return v != 0 ? 1.0 : 0.0;
+}
+
+// Records the first read inside a tensor but outside the local buffer:
+// error = {1, node, input, rank, index[0..8)}.
+TOFU_HD inline void tofu_report(unsigned long long *error, int node, int input,
+                                int rank, const int64_t *at) {
+  if (!error)
+    return;
+#ifdef __CUDA_ARCH__
+  if (atomicCAS(error, 0ull, 1ull) != 0ull)
+    return;
+#else
+  if (error[0] != 0)
+    return;
+  error[0] = 1;
+#endif
+  error[1] = (unsigned long long)node;
+  error[2] = (unsigned long long)input;
+  error[3] = (unsigned long long)rank;
+  for (int d = 0; d < rank && d < 8; ++d)
+    error[4 + d] = (unsigned long long)at[d];
+}
+
+// An Access node: each index floored; outside the tensor's global shape (or
+// NaN) reads 0 (padding); inside it but outside the local box [lo, lo +
+// shape) is reported and reads 0.
+template <int DT, int R>
+TOFU_HD inline double tofu_access(const void *data, const double *idx,
+                                  const int64_t *global, const int64_t *lo,
+                                  const int64_t *shape, int node, int input,
+                                  unsigned long long *error) {
+  if (!data)
+    return 0.0;
+  int64_t at[R > 0 ? R : 1];
+  int64_t offset = 0;
+  bool outside = false;
+  for (int d = 0; d < R; ++d) {
+    double x = floor(idx[d]);
+    if (!(x >= 0 && x < (double)global[d]))
+      return 0.0;
+    at[d] = (int64_t)x;
+    int64_t local = at[d] - lo[d];
+    if (local < 0 || local >= shape[d])
+      outside = true;
+    offset = offset * shape[d] + local;
+  }
+  if (outside) {
+    tofu_report(error, node, input, R, at);
+    return 0.0;
+  }
+  return tofu_load<DT>(data, offset);
+}
+)cuda";
+
+} // namespace
+
+ParamLayout tofu::cudagen::paramLayout(const KernelDescription &kernel) {
+  ParamLayout l;
+  int64_t rank = static_cast<int64_t>(kernel.outputGlobalShape.size());
+  l.outLo = 1;
+  l.outShape = 1 + rank;
+  int64_t next = 1 + 2 * rank;
+  for (const KernelOperand &o : kernel.operands) {
+    int64_t r = static_cast<int64_t>(o.globalShape.size());
+    l.operandLo.push_back(next);
+    l.operandShape.push_back(next + r);
+    next += 2 * r;
+  }
+  for (const KernelStage &s : kernel.stages) {
+    l.stageRanges.push_back(next);
+    next += 2 * static_cast<int64_t>(s.program->topReductionVars.size());
+  }
+  l.numParams = next;
+  l.numPointers = static_cast<int64_t>(kernel.stages.size() +
+                                       kernel.operands.size());
+  return l;
+}
+
+std::vector<int64_t> tofu::cudagen::launchParams(
+    const KernelDescription &kernel, const plan::Box &outputRegion,
+    const std::vector<plan::Box> &operandRegions,
+    const std::vector<std::vector<std::pair<int64_t, int64_t>>> &stageRanges) {
+  ParamLayout l = paramLayout(kernel);
+  std::vector<int64_t> params(static_cast<size_t>(l.numParams), 0);
+  params[0] = outputRegion.numElements();
+  for (size_t d = 0; d < kernel.outputGlobalShape.size(); ++d) {
+    params[l.outLo + d] = outputRegion.lo[d];
+    params[l.outShape + d] = outputRegion.hi[d] - outputRegion.lo[d];
+  }
+  for (size_t i = 0; i < kernel.operands.size(); ++i) {
+    const plan::Box &box = operandRegions[i];
+    if (!kernel.operands[i].present || box.lo.size() != kernel.operands[i].globalShape.size())
+      continue;
+    for (size_t d = 0; d < box.lo.size(); ++d) {
+      params[l.operandLo[i] + d] = box.lo[d];
+      params[l.operandShape[i] + d] = box.hi[d] - box.lo[d];
+    }
+  }
+  for (size_t s = 0; s < kernel.stages.size(); ++s) {
+    const ExprProgram &p = *kernel.stages[s].program;
+    for (size_t r = 0; r < p.topReductionVars.size(); ++r) {
+      std::pair<int64_t, int64_t> range{0, p.varExtents[p.topReductionVars[r]]};
+      if (s < stageRanges.size() && r < stageRanges[s].size())
+        range = stageRanges[s][r];
+      params[l.stageRanges[s] + 2 * r] = range.first;
+      params[l.stageRanges[s] + 2 * r + 1] = range.second;
+    }
+  }
+  return params;
+}
+
+std::string tofu::cudagen::emitPrelude() { return kPrelude; }
+
+llvm::Expected<std::string>
+tofu::cudagen::emitKernel(const KernelDescription &kernel,
+                          const std::string &name) {
+  if (kernel.stages.empty())
+    return fail("kernel " + name + " has no stages");
+  ParamLayout layout = paramLayout(kernel);
+  const size_t rank = kernel.outputGlobalShape.size();
+  std::string body;
+  body += "  int64_t rest = e;\n";
+  for (size_t d = rank; d-- > 0;) {
+    body += "  const int64_t o" + std::to_string(d) + " = params[" +
+            std::to_string(layout.outLo + static_cast<int64_t>(d)) +
+            "] + rest % params[" +
+            std::to_string(layout.outShape + static_cast<int64_t>(d)) +
+            "];\n";
+    if (d > 0)
+      body += "  rest /= params[" +
+              std::to_string(layout.outShape + static_cast<int64_t>(d)) +
+              "];\n";
+  }
+  body += "  (void)rest;\n";
+  for (size_t s = 0; s < kernel.stages.size(); ++s) {
+    const KernelStage &stage = kernel.stages[s];
+    const ExprProgram &p = *stage.program;
+    std::vector<int64_t> ranks;
+    for (const StageInput &in : stage.inputs) {
+      if (in.stage >= 0) {
+        if (in.stage >= static_cast<int32_t>(s))
+          return fail("stage " + llvm::Twine(s) + " reads stage " +
+                      llvm::Twine(in.stage) + ", not an earlier one");
+        ranks.push_back(static_cast<int64_t>(rank));
+      } else if (in.operand < 0 ||
+                 in.operand >= static_cast<int32_t>(kernel.operands.size())) {
+        return fail("stage " + llvm::Twine(s) + " reads operand " +
+                    llvm::Twine(in.operand) + ", out of range");
+      } else {
+        const KernelOperand &o = kernel.operands[in.operand];
+        ranks.push_back(o.present ? static_cast<int64_t>(o.globalShape.size())
+                                  : -1);
+      }
+    }
+    if (std::string err = plan::verifyExprProgram(p, ranks, rank);
+        !err.empty())
+      return fail("stage " + llvm::Twine(s) + " (" + stage.op +
+                  "): invalid program: " + err);
+    for (size_t d = 0; d < rank; ++d)
+      if (p.varExtents[p.outputVars[d]] != kernel.outputGlobalShape[d])
+        return fail("stage " + llvm::Twine(s) + " (" + stage.op +
+                    "): output dimension " + llvm::Twine(d) +
+                    " has global extent " +
+                    llvm::Twine(kernel.outputGlobalShape[d]) +
+                    " but the program's variable has extent " +
+                    llvm::Twine(p.varExtents[p.outputVars[d]]));
+    body += "  // stage " + std::to_string(s) + ": " + stage.op + " -> " +
+            dtypeName(stage.outputType) + "\n";
+    auto value = StageEmitter(kernel, layout, s, body).emit();
+    if (!value)
+      return value.takeError();
+    body += "  const double s" + std::to_string(s) + "_value = tofu_store<" +
+            dtypeCode(stage.outputType) + ">(ptrs[" + std::to_string(s) +
+            "], e, " + *value + ");\n";
+  }
+  for (size_t s = 0; s < kernel.stages.size(); ++s)
+    body += "  (void)s" + std::to_string(s) + "_value;\n";
+
+  std::string np = std::to_string(layout.numPointers);
+  std::string nq = std::to_string(layout.numParams);
+  std::string src;
+  src += "\n// ---- " + name + ": ";
+  for (size_t s = 0; s < kernel.stages.size(); ++s)
+    src += (s ? " + " : "") + kernel.stages[s].op;
+  src += " (" + np + " pointers, " + nq + " params)\n";
+  src += "TOFU_HD inline void " + name +
+         "_element(int64_t e, void *const *ptrs, const int64_t *params,\n"
+         "    uint64_t step, unsigned long long *error) {\n"
+         "  (void)step; (void)error;\n" +
+         body + "}\n";
+  src += "#ifdef __CUDACC__\nextern \"C\" __global__ void __launch_bounds__(256) " +
+         name + "(TofuPointers<" + np + "> ptrs, TofuParams<" + nq +
+         "> params,\n    const unsigned long long *step, unsigned long long "
+         "*error) {\n"
+         "  const uint64_t s = step ? *step : 0;\n"
+         "  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; "
+         "e < params.v[0];\n"
+         "       e += (int64_t)gridDim.x * blockDim.x)\n"
+         "    " + name + "_element(e, ptrs.p, params.v, s, error);\n}\n"
+         "#endif\n";
+  src += "extern \"C\" void " + name +
+         "_host(void *const *ptrs, const int64_t *params, uint64_t step,\n"
+         "    unsigned long long *error) {\n"
+         "  for (int64_t e = 0; e < params[0]; ++e)\n"
+         "    " + name + "_element(e, ptrs, params, step, error);\n}\n";
+  return src;
+}
+
+std::string tofu::cudagen::classifyProgram(const ExprProgram &p) {
+  bool elementwise = true;
+  for (const ExprNode &n : p.nodes) {
+    if (n.kind == ExprNode::Kind::Reduce)
+      return "reduction";
+    if (n.kind != ExprNode::Kind::Access)
+      continue;
+    // Broadcasting aligns the input's dims with the output's last ones; a
+    // broadcast dim reads at a constant index.
+    const size_t rank = n.operands.size(), outRank = p.outputVars.size();
+    for (size_t k = 0; k < rank; ++k) {
+      const ExprNode &index = p.nodes[n.operands[k]];
+      bool aligned = rank <= outRank && index.kind == ExprNode::Kind::Var &&
+                     index.var == p.outputVars[k + outRank - rank];
+      if (!aligned && index.kind != ExprNode::Kind::Const)
+        elementwise = false;
+    }
+  }
+  return elementwise ? "elementwise" : "data-movement";
+}
+
+bool tofu::cudagen::isLibraryBackedOp(const std::string &kernel) {
+  static const std::set<std::string> library = {
+      "MatMul",        "Gemm",           "Conv",
+      "ConvGradInput", "ConvGradWeight", "MaxPool",
+      "MaxPoolGrad",   "AveragePool",    "AveragePoolGrad",
+      "BatchNormalization", "BatchNormalizationGrad"};
+  return library.count(kernel) != 0;
+}
+
+llvm::Error tofu::cudagen::checkCudaArch(const std::string &arch) {
+  llvm::StringRef s(arch);
+  bool ok = s.consume_front("sm_");
+  if (ok && (s.ends_with("a") || s.ends_with("f")))
+    s = s.drop_back();
+  unsigned number = 0;
+  ok = ok && s.size() >= 2 && !s.getAsInteger(10, number) && number >= 10;
+  if (!ok)
+    return fail("--cuda-arch '" + arch +
+                "' is not a CUDA architecture name: expected sm_<major><minor> "
+                "such as sm_80 (A100) or sm_90 (H100)");
+  return llvm::Error::success();
+}
+
+namespace {
+
+/// Buffer byte ranges of one device overlap.
+bool overlaps(const plan::Buffer &a, const plan::Buffer &b) {
+  return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+
+bool singleOutputElementwise(const plan::Instr &in) {
+  return in.kind == plan::Instr::Kind::Compute && in.programs.size() == 1 &&
+         in.outputs.size() == 1 && !isLibraryBackedOp(in.kernel) &&
+         classifyProgram(in.programs[0]) == "elementwise";
+}
+
+/// Builds kernel descriptions and launches for a whole plan.
+class PlanKernelBuilder {
+public:
+  PlanKernelBuilder(plan::Plan &plan, const CudaCodegenOptions &options)
+      : plan(plan), options(options) {}
+
+  llvm::Error build();
+
+  /// Per kernel, its standalone source (prelude + kernel), for diagnostics.
+  std::vector<std::string> kernelSources;
+  /// Per kernel, where it is first used ("device 0 instruction 3 (op 'x')").
+  std::vector<std::string> kernelUses;
+
+private:
+  llvm::Error addLaunch(int32_t device, int32_t first, int32_t count,
+                        int32_t output);
+
+  plan::Plan &plan;
+  const CudaCodegenOptions &options;
+  std::map<std::string, int32_t> kernelByBody;
+  std::string source;
+};
+
+llvm::Error PlanKernelBuilder::addLaunch(int32_t device, int32_t first,
+                                         int32_t count, int32_t output) {
+  const plan::DeviceProgram &dev = plan.devices[device];
+  KernelDescription kernel;
+  std::vector<plan::Box> operandRegions;
+  std::vector<int32_t> operandBuffers;
+  std::map<int32_t, int32_t> operandOfBuffer, stageOfBuffer;
+  std::vector<int32_t> outputBuffers;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> ranges;
+  std::string ops;
+  for (int32_t i = first; i < first + count; ++i) {
+    const plan::Instr &in = dev.instrs[i];
+    size_t o = count == 1 ? static_cast<size_t>(output) : 0;
+    KernelStage stage;
+    stage.program = &in.programs[o];
+    stage.op = in.kernel;
+    int32_t outBuffer = in.outputs[o];
+    stage.outputType = plan.tensors[dev.buffers[outBuffer].tensor].dtype;
+    for (size_t k = 0; k < in.inputs.size(); ++k) {
+      int32_t b = in.inputs[k];
+      StageInput si;
+      if (b >= 0 && stageOfBuffer.count(b)) {
+        si.stage = stageOfBuffer[b];
+      } else if (b >= 0 && operandOfBuffer.count(b)) {
+        si.operand = operandOfBuffer[b];
+      } else {
+        KernelOperand operand;
+        plan::Box region;
+        if (b < 0) {
+          operand.present = false;
+        } else {
+          const plan::Buffer &buf = dev.buffers[b];
+          operand.dtype = plan.tensors[buf.tensor].dtype;
+          operand.globalShape = plan.tensors[buf.tensor].shape;
+          region = buf.region;
+          operandOfBuffer[b] = static_cast<int32_t>(kernel.operands.size());
+        }
+        si.operand = static_cast<int32_t>(kernel.operands.size());
+        kernel.operands.push_back(operand);
+        operandRegions.push_back(region);
+        operandBuffers.push_back(b);
+      }
+      stage.inputs.push_back(si);
+    }
+    stageOfBuffer[outBuffer] = static_cast<int32_t>(kernel.stages.size());
+    outputBuffers.push_back(outBuffer);
+    ranges.push_back(o < in.reductionRanges.size()
+                         ? in.reductionRanges[o]
+                         : std::vector<std::pair<int64_t, int64_t>>{});
+    kernel.stages.push_back(stage);
+    ops += (ops.empty() ? "" : "+") + in.kernel;
+    if (i == first)
+      kernel.outputGlobalShape =
+          plan.tensors[dev.buffers[outBuffer].tensor].shape;
+  }
+  const plan::Buffer &outBuf = dev.buffers[outputBuffers[0]];
+  std::string where = "device " + std::to_string(device) + " instruction " +
+                      std::to_string(first) + " (op '" +
+                      dev.instrs[first].op + "')";
+
+  auto text = emitKernel(kernel, "@NAME@");
+  if (!text)
+    return fail(where + ": " + llvm::toString(text.takeError()));
+  auto [it, inserted] = kernelByBody.emplace(
+      *text, static_cast<int32_t>(plan.cuda.kernels.size()));
+  if (inserted) {
+    plan::CudaKernel k;
+    k.name = "tofu_k" + std::to_string(plan.cuda.kernels.size()) + "_" +
+             (count > 1 ? "fused" : dev.instrs[first].kernel);
+    k.kind = count > 1 ? "fused-elementwise"
+                       : classifyProgram(*kernel.stages[0].program);
+    k.ops = ops;
+    ParamLayout layout = paramLayout(kernel);
+    k.numPointers = static_cast<uint32_t>(layout.numPointers);
+    k.numParams = static_cast<uint32_t>(layout.numParams);
+    std::string named = *text;
+    for (size_t at; (at = named.find("@NAME@")) != std::string::npos;)
+      named.replace(at, 6, k.name);
+    kernelSources.push_back(named);
+    kernelUses.push_back(where);
+    source += named;
+    plan.cuda.kernels.push_back(std::move(k));
+  }
+  plan::CudaLaunch launch;
+  launch.device = device;
+  launch.firstInstr = first;
+  launch.numInstrs = count;
+  launch.output = count == 1 ? output : 0;
+  launch.kernel = it->second;
+  launch.numElements = outBuf.region.numElements();
+  launch.buffers = outputBuffers;
+  launch.buffers.insert(launch.buffers.end(), operandBuffers.begin(),
+                        operandBuffers.end());
+  launch.params = launchParams(kernel, outBuf.region, operandRegions, ranges);
+  plan.cuda.launches.push_back(std::move(launch));
+  return llvm::Error::success();
+}
+
+/// True when instruction `next` may join the fused chain [first, next).
+bool canFuse(const plan::Plan &plan, const plan::DeviceProgram &dev,
+             int32_t first, int32_t next) {
+  const plan::Instr &in = dev.instrs[next];
+  if (!singleOutputElementwise(in))
+    return false;
+  const plan::Buffer &out = dev.buffers[in.outputs[0]];
+  const plan::Buffer &chainOut = dev.buffers[dev.instrs[first].outputs[0]];
+  if (out.region.lo != chainOut.region.lo ||
+      out.region.hi != chainOut.region.hi ||
+      plan.tensors[out.tensor].shape != plan.tensors[chainOut.tensor].shape)
+    return false;
+  // It must read the previous instruction's output, and every chain output
+  // it reads only at its own element.
+  std::set<int32_t> chainOutputs;
+  for (int32_t i = first; i < next; ++i)
+    chainOutputs.insert(dev.instrs[i].outputs[0]);
+  bool readsPrevious = false;
+  const plan::ExprProgram &p = in.programs[0];
+  for (const plan::ExprNode &n : p.nodes) {
+    if (n.kind != plan::ExprNode::Kind::Access || n.input < 0 ||
+        n.input >= static_cast<int32_t>(in.inputs.size()))
+      continue;
+    int32_t b = in.inputs[n.input];
+    if (!chainOutputs.count(b))
+      continue;
+    if (!isIdentityAccess(p, n))
+      return false;
+    readsPrevious |= b == dev.instrs[next - 1].outputs[0];
+  }
+  if (!readsPrevious)
+    return false;
+  // No output of the chain may share arena bytes with another operand of the
+  // chain (the memory planner reuses the bytes of dead buffers).
+  std::vector<int32_t> operands;
+  for (int32_t i = first; i <= next; ++i) {
+    operands.insert(operands.end(), dev.instrs[i].inputs.begin(),
+                    dev.instrs[i].inputs.end());
+    operands.push_back(dev.instrs[i].outputs[0]);
+  }
+  for (int32_t i = first; i <= next; ++i) {
+    int32_t o = dev.instrs[i].outputs[0];
+    for (int32_t b : operands)
+      if (b >= 0 && b != o && overlaps(dev.buffers[o], dev.buffers[b]))
+        return false;
+  }
+  return true;
+}
+
+llvm::Error PlanKernelBuilder::build() {
+  source = emitPrelude();
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const plan::DeviceProgram &dev = plan.devices[d];
+    const int32_t count = static_cast<int32_t>(dev.instrs.size());
+    for (int32_t i = 0; i < count;) {
+      const plan::Instr &in = dev.instrs[i];
+      if (in.kind != plan::Instr::Kind::Compute || in.programs.empty() ||
+          isLibraryBackedOp(in.kernel) ||
+          in.programs.size() != in.outputs.size()) {
+        ++i;
+        continue;
+      }
+      int32_t end = i + 1;
+      if (options.fuseElementwise && singleOutputElementwise(in))
+        while (end < count && canFuse(plan, dev, i, end))
+          ++end;
+      if (end - i > 1) {
+        if (llvm::Error err =
+                addLaunch(static_cast<int32_t>(d), i, end - i, 0))
+          return err;
+      } else {
+        for (size_t o = 0; o < in.programs.size(); ++o)
+          if (llvm::Error err = addLaunch(static_cast<int32_t>(d), i, 1,
+                                          static_cast<int32_t>(o)))
+            return err;
+      }
+      i = end;
+    }
+  }
+  plan.cuda.source = source;
+  return llvm::Error::success();
+}
+
+/// Finds nvcc: `explicitPath`, else $PATH, else /usr/local/cuda/bin/nvcc.
+llvm::Expected<std::string> findNvcc(const std::string &explicitPath) {
+  if (!explicitPath.empty()) {
+    if (!llvm::sys::fs::can_execute(explicitPath))
+      return fail("--nvcc '" + explicitPath +
+                  "' is not an executable file; give the path of the CUDA "
+                  "toolkit's nvcc");
+    return explicitPath;
+  }
+  if (auto found = llvm::sys::findProgramByName("nvcc"))
+    return *found;
+  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/nvcc"))
+    return std::string("/usr/local/cuda/bin/nvcc");
+  return fail("--cuda-arch needs nvcc to compile the generated CUDA kernels, "
+              "and none was found (not on PATH, not at "
+              "/usr/local/cuda/bin/nvcc); install the CUDA toolkit or pass "
+              "--nvcc /path/to/nvcc");
+}
+
+/// Runs nvcc on `source` in a fresh temporary directory; fills `cubin` or
+/// returns nvcc's diagnostics in `log` (false).
+bool runNvcc(const std::string &nvcc, const std::string &arch,
+             const std::string &source, std::vector<uint8_t> &cubin,
+             std::string &log) {
+  llvm::SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("tofuc-cuda", dir)) {
+    log = "cannot create a temporary directory: " + ec.message();
+    return false;
+  }
+  // Fixed file names inside the directory: nvcc's output does not depend on
+  // the directory (checked by test/tofuc/cuda-kernels.test).
+  llvm::SmallString<128> cu(dir), out(dir), errs(dir);
+  llvm::sys::path::append(cu, "tofu_kernels.cu");
+  llvm::sys::path::append(out, "tofu_kernels.cubin");
+  llvm::sys::path::append(errs, "nvcc.log");
+  bool ok = false;
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(cu, ec);
+    if (ec) {
+      log = "cannot write " + std::string(cu) + ": " + ec.message();
+    } else {
+      os << source;
+      os.close();
+      std::string archFlag = "-arch=" + arch;
+      llvm::SmallVector<llvm::StringRef> args = {
+          nvcc, "-cubin", archFlag, "-std=c++17", "-O3", "-o", out, cu};
+      std::optional<llvm::StringRef> redirects[] = {
+          std::nullopt, llvm::StringRef(errs), llvm::StringRef(errs)};
+      std::string execError;
+      int rc = llvm::sys::ExecuteAndWait(nvcc, args, std::nullopt, redirects,
+                                         /*SecondsToWait=*/0, 0, &execError);
+      auto logText = llvm::MemoryBuffer::getFile(errs);
+      log = logText ? (*logText)->getBuffer().str() : "";
+      if (rc != 0) {
+        if (!execError.empty())
+          log = execError + "\n" + log;
+        log = "nvcc exited with status " + std::to_string(rc) + "\n" + log;
+      } else if (auto bin = llvm::MemoryBuffer::getFile(out)) {
+        cubin.assign((*bin)->getBufferStart(), (*bin)->getBufferEnd());
+        ok = true;
+      } else {
+        log = "nvcc wrote no " + std::string(out);
+      }
+    }
+  }
+  llvm::sys::fs::remove_directories(dir);
+  return ok;
+}
+
+/// nvcc's "Cuda compilation tools, release ..." line.
+std::string nvccVersion(const std::string &nvcc) {
+  llvm::SmallString<128> file;
+  if (llvm::sys::fs::createTemporaryFile("tofuc-nvcc-version", "txt", file))
+    return "nvcc";
+  llvm::SmallVector<llvm::StringRef> args = {nvcc, "--version"};
+  std::optional<llvm::StringRef> redirects[] = {
+      std::nullopt, llvm::StringRef(file), llvm::StringRef(file)};
+  llvm::sys::ExecuteAndWait(nvcc, args, std::nullopt, redirects);
+  std::string version = "nvcc";
+  if (auto text = llvm::MemoryBuffer::getFile(file)) {
+    llvm::SmallVector<llvm::StringRef> lines;
+    (*text)->getBuffer().split(lines, '\n');
+    for (llvm::StringRef line : lines)
+      if (line.contains("release"))
+        version = line.trim().str();
+  }
+  llvm::sys::fs::remove(file);
+  return version;
+}
+
+} // namespace
+
+llvm::Error
+tofu::cudagen::generateCudaKernels(plan::Plan &plan,
+                                   const CudaCodegenOptions &options) {
+  if (llvm::Error err = checkCudaArch(options.arch))
+    return err;
+  plan.cuda = plan::CudaModule();
+  plan.cuda.arch = options.arch;
+  std::string nvcc;
+  if (options.compile) {
+    // Find nvcc before the work, so that a missing toolkit fails fast.
+    auto found = findNvcc(options.nvccPath);
+    if (!found)
+      return found.takeError();
+    nvcc = *found;
+  }
+  PlanKernelBuilder builder(plan, options);
+  if (llvm::Error err = builder.build())
+    return err;
+  if (!options.compile || plan.cuda.kernels.empty())
+    return llvm::Error::success();
+  std::string log;
+  if (runNvcc(nvcc, options.arch, plan.cuda.source, plan.cuda.cubin, log)) {
+    plan.cuda.compiler = nvccVersion(nvcc);
+    return llvm::Error::success();
+  }
+  // Name the kernel nvcc rejects: compile each one alone.
+  for (size_t k = 0; k < builder.kernelSources.size(); ++k) {
+    std::vector<uint8_t> unused;
+    std::string kernelLog;
+    if (!runNvcc(nvcc, options.arch, emitPrelude() + builder.kernelSources[k],
+                 unused, kernelLog))
+      return fail("nvcc (" + nvcc + ") failed on the generated CUDA kernel " +
+                  plan.cuda.kernels[k].name + " (" + plan.cuda.kernels[k].ops +
+                  ", first used by " + builder.kernelUses[k] + ") for " +
+                  options.arch + ":\n" + kernelLog);
+  }
+  return fail("nvcc (" + nvcc + ") failed on the generated CUDA module for " +
+              options.arch + " (every kernel compiles alone):\n" + log);
+}

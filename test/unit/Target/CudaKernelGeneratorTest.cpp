@@ -1,0 +1,724 @@
+//===- CudaKernelGeneratorTest.cpp - generated CUDA kernels, run on the host ===//
+//
+// The CUDA kernels tofuc generates from TDL programs are checked here without
+// a GPU: the generated translation unit is compiled as plain C++ with the
+// host compiler (its `__host__ __device__` element functions and `<name>_host`
+// drivers), loaded with dlopen and run
+//   - for every sample instance of every builtin op (test/unit/TDL/
+//     SampleCases.h), every output, on random inputs: the whole tensor
+//     against the TDL reference evaluator (fp32 tolerance) and against the
+//     CPU expression interpreter (bit-exact), and partitioned shares (an
+//     output dimension split, a top-level reduction split) against the
+//     interpreter on the same local buffers;
+//   - for a hand-built plan, through the plan-level generator: fused chains
+//     of element-wise instructions with their launch metadata, against
+//     running the instructions one by one on the CPU.
+// test/tofuc/cuda-kernels.test checks that nvcc accepts the same kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "../TDL/SampleCases.h"
+
+#include "tofu/TDL/ProgramLowering.h"
+#include "tofu/Target/CudaKernelGenerator.h"
+#include "tofu/runtime/ComputeKernel.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+using namespace tofu;
+using namespace tofu::tdl;
+using namespace tofu::tdl::test;
+
+namespace {
+
+using HostDriver = void (*)(void *const *, const int64_t *, uint64_t,
+                            unsigned long long *);
+
+plan::DType toPlanType(ElemType type) {
+  switch (type) {
+  case ElemType::F32: return plan::DType::F32;
+  case ElemType::I64: return plan::DType::I64;
+  case ElemType::Bool: return plan::DType::Bool;
+  }
+  return plan::DType::F32;
+}
+
+/// A dense buffer holding `n` elements of `type` as the runtime stores them.
+struct Storage {
+  plan::DType type;
+  std::vector<uint8_t> bytes;
+  Storage(plan::DType type, int64_t n)
+      : type(type), bytes(static_cast<size_t>(n) * plan::dtypeSize(type) + 8) {}
+  int64_t size() const {
+    return static_cast<int64_t>((bytes.size() - 8) / plan::dtypeSize(type));
+  }
+  void set(int64_t i, double v) {
+    switch (type) {
+    case plan::DType::F32: {
+      float f = static_cast<float>(v);
+      std::memcpy(&bytes[i * 4], &f, 4);
+      break;
+    }
+    case plan::DType::I64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(&bytes[i * 8], &x, 8);
+      break;
+    }
+    case plan::DType::Bool:
+      bytes[i] = v != 0;
+      break;
+    }
+  }
+  double get(int64_t i) const {
+    switch (type) {
+    case plan::DType::F32: {
+      float f;
+      std::memcpy(&f, &bytes[i * 4], 4);
+      return f;
+    }
+    case plan::DType::I64: {
+      int64_t x;
+      std::memcpy(&x, &bytes[i * 8], 8);
+      return static_cast<double>(x);
+    }
+    case plan::DType::Bool:
+      return bytes[i];
+    }
+    return 0;
+  }
+};
+
+/// Same value, NaN equal to NaN.
+bool identical(double a, double b) {
+  return a == b || (std::isnan(a) && std::isnan(b));
+}
+
+/// Compiles `source` with the host C++ compiler into a shared object and
+/// loads it. Fails the test (returns null) with the compiler's output.
+class HostModule {
+public:
+  static std::unique_ptr<HostModule> compile(const std::string &source) {
+    auto m = std::make_unique<HostModule>();
+    llvm::SmallString<128> dir;
+    if (llvm::sys::fs::createUniqueDirectory("tofu-cuda-host", dir)) {
+      ADD_FAILURE() << "cannot create a temporary directory";
+      return nullptr;
+    }
+    m->dir = std::string(dir);
+    std::string cpp = m->dir + "/kernels.cpp", so = m->dir + "/kernels.so",
+                log = m->dir + "/log.txt";
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(cpp, ec);
+      EXPECT_FALSE(ec) << ec.message();
+      os << source;
+    }
+    llvm::SmallVector<llvm::StringRef> args = {
+        TOFU_HOST_CXX, "-std=c++17",    "-O1",  "-ffp-contract=off",
+        "-fPIC",       "-shared",       "-w",   "-o",
+        so,            cpp};
+    std::optional<llvm::StringRef> redirects[] = {std::nullopt,
+                                                  llvm::StringRef(log),
+                                                  llvm::StringRef(log)};
+    int rc = llvm::sys::ExecuteAndWait(TOFU_HOST_CXX, args, std::nullopt,
+                                       redirects);
+    if (rc != 0) {
+      auto text = llvm::MemoryBuffer::getFile(log);
+      ADD_FAILURE() << "the host compiler rejects the generated source (kept "
+                       "in "
+                    << cpp << "):\n"
+                    << (text ? (*text)->getBuffer().str() : "");
+      m->keep = true;
+      return nullptr;
+    }
+    m->handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!m->handle) {
+      ADD_FAILURE() << "dlopen: " << dlerror();
+      return nullptr;
+    }
+    return m;
+  }
+  HostDriver driver(const std::string &kernel) const {
+    return reinterpret_cast<HostDriver>(
+        dlsym(handle, (kernel + "_host").c_str()));
+  }
+  ~HostModule() {
+    if (handle)
+      dlclose(handle);
+    if (!keep && !dir.empty())
+      llvm::sys::fs::remove_directories(dir);
+  }
+
+private:
+  void *handle = nullptr;
+  std::string dir;
+  bool keep = false;
+};
+
+/// One program of one sample op, with the inputs it is run on.
+struct Case {
+  SampleCase sample;
+  unsigned output = 0;
+  std::unique_ptr<OpInstance> instance;
+  plan::ExprProgram program;
+  cudagen::KernelDescription kernel;
+  std::string name;
+  std::string describe() const {
+    return sample.describe() + " output " + std::to_string(output);
+  }
+};
+
+/// Copies box `region` (global coordinates) of a whole row-major tensor.
+Storage extract(const std::vector<double> &whole,
+                const std::vector<int64_t> &dims, plan::DType type,
+                const plan::Box &region) {
+  Storage st(type, region.numElements());
+  std::vector<int64_t> g = region.lo;
+  for (int64_t k = 0; k < st.size(); ++k) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < g.size(); ++d)
+      flat = flat * dims[d] + g[d];
+    st.set(k, whole[flat]);
+    for (size_t d = g.size(); d-- > 0;) {
+      if (++g[d] < region.hi[d])
+        break;
+      g[d] = region.lo[d];
+    }
+  }
+  return st;
+}
+
+plan::Box wholeBox(const std::vector<int64_t> &dims) {
+  plan::Box box;
+  box.lo.assign(dims.size(), 0);
+  box.hi = dims;
+  return box;
+}
+
+/// Runs one share of `c`: output box `outBox`, top-level reduction ranges
+/// `ranges` (empty = whole), inputs cut to what the interval analysis says
+/// the share needs. Compares the generated code with the interpreter
+/// (bit-exact) and, for the whole tensor, with the TDL reference.
+void runShare(const Case &c, HostDriver driver,
+              const std::vector<DenseTensor> &inputs,
+              const std::vector<double> *reference, const plan::Box &outBox,
+              const std::vector<std::pair<int64_t, int64_t>> &ranges,
+              const std::string &what) {
+  const TensorType &outType = c.instance->outputTypes()[c.output];
+  Box box;
+  for (size_t d = 0; d < outBox.lo.size(); ++d)
+    box.push_back({outBox.lo[d], outBox.hi[d]});
+  std::vector<Range> rr;
+  for (auto [lo, hi] : ranges)
+    rr.push_back({lo, hi});
+  if (rr.empty())
+    for (const ReductionVar &v : c.instance->reductionVars(c.output))
+      rr.push_back({0, v.extent});
+  auto needed = c.instance->requiredRegions(c.output, box, rr);
+
+  std::vector<Storage> storage;
+  storage.reserve(inputs.size());
+  std::vector<runtime::TensorView> views;
+  std::vector<plan::Box> regions;
+  std::vector<void *> ptrs(1 + inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!c.sample.types[i]) {
+      views.push_back(runtime::TensorView::absent());
+      regions.push_back({});
+      continue;
+    }
+    const TensorType &type = *c.sample.types[i];
+    plan::Box region = wholeBox(type.dims);
+    if (needed[i] && needed[i]->size() == type.dims.size() &&
+        !c.instance->isConstInput(unsigned(i)))
+      for (size_t d = 0; d < type.dims.size(); ++d) {
+        region.lo[d] = (*needed[i])[d].lo;
+        region.hi[d] = (*needed[i])[d].hi;
+      }
+    storage.push_back(
+        extract(inputs[i].data, type.dims, toPlanType(type.elem), region));
+    views.push_back(runtime::TensorView::ofRegion(
+        storage.back().bytes.data(), toPlanType(type.elem), region,
+        type.dims));
+    regions.push_back(region);
+    ptrs[1 + i] = storage.back().bytes.data();
+  }
+  plan::DType outDType = toPlanType(outType.elem);
+  Storage generated(outDType, outBox.numElements());
+  Storage interpreted(outDType, outBox.numElements());
+  ptrs[0] = generated.bytes.data();
+  std::vector<int64_t> params =
+      cudagen::launchParams(c.kernel, outBox, regions, {ranges});
+  unsigned long long error[12] = {};
+  driver(ptrs.data(), params.data(), 0, error);
+  EXPECT_EQ(error[0], 0u) << c.describe() << " " << what
+                          << ": the generated code reports an out-of-buffer "
+                             "read of input "
+                          << error[2];
+
+  runtime::TensorView outView = runtime::TensorView::ofRegion(
+      interpreted.bytes.data(), outDType, outBox, outType.dims);
+  std::string err = runtime::runCompute(
+      c.sample.op, {}, views, {outView}, {c.program},
+      {runtime::ReductionRanges(ranges)}, runtime::ComputePath::Interpreter);
+  ASSERT_EQ(err, "") << c.describe() << " " << what;
+  for (int64_t e = 0; e < generated.size(); ++e) {
+    ASSERT_TRUE(identical(generated.get(e), interpreted.get(e)))
+        << c.describe() << " " << what << " element " << e
+        << ": generated code gives " << generated.get(e)
+        << ", the interpreter " << interpreted.get(e);
+    if (reference) {
+      double want = (*reference)[e], got = generated.get(e);
+      bool close = std::isnan(want) ? std::isnan(got)
+                   : outDType != plan::DType::F32
+                       ? got == want
+                       : std::fabs(got - want) <= 1e-4 + 1e-4 * std::fabs(want);
+      ASSERT_TRUE(close) << c.describe() << " " << what << " element " << e
+                         << ": generated code gives " << got
+                         << ", the TDL reference " << want;
+    }
+  }
+}
+
+/// Every builtin op's sample instances, one kernel per output program.
+std::vector<std::unique_ptr<Case>> buildCases() {
+  std::vector<std::unique_ptr<Case>> cases;
+  const SpecLibrary &library = SpecLibrary::builtin();
+  for (const SampleCase &sample : sampleCases()) {
+    auto instance = instantiate(*library.lookup(sample.op), sample.types,
+                                sample.attrs, sample.constValues);
+    EXPECT_TRUE(static_cast<bool>(instance)) << sample.describe();
+    if (!instance) {
+      llvm::consumeError(instance.takeError());
+      continue;
+    }
+    auto shared = std::make_shared<OpInstance>(std::move(*instance));
+    for (unsigned o = 0; o < shared->outputTypes().size(); ++o) {
+      auto program = lowerToProgram(*shared, o);
+      if (!program) { // opaque outputs have no program
+        llvm::consumeError(program.takeError());
+        continue;
+      }
+      auto c = std::make_unique<Case>();
+      c->sample = sample;
+      c->output = o;
+      c->instance = std::make_unique<OpInstance>(*shared);
+      c->program = std::move(*program);
+      c->name = "k" + std::to_string(cases.size());
+      for (const auto &t : sample.types) {
+        cudagen::KernelOperand operand;
+        operand.present = t.has_value();
+        if (t) {
+          operand.dtype = toPlanType(t->elem);
+          operand.globalShape = t->dims;
+        }
+        c->kernel.operands.push_back(operand);
+      }
+      cudagen::KernelStage stage;
+      stage.program = &c->program;
+      stage.outputType = toPlanType(shared->outputTypes()[o].elem);
+      stage.op = sample.op;
+      for (size_t i = 0; i < sample.types.size(); ++i)
+        stage.inputs.push_back({static_cast<int32_t>(i), -1});
+      c->kernel.stages.push_back(stage);
+      c->kernel.outputGlobalShape = shared->outputTypes()[o].dims;
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+TEST(CudaKernelGenerator, EveryTdlProgramMatchesInterpreterAndReference) {
+  auto cases = buildCases();
+  ASSERT_GT(cases.size(), 150u);
+  std::string source = cudagen::emitPrelude();
+  for (auto &c : cases) {
+    auto text = cudagen::emitKernel(c->kernel, c->name);
+    ASSERT_TRUE(static_cast<bool>(text))
+        << c->describe() << ": " << llvm::toString(text.takeError());
+    source += *text;
+  }
+  auto module = HostModule::compile(source);
+  ASSERT_TRUE(module);
+  int shares = 0;
+  for (auto &c : cases) {
+    HostDriver driver = module->driver(c->name);
+    ASSERT_NE(driver, nullptr) << c->name;
+    const auto &dims = c->instance->outputTypes()[c->output].dims;
+    std::vector<ReductionVar> redVars = c->instance->reductionVars(c->output);
+    for (unsigned seed : {1u, 2u}) {
+      std::vector<DenseTensor> inputs = randomInputs(c->sample, seed);
+      // Round the inputs to their storage type, as the buffers hold them.
+      std::vector<const DenseTensor *> inputPtrs;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!c->sample.types[i]) {
+          inputPtrs.push_back(nullptr);
+          continue;
+        }
+        plan::DType t = toPlanType(c->sample.types[i]->elem);
+        for (double &v : inputs[i].data) {
+          Storage one(t, 1);
+          one.set(0, v);
+          v = one.get(0);
+        }
+        inputPtrs.push_back(&inputs[i]);
+      }
+      auto reference = evaluate(*c->instance, inputPtrs);
+      ASSERT_TRUE(static_cast<bool>(reference)) << c->describe();
+      runShare(*c, driver, inputs, &(*reference)[c->output].data,
+               wholeBox(dims), {}, "whole");
+      ++shares;
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d] < 2)
+          continue;
+        for (int64_t w = 0; w < 2; ++w) {
+          plan::Box box = wholeBox(dims);
+          box.lo[d] = dims[d] * w / 2;
+          box.hi[d] = dims[d] * (w + 1) / 2;
+          runShare(*c, driver, inputs, nullptr, box, {},
+                   "dim " + std::to_string(d) + " share " + std::to_string(w));
+          ++shares;
+        }
+      }
+      for (size_t r = 0; r < redVars.size(); ++r) {
+        if (!redVars[r].splittable || redVars[r].extent < 2 ||
+            c->program.topReductionVars.size() != redVars.size())
+          continue;
+        for (int64_t w = 0; w < 2; ++w) {
+          std::vector<std::pair<int64_t, int64_t>> ranges;
+          for (const ReductionVar &v : redVars)
+            ranges.push_back({0, v.extent});
+          ranges[r] = {redVars[r].extent * w / 2,
+                       redVars[r].extent * (w + 1) / 2};
+          runShare(*c, driver, inputs, nullptr, wholeBox(dims), ranges,
+                   "reduction " + std::to_string(r) + " share " +
+                       std::to_string(w));
+          ++shares;
+        }
+      }
+    }
+  }
+  EXPECT_GT(shares, 600);
+}
+
+/// nvcc accepts every generated kernel of every sample program for sm_80 and
+/// sm_90, and the cubin holds each entry point. The test is skipped (and
+/// reported so by ctest) when CMake found no nvcc (TOFU_NVCC unset).
+TEST(CudaKernelGeneratorNvcc, EveryKernelCompilesForSm80AndSm90) {
+  const char *nvcc = std::getenv("TOFU_NVCC");
+  if (!nvcc || !*nvcc)
+    GTEST_SKIP() << "no nvcc (TOFU_NVCC is unset): the generated kernels are "
+                    "not compiled for the GPU on this machine";
+  auto cases = buildCases();
+  std::string source = cudagen::emitPrelude();
+  for (auto &c : cases) {
+    auto text = cudagen::emitKernel(c->kernel, c->name);
+    ASSERT_TRUE(static_cast<bool>(text)) << llvm::toString(text.takeError());
+    source += *text;
+  }
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("tofu-nvcc-check", dir));
+  std::string cu = std::string(dir) + "/kernels.cu";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(cu, ec);
+    ASSERT_FALSE(ec);
+    os << source;
+  }
+  for (std::string arch : {"sm_80", "sm_90"}) {
+    std::string cubin = std::string(dir) + "/" + arch + ".cubin",
+                log = std::string(dir) + "/" + arch + ".log";
+    std::string archFlag = "-arch=" + arch;
+    llvm::SmallVector<llvm::StringRef> args = {
+        nvcc, "-cubin", archFlag, "-std=c++17", "-Xptxas", "-O0", "-o", cubin, cu};
+    std::optional<llvm::StringRef> redirects[] = {
+        std::nullopt, llvm::StringRef(log), llvm::StringRef(log)};
+    int rc = llvm::sys::ExecuteAndWait(nvcc, args, std::nullopt, redirects);
+    auto logText = llvm::MemoryBuffer::getFile(log);
+    ASSERT_EQ(rc, 0) << "nvcc " << arch << " rejects the generated kernels:\n"
+                     << (logText ? (*logText)->getBuffer().str() : "");
+    auto binary = llvm::MemoryBuffer::getFile(cubin);
+    ASSERT_TRUE(static_cast<bool>(binary));
+    llvm::StringRef bytes = (*binary)->getBuffer();
+    for (auto &c : cases)
+      EXPECT_NE(bytes.find(c->name + '\0'), llvm::StringRef::npos)
+          << arch << ": the cubin has no entry point " << c->name;
+  }
+  llvm::sys::fs::remove_directories(dir);
+}
+
+/// A share whose input buffer is too small: the generated code reports the
+/// first out-of-buffer read (node, input, global index), as the interpreter
+/// does, instead of reading outside the buffer.
+TEST(CudaKernelGenerator, ReportsReadOutsideTheLocalBuffer) {
+  const SpecLibrary &library = SpecLibrary::builtin();
+  TensorType t{{4, 6}, ElemType::F32};
+  auto instance = instantiate(*library.lookup("Relu"), {t}, {}, {});
+  ASSERT_TRUE(static_cast<bool>(instance));
+  auto program = lowerToProgram(*instance, 0);
+  ASSERT_TRUE(static_cast<bool>(program));
+  cudagen::KernelDescription kernel;
+  kernel.operands.push_back({true, plan::DType::F32, {4, 6}});
+  kernel.stages.push_back({&*program, plan::DType::F32, {{0, -1}}, "Relu"});
+  kernel.outputGlobalShape = {4, 6};
+  auto text = cudagen::emitKernel(kernel, "relu");
+  ASSERT_TRUE(static_cast<bool>(text));
+  auto module = HostModule::compile(cudagen::emitPrelude() + *text);
+  ASSERT_TRUE(module);
+  // The input holds rows [0, 2) only; the output is the whole tensor.
+  plan::Box inBox{{0, 0}, {2, 6}};
+  std::vector<float> in(12, -1.0f), out(24, 7.0f);
+  void *ptrs[] = {out.data(), in.data()};
+  std::vector<int64_t> params =
+      cudagen::launchParams(kernel, wholeBox({4, 6}), {inBox}, {});
+  unsigned long long error[12] = {};
+  module->driver("relu")(ptrs, params.data(), 0, error);
+  EXPECT_EQ(error[0], 1u);
+  EXPECT_EQ(error[2], 0u); // input 0
+  EXPECT_EQ(error[3], 2u); // rank
+  EXPECT_EQ(error[4], 2u); // first row outside the buffer
+  EXPECT_EQ(error[5], 0u);
+  EXPECT_EQ(out[0], 0.0f); // relu(-1) inside the buffer
+}
+
+//===----------------------------------------------------------------------===//
+// Plan level: fusion and launch metadata
+//===----------------------------------------------------------------------===//
+
+/// A one-device plan built instruction by instruction from TDL ops.
+struct PlanBuilder {
+  plan::Plan plan;
+  std::vector<std::unique_ptr<OpInstance>> keep;
+  uint64_t arena = 0;
+
+  PlanBuilder() { plan.devices.resize(1); }
+
+  int32_t tensor(const std::vector<int64_t> &shape,
+                 plan::DType type = plan::DType::F32) {
+    plan::TensorInfo t;
+    t.name = "t" + std::to_string(plan.tensors.size());
+    t.shape = shape;
+    t.dtype = type;
+    plan.tensors.push_back(t);
+    plan::Buffer b;
+    b.tensor = static_cast<int32_t>(plan.tensors.size() - 1);
+    b.region = wholeBox(shape);
+    b.bytes = b.region.numElements() * plan::dtypeSize(type);
+    b.offset = arena;
+    b.owned = true;
+    arena += (b.bytes + 15) / 16 * 16;
+    plan.devices[0].buffers.push_back(b);
+    plan.devices[0].peakBytes = arena;
+    return static_cast<int32_t>(plan.devices[0].buffers.size() - 1);
+  }
+  /// Appends op `op` reading buffers `inputs` into a new buffer.
+  int32_t op(const std::string &op, const std::vector<int32_t> &inputs,
+             const AttrMap &attrs = {}) {
+    std::vector<std::optional<TensorType>> types;
+    for (int32_t b : inputs) {
+      const plan::TensorInfo &t =
+          plan.tensors[plan.devices[0].buffers[b].tensor];
+      types.push_back(TensorType{t.shape, t.dtype == plan::DType::F32
+                                              ? ElemType::F32
+                                              : ElemType::I64});
+    }
+    auto instance =
+        instantiate(*SpecLibrary::builtin().lookup(op), types, attrs, {});
+    EXPECT_TRUE(static_cast<bool>(instance)) << op;
+    auto program = lowerToProgram(*instance, 0);
+    EXPECT_TRUE(static_cast<bool>(program)) << op;
+    int32_t out = tensor(instance->outputTypes()[0].dims);
+    plan::Instr in;
+    in.kind = plan::Instr::Kind::Compute;
+    in.kernel = op;
+    in.op = op + std::to_string(plan.devices[0].instrs.size());
+    in.inputs = inputs;
+    in.outputs = {out};
+    in.programs.push_back(std::move(*program));
+    plan.devices[0].instrs.push_back(std::move(in));
+    return out;
+  }
+};
+
+/// Runs every instruction of device 0 on the CPU (interpreter) in an arena.
+std::vector<uint8_t> runOnCpu(const plan::Plan &plan,
+                              std::vector<uint8_t> arena) {
+  const plan::DeviceProgram &dev = plan.devices[0];
+  auto view = [&](int32_t b) {
+    const plan::Buffer &buf = dev.buffers[b];
+    const plan::TensorInfo &t = plan.tensors[buf.tensor];
+    return runtime::TensorView::ofRegion(arena.data() + buf.offset, t.dtype,
+                                         buf.region, t.shape);
+  };
+  for (const plan::Instr &in : dev.instrs) {
+    std::vector<runtime::TensorView> inputs, outputs;
+    for (int32_t b : in.inputs)
+      inputs.push_back(view(b));
+    for (int32_t b : in.outputs)
+      outputs.push_back(view(b));
+    std::string err = runtime::runCompute(in.kernel, in.attrs, inputs, outputs,
+                                          in.programs, in.reductionRanges,
+                                          runtime::ComputePath::Interpreter);
+    EXPECT_EQ(err, "") << in.kernel;
+  }
+  return arena;
+}
+
+/// Runs the plan's launches with the host drivers of its generated source.
+std::vector<uint8_t> runGenerated(const plan::Plan &plan,
+                                  std::vector<uint8_t> arena) {
+  auto module = HostModule::compile(plan.cuda.source);
+  EXPECT_TRUE(module);
+  if (!module)
+    return arena;
+  for (const plan::CudaLaunch &launch : plan.cuda.launches) {
+    const plan::CudaKernel &k = plan.cuda.kernels[launch.kernel];
+    EXPECT_EQ(launch.buffers.size(), k.numPointers);
+    EXPECT_EQ(launch.params.size(), k.numParams);
+    std::vector<void *> ptrs;
+    for (int32_t b : launch.buffers)
+      ptrs.push_back(b < 0 ? nullptr
+                           : arena.data() + plan.devices[0].buffers[b].offset);
+    unsigned long long error[12] = {};
+    HostDriver driver = module->driver(k.name);
+    EXPECT_NE(driver, nullptr) << k.name;
+    if (driver)
+      driver(ptrs.data(), launch.params.data(), 0, error);
+    EXPECT_EQ(error[0], 0u) << k.name;
+  }
+  return arena;
+}
+
+std::vector<uint8_t> randomArena(const plan::Plan &plan, unsigned seed) {
+  std::vector<uint8_t> arena(plan.devices[0].peakBytes);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-2, 2);
+  for (size_t at = 0; at + 4 <= arena.size(); at += 4) {
+    float f = dist(gen);
+    std::memcpy(&arena[at], &f, 4);
+  }
+  return arena;
+}
+
+TEST(CudaKernelGenerator, FusesElementwiseChainsAndRunsLaunches) {
+  PlanBuilder b;
+  int32_t x = b.tensor({6, 5}), y = b.tensor({6, 5}), bias = b.tensor({5});
+  int32_t s = b.op("Add", {x, y});      // 0
+  int32_t r = b.op("Relu", {s});        // 1: reads 0
+  int32_t m = b.op("Add", {r, bias});   // 2: broadcast bias, reads 1
+  int32_t t = b.op("Transpose", {m}, {{"perm", Is({1, 0})}}); // 3: not fused
+  int32_t g = b.op("Sigmoid", {t});     // 4: new chain
+  b.op("Mul", {g, g});                  // 5: reads 4 twice
+  b.op("Sigmoid", {x});                 // 6: independent of 5: not fused
+  b.op("ReduceMean", {x}, {{"axes", Is({1})}, {"keepdims", I(0)}});
+  (void)t;
+  cudagen::CudaCodegenOptions options;
+  options.arch = "sm_90";
+  options.compile = false;
+  ASSERT_FALSE(static_cast<bool>(cudagen::generateCudaKernels(b.plan, options)));
+  const plan::CudaModule &cuda = b.plan.cuda;
+  EXPECT_EQ(cuda.arch, "sm_90");
+  EXPECT_TRUE(cuda.cubin.empty());
+  // Launches: [0, 3) fused, 3, [4, 6) fused, 6, 7.
+  std::string launches;
+  for (const plan::CudaLaunch &l : cuda.launches)
+    launches += " [" + std::to_string(l.firstInstr) + ", +" +
+                std::to_string(l.numInstrs) + ") " +
+                cuda.kernels[l.kernel].kind;
+  ASSERT_EQ(cuda.launches.size(), 5u) << launches;
+  auto expect = [&](size_t l, int32_t first, int32_t count, const char *kind) {
+    EXPECT_EQ(cuda.launches[l].firstInstr, first) << l;
+    EXPECT_EQ(cuda.launches[l].numInstrs, count) << l;
+    EXPECT_EQ(cuda.kernels[cuda.launches[l].kernel].kind, kind) << l;
+  };
+  expect(0, 0, 3, "fused-elementwise");
+  expect(1, 3, 1, "data-movement");
+  expect(2, 4, 2, "fused-elementwise");
+  expect(3, 6, 1, "elementwise");
+  expect(4, 7, 1, "reduction");
+  EXPECT_EQ(cuda.kernels[cuda.launches[0].kernel].ops, "Add+Relu+Add");
+  // The fused kernel writes all three outputs, then reads x, y, bias.
+  EXPECT_EQ(cuda.launches[0].buffers,
+            (std::vector<int32_t>{s, r, m, x, y, bias}));
+  EXPECT_EQ(cuda.launches[0].numElements, 30);
+  for (unsigned seed : {1u, 2u}) {
+    std::vector<uint8_t> arena = randomArena(b.plan, seed);
+    std::vector<uint8_t> cpu = runOnCpu(b.plan, arena);
+    std::vector<uint8_t> gpu = runGenerated(b.plan, arena);
+    for (const plan::Buffer &buf : b.plan.devices[0].buffers)
+      for (uint64_t at = buf.offset; at < buf.offset + buf.bytes; at += 4) {
+        float want, got;
+        std::memcpy(&want, &cpu[at], 4);
+        std::memcpy(&got, &gpu[at], 4);
+        ASSERT_TRUE(identical(got, want))
+            << "tensor " << b.plan.tensors[buf.tensor].name << " byte "
+            << at - buf.offset << ": generated " << got << ", CPU " << want;
+      }
+  }
+  // Determinism: the same plan gives the same source and metadata.
+  plan::Plan again = b.plan;
+  ASSERT_FALSE(static_cast<bool>(cudagen::generateCudaKernels(again, options)));
+  EXPECT_EQ(again.cuda.source, cuda.source);
+  EXPECT_EQ(again.cuda.launches.size(), cuda.launches.size());
+}
+
+/// Identical instructions share one kernel; an output whose arena bytes
+/// overlap an operand of the chain stops the fusion.
+TEST(CudaKernelGenerator, DeduplicatesKernelsAndRespectsArenaReuse) {
+  PlanBuilder b;
+  int32_t x = b.tensor({4, 4});
+  int32_t r1 = b.op("Relu", {x});
+  b.op("Sigmoid", {r1});
+  int32_t y = b.tensor({4, 4});
+  int32_t r2 = b.op("Relu", {y});
+  int32_t s2 = b.op("Sigmoid", {r2});
+  // Make the second chain's Sigmoid output reuse y's bytes.
+  b.plan.devices[0].buffers[s2].offset = b.plan.devices[0].buffers[y].offset;
+  cudagen::CudaCodegenOptions options;
+  options.arch = "sm_80";
+  options.compile = false;
+  ASSERT_FALSE(static_cast<bool>(cudagen::generateCudaKernels(b.plan, options)));
+  const plan::CudaModule &cuda = b.plan.cuda;
+  ASSERT_EQ(cuda.launches.size(), 3u);
+  EXPECT_EQ(cuda.launches[0].numInstrs, 2);
+  EXPECT_EQ(cuda.launches[1].numInstrs, 1);
+  EXPECT_EQ(cuda.launches[2].numInstrs, 1);
+  // Relu on [4, 4] and Sigmoid on [4, 4]: one kernel each, and the fused one.
+  EXPECT_EQ(cuda.kernels.size(), 3u);
+  EXPECT_EQ(cuda.launches[1].kernel != cuda.launches[2].kernel, true);
+}
+
+TEST(CudaKernelGenerator, ChecksArchitectureNames) {
+  for (const char *good : {"sm_80", "sm_90", "sm_90a", "sm_100", "sm_120f"})
+    EXPECT_FALSE(static_cast<bool>(cudagen::checkCudaArch(good))) << good;
+  for (const char *bad : {"", "sm90", "sm_", "sm_9", "compute_90", "sm_9x"}) {
+    llvm::Error err = cudagen::checkCudaArch(bad);
+    ASSERT_TRUE(static_cast<bool>(err)) << bad;
+    EXPECT_NE(llvm::toString(std::move(err)).find("sm_80"), std::string::npos);
+  }
+}
+
+TEST(CudaKernelGenerator, MissingNvccIsAClearError) {
+  PlanBuilder b;
+  b.op("Relu", {b.tensor({2})});
+  cudagen::CudaCodegenOptions options;
+  options.arch = "sm_90";
+  options.nvccPath = "/nonexistent/nvcc";
+  llvm::Error err = cudagen::generateCudaKernels(b.plan, options);
+  ASSERT_TRUE(static_cast<bool>(err));
+  std::string message = llvm::toString(std::move(err));
+  EXPECT_NE(message.find("/nonexistent/nvcc"), std::string::npos) << message;
+  EXPECT_NE(message.find("nvcc"), std::string::npos) << message;
+}
+
+} // namespace
