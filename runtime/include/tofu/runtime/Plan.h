@@ -242,7 +242,7 @@ struct DeviceProgram {
 /// `error` to a 12-word record the kernel fills on its first out-of-buffer
 /// read: {1, node, input, rank, index[0..8)}. Every thread block has
 /// `blockSize` threads; the grid is the runtime's choice (grid-stride loop
-/// over the launch's numElements). Format 1.5.
+/// over the launch's numElements). Format 1.6.
 struct CudaKernel {
   std::string name;
   /// "elementwise", "reduction", "data-movement" or "fused-elementwise".
