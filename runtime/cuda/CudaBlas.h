@@ -1,0 +1,62 @@
+//===- CudaBlas.h - cuBLAS GEMM for the CUDA backend --------------*- C++ -*-===//
+//
+// Row-major float32 GEMM and strided batched GEMM on device pointers, with
+// the semantics of the CPU kernels (runtime/lib/KernelsMatMul.cpp):
+//   C[M, N] = alpha * op(A) * op(B) + beta * C
+// cuBLAS is column-major; a row-major product is computed as the
+// column-major C^T = op(B)^T op(A)^T, with no copies. Not yet called by an
+// executor (there is none, docs/Cuda.md); tested against the CPU kernels
+// where a GPU exists (tofu-cuda-library-tests, label gpu).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_RUNTIME_CUDA_CUDABLAS_H
+#define TOFU_RUNTIME_CUDA_CUDABLAS_H
+
+#include <cublas_v2.h>
+
+#include <cstdint>
+#include <string>
+
+namespace tofu::cuda {
+
+/// A cuBLAS handle bound to the current device, destroyed with the object.
+class BlasHandle {
+public:
+  BlasHandle() = default;
+  ~BlasHandle();
+  BlasHandle(const BlasHandle &) = delete;
+  BlasHandle &operator=(const BlasHandle &) = delete;
+  /// Creates the handle and sets `stream`; empty string or the error.
+  std::string init(cudaStream_t stream = nullptr);
+  cublasHandle_t get() const { return handle; }
+
+private:
+  cublasHandle_t handle = nullptr;
+};
+
+/// One row-major GEMM: A is [M, K] ([K, M] when transA), B is [K, N] ([N, K]
+/// when transB), C is [M, N]; lda/ldb/ldc are the row strides (elements).
+struct GemmShape {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  float alpha = 1, beta = 0;
+};
+
+/// C = alpha * op(A) op(B) + beta * C. Returns "" or the cuBLAS error.
+std::string gemm(const BlasHandle &blas, const GemmShape &shape,
+                 const float *a, const float *b, float *c);
+
+/// `batch` GEMMs of one shape; matrix i of A starts at a + i * strideA
+/// (likewise B, C). A stride of 0 broadcasts one matrix to every batch.
+std::string gemmStridedBatched(const BlasHandle &blas, const GemmShape &shape,
+                               const float *a, int64_t strideA,
+                               const float *b, int64_t strideB, float *c,
+                               int64_t strideC, int64_t batch);
+
+/// cuBLAS's name of a status, for messages.
+const char *blasStatusName(cublasStatus_t status);
+
+} // namespace tofu::cuda
+
+#endif // TOFU_RUNTIME_CUDA_CUDABLAS_H

@@ -1,0 +1,267 @@
+//===- CudaLibraryTest.cpp - cuBLAS / cuDNN wrappers vs the CPU kernels ---===//
+//
+// GEMM, batched GEMM and the three convolution directions on random inputs,
+// compared with the CPU kernels of the same ops (fp32 tolerance), and the
+// per-shape algorithm cache. Exits with 77 (ctest: skipped) without a GPU.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaBlas.h"
+#include "CudaConv.h"
+#include "CudaDevice.h"
+#include "tofu/runtime/ComputeKernel.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+using namespace tofu;
+using tofu::plan::Attr;
+using tofu::plan::DType;
+
+namespace {
+
+/// A device copy of a host vector, freed on destruction.
+class DeviceArray {
+public:
+  explicit DeviceArray(const std::vector<float> &host) : n(host.size()) {
+    EXPECT_EQ(cudaMalloc(&ptr, n * sizeof(float) + 4), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(ptr, host.data(), n * sizeof(float),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  ~DeviceArray() { cudaFree(ptr); }
+  float *get() const { return static_cast<float *>(ptr); }
+  std::vector<float> toHost() const {
+    std::vector<float> h(n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(h.data(), ptr, n * sizeof(float),
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return h;
+  }
+
+private:
+  void *ptr = nullptr;
+  size_t n;
+};
+
+int64_t count(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::vector<float> randomVector(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+Attr ints(const char *name, std::vector<int64_t> v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+Attr integer(const char *name, int64_t v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::Int;
+  a.i = v;
+  return a;
+}
+
+/// Runs CPU op `op` on whole tensors.
+std::vector<float> cpu(const std::string &op, const std::vector<Attr> &attrs,
+                       std::vector<std::pair<std::vector<float>,
+                                             std::vector<int64_t>>> inputs,
+                       const std::vector<int64_t> &outShape) {
+  std::vector<float> out(count(outShape));
+  std::vector<runtime::TensorView> views;
+  for (auto &[data, shape] : inputs)
+    views.push_back(runtime::TensorView::whole(data.data(), DType::F32, shape));
+  std::string err = runtime::runCompute(
+      op, attrs, views,
+      {runtime::TensorView::whole(out.data(), DType::F32, outShape)}, {}, {},
+      runtime::ComputePath::Native);
+  EXPECT_EQ(err, "") << op;
+  return out;
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<float> &want,
+                 const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - want[i]), 1e-4 + 1e-4 * std::fabs(want[i]))
+        << what << " element " << i << ": GPU " << got[i] << ", CPU "
+        << want[i];
+}
+
+TEST(CudaBlas, GemmMatchesCpuMatMul) {
+  cuda::BlasHandle blas;
+  ASSERT_EQ(blas.init(), "");
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                         {7, 13, 5}, {64, 128, 96}, {257, 33, 129}}) {
+    auto a = randomVector(m * k, 1), b = randomVector(k * n, 2);
+    DeviceArray da(a), db(b), dc(std::vector<float>(m * n, 0));
+    cuda::GemmShape g;
+    g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = n, g.ldc = n;
+    ASSERT_EQ(cuda::gemm(blas, g, da.get(), db.get(), dc.get()), "");
+    expectClose(dc.toHost(), cpu("MatMul", {}, {{a, {m, k}}, {b, {k, n}}}, {m, n}),
+                "MatMul " + std::to_string(m) + "x" + std::to_string(k) +
+                    "x" + std::to_string(n));
+  }
+}
+
+TEST(CudaBlas, TransposedGemmMatchesCpuGemm) {
+  cuda::BlasHandle blas;
+  ASSERT_EQ(blas.init(), "");
+  const int64_t m = 31, k = 17, n = 23;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      auto a = randomVector(m * k, 3), b = randomVector(k * n, 4);
+      DeviceArray da(a), db(b), dc(std::vector<float>(m * n, 0));
+      cuda::GemmShape g;
+      g.transA = ta, g.transB = tb;
+      g.m = m, g.n = n, g.k = k;
+      g.lda = ta ? m : k;
+      g.ldb = tb ? k : n;
+      g.ldc = n;
+      g.alpha = 0.5f;
+      ASSERT_EQ(cuda::gemm(blas, g, da.get(), db.get(), dc.get()), "");
+      std::vector<int64_t> as = ta ? std::vector<int64_t>{k, m}
+                                   : std::vector<int64_t>{m, k};
+      std::vector<int64_t> bs = tb ? std::vector<int64_t>{n, k}
+                                   : std::vector<int64_t>{k, n};
+      Attr alpha;
+      alpha.name = "alpha";
+      alpha.kind = Attr::Kind::Float;
+      alpha.f = 0.5;
+      expectClose(dc.toHost(),
+                  cpu("Gemm",
+                      {alpha, integer("transA", ta), integer("transB", tb)},
+                      {{a, as}, {b, bs}}, {m, n}),
+                  std::string("Gemm transA ") + (ta ? "1" : "0") +
+                      " transB " + (tb ? "1" : "0"));
+    }
+}
+
+TEST(CudaBlas, BatchedGemmMatchesCpuMatMul) {
+  cuda::BlasHandle blas;
+  ASSERT_EQ(blas.init(), "");
+  const int64_t batch = 6, m = 9, k = 40, n = 11;
+  auto a = randomVector(batch * m * k, 5), b = randomVector(batch * k * n, 6);
+  DeviceArray da(a), db(b), dc(std::vector<float>(batch * m * n, 0));
+  cuda::GemmShape g;
+  g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = n, g.ldc = n;
+  ASSERT_EQ(cuda::gemmStridedBatched(blas, g, da.get(), m * k, db.get(), k * n,
+                                     dc.get(), m * n, batch),
+            "");
+  expectClose(dc.toHost(),
+              cpu("MatMul", {}, {{a, {batch, m, k}}, {b, {batch, k, n}}},
+                  {batch, m, n}),
+              "batched MatMul");
+}
+
+struct ConvCase {
+  std::vector<int64_t> x, w, pads, strides, dilations;
+  int64_t group;
+};
+
+cuda::ConvShape shapeOf(const ConvCase &c) {
+  cuda::ConvShape s;
+  s.x = c.x;
+  s.w = c.w;
+  size_t sp = c.x.size() - 2;
+  s.padsBegin.assign(c.pads.begin(), c.pads.begin() + sp);
+  s.padsEnd.assign(c.pads.begin() + sp, c.pads.end());
+  s.strides = c.strides;
+  s.dilations = c.dilations;
+  s.group = c.group;
+  return s;
+}
+
+std::vector<Attr> attrsOf(const ConvCase &c) {
+  std::vector<int64_t> kernel(c.w.begin() + 2, c.w.end());
+  return {ints("dilations", c.dilations), integer("group", c.group),
+          ints("kernel_shape", kernel), ints("pads", c.pads),
+          ints("strides", c.strides)};
+}
+
+const std::vector<ConvCase> kConvCases = {
+    {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 1},
+    {{1, 4, 11, 7}, {6, 2, 3, 2}, {0, 1, 0, 1}, {2, 1}, {1, 2}, 2},
+    {{3, 2, 10}, {5, 2, 3}, {2, 2}, {2}, {1}, 1},
+};
+
+TEST(CudaConv, ThreeDirectionsMatchCpuKernels) {
+  cuda::ConvRunner conv;
+  ASSERT_EQ(conv.init(), "");
+  for (const ConvCase &c : kConvCases) {
+    cuda::ConvShape s = shapeOf(c);
+    std::vector<int64_t> y = s.y();
+    auto x = randomVector(count(c.x), 7), w = randomVector(count(c.w), 8),
+         dy = randomVector(count(y), 9);
+    DeviceArray dx(x), dw(w), ddy(dy), out(std::vector<float>(count(y))),
+        gradX(std::vector<float>(count(c.x))),
+        gradW(std::vector<float>(count(c.w)));
+    ASSERT_EQ(conv.forward(s, dx.get(), dw.get(), out.get()), "");
+    expectClose(out.toHost(), cpu("Conv", attrsOf(c), {{x, c.x}, {w, c.w}}, y),
+                "Conv");
+    ASSERT_EQ(conv.backwardData(s, ddy.get(), dw.get(), gradX.get()), "");
+    expectClose(gradX.toHost(),
+                cpu("ConvGradInput", attrsOf(c),
+                    {{dy, y}, {w, c.w}, {x, c.x}}, c.x),
+                "ConvGradInput");
+    ASSERT_EQ(conv.backwardFilter(s, ddy.get(), dx.get(), gradW.get()), "");
+    expectClose(gradW.toHost(),
+                cpu("ConvGradWeight", attrsOf(c),
+                    {{dy, y}, {x, c.x}, {w, c.w}}, c.w),
+                "ConvGradWeight");
+  }
+  // One algorithm search per (shape, direction); later calls hit the cache.
+  EXPECT_EQ(conv.algorithmSearches(), 3 * int64_t(kConvCases.size()));
+  cuda::ConvShape s = shapeOf(kConvCases[0]);
+  auto x = randomVector(count(s.x), 1), w = randomVector(count(s.w), 2);
+  DeviceArray dx(x), dw(w), out(std::vector<float>(count(s.y())));
+  ASSERT_EQ(conv.forward(s, dx.get(), dw.get(), out.get()), "");
+  EXPECT_EQ(conv.algorithmSearches(), 3 * int64_t(kConvCases.size()));
+  EXPECT_EQ(conv.algorithmCacheHits(), 1);
+}
+
+TEST(CudaConv, AsymmetricPadsAreRefused) {
+  cuda::ConvRunner conv;
+  ASSERT_EQ(conv.init(), "");
+  cuda::ConvShape s = shapeOf({{1, 1, 5, 5}, {1, 1, 3, 3}, {0, 0, 1, 1},
+                               {1, 1}, {1, 1}, 1});
+  std::string err = conv.forward(s, nullptr, nullptr, nullptr);
+  EXPECT_NE(err.find("symmetric pads"), std::string::npos) << err;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<cuda::DeviceInfo> devices;
+  std::string why;
+  if (!cuda::queryDevices(devices, why)) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return 1;
+  }
+  if (devices.empty()) {
+    std::printf("SKIPPED: %s; the cuBLAS/cuDNN tests need a GPU\n",
+                why.c_str());
+    return 77;
+  }
+  std::printf("running on %s (sm_%d%d)\n", devices[0].name.c_str(),
+              devices[0].computeMajor, devices[0].computeMinor);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
