@@ -132,6 +132,51 @@ bool outputCoveredLocally(const OpShare &share, const tdl::Box &owned) {
          numElements(intersect(owned, share.outputBox)) == numElements(owned);
 }
 
+namespace {
+
+/// ownedBox for a device given by its grid coordinates.
+tdl::Box ownedBoxAt(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
+                    TilingAttr tiling, llvm::ArrayRef<int64_t> coords) {
+  tdl::Box box = fullBox(shape);
+  if (!tiling)
+    return box;
+  auto dims = tiling.getDims();
+  for (size_t step = 0; step < dims.size() && step < coords.size(); ++step)
+    box[dims[step]] =
+        splitRange(box[dims[step]], grid.steps[step], coords[step]);
+  return box;
+}
+
+/// opShare for a device given by its grid coordinates, with the output's
+/// full box, its reduction ranges and its strategies per step precomputed.
+OpShare opShareAt(const DeviceGrid &grid, const tdl::Box &outputBox,
+                  const std::vector<tdl::Range> &reductionRanges,
+                  llvm::ArrayRef<StrategyAttr> steps,
+                  llvm::ArrayRef<int64_t> coords) {
+  OpShare share{outputBox, reductionRanges, false};
+  for (size_t step = 0; step < steps.size() && step < coords.size(); ++step) {
+    StrategyAttr strategy = steps[step];
+    if (strategy.getKind().getValue() == "split") {
+      auto &range = share.outputBox[strategy.getDim()];
+      range = splitRange(range, grid.steps[step], coords[step]);
+    } else {
+      auto &range = share.reductionRanges[strategy.getDim()];
+      range = splitRange(range, grid.steps[step], coords[step]);
+      share.partial = true;
+    }
+  }
+  return share;
+}
+
+bool hasEmptyReduction(const OpShare &share) {
+  for (const auto &range : share.reductionRanges)
+    if (range.hi <= range.lo)
+      return true;
+  return false;
+}
+
+} // namespace
+
 int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
                         unsigned output, llvm::ArrayRef<StrategyAttr> plan,
                         llvm::ArrayRef<TilingAttr> inputTilings,
@@ -139,9 +184,20 @@ int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
   int64_t k = grid.numDevices();
   int64_t bytes = 0;
   const auto &inputTypes = op.inputTypes();
+  const tdl::TensorType &out = op.outputTypes()[output];
+  llvm::SmallVector<StrategyAttr> steps = planOfOutput(plan, output);
+  tdl::Box outputBox = fullBox(out.dims);
+  std::vector<tdl::Range> reductionRanges;
+  for (const auto &var : op.reductionVars(output))
+    reductionRanges.push_back({0, var.extent});
+  std::vector<std::vector<int64_t>> coords(k);
   std::vector<OpShare> shares;
-  for (int64_t d = 0; d < k; ++d)
-    shares.push_back(opShare(grid, op, output, plan, d));
+  shares.reserve(k);
+  for (int64_t d = 0; d < k; ++d) {
+    coords[d] = grid.coordinates(d);
+    shares.push_back(
+        opShareAt(grid, outputBox, reductionRanges, steps, coords[d]));
+  }
   for (int64_t d = 0; d < k; ++d) {
     if (isEmptyShare(shares[d]))
       continue;
@@ -150,21 +206,37 @@ int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
     for (size_t i = 0; i < needed.size() && i < inputTilings.size(); ++i) {
       if (!needed[i] || !inputTypes[i])
         continue;
-      tdl::Box owned = ownedBox(grid, inputTypes[i]->dims, inputTilings[i], d);
+      tdl::Box owned =
+          ownedBoxAt(grid, inputTypes[i]->dims, inputTilings[i], coords[d]);
       int64_t missing =
           numElements(*needed[i]) - intersectionElements(*needed[i], owned);
       bytes += missing * elementBytes(inputTypes[i]->elem);
     }
   }
-  const tdl::TensorType &out = op.outputTypes()[output];
+  // Output conversion: an owner d whose tile its own share does not cover
+  // receives |owned_d ∩ produced_e| from every other device e that computes
+  // something. The produced boxes of the split steps tile the output, and
+  // the other steps (reduce or none) repeat them, so summed over all e with
+  // non-empty reduction ranges that is |owned_d| times the number of such
+  // devices per split tile (O(k) instead of O(k^2) box intersections; the
+  // per-pair sum is in outputCommBytesByStep).
+  int64_t splitTiles = 1;
+  for (size_t step = 0; step < steps.size() && step < grid.steps.size();
+       ++step)
+    if (steps[step].getKind().getValue() == "split")
+      splitTiles *= grid.steps[step];
+  int64_t computing = 0;
+  for (int64_t d = 0; d < k; ++d)
+    computing += !hasEmptyReduction(shares[d]);
+  int64_t repeats = computing / splitTiles;
   for (int64_t d = 0; d < k; ++d) {
-    tdl::Box owned = ownedBox(grid, out.dims, outputTiling, d);
+    tdl::Box owned = ownedBoxAt(grid, out.dims, outputTiling, coords[d]);
     if (!isEmptyShare(shares[d]) && outputCoveredLocally(shares[d], owned))
       continue;
-    for (int64_t e = 0; e < k; ++e)
-      if (e != d && !isEmptyShare(shares[e]))
-        bytes += intersectionElements(owned, shares[e].outputBox) *
-                 elementBytes(out.elem);
+    int64_t received = numElements(owned) * repeats;
+    if (!hasEmptyReduction(shares[d]))
+      received -= intersectionElements(owned, shares[d].outputBox);
+    bytes += received * elementBytes(out.elem);
   }
   return bytes;
 }

@@ -19,6 +19,7 @@
 #include "tofu/Analysis/TileGeometry.h"
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Transforms/Coarsening.h"
+#include "tofu/Transforms/MinSumElimination.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -187,6 +188,13 @@ public:
   /// when the exact DP's frontier outgrows its limits.
   llvm::Error solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
                             int64_t crossCheckLimit, size_t beamWidth = 0);
+  /// Solves the next step exactly by variable elimination
+  /// (MinSumElimination.h) and fixes its result: for graphs whose BFS
+  /// frontier is too wide for solveStepByDP. Sets tableOverflow when its
+  /// tables outgrow their limits.
+  llvm::Error
+  solveStepByElimination(const std::vector<std::vector<int64_t>> &domains,
+                         int64_t crossCheckLimit);
   /// Spartan's greedy step: largest tensor group first.
   void solveStepGreedyLargestFirst(
       const std::vector<std::vector<int64_t>> &domains);
@@ -204,6 +212,11 @@ public:
   /// Set when the last solveStepByDP failed because its states outgrew
   /// the DP's limits (rather than for a malformed graph).
   bool frontierOverflow = false;
+  /// Set when the last solveStepByElimination failed for its table limits.
+  bool tableOverflow = false;
+  /// Limits of the exact solvers (SearchOptions).
+  size_t maxFrontierStates = 0;
+  size_t maxEliminationTable = 0;
   size_t numOps() const { return ops.size(); }
 
 private:
@@ -224,6 +237,18 @@ private:
   std::vector<std::vector<int>> bfsOrderOfOpGroups(
       const std::vector<std::vector<int64_t>> &domains,
       std::vector<std::vector<int>> &groupsOfOpGroup);
+  /// The tensor groups with a choice that op `op` touches (ascending).
+  std::vector<int> choiceGroupsOf(int op,
+                                  const std::vector<std::vector<int64_t>> &domains);
+  /// Cost of `op` at `step` for every combination of the options of `vars`
+  /// (the first varying fastest); fails above kMaxOpCombinations.
+  llvm::Expected<std::vector<int64_t>>
+  opCostTable(int op, size_t step, const std::vector<int> &vars,
+              const std::vector<std::vector<int64_t>> &domains);
+  /// Test hook: fails unless `cost` is the minimum over every combination
+  /// of the step's options.
+  llvm::Error crossCheckStep(const std::vector<std::vector<int64_t>> &domains,
+                             int64_t limit, int64_t cost);
 
   func::FuncOp func;
   MLIRContext *ctx;
@@ -253,8 +278,9 @@ llvm::Error Partitioner::buildGraph() {
     if (!seen[g]) {
       seen[g] = true;
       groups[g].shape = shape;
+      Type elem = type.getElementType();
       groups[g].bytes = type.getNumElements() *
-                        (type.getElementType().isF32() ? 4 : 8);
+                        (elem.isF32() ? 4 : elem.isSignlessInteger(1) ? 1 : 8);
     } else if (groups[g].shape != shape) {
       error = failure(llvm::formatv(
           "tensor group {0} mixes shapes (tofu.tensor_groups must group "
@@ -556,23 +582,44 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
   std::vector<std::vector<int>> groupsOfOp(ops.size());
   std::vector<int> remaining(groups.size(), 0);
   for (int op : order) {
-    auto &list = groupsOfOp[op];
-    list = ops[op].inputGroups;
-    list.insert(list.end(), ops[op].outputGroups.begin(),
-                ops[op].outputGroups.end());
-    std::sort(list.begin(), list.end());
-    list.erase(std::unique(list.begin(), list.end()), list.end());
-    llvm::erase_if(list, [&](int g) { return domains[g].size() < 2; });
-    for (int g : list)
+    groupsOfOp[op] = choiceGroupsOf(op, domains);
+    for (int g : groupsOfOp[op])
       ++remaining[g];
   }
 
-  constexpr size_t kMaxStates = 1 << 18;
+  const size_t kMaxStates = maxFrontierStates;
   constexpr size_t kMaxTotalStates = kMaxTotalDPStates;
-  constexpr size_t kMaxOpCombinations = 1 << 14;
+  if (!beamWidth) {
+    // Every combination of the frontier's options is a state, so the
+    // frontier's widths tell beforehand whether the exact DP fits; a graph
+    // that does not is handed to variable elimination without costing it.
+    std::vector<int> open(remaining);
+    std::vector<bool> onFrontier(groups.size(), false);
+    double states = 1, total = 0;
+    for (int op : order) {
+      for (int g : groupsOfOp[op])
+        if (!onFrontier[g]) {
+          onFrontier[g] = true;
+          states *= domains[g].size();
+        }
+      for (int g : groupsOfOp[op])
+        if (--open[g] == 0)
+          states /= domains[g].size();
+      total += states;
+      if (states > kMaxStates || total > kMaxTotalStates) {
+        frontierOverflow = true;
+        return failure(llvm::formatv(
+            "the DP frontier grows to {0} states at op '{1}' ({2} in all "
+            "so far; limits {3} after an op, {4} in all)",
+            static_cast<uint64_t>(std::min(states, 1e18)),
+            ops[op].op.getName(), static_cast<uint64_t>(std::min(total, 1e18)),
+            kMaxStates,
+            kMaxTotalStates));
+      }
+    }
+  }
   size_t totalEntries = 0;
   std::vector<int64_t> assignment(groups.size(), 0); // option index
-  auto candidate = [&](int g) { return domains[g][assignment[g]]; };
 
   std::vector<int> frontier;
   std::vector<std::vector<DPEntry>> tables(1);
@@ -581,25 +628,10 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
   for (int op : order) {
     const std::vector<int> &vars = groupsOfOp[op];
     // The op's cost for every combination of its groups' options.
-    size_t combinations = 1;
-    for (int g : vars) {
-      combinations *= domains[g].size();
-      if (combinations > kMaxOpCombinations)
-        return failure(llvm::formatv(
-            "op '{0}' touches {1} tensor groups with a choice: more than {2} "
-            "combinations to cost; coarsening should group them (e.g. mark "
-            "unrolled timesteps with tofu.timestep)",
-            ops[op].op.getName(), vars.size(), kMaxOpCombinations));
-    }
-    std::vector<int64_t> local(combinations);
-    for (size_t c = 0; c < combinations; ++c) {
-      size_t rest = c;
-      for (int g : vars) {
-        assignment[g] = rest % domains[g].size();
-        rest /= domains[g].size();
-      }
-      local[c] = stepCost(op, step, candidate).bytes;
-    }
+    auto table = opCostTable(op, step, vars, domains);
+    if (!table)
+      return table.takeError();
+    const std::vector<int64_t> &local = *table;
     std::vector<int> added;
     for (int g : vars)
       if (!llvm::is_contained(frontier, g))
@@ -717,39 +749,125 @@ Partitioner::solveStepByDP(const std::vector<std::vector<int64_t>> &domains,
   std::vector<int64_t> options(groups.size());
   for (size_t g = 0; g < groups.size(); ++g)
     options[g] = domains[g][assignment[g]];
-  if (crossCheckLimit > 0) {
-    // Every combination of the step's options, for the tests.
-    std::vector<int> free;
-    double combinations = 1;
-    for (size_t g = 0; g < groups.size(); ++g)
-      if (domains[g].size() > 1) {
-        free.push_back(g);
-        combinations *= domains[g].size();
-      }
-    if (combinations > crossCheckLimit)
-      return failure("cross-check: too many combinations at this step");
-    std::fill(assignment.begin(), assignment.end(), 0);
-    int64_t minimum = std::numeric_limits<int64_t>::max();
-    while (true) {
-      int64_t total = 0;
-      for (size_t op = 0; op < ops.size(); ++op)
-        total += stepCost(op, step, candidate).bytes;
-      minimum = std::min(minimum, total);
-      size_t i = 0;
-      for (; i < free.size(); ++i) {
-        if (++assignment[free[i]] < static_cast<int64_t>(domains[free[i]].size()))
-          break;
-        assignment[free[i]] = 0;
-      }
-      if (i == free.size())
-        break;
-    }
-    if (minimum != last[best].cost)
+  if (crossCheckLimit > 0)
+    if (llvm::Error err =
+            crossCheckStep(domains, crossCheckLimit, last[best].cost))
+      return err;
+  commitStep(options);
+  return llvm::Error::success();
+}
+
+std::vector<int>
+Partitioner::choiceGroupsOf(int op,
+                            const std::vector<std::vector<int64_t>> &domains) {
+  std::vector<int> list = ops[op].inputGroups;
+  list.insert(list.end(), ops[op].outputGroups.begin(),
+              ops[op].outputGroups.end());
+  std::sort(list.begin(), list.end());
+  list.erase(std::unique(list.begin(), list.end()), list.end());
+  llvm::erase_if(list, [&](int g) { return domains[g].size() < 2; });
+  return list;
+}
+
+llvm::Expected<std::vector<int64_t>>
+Partitioner::opCostTable(int op, size_t step, const std::vector<int> &vars,
+                         const std::vector<std::vector<int64_t>> &domains) {
+  constexpr size_t kMaxOpCombinations = 1 << 14;
+  size_t combinations = 1;
+  for (int g : vars) {
+    combinations *= domains[g].size();
+    if (combinations > kMaxOpCombinations)
       return failure(llvm::formatv(
-          "cross-check: the DP of step {0} costs {1} bytes, enumeration finds "
-          "{2}",
-          step, last[best].cost, minimum));
+          "op '{0}' touches {1} tensor groups with a choice: more than {2} "
+          "combinations to cost; coarsening should group them (e.g. mark "
+          "unrolled timesteps with tofu.timestep)",
+          ops[op].op.getName(), vars.size(), kMaxOpCombinations));
   }
+  // Groups outside `vars` have one option; their index stays 0.
+  std::vector<int64_t> assignment(groups.size(), 0);
+  auto candidate = [&](int g) { return domains[g][assignment[g]]; };
+  std::vector<int64_t> table(combinations);
+  for (size_t c = 0; c < combinations; ++c) {
+    size_t rest = c;
+    for (int g : vars) {
+      assignment[g] = rest % domains[g].size();
+      rest /= domains[g].size();
+    }
+    table[c] = stepCost(op, step, candidate).bytes;
+  }
+  return table;
+}
+
+llvm::Error
+Partitioner::crossCheckStep(const std::vector<std::vector<int64_t>> &domains,
+                            int64_t limit, int64_t cost) {
+  size_t step = cuts.empty() ? 0 : cuts.front().size();
+  std::vector<int64_t> assignment(groups.size(), 0); // option index
+  auto candidate = [&](int g) { return domains[g][assignment[g]]; };
+  std::vector<int> free;
+  double combinations = 1;
+  for (size_t g = 0; g < groups.size(); ++g)
+    if (domains[g].size() > 1) {
+      free.push_back(g);
+      combinations *= domains[g].size();
+    }
+  if (combinations > limit)
+    return failure("cross-check: too many combinations at this step");
+  int64_t minimum = std::numeric_limits<int64_t>::max();
+  while (true) {
+    int64_t total = 0;
+    for (size_t op = 0; op < ops.size(); ++op)
+      total += stepCost(op, step, candidate).bytes;
+    minimum = std::min(minimum, total);
+    size_t i = 0;
+    for (; i < free.size(); ++i) {
+      if (++assignment[free[i]] <
+          static_cast<int64_t>(domains[free[i]].size()))
+        break;
+      assignment[free[i]] = 0;
+    }
+    if (i == free.size())
+      break;
+  }
+  if (minimum != cost)
+    return failure(llvm::formatv(
+        "cross-check: the search of step {0} costs {1} bytes, enumeration "
+        "finds {2}",
+        step, cost, minimum));
+  return llvm::Error::success();
+}
+
+llvm::Error Partitioner::solveStepByElimination(
+    const std::vector<std::vector<int64_t>> &domains,
+    int64_t crossCheckLimit) {
+  tableOverflow = false;
+  size_t step = cuts.empty() ? 0 : cuts.front().size();
+  std::vector<CostFactor> factors;
+  factors.reserve(ops.size());
+  for (size_t op = 0; op < ops.size(); ++op) {
+    CostFactor factor;
+    factor.scope = choiceGroupsOf(op, domains);
+    auto table = opCostTable(op, step, factor.scope, domains);
+    if (!table)
+      return table.takeError();
+    factor.table = std::move(*table);
+    factors.push_back(std::move(factor));
+  }
+  std::vector<int64_t> domainSizes(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g)
+    domainSizes[g] = domains[g].size();
+  auto solved = minimizeByElimination(domainSizes, std::move(factors),
+                                      maxEliminationTable, kMaxTotalDPStates);
+  if (!solved) {
+    tableOverflow = true;
+    return solved.takeError();
+  }
+  std::vector<int64_t> options(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g)
+    options[g] = domains[g][solved->assignment[g]];
+  if (crossCheckLimit > 0)
+    if (llvm::Error err = crossCheckStep(domains, crossCheckLimit, solved->cost))
+      return err;
   commitStep(options);
   return llvm::Error::success();
 }
@@ -1003,6 +1121,8 @@ partitionFunction(func::FuncOp func, const SearchOptions &options) {
   Partitioner partitioner(func, rules);
   if (llvm::Error err = partitioner.buildGraph())
     return std::move(err);
+  partitioner.maxFrontierStates = options.maxFrontierStates;
+  partitioner.maxEliminationTable = options.maxEliminationTable;
   partitioner.steps = stepPlan.steps;
   size_t numGroups = partitioner.groups.size();
 
@@ -1029,11 +1149,16 @@ partitionFunction(func::FuncOp func, const SearchOptions &options) {
         int64_t crossCheck =
             options.crossCheckSteps ? options.exhaustiveLimit : 0;
         llvm::Error err = partitioner.solveStepByDP(domains, crossCheck);
-        if (err && partitioner.frontierOverflow && crossCheck == 0) {
-          // The exact DP's frontier outgrew its limits (graphs far from a
-          // chain, e.g. attention's fork-joins): keep the cheapest states
-          // after each op instead, with a width that bounds the states
-          // kept in all.
+        if (err && partitioner.frontierOverflow) {
+          // The BFS frontier outgrew the DP's limits (graphs far from a
+          // chain, e.g. attention's fork-joins): variable elimination in a
+          // free order is exact too and needs far smaller tables there.
+          llvm::consumeError(std::move(err));
+          err = partitioner.solveStepByElimination(domains, crossCheck);
+        }
+        if (err && partitioner.tableOverflow && crossCheck == 0) {
+          // Still too large: keep the cheapest states after each op
+          // instead, with a width that bounds the states kept in all.
           std::string exactError = llvm::toString(std::move(err));
           size_t beam = std::clamp<size_t>(
               kMaxTotalDPStates / std::max<size_t>(partitioner.numOps(), 1),

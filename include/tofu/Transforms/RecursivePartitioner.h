@@ -65,6 +65,12 @@ struct SearchOptions {
   /// that step (fails above exhaustiveLimit) and fail when the DP's cost is
   /// not the minimum.
   bool crossCheckSteps = false;
+  /// The step DP (BFS order) keeps at most this many states after an op;
+  /// above it the step is solved by variable elimination.
+  size_t maxFrontierStates = size_t(1) << 18;
+  /// Variable elimination builds no table above this many entries; above
+  /// it the step is solved by a beam DP (not exact; a warning says so).
+  size_t maxEliminationTable = size_t(1) << 20;
 };
 
 struct PartitionResult {
@@ -74,8 +80,9 @@ struct PartitionResult {
   std::vector<int64_t> stepBytes;
   /// Σ stepBytes: the bytes of the materialized program.
   int64_t totalBytes = 0;
-  /// Steps the exact step DP could not solve within its limits and that
-  /// were solved by a beam DP instead (one message each; empty = exact).
+  /// Steps that neither the step DP nor variable elimination could solve
+  /// within their limits and that were solved by a beam DP instead (one
+  /// message each; empty = every step exact).
   std::vector<std::string> approximations;
 };
 

@@ -119,12 +119,19 @@ protected:
   /// materialized program's traffic; returns the cost.
   int64_t partition(ModuleOp module, const std::string &partitioner,
                     int64_t devices, bool crossCheckSteps = false) {
-    OwningOpRef<ModuleOp> copy = module.clone();
-    auto func = *copy->getOps<func::FuncOp>().begin();
     tofu::SearchOptions options;
     options.partitioner = partitioner;
     options.devices = devices;
     options.crossCheckSteps = crossCheckSteps;
+    return partition(module, options);
+  }
+
+  int64_t partition(ModuleOp module, const tofu::SearchOptions &options,
+                    std::vector<int64_t> *stepBytes = nullptr,
+                    size_t *approximations = nullptr) {
+    const std::string &partitioner = options.partitioner;
+    OwningOpRef<ModuleOp> copy = module.clone();
+    auto func = *copy->getOps<func::FuncOp>().begin();
     auto result = tofu::partitionFunction(func, options);
     if (!result) {
       ADD_FAILURE() << partitioner << ": " << llvm::toString(result.takeError());
@@ -142,6 +149,10 @@ protected:
     for (int64_t bytes : result->stepBytes)
       stepSum += bytes;
     EXPECT_EQ(stepSum, result->totalBytes);
+    if (stepBytes)
+      *stepBytes = result->stepBytes;
+    if (approximations)
+      *approximations = result->approximations.size();
     return result->totalBytes;
   }
 
@@ -200,6 +211,58 @@ TEST_F(PartitionOptimality, EveryStepExactOnEightDevices) {
   int above = checkSeeds(8, 4, 1, {8, 16});
   EXPECT_GE(above, 0);
   std::printf("k = 8: %d of 4 graphs above the exhaustive optimum\n", above);
+}
+
+/// Variable elimination (the exact solver for steps whose BFS frontier is
+/// too wide) finds the same minimum as the step DP: forced on every step
+/// (no DP frontier allowed), each of its steps is cross-checked by
+/// enumeration, and its first step costs what the DP's does. (Later steps
+/// may differ: among equally cheap first steps the two solvers can keep
+/// different ones, and later steps build on them.)
+TEST_F(PartitionOptimality, EliminationEqualsStepDP) {
+  for (int64_t devices : {2, 4, 8, 6}) {
+    for (unsigned seed = 1; seed <= 8; ++seed) {
+      std::string ir = randomModel(seed, 1 + seed % 2,
+                                   devices == 6 ? std::vector<int64_t>{6, 12}
+                                                : std::vector<int64_t>{8, 16});
+      SCOPED_TRACE("k = " + std::to_string(devices) + ", seed " +
+                   std::to_string(seed) + ":\n" + ir);
+      OwningOpRef<ModuleOp> module = prepare(ir);
+      ASSERT_TRUE(module);
+      tofu::SearchOptions options;
+      options.devices = devices;
+      options.crossCheckSteps = true;
+      std::vector<int64_t> dpSteps, eliminationSteps;
+      int64_t dp = partition(*module, options, &dpSteps);
+      options.maxFrontierStates = 0;
+      int64_t elimination = partition(*module, options, &eliminationSteps);
+      EXPECT_EQ(eliminationSteps[0], dpSteps[0]);
+      if (tofu::planSteps(devices, "")->steps.size() == 1)
+        EXPECT_EQ(elimination, dp);
+      if (HasFailure())
+        return;
+    }
+  }
+}
+
+/// When neither exact solver fits its limits, the step is solved by a beam
+/// DP: the result says so, and its plan is still a valid one (no cheaper
+/// than exhaustive, its cost the program's traffic).
+TEST_F(PartitionOptimality, BeamFallbackIsReported) {
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    std::string ir = randomModel(seed, 1, {4, 8});
+    SCOPED_TRACE("seed " + std::to_string(seed) + ":\n" + ir);
+    OwningOpRef<ModuleOp> module = prepare(ir);
+    ASSERT_TRUE(module);
+    tofu::SearchOptions options;
+    options.devices = 4;
+    options.maxFrontierStates = 0;
+    options.maxEliminationTable = 0;
+    size_t approximations = 0;
+    int64_t beam = partition(*module, options, nullptr, &approximations);
+    EXPECT_EQ(approximations, 2u); // both steps
+    EXPECT_GE(beam, partition(*module, "exhaustive", 4));
+  }
 }
 
 /// The baselines search subsets of the same space: none beats exhaustive.
