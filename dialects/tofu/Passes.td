@@ -108,8 +108,10 @@ def Coarsen : Pass<"tofu-coarsen", "::mlir::func::FuncOp"> {
     * a forward op and its backward ops (`grad_of` names it) form one op
       group;
     * a tensor, its gradient, the `Add`s that sum several gradients of it
-      (`<op>.grad_sum`) and, for a parameter, its updated value form one
-      tensor group, which gets a single tiling;
+      (`<op>.grad_sum`) and, for a parameter, its updated value and its
+      optimizer state of its shape (`state_of`: momentum, Adam's moments,
+      Adagrad's accumulator, updated element-wise with it) form one tensor
+      group, which gets a single tiling;
     * the inputs and output of a same-shape element-wise op (TDL
       `isElementwise`) are one tensor group, and consecutive element-wise
       forward ops one op group;

@@ -136,6 +136,22 @@ Coarsening coarsenGraph(func::FuncOp func) {
     uniteValues(update.getParam(), update.getGradient());
     uniteValues(update.getParam(), update.getNewValue());
   });
+  // A parameter and its optimizer state of its shape (momentum, Adam's
+  // moments, Adagrad's accumulator: `state_of`), which the optimizer
+  // updates element-wise with it; the state's new value joins through its
+  // own tofu.update.
+  llvm::StringMap<Value> paramByName;
+  func.walk([&](ParamOp param) {
+    if (!param.getStateOf())
+      paramByName[param.getSymName()] = param.getResult();
+  });
+  func.walk([&](ParamOp state) {
+    if (auto owner = state.getStateOf()) {
+      auto it = paramByName.find(*owner);
+      if (it != paramByName.end())
+        uniteValues(it->second, state.getResult());
+    }
+  });
   // Several gradients of one tensor and their sum.
   for (ComputeOp op : ops)
     if (isGradientSum(op))

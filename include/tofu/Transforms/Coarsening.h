@@ -5,8 +5,9 @@
 //   * a forward op and its backward ops (those whose `grad_of` names it) form
 //     one op group;
 //   * a tensor, its gradient, the `Add`s that sum several gradients of it and
-//     (for a parameter) its updated value form one tensor group, which has a
-//     single tiling;
+//     (for a parameter) its updated value and its optimizer state of its
+//     shape (`state_of`: momentum, Adam's moments, Adagrad's accumulator)
+//     form one tensor group, which has a single tiling;
 //   * the inputs and output of an element-wise op (same shapes) are one
 //     tensor group, and consecutive element-wise forward ops one op group;
 //   * ops carrying `tofu.timestep` (unrolled RNN cells) are merged across
