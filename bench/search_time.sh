@@ -3,13 +3,17 @@
 # k = 8 (the paper's Table 1) and over k = 2 ... 64, and GPT-style decoders
 # of growing depth at k = 8 (up to over 10,000 operators) to show how search
 # time grows with the graph.
-# Usage: bench/search_time.sh [build-dir] > table.md   (results: bench/search_time.md)
+# Usage: bench/search_time.sh [build-dir] [tables] > table.md
+#   (results: bench/search_time.md); tables: any of table1 sweep gpt
+#   (default: all three), e.g. `bench/search_time.sh build gpt`.
 # Each time is the median of 3 runs of `tofuc --no-weights --dump-plan=json`
 # (search_seconds = wall time of the partition phase); the load average
 # (1 min) is printed before each table and after the last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
+tables=${2:-"table1 sweep gpt"}
+want() { [[ " $tables " == *" $1 "* ]]; }
 tofuc="$build/bin/tofuc"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -56,6 +60,7 @@ print(j['search_seconds'], len(j['ops']), j['comm_bytes'])")
   echo "$ops $median ${times[*]} $beam $bytes"
 }
 
+if want table1; then
 load
 echo
 echo "| model | ops in the training step | k | search s (median) | runs | steps solved by beam DP |"
@@ -64,13 +69,15 @@ for model in wresnet-152-10 rnn-10-8k; do
   r=($(measure "$tmp/$model.onnx" 8))
   echo "| $model | ${r[0]} | 8 | ${r[1]} | ${r[2]} ${r[3]} ${r[4]} | ${r[5]} |"
 done
-
 echo
+fi
+
+if want sweep; then
 load
 echo
 echo "| model | k | steps | search s (median) | runs | bytes per step |"
 echo "|---|---|---|---|---|---|"
-for model in wresnet-152-10 rnn-10-8k; do
+for model in ${SWEEP_MODELS:-wresnet-152-10 rnn-10-8k}; do
   for k in 2 3 4 6 8 12 16 24 32 64; do
     steps=$($py -c "
 n, f = $k, []
@@ -84,8 +91,10 @@ print('·'.join(map(str, sorted(f, reverse=True))))")
     echo "| $model | $k | $steps | ${r[1]} | ${r[2]} ${r[3]} ${r[4]} | ${r[6]} |"
   done
 done
-
 echo
+fi
+
+if want gpt; then
 load
 echo
 echo "| model | ops in the training step | op groups | tensor groups | k | search s (median) | runs | ms per 1000 ops | steps solved by beam DP |"
@@ -98,4 +107,5 @@ for layers in $gpt_layers; do
   echo "| gpt-$layers (D 1024, S 512) | ${r[0]} | $opGroups | $tensorGroups | 8 | ${r[1]} | ${r[2]} ${r[3]} ${r[4]} | $perk | ${r[5]} |"
 done
 echo
+fi
 load
