@@ -25,7 +25,12 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
     Every backward op carries `grad_of` naming its forward op; the op that
     produces the complete gradient of a tensor carries `grad_for` naming the
     tensor. Parameters listed in `freeze` get no gradient and no update;
-    backward ops that only served them are removed.
+    backward ops that only served them are removed. A gradient rule sees
+    which outputs receive a gradient (`present(dY)`). Finally every
+    `tofu.compute` loses the trailing optional results (`name?:` outputs in
+    its spec) that nothing uses, so the step does not compute them
+    (SoftmaxCrossEntropyLoss's log_prob, MaxPool's Indices, Dropout's mask,
+    BatchNormalization's running statistics in training mode).
 
     *Update.* `optimizer` is `sgd` (`SGDUpdate`), `momentum`, `adam` or
     `adagrad` (the ONNX ai.onnx.preview.training `Momentum`, `Adam`,

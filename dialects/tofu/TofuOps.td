@@ -67,9 +67,11 @@ def Tofu_ComputeOp : Tofu_Op<"compute", [Pure]> {
   let description = [{
     Applies the TDL op `spec` (see `tdl-specs/`) to `operands` with the op
     attributes `attrs`. Operands map to the spec's declared inputs in order;
-    trailing optional inputs may be omitted. The verifier instantiates the
-    spec on the operand types (TDL shape inference) and checks the result
-    types. `name` is unique within the function (ONNX node name, or the
+    trailing optional inputs may be omitted. Results map to the spec's
+    declared outputs in order; trailing optional outputs (`name?:` in the
+    spec) may be omitted and are then not computed. The verifier
+    instantiates the spec on the operand types (TDL shape inference) and
+    checks the result types. `name` is unique within the function (ONNX node name, or the
     forward op's name plus a suffix for backward ops).
 
     Tags added by `tofu-build-training-step`: `grad_of` names the forward op

@@ -148,8 +148,17 @@ llvm::Expected<tdl::OpInstance> instantiate(ComputeOp op) {
   auto constValues = constValuesOf(op.getAttrs());
   if (!constValues)
     return constValues.takeError();
-  return instantiateSpec(op.getSpec(), op.getInputs().getTypes(), *attrs,
-                         *constValues);
+  auto instance = instantiateSpec(op.getSpec(), op.getInputs().getTypes(),
+                                  *attrs, *constValues);
+  // An op that omits trailing optional outputs: the instance has only the
+  // op's results (a wrong count is left to the verifier).
+  if (!instance || op.getNumResults() >= instance->outputTypes().size() ||
+      op.getNumResults() < instance->numRequiredOutputs())
+    return instance;
+  std::vector<std::optional<tdl::TensorType>> inputs =
+      instance->inputTypes();
+  return tdl::instantiate(instance->spec(), inputs, *attrs, *constValues,
+                          op.getNumResults());
 }
 
 } // namespace tofu

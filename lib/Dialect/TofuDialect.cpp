@@ -371,9 +371,15 @@ LogicalResult ComputeOp::verify() {
     return emitOpError() << "'" << getSpec()
                          << "': " << llvm::toString(instance.takeError());
   const auto &outputs = instance->outputTypes();
-  if (outputs.size() != getNumResults())
+  unsigned required = instance->numRequiredOutputs();
+  if (getNumResults() > outputs.size() || getNumResults() < required)
     return emitOpError() << "'" << getSpec() << "' has " << outputs.size()
-                         << " outputs but the op has " << getNumResults()
+                         << " outputs"
+                         << (required < outputs.size()
+                                 ? " (" + std::to_string(required) +
+                                       " required)"
+                                 : std::string())
+                         << " but the op has " << getNumResults()
                          << " results";
   for (auto [i, result] : llvm::enumerate(getResults())) {
     RankedTensorType expected = fromTdlType(getContext(), outputs[i]);

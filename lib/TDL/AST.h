@@ -131,6 +131,10 @@ struct AttrDecl {
 struct OutputDecl {
   std::string name;
   Loc loc;
+  /// `name?`: an optional output (ONNX's optional outputs). Optional outputs
+  /// follow the required ones; a tofu.compute op may omit trailing optional
+  /// outputs, and the training step drops those nothing uses.
+  bool optional = false;
   bool isInt = false;
   /// `: int` (I64), `: bool` (Bool) or `: float` / nothing (F32).
   ElemType elem = ElemType::F32;

@@ -19,8 +19,9 @@ namespace {
 class Expander {
 public:
   Expander(const SpecLibrary &library, const OpInstance &forward,
-           const GradRule &rule)
-      : library(library), forward(forward), rule(rule) {}
+           const GradRule &rule, llvm::ArrayRef<bool> outputsWithGradient)
+      : library(library), forward(forward), rule(rule),
+        outputsWithGradient(outputsWithGradient) {}
 
   llvm::Expected<GradExpansion> run();
 
@@ -71,7 +72,15 @@ private:
     }
     return r;
   }
+  /// False for the gradient of an output that receives none.
+  bool hasGradient(unsigned output) const {
+    return outputsWithGradient.empty() ||
+           (output < outputsWithGradient.size() &&
+            outputsWithGradient[output]);
+  }
   std::optional<std::vector<int64_t>> typeOf(const GradOperand &o) const {
+    if (o.kind == GradOperand::Kind::OutputGrad && !hasGradient(o.index))
+      return std::nullopt;
     if (o.kind == GradOperand::Kind::ForwardInput) {
       if (!forward.inputTypes()[o.index])
         return std::nullopt;
@@ -113,6 +122,7 @@ private:
   const SpecLibrary &library;
   const OpInstance &forward;
   const GradRule &rule;
+  llvm::ArrayRef<bool> outputsWithGradient;
   GradExpansion result;
 };
 
@@ -238,11 +248,12 @@ llvm::Expected<GradExpansion> Expander::run() {
 
 llvm::Expected<GradExpansion>
 tofu::tdl::expandGradient(const SpecLibrary &library,
-                          const OpInstance &forward) {
+                          const OpInstance &forward,
+                          llvm::ArrayRef<bool> outputsWithGradient) {
   const GradRule *rule = library.lookupGrad(forward.opName());
   if (!rule)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "op " + forward.opName().str() +
                                        " has no gradient rule");
-  return Expander(library, forward, *rule).run();
+  return Expander(library, forward, *rule, outputsWithGradient).run();
 }

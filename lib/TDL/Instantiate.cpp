@@ -35,6 +35,16 @@ const std::vector<TensorType> &OpInstance::outputTypes() const {
 const std::vector<std::string> &OpInstance::outputNames() const {
   return impl->outputNames;
 }
+unsigned OpInstance::numRequiredOutputs() const {
+  unsigned n = 0;
+  for (unsigned decl : impl->outputDecl)
+    n += !spec().outputs[decl].optional;
+  return n;
+}
+bool OpInstance::isOptionalOutput(unsigned output) const {
+  return output < impl->outputDecl.size() &&
+         spec().outputs[impl->outputDecl[output]].optional;
+}
 const AttrMap &OpInstance::attrs() const { return impl->attrs; }
 const std::map<unsigned, std::vector<double>> &
 OpInstance::constValues() const {
@@ -1225,9 +1235,35 @@ llvm::Expected<OpInstance> tofu::tdl::instantiate(
     const OpSpec &spec, llvm::ArrayRef<std::optional<TensorType>> inputs,
     const AttrMap &attrs,
     const std::map<unsigned, std::vector<double>> &constValues) {
+  return instantiate(spec, inputs, attrs, constValues, std::nullopt);
+}
+
+llvm::Expected<OpInstance> tofu::tdl::instantiate(
+    const OpSpec &spec, llvm::ArrayRef<std::optional<TensorType>> inputs,
+    const AttrMap &attrs,
+    const std::map<unsigned, std::vector<double>> &constValues,
+    std::optional<unsigned> numOutputs) {
   auto impl = std::make_shared<OpInstance::Impl>();
   if (auto e = Instantiator(spec, *impl).run(inputs, attrs, constValues))
     return std::move(e);
+  if (numOutputs && *numOutputs != impl->outputTypes.size()) {
+    unsigned required = 0;
+    for (unsigned decl : impl->outputDecl)
+      required += !spec.outputs[decl].optional;
+    if (*numOutputs < required || *numOutputs > impl->outputTypes.size())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "op " + spec.name + ": " + std::to_string(*numOutputs) +
+              " outputs asked for, the op has " +
+              std::to_string(impl->outputTypes.size()) + " (" +
+              std::to_string(required) +
+              " required; only trailing optional outputs may be omitted)");
+    impl->outputDecl.resize(*numOutputs);
+    impl->outputNames.resize(*numOutputs);
+    impl->outputTypes.resize(*numOutputs);
+    impl->stmts.resize(*numOutputs);
+    impl->cacheKey += "|outputs=" + std::to_string(*numOutputs);
+  }
   OpInstance inst;
   inst.impl = std::move(impl);
   return inst;

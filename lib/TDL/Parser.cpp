@@ -368,6 +368,9 @@ bool Parser::parseAttr(AttrDecl &attr) {
 bool Parser::parseOutput(OpSpec &op, OutputDecl &out) {
   if (!expectIdent(out.name, &out.loc, "output name"))
     return false;
+  out.optional = consumeIf(K::Question);
+  if (out.optional && peek().kind == K::LBracket)
+    return error(peek().loc, "an optional output cannot be variadic");
   if (consumeIf(K::LBracket)) {
     // `outputs[k: count]`: a variadic output.
     if (!expectIdent(out.countVar, nullptr, "an element variable") ||

@@ -117,10 +117,19 @@ llvm::Error OpChecker::run() {
       return makeSpecError(in.loc, "a variadic input cannot be optional or "
                                    "const");
   }
-  for (size_t o = 0; o < op.outputs.size(); ++o)
+  for (size_t o = 0; o < op.outputs.size(); ++o) {
     if (op.outputs[o].count && o + 1 != op.outputs.size())
       return makeSpecError(op.outputs[o].loc,
                            "only the last output may be variadic");
+    if (o > 0 && op.outputs[o - 1].optional && !op.outputs[o].optional)
+      return makeSpecError(op.outputs[o].loc,
+                           "required output '" + op.outputs[o].name +
+                               "' follows an optional one; optional outputs "
+                               "come last");
+  }
+  if (!op.outputs.empty() && op.outputs[0].optional)
+    return makeSpecError(op.outputs[0].loc,
+                         "the first output cannot be optional");
   for (auto &in : op.inputs) {
     unsigned splats = 0;
     for (auto &d : in.dims) {
@@ -767,6 +776,11 @@ private:
     return n.starts_with("d") &&
            llvm::is_contained(rule.outputAliases, n.drop_front(1));
   }
+  /// `dY` for an output Y of the rule.
+  bool isOutputGradName(llvm::StringRef n) const {
+    return n.starts_with("d") &&
+           llvm::is_contained(rule.outputAliases, n.drop_front(1));
+  }
   llvm::Error checkValue(const Expr &e);
   llvm::Error checkStatic(const Expr &e);
 
@@ -925,12 +939,21 @@ llvm::Error GradChecker::checkStatic(const Expr &e) {
     return llvm::Error::success();
   case Expr::Kind::Call: {
     unsigned arity = e.name == "dim" ? 2 : 1;
+    if (e.name == "present") {
+      // `present(dY)`: whether output Y receives a gradient.
+      if (e.args.size() != 1 || !e.namedArgs.empty() ||
+          e.args[0]->kind != Expr::Kind::Ident ||
+          !isOutputGradName(e.args[0]->name))
+        return makeSpecError(e.loc, "'present' in a gradient condition takes "
+                                    "the gradient of an output (present(dY))");
+      return llvm::Error::success();
+    }
     if (e.name != "rank" && e.name != "shape" && e.name != "dim") {
-      if (!isStaticFunction(e.name) || e.name == "present")
+      if (!isStaticFunction(e.name))
         return makeSpecError(e.loc, "unknown function '" + e.name +
                                         "' in a gradient condition (expected "
-                                        "rank, shape, dim or a static list "
-                                        "function)");
+                                        "rank, shape, dim, present(dY) or a "
+                                        "static list function)");
       for (auto &a : e.args)
         if (auto err = checkStatic(*a))
           return err;

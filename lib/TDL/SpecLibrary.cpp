@@ -28,25 +28,44 @@ SpecLibrary::SpecLibrary(SpecLibrary &&) = default;
 
 llvm::Error SpecLibrary::addSource(llvm::StringRef fileName,
                                    llvm::StringRef text) {
-  impl->fileNames.push_back(fileName.str());
-  auto parsed = parseTDL(&impl->fileNames.back(), text);
-  if (!parsed)
-    return parsed.takeError();
-  // Check everything before adding anything, so that a failing source
-  // leaves the library unchanged.
-  std::map<std::string, OpSpec *, std::less<>> newOps;
-  for (auto &op : parsed->ops) {
-    auto old = impl->ops.find(op->name);
-    if (old != impl->ops.end())
-      return makeSpecError(op->loc, "op '" + op->name +
-                                        "' is already defined at " +
-                                        old->second->loc.str());
-    if (newOps.count(op->name))
-      return makeSpecError(op->loc, "op '" + op->name +
-                                        "' is already defined at " +
-                                        newOps[op->name]->loc.str());
-    newOps[op->name] = op.get();
+  return addSources({{fileName, text}});
+}
+
+llvm::Error SpecLibrary::addSources(
+    llvm::ArrayRef<std::pair<llvm::StringRef, llvm::StringRef>> sources) {
+  size_t namesBefore = impl->fileNames.size();
+  auto restoreNames = [&] { impl->fileNames.resize(namesBefore); };
+  std::vector<ParsedFile> files;
+  for (const auto &[fileName, text] : sources) {
+    impl->fileNames.push_back(fileName.str());
+    auto parsed = parseTDL(&impl->fileNames.back(), text);
+    if (!parsed) {
+      restoreNames();
+      return parsed.takeError();
+    }
+    files.push_back(std::move(*parsed));
   }
+  // Check everything before adding anything, so that a failing source
+  // leaves the library unchanged. Gradient rules may call ops of any of the
+  // sources.
+  std::map<std::string, OpSpec *, std::less<>> newOps;
+  auto fail = [&](llvm::Error e) {
+    restoreNames();
+    return e;
+  };
+  for (auto &file : files)
+    for (auto &op : file.ops) {
+      auto old = impl->ops.find(op->name);
+      if (old != impl->ops.end())
+        return fail(makeSpecError(op->loc, "op '" + op->name +
+                                               "' is already defined at " +
+                                               old->second->loc.str()));
+      if (newOps.count(op->name))
+        return fail(makeSpecError(op->loc, "op '" + op->name +
+                                               "' is already defined at " +
+                                               newOps[op->name]->loc.str()));
+      newOps[op->name] = op.get();
+    }
   auto find = [&](llvm::StringRef name) -> const OpSpec * {
     auto it = newOps.find(name);
     if (it != newOps.end())
@@ -54,25 +73,28 @@ llvm::Error SpecLibrary::addSource(llvm::StringRef fileName,
     return lookup(name);
   };
   std::map<std::string, const GradRule *, std::less<>> newGrads;
-  for (auto &g : parsed->grads) {
-    const OpSpec *forward = find(g->op);
-    if (!forward)
-      return makeSpecError(g->loc, "gradient rule for unknown op '" + g->op +
-                                       "'");
-    if (impl->grads.count(g->op) || newGrads.count(g->op))
-      return makeSpecError(g->loc, "op '" + g->op +
-                                       "' already has a gradient rule");
-    newGrads[g->op] = g.get();
-    if (auto e = checkGradRule(*g, forward, find))
-      return e;
-  }
-  for (auto &op : parsed->ops) {
-    std::string name = op->name;
-    impl->ops[name] = std::move(op);
-  }
-  for (auto &g : parsed->grads) {
-    std::string name = g->op;
-    impl->grads[name] = std::move(g);
+  for (auto &file : files)
+    for (auto &g : file.grads) {
+      const OpSpec *forward = find(g->op);
+      if (!forward)
+        return fail(makeSpecError(g->loc, "gradient rule for unknown op '" +
+                                              g->op + "'"));
+      if (impl->grads.count(g->op) || newGrads.count(g->op))
+        return fail(makeSpecError(g->loc, "op '" + g->op +
+                                              "' already has a gradient rule"));
+      newGrads[g->op] = g.get();
+      if (auto e = checkGradRule(*g, forward, find))
+        return fail(std::move(e));
+    }
+  for (auto &file : files) {
+    for (auto &op : file.ops) {
+      std::string name = op->name;
+      impl->ops[name] = std::move(op);
+    }
+    for (auto &g : file.grads) {
+      std::string name = g->op;
+      impl->grads[name] = std::move(g);
+    }
   }
   return llvm::Error::success();
 }
@@ -97,12 +119,15 @@ std::vector<std::string> SpecLibrary::opNames() const {
 const SpecLibrary &SpecLibrary::builtin() {
   static const SpecLibrary library = [] {
     SpecLibrary lib;
+    std::vector<std::pair<llvm::StringRef, llvm::StringRef>> sources;
     for (size_t i = 0; i < kNumEmbeddedSpecs; ++i) {
       const EmbeddedSpec &s = kEmbeddedSpecs[i];
-      if (auto e = lib.addSource(s.fileName, llvm::StringRef(s.text, s.size)))
-        llvm::report_fatal_error(llvm::Twine("invalid builtin TDL spec: ") +
-                                 llvm::toString(std::move(e)));
+      if (s.fileName)
+        sources.push_back({s.fileName, llvm::StringRef(s.text, s.size)});
     }
+    if (auto e = lib.addSources(sources))
+      llvm::report_fatal_error(llvm::Twine("invalid builtin TDL spec: ") +
+                               llvm::toString(std::move(e)));
     return lib;
   }();
   return library;

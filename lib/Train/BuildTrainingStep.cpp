@@ -185,6 +185,53 @@ void eraseUnusedBackwardOps(func::FuncOp func) {
       op->erase();
 }
 
+/// Rebuilds every tofu.compute whose trailing optional results (`name?:`
+/// outputs of its TDL spec: SoftmaxCrossEntropyLoss's log_prob, MaxPool's
+/// Indices, Dropout's mask, BatchNormalization's running statistics) nobody
+/// uses without them, so that the training step does not compute them.
+/// An op left with one result is known by its plain name: `grad_for` tags
+/// that named its result 0 as `<name>#0` are renamed.
+void dropUnusedOptionalResults(func::FuncOp func) {
+  llvm::StringMap<std::string> renamed;
+  SmallVector<ComputeOp> candidates;
+  func.walk([&](ComputeOp op) {
+    if (op.getNumResults() > 1 && op->getResults().back().use_empty())
+      candidates.push_back(op);
+  });
+  for (ComputeOp op : candidates) {
+    auto instance = tofu::instantiate(op);
+    if (!instance) {
+      llvm::consumeError(instance.takeError()); // the verifier reports it
+      continue;
+    }
+    unsigned keep = op.getNumResults();
+    while (keep > instance->numRequiredOutputs() &&
+           instance->isOptionalOutput(keep - 1) &&
+           op.getResult(keep - 1).use_empty())
+      --keep;
+    if (keep == op.getNumResults())
+      continue;
+    OpBuilder builder(op);
+    OperationState state(op.getLoc(), op->getName());
+    state.addOperands(op->getOperands());
+    state.addAttributes(op->getAttrs());
+    state.addTypes(TypeRange(op->getResultTypes()).take_front(keep));
+    Operation *trimmed = builder.create(state);
+    for (unsigned i = 0; i < keep; ++i)
+      op.getResult(i).replaceAllUsesWith(trimmed->getResult(i));
+    if (keep == 1)
+      renamed[(op.getName() + "#0").str()] = op.getName().str();
+    op->erase();
+  }
+  if (renamed.empty())
+    return;
+  func.walk([&](ComputeOp op) {
+    if (auto tag = op.getGradFor())
+      if (auto it = renamed.find(*tag); it != renamed.end())
+        op.setGradForAttr(StringAttr::get(op.getContext(), it->second));
+  });
+}
+
 struct BuildTrainingStepPass
     : public tofu::impl::BuildTrainingStepBase<BuildTrainingStepPass> {
   using BuildTrainingStepBase::BuildTrainingStepBase;
@@ -429,7 +476,10 @@ LogicalResult BuildTrainingStepPass::buildBackward(
       op.emitError() << llvm::toString(instance.takeError());
       return failure();
     }
-    auto expansion = tdl::expandGradient(library, *instance);
+    SmallVector<bool> withGradient;
+    for (Value grad : outputGrads)
+      withGradient.push_back(static_cast<bool>(grad));
+    auto expansion = tdl::expandGradient(library, *instance, withGradient);
     if (!expansion) {
       op.emitError() << "cannot differentiate '" << op.getName() << "' ("
                      << op.getSpec()
@@ -445,7 +495,9 @@ LogicalResult BuildTrainingStepPass::buildBackward(
                    ? op.getInputs()[operand.index]
                    : Value();
       case tdl::GradOperand::Kind::ForwardOutput:
-        return op.getResult(operand.index);
+        // An omitted optional output does not exist.
+        return operand.index < op.getNumResults() ? op.getResult(operand.index)
+                                                  : Value();
       case tdl::GradOperand::Kind::OutputGrad: {
         if (operand.index >= outputGrads.size())
           return Value();
@@ -479,7 +531,7 @@ LogicalResult BuildTrainingStepPass::buildBackward(
         if (!value) {
           op.emitError() << "the gradient rule of '" << op.getName()
                          << "' needs a value that does not exist (an "
-                            "absent input)";
+                            "absent input or omitted optional output)";
           return failure();
         }
         operands.push_back(value);
@@ -701,6 +753,7 @@ LogicalResult BuildTrainingStepPass::expandGradientOps(
     for (OutputOp output : llvm::make_early_inc_range(func.getOps<OutputOp>()))
       output->erase();
   eraseUnusedBackwardOps(func);
+  dropUnusedOptionalResults(func);
   return success();
 }
 
@@ -751,6 +804,7 @@ void BuildTrainingStepPass::runOnOperation() {
 
   grads.tagGradients();
   eraseUnusedBackwardOps(func);
+  dropUnusedOptionalResults(func);
 }
 
 } // namespace

@@ -3,7 +3,8 @@
 // ONNX Conv and its gradients for any number of spatial dimensions (1-D and
 // 2-D in practice), float32, with attributes strides, pads ([begin...,
 // end...]), dilations, group, kernel_shape (optional, must match W) and
-// auto_pad "NOTSET" only:
+// auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER; the gradient ops get
+// explicit pads from the gradient rule):
 //
 //   Conv(X [N, C, in...], W [M, C/G, k...], B? [M])      -> Y  [N, M, out...]
 //   ConvGradInput(dY, W, X)   -> dX [N, C, in...]   (X's global shape only)
@@ -73,9 +74,11 @@ std::string parseGeometry(const KernelArgs &args,
     return "X, W and Y must have the same rank >= 3, have global shapes X " +
            dims(x) + " W " + dims(w) + " Y " + dims(y);
   std::string autoPad = args.stringAttr("auto_pad", "NOTSET");
-  if (!autoPad.empty() && autoPad != "NOTSET")
-    return unsupportedConfiguration("auto_pad '" + autoPad +
-                                    "' (only NOTSET is implemented)");
+  if (autoPad.empty())
+    autoPad = "NOTSET";
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
+      autoPad != "SAME_LOWER")
+    return "unknown auto_pad '" + autoPad + "'";
   g.sp = x.size() - 2;
   g.N = x[0];
   g.C = x[1];
@@ -93,6 +96,21 @@ std::string parseGeometry(const KernelArgs &args,
   g.dilations = intsOrDefault("dilations", std::vector<int64_t>(g.sp, 1));
   std::vector<int64_t> pads =
       intsOrDefault("pads", std::vector<int64_t>(2 * g.sp, 0));
+  if (autoPad != "NOTSET" && g.strides.size() == g.sp &&
+      g.dilations.size() == g.sp) {
+    // tdl-specs/conv.tdl's pads: SAME pads to an output of ceil(in /
+    // stride), the odd cell at the end (UPPER) or the beginning (LOWER).
+    pads.assign(2 * g.sp, 0);
+    for (size_t s = 0; autoPad != "VALID" && s < g.sp; ++s) {
+      int64_t out = (g.in[s] + g.strides[s] - 1) / g.strides[s];
+      int64_t total = std::max<int64_t>(
+          0, (out - 1) * g.strides[s] + (g.kernel[s] - 1) * g.dilations[s] +
+                 1 - g.in[s]);
+      int64_t small = total / 2, large = total - total / 2;
+      pads[s] = autoPad == "SAME_UPPER" ? small : large;
+      pads[g.sp + s] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  }
   if (g.strides.size() != g.sp || g.dilations.size() != g.sp ||
       pads.size() != 2 * g.sp)
     return "strides " + dims(g.strides) + ", dilations " + dims(g.dilations) +

@@ -1,15 +1,15 @@
 //===- KernelsLoss.cpp - Softmax cross-entropy loss and its gradient ------===//
 //
-// The native kernels of tdl-specs/loss.tdl's SoftmaxCrossEntropyLoss and
-// SoftmaxCrossEntropyLossGrad (ONNX opset 13 semantics):
+// The native kernels of tdl-specs/loss.tdl's SoftmaxCrossEntropyLoss,
+// SoftmaxCrossEntropyLossGrad and NegativeLogLikelihoodLoss (the same loss
+// with lp = the input; ONNX opset 13 semantics):
 //
 //   scores [N, C, *D] f32, labels [N, *D] i64, weights? [C] f32
 //   w(n, d)  = (label != ignore_index) * (weights ? weights[label] : 1)
 //   lp(n, c, d) = log_softmax(scores[n, :, d])[c]
 //   output   = "none": -w * lp(label) per sample; "sum": their sum;
 //              "mean": their sum / sum of w over ALL samples
-//   log_prob = lp (ONNX's optional second output: computed when the caller
-//              passes a second output; the TDL spec does not declare it)
+//   log_prob = lp (the optional second output, told apart by its rank)
 //   dscores  = w * (softmax - [label == c]) * g, g = doutput[n, d] ("none"),
 //              doutput ("sum"), doutput / sum of w ("mean").
 //
@@ -75,6 +75,9 @@ struct Loss {
   int64_t ignoreIndex = -100;
   const TensorView *scores = nullptr, *labels = nullptr, *weights = nullptr;
   int64_t C = 0;
+  /// NegativeLogLikelihoodLoss: `scores` already are log-probabilities
+  /// (lp = scores, no softmax).
+  bool logProbsGiven = false;
 
   /// Checks operands and attributes; "" when they are usable.
   std::string init(const KernelArgs &args, size_t first) {
@@ -171,6 +174,10 @@ struct Loss {
     for (size_t d = 2; d < scores->shape.size(); ++d)
       stride *= scores->shape[d];
     row = scores->f32() + at;
+    if (logProbsGiven) {
+      lse = 0;
+      return true;
+    }
     double mx = row[0];
     for (int64_t c = 1; c < C; ++c)
       mx = std::max(mx, static_cast<double>(row[c * stride]));
@@ -283,6 +290,19 @@ std::string lossValue(const Loss &loss, const TensorView &out) {
   return err;
 }
 
+/// NegativeLogLikelihoodLoss: the loss of SoftmaxCrossEntropyLoss with the
+/// input taken as the log-probabilities.
+std::string negativeLogLikelihoodLoss(const KernelArgs &args) {
+  if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
+      args.outputs.size() != 1)
+    return "expects inputs (input, target[, weight]) and one output (loss)";
+  Loss loss;
+  loss.logProbsGiven = true;
+  if (std::string err = loss.init(args, 0); !err.empty())
+    return err;
+  return lossValue(loss, args.outputs[0]);
+}
+
 std::string softmaxCrossEntropyLoss(const KernelArgs &args) {
   if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
       args.outputs.empty() || args.outputs.size() > 2)
@@ -382,5 +402,6 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
 void tofu::runtime::registerLossKernels(void (*addKernel)(const char *,
                                                           KernelFn)) {
   addKernel("SoftmaxCrossEntropyLoss", softmaxCrossEntropyLoss);
+  addKernel("NegativeLogLikelihoodLoss", negativeLogLikelihoodLoss);
   addKernel("SoftmaxCrossEntropyLossGrad", softmaxCrossEntropyLossGrad);
 }

@@ -257,6 +257,9 @@ static std::string operandStr(const GradOperand &o, const OpInstance &inst) {
 int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "TDL spec checker and explorer\n");
   SpecLibrary own;
+  // The files form one set: a gradient rule may call ops of any of them.
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> buffers;
+  std::vector<std::pair<llvm::StringRef, llvm::StringRef>> sources;
   for (const std::string &f : files) {
     auto buf = llvm::MemoryBuffer::getFile(f);
     if (!buf) {
@@ -264,9 +267,12 @@ int main(int argc, char **argv) {
                    << "': " << buf.getError().message() << "\n";
       return 1;
     }
-    if (auto e = own.addSource(f, (*buf)->getBuffer()))
-      return fail(std::move(e));
+    buffers.push_back(std::move(*buf));
+    sources.push_back({f, buffers.back()->getBuffer()});
   }
+  if (!sources.empty())
+    if (auto e = own.addSources(sources))
+      return fail(std::move(e));
   const SpecLibrary &lib = files.empty() ? SpecLibrary::builtin() : own;
   if (opName.empty()) {
     if (files.empty())

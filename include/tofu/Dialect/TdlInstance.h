@@ -45,7 +45,8 @@ llvm::Expected<tdl::OpInstance>
 instantiateSpec(llvm::StringRef spec, mlir::TypeRange operandTypes,
                 const tdl::AttrMap &attrs, const ConstValues &constValues = {});
 
-/// Instantiates the TDL spec of `op` on its operand types.
+/// Instantiates the TDL spec of `op` on its operand types. When `op` omits
+/// trailing optional outputs, the instance has only the op's results.
 llvm::Expected<tdl::OpInstance> instantiate(ComputeOp op);
 
 } // namespace tofu

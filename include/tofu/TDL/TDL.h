@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tofu::tdl {
@@ -72,6 +73,11 @@ public:
   SpecLibrary(SpecLibrary &&);
   /// Parses a .tdl source. Diagnostics are `fileName:line:col: error: ...`.
   llvm::Error addSource(llvm::StringRef fileName, llvm::StringRef text);
+  /// Parses several sources (file name, text) as one set: a gradient rule
+  /// may call ops of any of them (or of sources added before). On error
+  /// nothing is added.
+  llvm::Error addSources(
+      llvm::ArrayRef<std::pair<llvm::StringRef, llvm::StringRef>> sources);
   const OpSpec *lookup(llvm::StringRef opName) const;
   const GradRule *lookupGrad(llvm::StringRef opName) const;
   /// Names of all ops, sorted.
@@ -109,6 +115,11 @@ public:
   const std::vector<std::string> &inputNames() const;
   const std::vector<TensorType> &outputTypes() const;
   const std::vector<std::string> &outputNames() const;
+  /// The outputs before the first optional one (`name?: [...]`): an op
+  /// computes at least these; outputTypes() lists every declared output.
+  unsigned numRequiredOutputs() const;
+  /// True when output `output` is declared optional (`name?: [...]`).
+  bool isOptionalOutput(unsigned output) const;
   const AttrMap &attrs() const; ///< with defaults filled in
   /// Values of the const inputs given to instantiate (by input index).
   const std::map<unsigned, std::vector<double>> &constValues() const;
@@ -164,6 +175,17 @@ instantiate(const OpSpec &spec,
             llvm::ArrayRef<std::optional<TensorType>> inputs,
             const AttrMap &attrs,
             const std::map<unsigned, std::vector<double>> &constValues);
+
+/// As above, for an op that computes only its first `numOutputs` outputs
+/// (trailing optional outputs omitted; at least the required ones): the
+/// instance has only those outputs (outputTypes(), analyses, lowering,
+/// evaluation). std::nullopt: every declared output.
+llvm::Expected<OpInstance>
+instantiate(const OpSpec &spec,
+            llvm::ArrayRef<std::optional<TensorType>> inputs,
+            const AttrMap &attrs,
+            const std::map<unsigned, std::vector<double>> &constValues,
+            std::optional<unsigned> numOutputs);
 
 /// A symbolic interval (paper §4.2, Fig. 4, with separate lower and upper
 /// constants): [sum_i lower[i]*X_i + lowerConst, sum_i upper[i]*X_i +
@@ -265,8 +287,13 @@ struct GradExpansion {
 };
 
 /// Expands the gradient rule of `forward`'s op. Error if the op has no rule.
-llvm::Expected<GradExpansion> expandGradient(const SpecLibrary &library,
-                                             const OpInstance &forward);
+/// `outputsWithGradient` (one flag per output of `forward`; empty = all)
+/// tells which outputs receive an incoming gradient: for the others,
+/// `present(dY)` is false in the rule's conditions and the rule may not
+/// read dY (the training step would have to supply zeros).
+llvm::Expected<GradExpansion>
+expandGradient(const SpecLibrary &library, const OpInstance &forward,
+               llvm::ArrayRef<bool> outputsWithGradient = {});
 
 } // namespace tofu::tdl
 

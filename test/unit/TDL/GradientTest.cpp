@@ -67,15 +67,25 @@ TEST(TDLGradient, SoftmaxCrossEntropyLoss) {
   Problem p{"SoftmaxCrossEntropyLoss", {f32({4, 3}), i64({4})}};
   GradExpansion g = checkGradient(p);
   EXPECT_FALSE(g.inputGrads[1].has_value()); // labels
-  // Every reduction, N-D scores, class weights (constants: no gradient) and
-  // an ignore_index inside [0, C) that some labels hit.
+  // The objective weighs both outputs (loss and log_prob), so dscores is
+  // checked through LogSoftmaxGrad(dlog_prob) too.
+  ASSERT_EQ(g.calls.size(), 3u);
+  EXPECT_EQ(g.calls[1].op, "LogSoftmaxGrad");
+  // Without an incoming gradient for log_prob the rule does not read it.
+  OpInstance inst = mustInstantiate(lib(), "SoftmaxCrossEntropyLoss",
+                                    {f32({4, 3}), i64({4})});
+  auto lossOnly = expandGradient(lib(), inst, {true, false});
+  ASSERT_TRUE(bool(lossOnly)) << llvm::toString(lossOnly.takeError());
+  ASSERT_EQ(lossOnly->calls.size(), 1u);
+  EXPECT_EQ(lossOnly->calls[0].op, "SoftmaxCrossEntropyLossGrad");
+  // Every reduction, N-D scores, trainable class weights and an
+  // ignore_index inside [0, C) that some labels hit.
   for (const char *reduction : {"mean", "sum", "none"}) {
     SCOPED_TRACE(reduction);
     Problem q{"SoftmaxCrossEntropyLoss",
               {f32({3, 4, 2}), i64({3, 2}), f32({4})},
               {{"reduction", AttrValue::ofString(reduction)},
                {"ignore_index", AttrValue::ofInt(1)}}};
-    q.noGrad = {2};
     q.intRange = 4;
     q.lo = 0.2;
     checkGradient(q);
@@ -230,6 +240,12 @@ TEST(TDLGradient, Conv) {
   checkGradient({"Conv", {f32({1, 4, 6, 5}), f32({6, 2, 3, 2}), f32({6})},
                  {{"group", AttrValue::ofInt(2)}, {"strides", ints({2, 1})},
                   {"pads", ints({1, 0, 1, 1})}, {"dilations", ints({1, 2})}}});
+  // auto_pad: the gradient ops get the pads it implies (odd totals, so
+  // SAME_UPPER and SAME_LOWER differ).
+  for (const char *autoPad : {"SAME_UPPER", "SAME_LOWER", "VALID"})
+    checkGradient({"Conv", {f32({1, 2, 6, 5}), f32({3, 2, 2, 3}), f32({3})},
+                   {{"auto_pad", AttrValue::ofString(autoPad)},
+                    {"strides", ints({2, 1})}}});
 }
 
 TEST(TDLGradient, ConvTranspose) {
@@ -238,6 +254,14 @@ TEST(TDLGradient, ConvTranspose) {
   checkGradient({"ConvTranspose", {f32({1, 4, 3, 2}), f32({4, 3, 3, 2}), std::nullopt},
                  {{"group", AttrValue::ofInt(2)}, {"strides", ints({2, 1})},
                   {"pads", ints({1, 0, 0, 1})}, {"output_padding", ints({1, 0})}}});
+  // output_shape (larger and smaller than the unpadded size) and auto_pad
+  // SAME set the pads.
+  checkGradient({"ConvTranspose", {f32({1, 2, 3, 3}), f32({2, 2, 3, 3}), f32({2})},
+                 {{"strides", ints({3, 2})}, {"output_shape", ints({10, 6})}}});
+  for (const char *autoPad : {"SAME_UPPER", "SAME_LOWER"})
+    checkGradient({"ConvTranspose", {f32({1, 2, 3, 2}), f32({2, 1, 3, 3}), std::nullopt},
+                   {{"auto_pad", AttrValue::ofString(autoPad)},
+                    {"strides", ints({2, 2})}}});
 }
 
 //===----------------------------------------------------------------------===//
@@ -304,10 +328,17 @@ TEST(TDLGradient, NegativeLogLikelihoodLoss) {
     attrs["ignore_index"] = AttrValue::ofInt(1);
     checkGradient({"NegativeLogLikelihoodLoss", {f32({2, 3, 2}), i64({2, 2})},
                    attrs, 3});
+    // Trainable class weights (NegativeLogLikelihoodLossWeightGrad), with
+    // labels that hit ignore_index = 1.
     Problem w{"NegativeLogLikelihoodLoss",
               {f32({3, 4, 2}), i64({3, 2}), f32({4})}, attrs, 0.2, 1};
-    w.noGrad = {2}; // class weights are constants
     w.intRange = 4;
-    checkGradient(w);
+    GradExpansion g = checkGradient(w);
+    ASSERT_TRUE(g.inputGrads[2].has_value());
+    // Without ignored labels, and with negative log-probabilities.
+    w.attrs.erase("ignore_index");
+    w.lo = -2;
+    w.hi = -0.1;
+    checkGradient(w, 3);
   }
 }
