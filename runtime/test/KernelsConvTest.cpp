@@ -607,8 +607,20 @@ TEST(ConvKernels, AttributeErrors) {
   Attr autoPad;
   autoPad.name = "auto_pad";
   autoPad.kind = Attr::Kind::String;
+  autoPad.s = "SAME_SIDEWAYS";
+  EXPECT_NE(run({autoPad}, c.yShape()).find("unknown auto_pad"),
+            std::string::npos);
+  // SAME_UPPER pads to an output as long as the input (5, not 3).
   autoPad.s = "SAME_UPPER";
-  EXPECT_NE(run({autoPad}, c.yShape()).find("auto_pad"), std::string::npos);
+  EXPECT_NE(run({autoPad}, c.yShape()).find("output extent 3"),
+            std::string::npos);
+  std::vector<float> ySame(10);
+  EXPECT_EQ(runCompute("Conv", {autoPad},
+                       {TensorView::whole(x.data(), DType::F32, c.xShape()),
+                        TensorView::whole(w.data(), DType::F32, c.wShape())},
+                       {TensorView::whole(ySame.data(), DType::F32, {1, 2, 5})},
+                       {}, {}),
+            "");
   EXPECT_NE(run({ints("kernel_shape", {2})}, c.yShape()).find("kernel_shape"),
             std::string::npos);
   EXPECT_NE(run({}, {1, 2, 4}).find("output extent 4"), std::string::npos);
