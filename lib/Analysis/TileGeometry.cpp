@@ -95,29 +95,6 @@ llvm::SmallVector<StrategyAttr> planOfOutput(llvm::ArrayRef<StrategyAttr> plan,
   return steps;
 }
 
-OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
-                unsigned output, llvm::ArrayRef<StrategyAttr> plan,
-                int64_t device) {
-  OpShare share;
-  share.outputBox = fullBox(op.outputTypes()[output].dims);
-  for (const auto &var : op.reductionVars(output))
-    share.reductionRanges.push_back({0, var.extent});
-  std::vector<int64_t> coords = grid.coordinates(device);
-  llvm::SmallVector<StrategyAttr> steps = planOfOutput(plan, output);
-  for (size_t step = 0; step < steps.size() && step < coords.size(); ++step) {
-    StrategyAttr strategy = steps[step];
-    if (strategy.getKind().getValue() == "split") {
-      auto &range = share.outputBox[strategy.getDim()];
-      range = splitRange(range, grid.steps[step], coords[step]);
-    } else {
-      auto &range = share.reductionRanges[strategy.getDim()];
-      range = splitRange(range, grid.steps[step], coords[step]);
-      share.partial = true;
-    }
-  }
-  return share;
-}
-
 bool isEmptyShare(const OpShare &share) {
   if (isEmpty(share.outputBox))
     return true;
@@ -176,6 +153,18 @@ bool hasEmptyReduction(const OpShare &share) {
 }
 
 } // namespace
+
+OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
+                unsigned output, llvm::ArrayRef<StrategyAttr> plan,
+                int64_t device) {
+  std::vector<tdl::Range> reductionRanges;
+  for (const auto &var : op.reductionVars(output))
+    reductionRanges.push_back({0, var.extent});
+  return opShareAt(grid, fullBox(op.outputTypes()[output].dims),
+                   reductionRanges, planOfOutput(plan, output),
+                   grid.coordinates(device));
+}
+
 
 int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
                         unsigned output, llvm::ArrayRef<StrategyAttr> plan,
