@@ -857,6 +857,33 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
     if ((e.name == "sum" || e.name == "prod") && e.args.size() == 1 &&
         e.args[0]->kind == Expr::Kind::For)
       return lowerUnrolled(e, *e.args[0], inIndex);
+    bool clampInIndex = inIndex && (e.name == "max" || e.name == "min" ||
+                                    e.name == "abs");
+    if (clampInIndex) {
+      // min / max / abs of index expressions (Pad's edge and reflect
+      // modes): a Call node, folded when every operand is a constant.
+      auto call = std::make_unique<LExpr>();
+      call->kind = LExpr::Kind::Call;
+      call->loc = e.loc;
+      call->fn = e.name == "max" ? Fn::Max
+                 : e.name == "min" ? Fn::Min
+                                   : Fn::Abs;
+      bool allConst = true;
+      for (auto &a : e.args) {
+        auto l = lower(*a, inIndex);
+        if (!l)
+          return l.takeError();
+        allConst &= (*l)->kind == LExpr::Kind::Const;
+        call->ops.push_back(std::move(*l));
+      }
+      if (!allConst)
+        return call;
+      double a = call->ops[0]->value;
+      double v = call->fn == Fn::Abs   ? std::fabs(a)
+                 : call->fn == Fn::Max ? std::max(a, call->ops[1]->value)
+                                       : std::min(a, call->ops[1]->value);
+      return makeConst(v, e.loc);
+    }
     if (isStaticFunction(e.name) &&
         (inIndex || (e.name != "max" && e.name != "min"))) {
       auto v = evalStatic(e, env());

@@ -142,6 +142,27 @@ private:
       }
       break;
     }
+    case LExpr::Kind::Call: {
+      // min / max are monotone in each operand; abs folds the range at 0.
+      IRange a = index(*e.ops[0]);
+      if (a.empty())
+        return a;
+      if (e.fn == Fn::Abs) {
+        if (a.lo >= 0)
+          return a;
+        if (a.hi <= 0)
+          return {-a.hi, -a.lo};
+        return {0, std::max(-a.lo, a.hi)};
+      }
+      if (e.fn != Fn::Max && e.fn != Fn::Min)
+        break;
+      IRange b = index(*e.ops[1]);
+      if (b.empty())
+        return b;
+      if (e.fn == Fn::Max)
+        return {std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
+      return {std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
+    }
     default:
       break;
     }
@@ -335,6 +356,20 @@ private:
     case LExpr::Kind::Access:
     case LExpr::Kind::Slice:
       return wholeRange();
+    case LExpr::Kind::Call: {
+      // min / max / abs (clamped or reflected indices, Pad's edge and
+      // reflect modes): not affine, so a worker needs the whole dim (a
+      // sound over-approximation; requiredRegions bounds them exactly).
+      if (e.fn != Fn::Abs && e.fn != Fn::Max && e.fn != Fn::Min)
+        return makeSpecError(e.loc, "function not supported inside an index "
+                                    "by the interval analysis");
+      for (auto &o : e.ops) {
+        auto r = index(*o);
+        if (!r)
+          return r.takeError();
+      }
+      return wholeRange();
+    }
     case LExpr::Kind::Neg: {
       auto a = index(*e.ops[0]);
       if (!a)
@@ -456,19 +491,21 @@ struct SymbolTable {
 };
 
 /// True when some index of `e` (or below) is not affine: a data-dependent
-/// index or `%`.
+/// index, `%`, or min / max / abs.
 bool hasWholeIndex(const LExpr &e) {
   if (e.kind == LExpr::Kind::Slice)
     return true;
-  if (e.kind == LExpr::Kind::Access || e.kind == LExpr::Kind::Binary)
-    if (e.kind == LExpr::Kind::Access || e.op == BinOp::Mod)
-      return true;
+  if (e.kind == LExpr::Kind::Access || e.kind == LExpr::Kind::Call)
+    return true;
+  if (e.kind == LExpr::Kind::Binary && e.op == BinOp::Mod)
+    return true;
   return llvm::any_of(e.ops, [](const LExprPtr &o) { return hasWholeIndex(*o); });
 }
 
 /// True when an index below `e` multiplies, divides or takes a remainder.
 bool hasScaledIndex(const LExpr &e, bool inIndex) {
   if (inIndex && (e.kind == LExpr::Kind::FloorDiv ||
+                  e.kind == LExpr::Kind::Call ||
                   (e.kind == LExpr::Kind::Binary &&
                    (e.op == BinOp::Mul || e.op == BinOp::Mod ||
                     e.op == BinOp::FloorDiv))))

@@ -718,6 +718,26 @@ llvm::Expected<IndexClass> OpChecker::checkIndex(const Expr &e) {
                                       "' must be an 'int' input");
     return IndexClass::Data;
   case Expr::Kind::Call:
+    if ((e.name == "min" || e.name == "max" || e.name == "abs") &&
+        e.namedArgs.empty() && e.args.size() == (e.name == "abs" ? 1u : 2u)) {
+      // Clamping and reflection (Pad's edge / reflect modes): a monotone or
+      // piecewise-monotone index the analysis bounds soundly. With static
+      // operands only, min / max are the static functions.
+      IndexClass cls = IndexClass::Constant;
+      for (auto &a : e.args) {
+        auto c = checkIndex(*a);
+        if (!c)
+          return c.takeError();
+        cls = std::max(cls, *c);
+      }
+      if (cls == IndexClass::Constant && e.name != "abs") {
+        if (auto err = checkStaticCall(e))
+          return std::move(err);
+        return IndexClass::Constant;
+      }
+      return cls == IndexClass::Constant ? IndexClass::Constant
+                                         : IndexClass::Data;
+    }
     if (isStaticFunction(e.name)) {
       if (auto err = checkStaticCall(e))
         return std::move(err);

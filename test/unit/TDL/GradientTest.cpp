@@ -305,6 +305,41 @@ TEST(TDLGradient, Pad) {
   checkGradient(r);
 }
 
+TEST(TDLGradient, PadModes) {
+  // Edge, reflect and wrap scatter-add dY into the data they read: small
+  // pads, pads beyond one reflection or period, crops, a dim of size 1, an
+  // unpadded dim and opset 18's axes.
+  struct Case {
+    const char *mode;
+    std::vector<int64_t> shape;
+    std::vector<double> pads;
+  };
+  std::vector<Case> cases{
+      {"edge", {3, 4}, {1, 2, 2, 1}},
+      {"edge", {3, 4}, {2, -1, 1, 3}},
+      {"reflect", {3, 4}, {2, 1, 1, 3}},
+      {"reflect", {3, 4}, {5, 0, 7, 2}},
+      {"reflect", {1, 5}, {2, 3, 1, 4}},
+      {"reflect", {2, 3}, {-1, 4, 2, 5}},
+      {"wrap", {3, 4}, {1, 5, 2, 9}},
+      {"wrap", {3, 4}, {-2, 1, 4, -3}},
+      {"edge", {2, 3, 2}, {0, 1, 0, 0, 2, 3}},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.mode));
+    Problem p{"Pad", {f32(c.shape), i64({int64_t(c.pads.size())})},
+              {{"mode", AttrValue::ofString(c.mode)}}};
+    p.constValues = {{1, c.pads}};
+    GradExpansion g = checkGradient(p);
+    ASSERT_EQ(g.calls.size(), 1u);
+    EXPECT_EQ(g.calls[0].op, "PadGrad");
+  }
+  Problem q{"Pad", {f32({2, 3, 2}), i64({2}), std::nullopt, i64({1})},
+            {{"mode", AttrValue::ofString("reflect")}}};
+  q.constValues = {{1, {2, 1}}, {3, {-2}}};
+  checkGradient(q);
+}
+
 TEST(TDLGradient, Gather) {
   Problem p{"Gather", {f32({4, 3}), i64({2, 2})}};
   p.intLo = -4;
