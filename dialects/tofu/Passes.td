@@ -30,7 +30,7 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
     `tofu.compute` loses the trailing optional results (`name?:` outputs in
     its spec) that nothing uses, so the step does not compute them
     (SoftmaxCrossEntropyLoss's log_prob, MaxPool's Indices, Dropout's mask,
-    BatchNormalization's running statistics in training mode).
+    BatchNormalization's running statistics in inference mode).
 
     *Update.* `optimizer` is `sgd` (`SGDUpdate`), `momentum`, `adam` or
     `adagrad` (the ONNX ai.onnx.preview.training `Momentum`, `Adam`,
@@ -39,6 +39,18 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
     (the learning rate R holds `lr`; the update count T starts at 0 and is
     advanced by `StepCount`), each updated by a `tofu.update` without
     gradient. Every trainable parameter gets `tofu.update %w, %new grad %dw`.
+
+    *Running statistics.* A training-mode `BatchNormalization`
+    (`training_mode != 0`) whose input_mean / input_var are parameters
+    (ONNX initializers, not constant, not frozen) gets
+    `tofu.update %running_mean, %bn#1` and `tofu.update %running_var, %bn#2`:
+    the new statistics it computes (ONNX: input * momentum + batch *
+    (1 - momentum)) are the parameters' values in the next step, and
+    `tofu-run --save` writes them back (`--resume` restores them). A
+    statistic that two such ops (or an op and an optimizer) would both
+    update is an error. Inference-mode ops keep their statistics fixed. A
+    model with its own training algorithm (`training_info`) updates only
+    what its `update_binding` names.
 
     *A model's own algorithm.* A function with `tofu.gradient` ops (an ONNX
     `Gradient`, imported from the model's `training_info`) keeps its loss,

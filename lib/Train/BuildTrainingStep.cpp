@@ -256,6 +256,9 @@ private:
                                   OpBuilder &builder, GradientBuilder &grads);
   LogicalResult addUpdate(ParamOp param, Value grad, OpBuilder &builder,
                           GradientBuilder &grads);
+  LogicalResult addRunningStatisticUpdates(
+      func::FuncOp func, OpBuilder &builder,
+      const llvm::DenseSet<Operation *> &frozen);
 };
 
 FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
@@ -662,6 +665,56 @@ LogicalResult BuildTrainingStepPass::addUpdate(ParamOp param, Value grad,
   return success();
 }
 
+/// A training-mode BatchNormalization computes the new running statistics
+/// as its outputs 1 and 2 (running = input * momentum + batch * (1 -
+/// momentum)); they become the new values of the parameters it reads as
+/// input_mean and input_var at the end of the step (`tofu.update` without
+/// gradient), so they persist across steps like optimizer state and are
+/// written back by `tofu-run --save`. Statistics that are not a trainable
+/// parameter (a constant, a computed value) and frozen ones stay fixed.
+LogicalResult BuildTrainingStepPass::addRunningStatisticUpdates(
+    func::FuncOp func, OpBuilder &builder,
+    const llvm::DenseSet<Operation *> &frozen) {
+  llvm::DenseMap<Operation *, ComputeOp> updatedBy;
+  for (UpdateOp update : func.getOps<UpdateOp>())
+    updatedBy[update.getParam().getDefiningOp()] = ComputeOp();
+  SmallVector<ComputeOp> norms;
+  func.walk([&](ComputeOp op) {
+    if (op.getSpec() != "BatchNormalization" || op.getGradOf() ||
+        op.getNumOperands() < 5 || op.getNumResults() < 3)
+      return;
+    auto mode = op.getAttrs().getAs<IntegerAttr>("training_mode");
+    if (mode && mode.getInt() != 0)
+      norms.push_back(op);
+  });
+  for (ComputeOp op : norms) {
+    for (unsigned i : {3u, 4u}) {
+      auto param = op->getOperand(i).getDefiningOp<ParamOp>();
+      if (!param || param.getConstant() || param.getStateOf() ||
+          frozen.contains(param))
+        continue;
+      auto [it, inserted] = updatedBy.try_emplace(param, op);
+      if (!inserted) {
+        InFlightDiagnostic diag = op.emitError();
+        diag << "BatchNormalization '" << op.getName()
+             << "' (training mode) updates its running statistic '"
+             << param.getSymName() << "', which ";
+        if (it->second)
+          diag << "BatchNormalization '" << it->second.getName()
+               << "' updates too";
+        else
+          diag << "is also trained";
+        diag << "; give each BatchNormalization its own running_mean and "
+                "running_var initializers";
+        return failure();
+      }
+      UpdateOp::create(builder, op.getLoc(), param.getResult(), Value(),
+                       op->getResult(i - 2));
+    }
+  }
+  return success();
+}
+
 LogicalResult BuildTrainingStepPass::expandGradientOps(
     func::FuncOp func, ArrayRef<GradientOp> gradientOps, OpBuilder &builder,
     GradientBuilder &grads) {
@@ -801,6 +854,8 @@ void BuildTrainingStepPass::runOnOperation() {
     if (failed(addUpdate(param, grad, builder, grads)))
       return signalPassFailure();
   }
+  if (failed(addRunningStatisticUpdates(func, builder, *frozen)))
+    return signalPassFailure();
 
   grads.tagGradients();
   eraseUnusedBackwardOps(func);
