@@ -26,7 +26,9 @@ std::string tofu::runtime::assembleTensor(const Plan &plan, int32_t tensor,
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
       const Buffer &buf = buffers[b];
-      if (buf.tensor != tensor || !buf.owned)
+      // An empty share (a dim of n split over more than n devices) holds
+      // nothing: there is no value to ask for.
+      if (buf.tensor != tensor || !buf.owned || buf.region.numElements() == 0)
         continue;
       const uint8_t *src =
           source(static_cast<int32_t>(d), static_cast<int32_t>(b));

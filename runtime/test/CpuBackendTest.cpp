@@ -218,6 +218,30 @@ TEST(CpuExecutor, KernelErrorsNameTheInstruction) {
   EXPECT_NE(err.find("device 0 instruction 4"), std::string::npos) << err;
 }
 
+/// A tensor split over more devices than it has rows: the empty share's
+/// buffer has no value (an executor keeps no snapshot of zero bytes), and
+/// assembling the tensor must not ask for it.
+TEST(TensorAssembly, EmptyShareNeedsNoValue) {
+  Plan plan = makeTwoDevicePlan();
+  Buffer &w0 = plan.devices[0].buffers[kBufW];
+  Buffer &w1 = plan.devices[1].buffers[kBufW];
+  ASSERT_TRUE(w0.owned && w1.owned);
+  // Device 1's share becomes all of W, device 0's becomes empty.
+  w1.region.lo.assign(plan.tensors[kW].shape.size(), 0);
+  w1.region.hi = plan.tensors[kW].shape;
+  w0.region.hi = w0.region.lo;
+  std::vector<uint8_t> whole(dtypeSize(plan.tensors[kW].dtype) *
+                             w1.region.numElements());
+  for (size_t i = 0; i < whole.size(); ++i)
+    whole[i] = static_cast<uint8_t>(i);
+  BufferSource source = [&](int32_t d, int32_t b) -> const uint8_t * {
+    return d == 1 && b == kBufW ? whole.data() : nullptr;
+  };
+  std::vector<uint8_t> out;
+  ASSERT_EQ(assembleTensor(plan, kW, source, out), "");
+  EXPECT_EQ(out, whole);
+}
+
 TEST(TensorAssembly, ReportsUncoveredElements) {
   Plan plan = makeTwoDevicePlan();
   plan.devices[1].buffers[kBufW].owned = false;
