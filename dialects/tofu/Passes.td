@@ -54,11 +54,12 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
 
     *A model's own algorithm.* A function with `tofu.gradient` ops (an ONNX
     `Gradient`, imported from the model's `training_info`) keeps its loss,
-    its updates and its optimizer ops: the backward pass is built from the
-    gradients' common `y` (also for the graph inputs they name), each
-    `tofu.gradient` is replaced by the gradient of its tensor (`Zeros` where
+    its updates and its optimizer ops: one backward pass is built from each
+    distinct `y` of the gradients (also for the graph inputs they name; a
+    `y` computed from a gradient is an error), each `tofu.gradient` is
+    replaced by the gradient of its tensor in its `y`'s pass (`Zeros` where
     the tensor does not influence `y`), and the ops that use the gradients
-    move after the backward pass. The training options then do not apply
+    move after the backward passes. The training options then do not apply
     (`overrides` lists those the user set; any is an error). Without
     `tofu.update` ops this is an error unless `gradient-graph` is set, which
     only expands the gradients and keeps the model outputs (a graph that

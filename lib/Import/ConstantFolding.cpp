@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
+#include <limits>
 
 namespace tofu {
 
@@ -73,11 +74,14 @@ bool isFoldableOp(llvm::StringRef opType) {
          opType == "Range" || specFoldableOps().contains(opType);
 }
 
-llvm::Expected<std::optional<std::vector<tdl::DenseTensor>>>
-foldOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
-       llvm::ArrayRef<std::optional<tdl::TensorType>> inputTypes,
-       llvm::ArrayRef<const tdl::DenseTensor *> inputValues,
-       const tdl::DenseTensor *valueAttr, unsigned numOutputs) {
+/// foldOp's work: `anySpec` evaluates every op with a TDL spec (not only
+/// the foldable list); results over `maxElements` elements give nullopt.
+static llvm::Expected<std::optional<std::vector<tdl::DenseTensor>>>
+evaluateOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
+           llvm::ArrayRef<std::optional<tdl::TensorType>> inputTypes,
+           llvm::ArrayRef<const tdl::DenseTensor *> inputValues,
+           const tdl::DenseTensor *valueAttr, unsigned numOutputs,
+           bool anySpec, int64_t maxElements) {
   using Result = std::optional<std::vector<tdl::DenseTensor>>;
   auto scalarInput = [&](unsigned i) -> const tdl::DenseTensor * {
     if (i >= inputValues.size() || !inputValues[i])
@@ -127,7 +131,7 @@ foldOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
         return error("ConstantOfShape's shape has a negative dimension");
       out.type.dims.push_back(static_cast<int64_t>(d));
     }
-    if (numElements(out.type) > kMaxFoldedElements)
+    if (numElements(out.type) > maxElements)
       return Result(std::nullopt);
     out.data.assign(numElements(out.type), value);
     return Result(std::vector<tdl::DenseTensor>{out});
@@ -142,7 +146,7 @@ foldOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
     if (d == 0)
       return error("Range's delta is 0");
     double count = std::max(std::ceil((l - s) / d), 0.0);
-    if (count > kMaxFoldedElements)
+    if (count > maxElements)
       return Result(std::nullopt);
     tdl::DenseTensor out;
     out.type.elem = start->type.elem;
@@ -154,7 +158,7 @@ foldOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
     return Result(std::vector<tdl::DenseTensor>{out});
   }
 
-  if (!specFoldableOps().contains(opType))
+  if (!anySpec && !specFoldableOps().contains(opType))
     return error(opType + " is not on the import-time foldable list");
   const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(opType);
   if (!spec)
@@ -199,7 +203,7 @@ foldOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
   int64_t total = 0;
   for (const tdl::TensorType &type : instance->outputTypes())
     total += numElements(type);
-  if (total > kMaxFoldedElements)
+  if (total > maxElements)
     return Result(std::nullopt);
   std::vector<tdl::DenseTensor> evalInputs(inputValues.size());
   std::vector<const tdl::DenseTensor *> evalPointers;
@@ -223,6 +227,28 @@ foldOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
       return std::move(err);
   }
   return Result(std::move(*outputs));
+}
+
+llvm::Expected<std::optional<std::vector<tdl::DenseTensor>>>
+foldOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
+       llvm::ArrayRef<std::optional<tdl::TensorType>> inputTypes,
+       llvm::ArrayRef<const tdl::DenseTensor *> inputValues,
+       const tdl::DenseTensor *valueAttr, unsigned numOutputs) {
+  return evaluateOp(opType, attrs, inputTypes, inputValues, valueAttr,
+                    numOutputs, /*anySpec=*/false, kMaxFoldedElements);
+}
+
+llvm::Expected<std::vector<tdl::DenseTensor>>
+evaluateOpOnce(llvm::StringRef opType, const tdl::AttrMap &attrs,
+               llvm::ArrayRef<std::optional<tdl::TensorType>> inputTypes,
+               llvm::ArrayRef<const tdl::DenseTensor *> inputValues,
+               const tdl::DenseTensor *valueAttr, unsigned numOutputs) {
+  auto result =
+      evaluateOp(opType, attrs, inputTypes, inputValues, valueAttr, numOutputs,
+                 /*anySpec=*/true, std::numeric_limits<int64_t>::max());
+  if (!result)
+    return result.takeError();
+  return std::move(**result);
 }
 
 } // namespace tofu

@@ -16,6 +16,7 @@
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Import/ConstantFolding.h"
 #include "tofu/Import/ExternalData.h"
+#include "tofu/Import/InitializationGraph.h"
 #include "tofu/Import/OnnxConversion.h"
 #include "tofu/Import/RecurrentUnrolling.h"
 #include "tofu/Import/OpsetNormalization.h"
@@ -72,6 +73,10 @@ public:
         externalData(path, options.allowHardlinkedData) {}
 
   llvm::Error importGraph(const onnx::ModelProto &model, ModuleOp module);
+  /// Runs training_info's initialization graph at compile time and folds
+  /// its results into the initializers (InitializationGraph.h); `changed`
+  /// says whether there was one.
+  llvm::Error applyInitialization(onnx::ModelProto &model, bool &changed);
 
   /// xxh3 hashes of the external data ranges read, in initializer order.
   std::vector<uint64_t> externalHashes;
@@ -98,6 +103,8 @@ private:
   /// The data of an integer initializer (a compile-time constant), external
   /// or not.
   llvm::Expected<TensorData> readSmallTensor(const onnx::TensorProto &init);
+  /// readSmallTensor's work; its errors do not name the file.
+  llvm::Expected<TensorData> readTensorData(const onnx::TensorProto &init);
 
   /// Records the value of a Constant node.
   llvm::Error importConstantNode(const onnx::NodeProto &node,
@@ -123,7 +130,7 @@ private:
   /// first.
   bool isStepCount(onnx::NodeProto &node);
   /// Imports a Gradient node: one tofu.gradient per output.
-  llvm::Error importGradientNode(const onnx::NodeProto &node,
+  llvm::Error importGradientNode(const TrainingAlgorithm::Gradient &node,
                                  const std::string &nodeName,
                                  const std::string &where);
   /// Imports an integer initializer that the training algorithm updates
@@ -153,7 +160,8 @@ private:
   llvm::StringMap<KnownTensor> constants;
   /// The model's training algorithm and Gradient node (set by importGraph).
   const TrainingAlgorithm *algorithm = nullptr;
-  /// The tofu.gradient of each tensor named in the Gradient's xs.
+  /// The tofu.gradient of each tensor named in a Gradient's xs (the first
+  /// Gradient's where several differentiate it).
   llvm::StringMap<Value> gradients;
 };
 
@@ -338,24 +346,23 @@ llvm::Error OnnxImporter::importWeight(const onnx::TensorProto &init) {
 }
 
 llvm::Expected<TensorData>
-OnnxImporter::readSmallTensor(const onnx::TensorProto &init) {
+OnnxImporter::readTensorData(const onnx::TensorProto &init) {
   std::string what = "initializer '" + init.name() + "'";
-  if (!ExternalDataResolver::isExternal(init)) {
-    auto data = convertOnnxTensor(init, what);
-    if (!data)
-      return error(llvm::toString(data.takeError()));
-    return data;
-  }
+  if (!ExternalDataResolver::isExternal(init))
+    return convertOnnxTensor(init, what);
   auto bytes = tensorBytes(init, what);
   if (!bytes)
-    return error(llvm::toString(bytes.takeError()));
+    return bytes.takeError();
   auto external = externalData.resolve(init, *bytes, what);
   if (!external)
-    return error(llvm::toString(external.takeError()));
+    return external.takeError();
   if (external->missing)
-    return error(what + ": external data file '" + external->path +
-                 "' does not exist; integer initializers (shapes, indices) "
-                 "are needed even with --no-weights");
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        what + ": external data file '" + external->path +
+            "' does not exist; integer initializers (shapes, indices) and "
+            "those an initialization graph reads are needed even with "
+            "--no-weights");
   externalHashes.push_back(llvm::xxh3_64bits(external->bytes));
   TensorData data;
   data.type.elem = *convertOnnxElemType(init.data_type(), what);
@@ -365,6 +372,29 @@ OnnxImporter::readSmallTensor(const onnx::TensorProto &init) {
     for (uint8_t &b : data.bytes)
       b = b != 0;
   return data;
+}
+
+llvm::Expected<TensorData>
+OnnxImporter::readSmallTensor(const onnx::TensorProto &init) {
+  auto data = readTensorData(init);
+  if (!data)
+    return error(llvm::toString(data.takeError()));
+  return data;
+}
+
+llvm::Error OnnxImporter::applyInitialization(onnx::ModelProto &model,
+                                              bool &changed) {
+  int64_t opset = 0;
+  for (const auto &entry : model.opset_import())
+    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+      opset = entry.version();
+  auto applied = applyInitializationGraph(
+      model, opset,
+      [&](const onnx::TensorProto &init) { return readTensorData(init); });
+  if (!applied)
+    return error(llvm::toString(applied.takeError()));
+  changed = *applied;
+  return llvm::Error::success();
 }
 
 /// The TensorProto of a Constant node's value attribute (`value`,
@@ -667,12 +697,12 @@ llvm::Error OnnxImporter::importMutableInteger(const onnx::TensorProto &init) {
   return llvm::Error::success();
 }
 
-llvm::Error OnnxImporter::importGradientNode(const onnx::NodeProto &node,
-                                             const std::string &nodeName,
-                                             const std::string &where) {
-  // analyzeTrainingAlgorithm checked the attributes and the inputs of the
-  // model's only Gradient node.
-  const std::string &yName = algorithm->y;
+llvm::Error OnnxImporter::importGradientNode(
+    const TrainingAlgorithm::Gradient &gradientNode,
+    const std::string &nodeName, const std::string &where) {
+  // analyzeTrainingAlgorithm checked the attributes and the inputs.
+  const onnx::NodeProto &node = *gradientNode.node;
+  const std::string &yName = gradientNode.y;
   auto notComputed = [&](StringRef attr, const std::string &name) {
     if (constants.count(name))
       return error(where + ": '" + attr + "' names '" + name +
@@ -700,7 +730,7 @@ llvm::Error OnnxImporter::importGradientNode(const onnx::NodeProto &node,
   for (auto [i, output] : llvm::enumerate(node.output())) {
     if (output.empty())
       continue; // this gradient is not wanted
-    const std::string &xName = algorithm->xs[i];
+    const std::string &xName = gradientNode.xs[i];
     auto x = values.find(xName);
     if (x == values.end())
       return notComputed("xs", xName);
@@ -716,7 +746,7 @@ llvm::Error OnnxImporter::importGradientNode(const onnx::NodeProto &node,
         builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
         nodeName, yValue, x->second);
     values[output] = gradient.getResult();
-    gradients[xName] = gradient.getResult();
+    gradients.try_emplace(xName, gradient.getResult());
     auto tdlType = toTdlType(xType);
     if (!tdlType)
       return error(where + ": " + llvm::toString(tdlType.takeError()));
@@ -728,7 +758,7 @@ llvm::Error OnnxImporter::importGradientNode(const onnx::NodeProto &node,
 
 llvm::Error OnnxImporter::importTrainingUpdates(
     const TrainingAlgorithm &algorithm) {
-  LossOp::create(builder, fileLoc, values.lookup(algorithm.y));
+  LossOp::create(builder, fileLoc, values.lookup(algorithm.loss));
   for (const auto &[key, valueName] : algorithm.updates) {
     std::string where = "training_info[0].update_binding of '" + key + "'";
     auto param = values.lookup(key).getDefiningOp<ParamOp>();
@@ -1022,7 +1052,13 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                    "' is not supported (Gradient, Adam, Momentum and "
                    "Adagrad are)");
     if (node.op_type() == "Gradient") {
-      if (auto err = importGradientNode(node, nodeName, where))
+      const onnx::NodeProto *self = graphNode;
+      auto entry = llvm::find_if(algorithm->gradients, [&](const auto &g) {
+        return g.node == self;
+      });
+      assert(entry != algorithm->gradients.end() &&
+             "analyzeTrainingAlgorithm reads every Gradient node");
+      if (auto err = importGradientNode(*entry, nodeName, where))
         return err;
       continue;
     }
@@ -1282,6 +1318,24 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
   context->loadDialect<TofuDialect, func::FuncDialect>();
   result.module = ModuleOp::create(FileLineColLoc::get(context, path, 0, 0));
   OnnxImporter importer(context, path, options);
+  // The initialization graph runs once, here: the plan's model (for --save)
+  // starts from its values and no longer carries it. The fingerprint stays
+  // the one of the file as read.
+  bool initialized = false;
+  if (llvm::Error err = importer.applyInitialization(model, initialized))
+    return std::move(err);
+  if (initialized) {
+    if (model.ByteSizeLong() >= (uint64_t(1) << 31))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          path + ": the values of training_info's initialization graph "
+                 "make the model over 2 GB, more than one protobuf message "
+                 "holds; store large initial weights as external data "
+                 "instead of computing them in the initialization graph");
+    std::string binary;
+    model.SerializeToString(&binary);
+    result.modelBytes.assign(binary.begin(), binary.end());
+  }
   if (llvm::Error err = importer.importGraph(model, *result.module))
     return std::move(err);
   if (auto err = runOnnxChecker(path, model, options))

@@ -90,9 +90,11 @@ static bool stringAttr(const onnx::NodeProto &node, llvm::StringRef name,
   return false;
 }
 
-/// Checks one Gradient node and records its y and xs.
-static llvm::Error readGradient(const onnx::NodeProto &node,
-                                TrainingAlgorithm &result) {
+/// Checks one Gradient node and reads its y and xs.
+static llvm::Expected<TrainingAlgorithm::Gradient>
+readGradient(const onnx::NodeProto &node) {
+  TrainingAlgorithm::Gradient result;
+  result.node = &node;
   std::string where = nodeLabel(node);
   if (node.domain() != kOnnxTrainingDomain)
     return fail(where + ": Gradient belongs to the domain '" +
@@ -125,7 +127,7 @@ static llvm::Error readGradient(const onnx::NodeProto &node,
       return fail(where + ": 'xs' names '" + x + "' twice");
   if (seen.contains(result.y))
     return fail(where + ": 'y' ('" + result.y + "') is also one of 'xs'");
-  return llvm::Error::success();
+  return result;
 }
 
 llvm::Expected<TrainingAlgorithm>
@@ -144,40 +146,39 @@ analyzeTrainingAlgorithm(const onnx::ModelProto &model) {
   if (info) {
     result.present = true;
     const onnx::GraphProto &init = info->initialization();
+    // The importer evaluates the initialization graph and folds its results
+    // into the initializers before this runs (InitializationGraph.h).
     if (init.node_size() > 0 || info->initialization_binding_size() > 0)
-      return fail("training_info[0] has an initialization graph (" +
+      return fail("training_info[0] still has an initialization graph (" +
                   llvm::Twine(init.node_size()) + " nodes, " +
                   llvm::Twine(info->initialization_binding_size()) +
-                  " bindings); tofuc starts training from the initializers' "
-                  "values and does not run initialization graphs: store the "
-                  "initial values in the initializers and clear it "
-                  "(model.training_info[0].ClearField('initialization'); "
-                  "del model.training_info[0].initialization_binding[:])");
+                  " bindings); fold it into the initializers first "
+                  "(applyInitializationGraph)");
     for (const auto &node : info->algorithm().node())
       result.nodes.push_back(&node);
   }
 
-  std::vector<const onnx::NodeProto *> gradients;
-  for (const onnx::NodeProto *node : result.nodes)
-    if (node->op_type() == "Gradient")
-      gradients.push_back(node);
-  if (gradients.size() > 1) {
-    std::string names;
-    for (const onnx::NodeProto *node : gradients)
-      names += (names.empty() ? "" : ", ") + nodeLabel(*node);
-    return fail("the graph has " + llvm::Twine(gradients.size()) +
-                " Gradient nodes (" + names +
-                "); one Gradient (of one scalar, with respect to any number "
-                "of tensors) is supported: merge their 'xs' into one node");
+  // Several Gradient nodes are one training step: those of one scalar
+  // share its backward pass, each other scalar has its own. Two nodes that
+  // both name an output tensor are an invalid graph, which the ONNX checker
+  // reports.
+  llvm::StringSet<> allXs;
+  for (const onnx::NodeProto *node : result.nodes) {
+    if (node->op_type() != "Gradient")
+      continue;
+    auto gradient = readGradient(*node);
+    if (!gradient)
+      return gradient.takeError();
+    for (const std::string &x : gradient->xs)
+      if (allXs.insert(x).second)
+        result.xs.push_back(x);
+    result.gradients.push_back(std::move(*gradient));
   }
-  if (!gradients.empty()) {
-    result.gradient = gradients.front();
-    if (auto err = readGradient(*result.gradient, result))
-      return std::move(err);
-  }
+  if (!result.gradients.empty())
+    result.loss = result.gradients.front().y;
   if (!info)
     return result;
-  if (!result.gradient)
+  if (result.gradients.empty())
     return fail("training_info[0]'s algorithm has no Gradient node; tofuc "
                 "builds a training step from the gradient of a loss: add a "
                 "Gradient (ai.onnx.preview.training) of the loss, or remove "
@@ -226,8 +227,8 @@ analyzeTrainingAlgorithm(const onnx::ModelProto &model) {
       firstTrained = key;
   if (firstTrained.empty())
     return fail("training_info[0].update_binding updates none of the "
-                "Gradient's 'xs'; tofuc trains the tensors the gradient is "
-                "taken of");
+                "Gradient nodes' 'xs'; tofuc trains the tensors the gradient "
+                "is taken of");
 
   // Optimizer state: the V/H of an optimizer's X, shared R/T with the
   // first X that uses them.

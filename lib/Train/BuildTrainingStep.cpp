@@ -743,52 +743,84 @@ LogicalResult BuildTrainingStepPass::expandGradientOps(
     return refuse("--freeze");
   if (!overrides.empty())
     return refuse(overrides.front());
-  Value y = first.getY();
-  llvm::DenseSet<Value> wanted;
+  // The differentiated scalars, in order of first use: one backward pass
+  // each, with the tensors its Gradient nodes ask for.
+  SmallVector<Value> ys;
+  llvm::DenseMap<Value, llvm::DenseSet<Value>> wantedOf;
+  llvm::DenseMap<Value, GradientOp> firstGradientOf;
   for (GradientOp gradient : gradientOps) {
-    if (gradient.getY() != y)
-      return gradient.emitError()
-             << "the gradients are of several scalars; one Gradient of one "
-                "scalar is supported";
-    wanted.insert(gradient.getX());
+    Value y = gradient.getY();
+    if (firstGradientOf.try_emplace(y, gradient).second)
+      ys.push_back(y);
+    wantedOf[y].insert(gradient.getX());
   }
 
   // The ops that use the gradients (the optimizer's), and the updates, move
-  // after the backward pass.
+  // after the backward passes.
   Block &body = func.getBody().front();
   llvm::SetVector<Operation *> dependents;
-  SmallVector<Value> worklist;
-  for (GradientOp gradient : gradientOps)
-    worklist.push_back(gradient.getResult());
-  while (!worklist.empty()) {
-    Value value = worklist.pop_back_val();
-    for (Operation *user : value.getUsers())
-      if (dependents.insert(user))
-        for (Value result : user->getResults())
-          worklist.push_back(result);
+  llvm::DenseMap<Operation *, GradientOp> reachedFrom;
+  for (GradientOp gradient : gradientOps) {
+    SmallVector<Value> worklist = {gradient.getResult()};
+    while (!worklist.empty()) {
+      Value value = worklist.pop_back_val();
+      for (Operation *user : value.getUsers()) {
+        reachedFrom.try_emplace(user, gradient);
+        if (dependents.insert(user))
+          for (Value result : user->getResults())
+            worklist.push_back(result);
+      }
+    }
   }
   for (UpdateOp update : func.getOps<UpdateOp>())
     dependents.insert(update);
-  if (Operation *producer = y.getDefiningOp();
-      producer && dependents.contains(producer))
-    return first.emitError()
-           << "the differentiated scalar depends on its own gradient";
-
-  if (failed(buildBackward(func, y, grads, /*frozen=*/{}, wanted)))
-    return failure();
-  llvm::DenseMap<GradientOp, Value> replacements;
-  for (GradientOp gradient : gradientOps) {
-    Value grad = grads.gradientOf(gradient.getX());
-    if (!grad) {
-      // The tensor does not influence y.
-      auto zeros = grads.create(gradient.getLoc(), "Zeros", {gradient.getX()},
-                                {}, (gradient.getName() + ".zeros").str(),
-                                gradient.getName());
-      if (failed(zeros))
-        return failure();
-      grad = zeros->getResult(0);
+  for (Value y : ys)
+    if (Operation *producer = y.getDefiningOp();
+        producer && dependents.contains(producer)) {
+      GradientOp own = firstGradientOf.lookup(y);
+      GradientOp source = reachedFrom.lookup(producer);
+      if (!source || source.getY() == y)
+        return own.emitError()
+               << "the differentiated scalar depends on its own gradient";
+      return own.emitError()
+             << "the scalar that the Gradient node '" << own.getName()
+             << "' differentiates depends on the gradient computed by the "
+                "Gradient node '"
+             << source.getName()
+             << "' (a gradient of a gradient); one training step runs each "
+                "backward pass once, so higher-order gradients are not "
+                "supported: compute that scalar without the gradient";
     }
-    replacements[gradient] = grad;
+
+  // One backward pass per scalar, each with its own accumulation of
+  // gradients (a tensor may have a gradient of each scalar).
+  SmallVector<std::unique_ptr<GradientBuilder>> passes;
+  llvm::DenseMap<GradientOp, Value> replacements;
+  for (Value y : ys) {
+    GradientBuilder *pass =
+        y == ys.front()
+            ? &grads
+            : passes.emplace_back(std::make_unique<GradientBuilder>(func,
+                                                                    builder))
+                  .get();
+    if (failed(buildBackward(func, y, *pass, /*frozen=*/{}, wantedOf[y])))
+      return failure();
+    for (GradientOp gradient : gradientOps) {
+      if (gradient.getY() != y)
+        continue;
+      Value grad = pass->gradientOf(gradient.getX());
+      if (!grad) {
+        // The tensor does not influence y.
+        auto zeros =
+            pass->create(gradient.getLoc(), "Zeros", {gradient.getX()}, {},
+                         (gradient.getName() + ".zeros").str(),
+                         gradient.getName());
+        if (failed(zeros))
+          return failure();
+        grad = zeros->getResult(0);
+      }
+      replacements[gradient] = grad;
+    }
   }
   Operation *terminator = body.getTerminator();
   SmallVector<Operation *> moved;
@@ -802,6 +834,8 @@ LogicalResult BuildTrainingStepPass::expandGradientOps(
     gradient->erase();
   }
   grads.tagGradients();
+  for (auto &pass : passes)
+    pass->tagGradients();
   if (hasUpdates)
     for (OutputOp output : llvm::make_early_inc_range(func.getOps<OutputOp>()))
       output->erase();

@@ -22,7 +22,8 @@ std::string tofu::runtime::saveTrainedOnnx(
     const std::map<std::string, TrainedParam> &params,
     const std::string &path,
     const std::map<std::string, std::string> &metadata, bool externalData,
-    std::string *externalName) {
+    std::string *externalName,
+    const std::map<std::string, SavedStateTensor> &state) {
   if (model.empty())
     return "the plan carries no ONNX model (its MODEL section is empty); "
            "recompile it with a tofuc that embeds the model to use --save";
@@ -43,24 +44,16 @@ std::string tofu::runtime::saveTrainedOnnx(
   // aligned; the model names the file after its checksum (set below).
   std::string blob;
   std::vector<onnx::TensorProto *> external;
-  for (int i = 0; i < graph->initializer_size(); ++i) {
-    onnx::TensorProto *init = graph->mutable_initializer(i);
-    auto it = params.find(init->name());
-    if (it == params.end())
-      continue;
-    const TrainedParam &p = it->second;
-    if (init->data_type() != onnx::TensorProto::FLOAT)
-      return "initializer '" + init->name() + "' has ONNX element type " +
-             std::to_string(init->data_type()) + ", expected FLOAT (1)";
-    std::vector<int64_t> dims(init->dims().begin(), init->dims().end());
-    if (dims != p.shape)
-      return "initializer '" + init->name() + "' has a different shape in "
-             "the model than the trained parameter";
+  // Replaces the contents of `init` with `length` bytes at `bytes`, inline
+  // or appended to the external data.
+  auto store = [&](onnx::TensorProto *init, const char *bytes,
+                   size_t length) {
     init->clear_float_data();
+    init->clear_int32_data();
+    init->clear_int64_data();
+    init->clear_double_data();
     init->clear_external_data();
     init->clear_raw_data();
-    const char *bytes = reinterpret_cast<const char *>(p.values.data());
-    const size_t length = p.values.size() * sizeof(float);
     if (externalData) {
       blob.resize((blob.size() + 63) / 64 * 64, '\0');
       auto entry = [&](const char *key, const std::string &value) {
@@ -78,7 +71,48 @@ std::string tofu::runtime::saveTrainedOnnx(
       init->set_data_location(onnx::TensorProto::DEFAULT);
       init->set_raw_data(bytes, length);
     }
+  };
+  for (int i = 0; i < graph->initializer_size(); ++i) {
+    onnx::TensorProto *init = graph->mutable_initializer(i);
+    auto it = params.find(init->name());
+    if (it == params.end())
+      continue;
+    const TrainedParam &p = it->second;
+    if (init->data_type() != onnx::TensorProto::FLOAT)
+      return "initializer '" + init->name() + "' has ONNX element type " +
+             std::to_string(init->data_type()) + ", expected FLOAT (1)";
+    std::vector<int64_t> dims(init->dims().begin(), init->dims().end());
+    if (dims != p.shape)
+      return "initializer '" + init->name() + "' has a different shape in "
+             "the model than the trained parameter";
+    store(init, reinterpret_cast<const char *>(p.values.data()),
+          p.values.size() * sizeof(float));
     replaced[init->name()] = true;
+  }
+  // The state a training algorithm updates, wherever its initializer is.
+  if (proto.training_info_size() > 0 && !state.empty()) {
+    std::vector<onnx::TensorProto *> candidates;
+    for (int i = 0; i < graph->initializer_size(); ++i)
+      candidates.push_back(graph->mutable_initializer(i));
+    for (onnx::TrainingInfoProto &info : *proto.mutable_training_info())
+      for (int i = 0; i < info.algorithm().initializer_size(); ++i)
+        candidates.push_back(
+            info.mutable_algorithm()->mutable_initializer(i));
+    for (onnx::TensorProto *init : candidates) {
+      auto it = state.find(init->name());
+      if (it == state.end() || params.count(init->name()))
+        continue;
+      const SavedStateTensor &t = it->second;
+      std::vector<int64_t> dims(init->dims().begin(), init->dims().end());
+      if (init->data_type() != t.onnxType || dims != t.shape)
+        return "initializer '" + init->name() + "' (ONNX element type " +
+               std::to_string(init->data_type()) +
+               ") differs in element type or shape from the training state "
+               "tensor of that name (ONNX element type " +
+               std::to_string(t.onnxType) + ")";
+      store(init, reinterpret_cast<const char *>(t.bytes.data()),
+            t.bytes.size());
+    }
   }
   for (const auto &[name, done] : replaced)
     if (!done)

@@ -111,6 +111,17 @@ const char *dtypeName(DType t) {
   return "?";
 }
 
+/// The ONNX TensorProto::DataType of a plan dtype (0 for none).
+int32_t onnxTypeOf(DType t) {
+  if (t == DType::F32)
+    return 1; // FLOAT
+  if (t == DType::I64)
+    return 7; // INT64
+  if (t == DType::Bool)
+    return 9; // BOOL
+  return 0;
+}
+
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -268,6 +279,15 @@ std::string tofu::runtime::saveCheckpoint(const Plan &plan,
     state.tensors.push_back(std::move(entry));
   }
   std::vector<uint8_t> stateBytes = encodeTrainingState(state);
+  // A model that carries its training algorithm keeps that algorithm's
+  // state in its own initializers: the saved model holds it too.
+  std::map<std::string, SavedStateTensor> modelState;
+  for (const TrainingState::Tensor &t : state.tensors) {
+    int32_t onnxType = onnxTypeOf(t.dtype);
+    if (onnxType == 0)
+      continue;
+    modelState[t.name] = {onnxType, t.shape, t.bytes};
+  }
 
   namespace fs = std::filesystem;
   const fs::path target(path);
@@ -288,7 +308,7 @@ std::string tofu::runtime::saveCheckpoint(const Plan &plan,
   if (std::string err = saveTrainedOnnx(
           plan.onnxModel, params, path,
           {{kStateKey, stateName}, {kStepKey, std::to_string(stepsDone)}},
-          externalData, &dataName);
+          externalData, &dataName, modelState);
       !err.empty())
     return err;
   // The state and data files of earlier saves to this path are no longer

@@ -53,6 +53,16 @@ foldOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
        llvm::ArrayRef<const tdl::DenseTensor *> inputValues,
        const tdl::DenseTensor *valueAttr, unsigned numOutputs);
 
+/// Evaluates `opType` as foldOp does, but any op with a TDL spec (by the
+/// float64 reference evaluator) and without a size limit: for graphs that
+/// tofuc runs once while compiling (training_info's initialization graph,
+/// InitializationGraph.h), not for every node of a model.
+llvm::Expected<std::vector<tdl::DenseTensor>>
+evaluateOpOnce(llvm::StringRef opType, const tdl::AttrMap &attrs,
+               llvm::ArrayRef<std::optional<tdl::TensorType>> inputTypes,
+               llvm::ArrayRef<const tdl::DenseTensor *> inputValues,
+               const tdl::DenseTensor *valueAttr, unsigned numOutputs);
+
 } // namespace tofu
 
 #endif // TOFU_IMPORT_CONSTANTFOLDING_H

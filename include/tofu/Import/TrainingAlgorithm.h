@@ -39,10 +39,21 @@ struct TrainingAlgorithm {
   /// The nodes to import, in order: the inference graph's, then the
   /// algorithm's (empty `present` = false: the inference graph's only).
   std::vector<const onnx::NodeProto *> nodes;
-  /// The Gradient node, wherever it is (null when there is none).
-  const onnx::NodeProto *gradient = nullptr;
-  /// The Gradient's `y` and `xs` attributes.
-  std::string y;
+  /// One Gradient node and its `y` and `xs` attributes.
+  struct Gradient {
+    const onnx::NodeProto *node = nullptr;
+    std::string y;
+    std::vector<std::string> xs;
+  };
+  /// The Gradient nodes, wherever they are, in graph order. Several may
+  /// differentiate one scalar (their `xs` are then one backward pass) or
+  /// different scalars (one backward pass each, in one training step).
+  std::vector<Gradient> gradients;
+  /// The step's loss (the tofu.loss that tofu-run reports): the first
+  /// Gradient's `y`.
+  std::string loss;
+  /// Every tensor some Gradient differentiates with respect to, each once,
+  /// in order of first mention.
   std::vector<std::string> xs;
   /// update_binding in order: (initializer, the value it takes).
   std::vector<std::pair<std::string, std::string>> updates;
@@ -54,11 +65,14 @@ struct TrainingAlgorithm {
 };
 
 /// Checks the model's training_info and the Gradient nodes of its graphs:
-/// at most one TrainingInfoProto, an empty initialization graph, at most one
-/// Gradient node whose inputs are its `xs` followed by its `zs`, unique
+/// at most one TrainingInfoProto, an empty initialization graph (the
+/// importer folds it into the initializers first: InitializationGraph.h),
+/// Gradient nodes whose inputs are their `xs` followed by their `zs`, unique
 /// update_binding keys naming initializers and values naming algorithm or
 /// graph outputs, and, with training_info, a Gradient whose `xs` some
-/// update uses. Errors say what is not supported and what to do; they do
+/// update uses. Gradient nodes of different scalars are separate backward
+/// passes; whether one scalar depends on another's gradient (which no
+/// single training step computes) is checked by the train phase. Errors say what is not supported and what to do; they do
 /// not name the file (the caller prefixes it).
 llvm::Expected<TrainingAlgorithm>
 analyzeTrainingAlgorithm(const onnx::ModelProto &model);

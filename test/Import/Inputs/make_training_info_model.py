@@ -6,6 +6,14 @@ to argv[1]; argv[2] picks the variant (used by training-info.test):
 * ``adam``: L = ReduceSum(X @ W + B); Adam over W and B (one node, two
   tensors) with its state V_*, H_* and the update count T (incremented with
   Add) as algorithm initializers, all bound in update_binding.
+* ``two-gradients``: a second Gradient node of the same L with respect to W
+  (one backward pass serves both).
+* ``two-losses``: a second loss L2 = ReduceSum(W * W) computed by the
+  algorithm and its own Gradient; W_new = W - 0.1 * (dL/dW + dL2/dW) (two
+  backward passes in one step).
+* ``initialization``: an initialization graph that halves W (reading the
+  initializer) and sets lr from a Constant; it runs at compile time.
+* ``initialization-random``: W drawn by RandomNormal with a seed.
 * the others are models tofuc must refuse, each for the reason in its name.
 """
 import sys
@@ -69,12 +77,57 @@ if variant == "adam":
 elif variant == "two-gradients":
     nodes.insert(1, helper.make_node("Gradient", ["W", "X"], ["dW2"], name="grad2",
                                      domain=TRAINING, xs=["W"], zs=["X"], y="L"))
+elif variant == "two-losses":
+    nodes = [gradient,
+             helper.make_node("Mul", ["W", "W"], ["WW"], name="square"),
+             helper.make_node("ReduceSum", ["WW"], ["L2"], name="loss2", keepdims=0),
+             helper.make_node("Gradient", ["W"], ["dW2"], name="grad2", domain=TRAINING,
+                              xs=["W"], y="L2"),
+             helper.make_node("Add", ["dW", "dW2"], ["dsum"], name="sum"),
+             helper.make_node("Mul", ["dsum", "lr"], ["step"], name="scale"),
+             helper.make_node("Sub", ["W", "step"], ["W_new"], name="descend")]
+elif variant == "second-order":
+    nodes = [gradient,
+             helper.make_node("Mul", ["dW", "dW"], ["dWdW"], name="square"),
+             helper.make_node("ReduceSum", ["dWdW"], ["L2"], name="loss2", keepdims=0),
+             helper.make_node("Gradient", ["W"], ["dW2"], name="grad2", domain=TRAINING,
+                              xs=["W"], y="L2"),
+             helper.make_node("Mul", ["dW2", "lr"], ["step"], name="scale"),
+             helper.make_node("Sub", ["W", "step"], ["W_new"], name="descend")]
 elif variant == "gradient-inputs":
     nodes[0] = helper.make_node("Gradient", ["X", "W"], ["dW"], name="grad", domain=TRAINING,
                                 xs=["W"], y="L")
 elif variant == "initialization":
     initialization = helper.make_graph(
-        [helper.make_node("RandomNormal", [], ["W_init"], shape=[2, 2])], "init", [],
+        [helper.make_node("Constant", [], ["half"], value=tensor("half", 0.5)),
+         helper.make_node("Mul", ["W", "half"], ["W_init"], name="halve"),
+         helper.make_node("Constant", [], ["lr_init"], value=tensor("lr0", 0.25))],
+        "init", [], [vinfo("W_init", [2, 2]), vinfo("lr_init", [])])
+    initialization_bindings = [("W", "W_init"), ("lr", "lr_init")]
+elif variant == "initialization-random":
+    initialization = helper.make_graph(
+        [helper.make_node("RandomNormal", [], ["W_init"], shape=[2, 2], seed=3.0, mean=1.0,
+                          scale=0.5)], "init", [], [vinfo("W_init", [2, 2])])
+    initialization_bindings = [("W", "W_init")]
+elif variant == "initialization-input":
+    initialization = helper.make_graph(
+        [helper.make_node("Mul", ["X", "X"], ["W_init"], name="from_data")], "init",
+        [vinfo("X", [2, 2])], [vinfo("W_init", [2, 2])])
+    initialization_bindings = [("W", "W_init")]
+elif variant == "initialization-unknown-value":
+    initialization = helper.make_graph(
+        [helper.make_node("Mul", ["XW", "lr"], ["W_init"], name="from_graph")], "init", [],
+        [vinfo("W_init", [2, 2])])
+    initialization_bindings = [("W", "W_init")]
+elif variant == "initialization-shape":
+    initialization = helper.make_graph(
+        [helper.make_node("RandomUniform", [], ["W_init"], shape=[3, 2], seed=1.0)], "init",
+        [], [vinfo("W_init", [3, 2])])
+    initialization_bindings = [("W", "W_init")]
+elif variant == "initialization-no-spec":
+    initialization = helper.make_graph(
+        [helper.make_node("Det", ["W"], ["d"], name="det"),
+         helper.make_node("Mul", ["W", "d"], ["W_init"], name="scale_init")], "init", [],
         [vinfo("W_init", [2, 2])])
     initialization_bindings = [("W", "W_init")]
 elif variant == "unbound-key":

@@ -15,6 +15,15 @@ struct TrainedParam {
   std::vector<float> values;
 };
 
+/// An optimizer-state tensor of a model that carries its training algorithm
+/// (ONNX training_info): the ONNX element type (TensorProto::DataType), the
+/// global shape and the row-major bytes of the initializer it updates.
+struct SavedStateTensor {
+  int32_t onnxType = 1;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
 /// Parses `model` (a serialized onnx::ModelProto), replaces the initializer
 /// named by each key of `params` with its trained values (raw_data, float32,
 /// external data cleared), sets the model's metadata_props entries named by
@@ -29,13 +38,23 @@ struct TrainedParam {
 /// 64-byte aligned), named `<model file name>.data-<16 hex digits>` after
 /// its FNV-1a 64 checksum and written (atomically) before the model; its
 /// name is returned in `externalName`.
+///
+/// When the model carries training_info, each entry of `state` whose name
+/// is an initializer of the graph or of training_info[0]'s algorithm (the
+/// tensors its update_binding updates: Adam's moments, the update count)
+/// replaces that initializer likewise, so that the saved model continues
+/// its training algorithm where the run stopped; the other entries (state
+/// tofuc's own optimizer added) are not in the model and are skipped. An
+/// entry whose element type or shape differs from its initializer's fails.
 std::string saveTrainedOnnx(const std::vector<uint8_t> &model,
                             const std::map<std::string, TrainedParam> &params,
                             const std::string &path,
                             const std::map<std::string, std::string>
                                 &metadata = {},
                             bool externalData = false,
-                            std::string *externalName = nullptr);
+                            std::string *externalName = nullptr,
+                            const std::map<std::string, SavedStateTensor>
+                                &state = {});
 
 /// What `readOnnxWeights` returns: the float32 initializers asked for, and
 /// every metadata_props entry of the model.
