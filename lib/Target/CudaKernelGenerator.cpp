@@ -37,13 +37,19 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// The element types the generated kernels' tofu_access/tofu_store handle;
+/// emitKernel refuses the others.
+bool generatorHandles(DType t) {
+  return t == DType::F32 || t == DType::I64 || t == DType::Bool;
+}
+
 const char *dtypeCode(DType t) {
   switch (t) {
   case DType::F32: return "0";
   case DType::I64: return "1";
   case DType::Bool: return "2";
+  default: return "?";
   }
-  return "0";
 }
 
 const char *dtypeName(DType t) {
@@ -51,8 +57,8 @@ const char *dtypeName(DType t) {
   case DType::F32: return "f32";
   case DType::I64: return "i64";
   case DType::Bool: return "bool";
+  default: return plan::dtypeNumpyName(t);
   }
-  return "?";
 }
 
 /// An exact C++ literal for `v` (hexadecimal for finite values).
@@ -551,6 +557,19 @@ tofu::cudagen::emitKernel(const KernelDescription &kernel,
                           const std::string &name) {
   if (kernel.stages.empty())
     return fail("kernel " + name + " has no stages");
+  auto unsupportedType = [&](DType t) {
+    return fail("kernel " + name + ": element type " +
+                plan::dtypeNumpyName(t) +
+                " is not supported by the CUDA kernel generator yet (it "
+                "handles float32, int64 and bool); compile without "
+                "--cuda-arch to run the plan on the CPU backend");
+  };
+  for (const KernelOperand &o : kernel.operands)
+    if (o.present && !generatorHandles(o.dtype))
+      return unsupportedType(o.dtype);
+  for (const KernelStage &stage : kernel.stages)
+    if (!generatorHandles(stage.outputType))
+      return unsupportedType(stage.outputType);
   ParamLayout layout = paramLayout(kernel);
   const size_t rank = kernel.outputGlobalShape.size();
   std::string body;

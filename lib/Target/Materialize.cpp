@@ -27,6 +27,33 @@ using namespace mlir;
 namespace tofu {
 namespace {
 
+/// The plan element type of an MLIR element type: f16, bf16, f32, f64, i1
+/// (bool), and integers of 8, 16, 32 or 64 bits (signless and signed ones are
+/// signed, unsigned ones unsigned). None for anything else.
+std::optional<plan::DType> planDTypeOf(Type elem) {
+  if (elem.isF32())
+    return plan::DType::F32;
+  if (elem.isF64())
+    return plan::DType::F64;
+  if (elem.isF16())
+    return plan::DType::F16;
+  if (elem.isBF16())
+    return plan::DType::BF16;
+  auto integer = dyn_cast<IntegerType>(elem);
+  if (!integer)
+    return std::nullopt;
+  if (integer.getWidth() == 1)
+    return plan::DType::Bool;
+  bool isUnsigned = integer.isUnsigned();
+  switch (integer.getWidth()) {
+  case 8: return isUnsigned ? plan::DType::U8 : plan::DType::I8;
+  case 16: return isUnsigned ? plan::DType::U16 : plan::DType::I16;
+  case 32: return isUnsigned ? plan::DType::U32 : plan::DType::I32;
+  case 64: return isUnsigned ? plan::DType::U64 : plan::DType::I64;
+  default: return std::nullopt;
+  }
+}
+
 plan::Box toPlanBox(const tdl::Box &box) {
   plan::Box result;
   for (const auto &r : box) {
@@ -197,10 +224,18 @@ llvm::Error Materializer::addTensors() {
       plan::TensorInfo info;
       // The element size must be the TDL one (1 byte for a bool) that the
       // partitioner costs with, so comm bytes equal the planned bytes.
-      Type elem = type.getElementType();
-      info.dtype = elem.isF32()                ? plan::DType::F32
-                   : elem.isSignlessInteger(1) ? plan::DType::Bool
-                                               : plan::DType::I64;
+      std::optional<plan::DType> dtype = planDTypeOf(type.getElementType());
+      if (!dtype) {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        os << type.getElementType();
+        (void)error(op, "element type " + text + " of result " +
+                            std::to_string(i) +
+                            " has no plan dtype (supported: f16, bf16, f32, "
+                            "f64, i1, i8..i64 signless or unsigned)");
+        return WalkResult::interrupt();
+      }
+      info.dtype = *dtype;
       info.shape.assign(type.getShape().begin(), type.getShape().end());
       auto tiling = cast<TilingAttr>(tilingList[i]);
       for (auto [dim, parts] : llvm::zip(tiling.getDims(), tiling.getParts()))

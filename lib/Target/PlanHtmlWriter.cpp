@@ -114,9 +114,7 @@ std::string humanBytes(int64_t bytes) {
 }
 
 int64_t tensorBytes(const plan::TensorInfo &tensor) {
-  int64_t bytes = tensor.dtype == plan::DType::I64    ? 8
-                  : tensor.dtype == plan::DType::Bool ? 1
-                                                      : 4;
+  int64_t bytes = static_cast<int64_t>(plan::dtypeSize(tensor.dtype));
   for (int64_t d : tensor.shape)
     bytes *= d;
   return bytes;

@@ -42,12 +42,19 @@ const char *tensorRoleName(plan::TensorRole role) {
 
 const char *dtypeName(plan::DType type) {
   switch (type) {
-  case plan::DType::F32:
-    return "f32";
-  case plan::DType::I64:
-    return "i64";
-  case plan::DType::Bool:
-    return "bool";
+  case plan::DType::F32: return "f32";
+  case plan::DType::I64: return "i64";
+  case plan::DType::Bool: return "bool";
+  case plan::DType::F64: return "f64";
+  case plan::DType::I32: return "i32";
+  case plan::DType::I16: return "i16";
+  case plan::DType::I8: return "i8";
+  case plan::DType::U8: return "u8";
+  case plan::DType::U16: return "u16";
+  case plan::DType::U32: return "u32";
+  case plan::DType::U64: return "u64";
+  case plan::DType::F16: return "f16";
+  case plan::DType::BF16: return "bf16";
   }
   return "?";
 }
@@ -314,9 +321,7 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
     llvm::json::Array tiling;
     for (const auto &cut : tensor.tiling)
       tiling.push_back(llvm::json::Array{cut.dim, cut.parts});
-    int64_t bytes = tensor.dtype == plan::DType::I64    ? 8
-                    : tensor.dtype == plan::DType::Bool ? 1
-                                                        : 4;
+    int64_t bytes = static_cast<int64_t>(plan::dtypeSize(tensor.dtype));
     for (int64_t d : tensor.shape)
       bytes *= d;
     tensors.push_back(llvm::json::Object{{"name", tensor.name},

@@ -279,8 +279,9 @@ llvm::Error Partitioner::buildGraph() {
       seen[g] = true;
       groups[g].shape = shape;
       Type elem = type.getElementType();
+      // Real element sizes (a bool is one byte, as in the plan).
       groups[g].bytes = type.getNumElements() *
-                        (elem.isF32() ? 4 : elem.isSignlessInteger(1) ? 1 : 8);
+                        ((elem.getIntOrFloatBitWidth() + 7) / 8);
     } else if (groups[g].shape != shape) {
       error = failure(llvm::formatv(
           "tensor group {0} mixes shapes (tofu.tensor_groups must group "

@@ -23,8 +23,9 @@ std::string checkView(const TensorView &v, const std::string &what) {
     return what + ": shape, lo and globalShape have different ranks (" +
            std::to_string(v.shape.size()) + ", " + std::to_string(v.lo.size()) +
            ", " + std::to_string(rank) + ")";
-  if (v.dtype > DType::Bool)
-    return what + ": unknown element type";
+  if (!isValidDType(static_cast<uint8_t>(v.dtype)))
+    return what + ": unknown element type " +
+           std::to_string(static_cast<int>(v.dtype));
   for (size_t d = 0; d < rank; ++d)
     if (v.shape[d] < 0 || v.lo[d] < 0 ||
         v.lo[d] > v.globalShape[d] - v.shape[d])
@@ -100,6 +101,10 @@ bool tofu::runtime::isUnsupportedConfiguration(const std::string &error) {
   return error.compare(0, sizeof(kUnsupportedTag) - 1, kUnsupportedTag) == 0;
 }
 
+bool tofu::runtime::nativeKernelsHandle(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::I64 || dtype == DType::Bool;
+}
+
 bool tofu::runtime::hasNativeKernel(const std::string &kernel) {
   return lookupKernel(kernel) != nullptr;
 }
@@ -131,6 +136,28 @@ std::string tofu::runtime::runCompute(
 
   KernelFn native = path == ComputePath::Interpreter ? nullptr
                                                       : lookupKernel(kernel);
+  // The native kernels were written for float32 data with int64 and bool
+  // operands; an operand of any other element type goes to the interpreter,
+  // which converts every element (never a native kernel reading bytes as
+  // the wrong type).
+  std::string foreignType;
+  auto checkNativeType = [&](const TensorView &v) {
+    if (foreignType.empty() && v.present() && !nativeKernelsHandle(v.dtype))
+      foreignType = dtypeNumpyName(v.dtype);
+  };
+  for (const TensorView &v : inputs)
+    checkNativeType(v);
+  for (const TensorView &v : outputs)
+    checkNativeType(v);
+  if (native && !foreignType.empty()) {
+    if (path == ComputePath::Native || programs.empty())
+      return who + "the native CPU kernel handles float32 (with int64 and "
+                   "bool operands) only, not " + foreignType +
+             (programs.empty() ? "; the op has no expression program for the "
+                                 "interpreter either (its TDL spec is opaque)"
+                               : "");
+    native = nullptr;
+  }
   std::string nativeError;
   if (native) {
     KernelArgs args;

@@ -2,6 +2,7 @@
 
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/ComputeKernel.h"
+#include "tofu/runtime/ElementAccess.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -76,11 +77,22 @@ void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
     } else if (dtype == DType::Bool) {
       for (int64_t k = 0; k < run; ++k) // a sum of booleans saturates at 1
         d[k] = (d[k] | s[k]) ? 1 : 0;
-    } else {
+    } else if (dtype == DType::I64) {
       int64_t *di = reinterpret_cast<int64_t *>(d);
       const int64_t *si = reinterpret_cast<const int64_t *>(s);
       for (int64_t k = 0; k < run; ++k)
         di[k] += si[k];
+    } else if (dtype == DType::F64) {
+      double *dd = reinterpret_cast<double *>(d);
+      const double *sd = reinterpret_cast<const double *>(s);
+      for (int64_t k = 0; k < run; ++k)
+        dd[k] += sd[k];
+    } else {
+      // Other types add in double and convert back (integers wrap, f16 and
+      // bf16 round to nearest even), as the interpreter would.
+      for (int64_t k = 0; k < run; ++k)
+        storeElement(d, dtype, k,
+                     loadElement(d, dtype, k) + loadElement(s, dtype, k));
     }
     // Advance the odometer over all but the innermost dimension.
     for (size_t i = rank > 0 ? rank - 1 : 0; i-- > 0;) {
@@ -410,8 +422,10 @@ std::string CpuExecutor::watchLoss() {
   for (size_t b = 0; b < buffers.size(); ++b)
     if (buffers[b].tensor == plan.lossTensor && buffers[b].owned) {
       const TensorInfo &t = plan.tensors[plan.lossTensor];
-      if (t.dtype != DType::F32 || buffers[b].region.numElements() != 1)
-        return "the loss tensor '" + t.name + "' is not a float32 scalar";
+      if (!isFloatDType(t.dtype) || buffers[b].region.numElements() != 1)
+        return "the loss tensor '" + t.name + "' is not a floating-point "
+               "scalar (it is " + dtypeNumpyName(t.dtype) + " with " +
+               std::to_string(buffers[b].region.numElements()) + " elements)";
       lossBuffer = {0, static_cast<int32_t>(b)};
       watch(0, static_cast<int32_t>(b));
       return "";
@@ -425,12 +439,11 @@ std::string CpuExecutor::lastLoss(double &loss) const {
     return "the loss is not watched";
   const std::vector<uint8_t> *snap =
       snapshot(lossBuffer.first, lossBuffer.second);
-  if (!snap || snap->size() != sizeof(float))
+  const DType dtype = plan.tensors[plan.lossTensor].dtype;
+  if (!snap || snap->size() != dtypeSize(dtype))
     return "no instruction wrote the loss tensor '" +
            plan.tensors[plan.lossTensor].name + "' on device 0 this step";
-  float v;
-  std::memcpy(&v, snap->data(), sizeof(v));
-  loss = v;
+  loss = loadElement(snap->data(), dtype, 0);
   return "";
 }
 

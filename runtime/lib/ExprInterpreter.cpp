@@ -16,6 +16,7 @@
 
 #include "ExprInterpreter.h"
 
+#include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/CounterRng.h"
 #include "tofu/runtime/ExprProgramCheck.h"
 
@@ -347,21 +348,7 @@ double Evaluator::access(const Access &acc) {
     }
     return 0;
   }
-  switch (in.dtype) {
-  case DType::F32: {
-    float f;
-    std::memcpy(&f, in.data + offset * 4, 4);
-    return f;
-  }
-  case DType::I64: {
-    int64_t i;
-    std::memcpy(&i, in.data + offset * 8, 8);
-    return static_cast<double>(i);
-  }
-  case DType::Bool:
-    return in.data[offset] != 0 ? 1.0 : 0.0;
-  }
-  return 0;
+  return loadElement(in.data, in.dtype, offset);
 }
 
 std::string Evaluator::accessError() const {
@@ -467,31 +454,6 @@ void Evaluator::runBlock(int32_t block) {
   }
 }
 
-/// Stores `v` into element `i` of a buffer of type `dtype`.
-void store(void *data, DType dtype, int64_t i, double v) {
-  switch (dtype) {
-  case DType::F32:
-    static_cast<float *>(data)[i] = static_cast<float>(v);
-    break;
-  case DType::I64: {
-    int64_t x;
-    if (std::isnan(v))
-      x = 0;
-    else if (v >= 9223372036854775807.0)
-      x = std::numeric_limits<int64_t>::max();
-    else if (v <= -9223372036854775808.0)
-      x = std::numeric_limits<int64_t>::min();
-    else
-      x = static_cast<int64_t>(v);
-    static_cast<int64_t *>(data)[i] = x;
-    break;
-  }
-  case DType::Bool:
-    static_cast<uint8_t *>(data)[i] = v != 0 ? 1 : 0;
-    break;
-  }
-}
-
 std::string Evaluator::run(int64_t begin, int64_t end) {
   if (std::string err = compile(); !err.empty())
     return err;
@@ -516,7 +478,7 @@ std::string Evaluator::run(int64_t begin, int64_t end) {
     runBlock(1);
     if (failed)
       return accessError();
-    store(output.data, output.dtype, e, regs[rootReg]);
+    storeElement(output.data, output.dtype, e, regs[rootReg]);
     for (size_t d = rank; d-- > 0;) {
       if (++idx[d] < output.lo[d] + output.shape[d]) {
         regs[outRegs[d]] = static_cast<double>(idx[d]);

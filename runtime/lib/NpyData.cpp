@@ -1,6 +1,7 @@
 //===- NpyData.cpp - Training batches from .npy files (--data) ------------===//
 
 #include "tofu/runtime/NpyData.h"
+#include "tofu/runtime/ElementAccess.h"
 
 #include <cctype>
 #include <cerrno>
@@ -125,8 +126,18 @@ std::string tofu::runtime::npyDescr(DType dtype) {
   case DType::F32: return "<f4";
   case DType::I64: return "<i8";
   case DType::Bool: return "|b1";
+  case DType::F64: return "<f8";
+  case DType::I32: return "<i4";
+  case DType::I16: return "<i2";
+  case DType::I8: return "|i1";
+  case DType::U8: return "|u1";
+  case DType::U16: return "<u2";
+  case DType::U32: return "<u4";
+  case DType::U64: return "<u8";
+  case DType::F16: return "<f2";
+  case DType::BF16: return ""; // numpy has no bfloat16
   }
-  return "?";
+  return "";
 }
 
 std::string tofu::runtime::npyTensorFileName(const std::string &name) {
@@ -203,6 +214,11 @@ std::string NpyDataset::open(const std::string &folder) {
     for (int32_t t : fed) {
       const TensorInfo &info = plan.tensors[t];
       std::string file = path(b, t);
+      if (npyDescr(info.dtype).empty())
+        return "--data: input '" + info.name + "' is " +
+               dtypeNumpyName(info.dtype) +
+               ", which numpy's .npy format cannot hold; feed it with "
+               "synthetic data (no --data)";
       if (!fs::is_regular_file(file, ec))
         return "--data: missing file '" + file + "' (input '" + info.name +
                "', shape " + shapeText(info.shape) + ", dtype " +
@@ -251,14 +267,17 @@ std::string NpyDataset::load(int64_t batch) {
     if (!in || static_cast<uint64_t>(in.gcount()) != bytes)
       return "cannot read the data of '" + file + "' (changed since it was "
              "checked?)";
-    if (info.role == TensorRole::Label && info.dtype == DType::I64 &&
+    if (info.role == TensorRole::Label && isIntegerDType(info.dtype) &&
         info.numClasses > 0) {
-      const int64_t *v = reinterpret_cast<const int64_t *>(data.data());
-      for (uint64_t i = 0; i < bytes / 8; ++i)
-        if (v[i] < 0 || v[i] >= info.numClasses)
-          return "'" + file + "': label " + std::to_string(v[i]) +
-                 " at index " + std::to_string(i) + " is outside [0, " +
+      const uint64_t n = elementsOf(info.shape);
+      for (uint64_t i = 0; i < n; ++i) {
+        double v = loadElement(data.data(), info.dtype, static_cast<int64_t>(i));
+        if (v < 0 || v >= static_cast<double>(info.numClasses))
+          return "'" + file + "': label " +
+                 std::to_string(static_cast<long long>(v)) + " at index " +
+                 std::to_string(i) + " is outside [0, " +
                  std::to_string(info.numClasses) + ")";
+      }
     }
     loaded[t] = std::move(data);
   }

@@ -1,6 +1,7 @@
 //===- NpyWriter.cpp - Write NumPy .npy files -----------------------------===//
 
 #include "tofu/runtime/NpyWriter.h"
+#include "tofu/runtime/NpyData.h"
 
 #include <cerrno>
 #include <cstring>
@@ -12,7 +13,7 @@ using namespace tofu::plan;
 std::string tofu::runtime::npyHeader(DType dtype,
                                      const std::vector<int64_t> &shape) {
   std::string dict = "{'descr': '";
-  dict += dtype == DType::F32 ? "<f4" : "<i8";
+  dict += npyDescr(dtype);
   dict += "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < shape.size(); ++i)
     dict += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size()
@@ -36,6 +37,9 @@ std::string tofu::runtime::npyHeader(DType dtype,
 std::string tofu::runtime::writeNpy(const std::string &path, DType dtype,
                                     const std::vector<int64_t> &shape,
                                     const std::vector<uint8_t> &data) {
+  if (npyDescr(dtype).empty())
+    return "cannot write '" + path + "': numpy's .npy format has no " +
+           dtypeNumpyName(dtype) + " type";
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out)
     return "cannot open '" + path + "' for writing: " + std::strerror(errno);

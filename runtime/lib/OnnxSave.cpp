@@ -17,6 +17,44 @@
 
 using namespace tofu::runtime;
 
+namespace {
+
+/// (plan dtype, ONNX TensorProto data type) pairs.
+constexpr std::pair<tofu::plan::DType, int32_t> kOnnxTypes[] = {
+    {tofu::plan::DType::F32, onnx::TensorProto::FLOAT},
+    {tofu::plan::DType::U8, onnx::TensorProto::UINT8},
+    {tofu::plan::DType::I8, onnx::TensorProto::INT8},
+    {tofu::plan::DType::U16, onnx::TensorProto::UINT16},
+    {tofu::plan::DType::I16, onnx::TensorProto::INT16},
+    {tofu::plan::DType::I32, onnx::TensorProto::INT32},
+    {tofu::plan::DType::I64, onnx::TensorProto::INT64},
+    {tofu::plan::DType::Bool, onnx::TensorProto::BOOL},
+    {tofu::plan::DType::F16, onnx::TensorProto::FLOAT16},
+    {tofu::plan::DType::F64, onnx::TensorProto::DOUBLE},
+    {tofu::plan::DType::U32, onnx::TensorProto::UINT32},
+    {tofu::plan::DType::U64, onnx::TensorProto::UINT64},
+    {tofu::plan::DType::BF16, onnx::TensorProto::BFLOAT16},
+};
+
+/// The plan dtype of ONNX data type `code`; false if it has none.
+bool dtypeOfOnnx(int32_t code, tofu::plan::DType &dtype) {
+  for (auto [d, c] : kOnnxTypes)
+    if (c == code) {
+      dtype = d;
+      return true;
+    }
+  return false;
+}
+
+} // namespace
+
+int32_t tofu::runtime::onnxDataTypeOf(plan::DType dtype) {
+  for (auto [d, c] : kOnnxTypes)
+    if (d == dtype)
+      return c;
+  return onnx::TensorProto::UNDEFINED;
+}
+
 std::string tofu::runtime::saveTrainedOnnx(
     const std::vector<uint8_t> &model,
     const std::map<std::string, TrainedParam> &params,
@@ -51,6 +89,7 @@ std::string tofu::runtime::saveTrainedOnnx(
     init->clear_float_data();
     init->clear_int32_data();
     init->clear_int64_data();
+    init->clear_uint64_data();
     init->clear_double_data();
     init->clear_external_data();
     init->clear_raw_data();
@@ -78,15 +117,17 @@ std::string tofu::runtime::saveTrainedOnnx(
     if (it == params.end())
       continue;
     const TrainedParam &p = it->second;
-    if (init->data_type() != onnx::TensorProto::FLOAT)
+    if (init->data_type() != onnxDataTypeOf(p.dtype))
       return "initializer '" + init->name() + "' has ONNX element type " +
-             std::to_string(init->data_type()) + ", expected FLOAT (1)";
+             std::to_string(init->data_type()) + ", expected " +
+             std::to_string(onnxDataTypeOf(p.dtype)) + " (" +
+             plan::dtypeNumpyName(p.dtype) + ", the trained parameter's)";
     std::vector<int64_t> dims(init->dims().begin(), init->dims().end());
     if (dims != p.shape)
       return "initializer '" + init->name() + "' has a different shape in "
              "the model than the trained parameter";
-    store(init, reinterpret_cast<const char *>(p.values.data()),
-          p.values.size() * sizeof(float));
+    store(init, reinterpret_cast<const char *>(p.bytes.data()),
+          p.bytes.size());
     replaced[init->name()] = true;
   }
   // The state a training algorithm updates, wherever its initializer is.
@@ -181,10 +222,12 @@ std::string tofu::runtime::readOnnxWeights(
       continue;
     const std::string what =
         "initializer '" + init.name() + "' of '" + path + "'";
-    if (init.data_type() != onnx::TensorProto::FLOAT)
-      return what + " has ONNX element type " +
-             std::to_string(init.data_type()) + ", expected FLOAT (1)";
     TrainedParam p;
+    if (!dtypeOfOnnx(init.data_type(), p.dtype))
+      return what + " has ONNX element type " +
+             std::to_string(init.data_type()) +
+             ", which has no plan dtype (floats, integers and bool do)";
+    const uint64_t elemBytes = plan::dtypeSize(p.dtype);
     p.shape.assign(init.dims().begin(), init.dims().end());
     int64_t count = 1;
     for (int64_t d : p.shape) {
@@ -203,7 +246,7 @@ std::string tofu::runtime::readOnnxWeights(
         else if (e.key() == "length")
           length = std::strtoull(e.value().c_str(), nullptr, 10);
       }
-      const uint64_t need = static_cast<uint64_t>(count) * 4;
+      const uint64_t need = static_cast<uint64_t>(count) * elemBytes;
       if (location.empty() || location.find('/') != std::string::npos ||
           location == "." || location == "..")
         return what + " names an invalid external data file '" + location +
@@ -225,26 +268,62 @@ std::string tofu::runtime::readOnnxWeights(
         return what + ": its external data [" + std::to_string(offset) +
                ", +" + std::to_string(need) + ") lies outside '" + file +
                "' (" + std::to_string(size) + " bytes; truncated?)";
-      p.values.resize(static_cast<size_t>(count));
+      p.bytes.resize(static_cast<size_t>(need));
       data.seekg(static_cast<std::streamoff>(offset));
-      data.read(reinterpret_cast<char *>(p.values.data()),
+      data.read(reinterpret_cast<char *>(p.bytes.data()),
                 static_cast<std::streamsize>(need));
       if (static_cast<uint64_t>(data.gcount()) != need)
         return what + ": short read from '" + file + "'";
     } else if (init.has_raw_data()) {
-      if (init.raw_data().size() != static_cast<size_t>(count) * 4)
+      if (init.raw_data().size() != static_cast<size_t>(count) * elemBytes)
         return what + " holds " + std::to_string(init.raw_data().size()) +
-               " bytes of raw data, expected " + std::to_string(count * 4) +
-               " for its shape";
-      p.values.resize(static_cast<size_t>(count));
-      std::memcpy(p.values.data(), init.raw_data().data(),
-                  init.raw_data().size());
+               " bytes of raw data, expected " +
+               std::to_string(count * elemBytes) + " for its shape";
+      p.bytes.assign(init.raw_data().begin(), init.raw_data().end());
     } else {
-      if (init.float_data_size() != count)
-        return what + " holds " + std::to_string(init.float_data_size()) +
-               " values, expected " + std::to_string(count) +
-               " for its shape";
-      p.values.assign(init.float_data().begin(), init.float_data().end());
+      // The typed field of the element type (ONNX's TensorProto comments):
+      // 16-bit floats, small integers and bool travel in int32_data (f16
+      // and bf16 as their bit patterns), uint32/uint64 in uint64_data.
+      int64_t found = 0;
+      p.bytes.resize(static_cast<size_t>(count) * elemBytes);
+      auto take = [&](const auto &field, auto convert) {
+        found = field.size();
+        if (found != count)
+          return;
+        for (int64_t k = 0; k < count; ++k)
+          convert(k, field.Get(static_cast<int>(k)));
+      };
+      auto put = [&](int64_t k, auto value) {
+        std::memcpy(p.bytes.data() + k * elemBytes, &value, elemBytes);
+      };
+      using plan::DType;
+      switch (p.dtype) {
+      case DType::F32:
+        take(init.float_data(), [&](int64_t k, float v) { put(k, v); });
+        break;
+      case DType::F64:
+        take(init.double_data(), [&](int64_t k, double v) { put(k, v); });
+        break;
+      case DType::I64:
+        take(init.int64_data(), [&](int64_t k, int64_t v) { put(k, v); });
+        break;
+      case DType::U32:
+      case DType::U64:
+        take(init.uint64_data(), [&](int64_t k, uint64_t v) { put(k, v); });
+        break;
+      default: // little-endian: the low bytes of the int32 are the value
+        take(init.int32_data(), [&](int64_t k, int32_t v) {
+          uint32_t u = static_cast<uint32_t>(v);
+          if (p.dtype == DType::Bool)
+            u = u != 0;
+          std::memcpy(p.bytes.data() + k * elemBytes, &u, elemBytes);
+        });
+        break;
+      }
+      if (found != count)
+        return what + " holds " + std::to_string(found) +
+               " values in its typed field, expected " +
+               std::to_string(count) + " for its shape";
     }
     out.params[init.name()] = std::move(p);
   }

@@ -1,8 +1,10 @@
 //===- SyntheticData.cpp - Deterministic synthetic training data ----------===//
 
 #include "tofu/runtime/SyntheticData.h"
+#include "tofu/runtime/ElementAccess.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 using namespace tofu::runtime;
@@ -71,22 +73,31 @@ std::string SyntheticData::fill(int32_t tensor, const Box &region,
                                 int64_t batch, void *out) const {
   const TensorInfo &t = plan.tensors[tensor];
   if (t.role == TensorRole::Input) {
-    if (t.dtype == DType::I64 && t.numClasses > 0) {
+    if (isIntegerDType(t.dtype) && t.numClasses > 0) {
       // Token ids, uniform in [0, numClasses).
-      int64_t *p = static_cast<int64_t *>(out);
       forEachElement(region, [&](int64_t e, const std::vector<int64_t> &idx) {
-        p[e] = static_cast<int64_t>(
-            mix(nameHash(t.name), static_cast<uint64_t>(batch),
-                static_cast<uint64_t>(flatIndex(idx, t.shape))) %
-            static_cast<uint64_t>(t.numClasses));
+        uint64_t id = mix(nameHash(t.name), static_cast<uint64_t>(batch),
+                          static_cast<uint64_t>(flatIndex(idx, t.shape))) %
+                      static_cast<uint64_t>(t.numClasses);
+        storeElement(out, t.dtype, e, static_cast<double>(id));
       });
       return "";
     }
-    if (t.dtype != DType::F32)
-      return "input tensor '" + t.name + "' must be float32 (or int64 token "
-             "ids with a class count) for synthetic data";
+    if (!isFloatDType(t.dtype)) {
+      // Integer and bool inputs that index nothing: small integers from the
+      // same noise (signed in [-8, 8), unsigned in [0, 16), bool u >= 0).
+      forEachElement(region, [&](int64_t e, const std::vector<int64_t> &idx) {
+        double u = inputValue(t.name, batch, flatIndex(idx, t.shape));
+        double v = t.dtype == DType::Bool  ? (u >= 0 ? 1 : 0)
+                   : isUnsignedDType(t.dtype) ? std::floor((u + 1) * 8)
+                                              : std::floor(u * 8);
+        storeElement(out, t.dtype, e, v);
+      });
+      return "";
+    }
     // Features labelled by a label tensor are drawn around the prototype of
-    // each row's class; other inputs are plain noise.
+    // each row's class; other inputs are plain noise. Float types other than
+    // float32 get the float32 value, converted.
     const TensorInfo *labels = nullptr;
     for (const TensorInfo &other : plan.tensors)
       if (other.role == TensorRole::Label && other.numClasses > 0 &&
@@ -97,29 +108,30 @@ std::string SyntheticData::fill(int32_t tensor, const Box &region,
     int64_t rowSize = 1;
     for (size_t i = 1; i < t.shape.size(); ++i)
       rowSize *= t.shape[i];
-    float *p = static_cast<float *>(out);
     forEachElement(region, [&](int64_t e, const std::vector<int64_t> &idx) {
       int64_t flat = flatIndex(idx, t.shape);
       float noise = inputValue(t.name, batch, flat);
-      if (!labels) {
-        p[e] = noise;
-        return;
+      float value = noise;
+      if (labels) {
+        int64_t c = labelValue(*labels, batch, idx[0]);
+        value = 0.5f * noise + prototypeValue(c, flat % rowSize);
       }
-      int64_t c = labelValue(*labels, batch, idx[0]);
-      p[e] = 0.5f * noise + prototypeValue(c, flat % rowSize);
+      storeElement(out, t.dtype, e, value);
     });
     return "";
   }
   if (t.role != TensorRole::Label)
     return "tensor '" + t.name + "' is neither an input nor a label";
-  if (t.dtype != DType::I64 || t.shape.size() != 1)
-    return "label tensor '" + t.name + "' must be a 1-D int64 tensor";
+  if (!isIntegerDType(t.dtype) || t.shape.size() != 1)
+    return "label tensor '" + t.name + "' must be a 1-D integer tensor, not " +
+           dtypeNumpyName(t.dtype) + " of rank " +
+           std::to_string(t.shape.size());
   int64_t C = t.numClasses;
   if (C <= 0)
     return "label tensor '" + t.name + "' has no class count (numClasses)";
-  int64_t *p = static_cast<int64_t *>(out);
   for (int64_t n = region.lo[0]; n < region.hi[0]; ++n)
-    p[n - region.lo[0]] = labelValue(t, batch, n);
+    storeElement(out, t.dtype, n - region.lo[0],
+                 static_cast<double>(labelValue(t, batch, n)));
   return "";
 }
 

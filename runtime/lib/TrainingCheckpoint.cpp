@@ -102,25 +102,8 @@ bool isCompanionOf(const std::string &file, const std::string &model,
   return true;
 }
 
-const char *dtypeName(DType t) {
-  switch (t) {
-  case DType::F32: return "float32";
-  case DType::I64: return "int64";
-  case DType::Bool: return "bool";
-  }
-  return "?";
-}
-
-/// The ONNX TensorProto::DataType of a plan dtype (0 for none).
-int32_t onnxTypeOf(DType t) {
-  if (t == DType::F32)
-    return 1; // FLOAT
-  if (t == DType::I64)
-    return 7; // INT64
-  if (t == DType::Bool)
-    return 9; // BOOL
-  return 0;
-}
+/// The ONNX TensorProto::DataType of a plan dtype.
+int32_t onnxTypeOf(DType t) { return onnxDataTypeOf(t); }
 
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string s = "[";
@@ -195,7 +178,7 @@ std::string tofu::runtime::decodeTrainingState(const std::vector<uint8_t> &bytes
     TrainingState::Tensor t;
     t.name = c.getString();
     uint64_t dtype = c.get(1);
-    if (dtype > static_cast<uint8_t>(DType::Bool))
+    if (dtype >= kNumDTypes)
       return what + ": tensor '" + t.name + "' has unknown dtype " +
              std::to_string(dtype) + corrupt;
     t.dtype = static_cast<DType>(dtype);
@@ -244,8 +227,6 @@ std::string tofu::runtime::saveCheckpoint(const Plan &plan,
   // has no initializer) or a frozen weight, whose initializer stays as is.
   for (int32_t t : trainedParams(plan)) {
     const TensorInfo &info = plan.tensors[t];
-    if (info.dtype != DType::F32)
-      return "parameter '" + info.name + "' is not float32";
     if (info.paramName.empty())
       return "parameter tensor '" + info.name + "' has no ONNX initializer "
              "name (paramName) in the plan";
@@ -254,9 +235,9 @@ std::string tofu::runtime::saveCheckpoint(const Plan &plan,
       return err;
     TrainedParam p;
     p.shape = info.shape;
-    p.values.resize(bytes.size() / sizeof(float));
-    std::memcpy(p.values.data(), bytes.data(), bytes.size());
+    p.dtype = info.dtype;
     paramBytes += bytes.size();
+    p.bytes = std::move(bytes);
     params[info.paramName] = std::move(p);
   }
   externalData = externalData || paramBytes > kSaveExternalDataAbove;
@@ -387,7 +368,7 @@ std::string tofu::runtime::resumeCheckpoint(const std::string &path,
     const TensorInfo &info = plan.tensors[t];
     auto it = model.params.find(info.paramName);
     if (it == model.params.end())
-      return where + "the model has no float initializer '" +
+      return where + "the model has no initializer '" +
              info.paramName + "' for the plan's parameter of shape " +
              shapeString(info.shape) +
              "; the checkpoint belongs to another model";
@@ -396,10 +377,12 @@ std::string tofu::runtime::resumeCheckpoint(const std::string &path,
              shapeString(it->second.shape) + ", the plan's parameter " +
              shapeString(info.shape) +
              "; the checkpoint belongs to another model";
-    const std::vector<float> &v = it->second.values;
-    paramBytes.emplace_back(reinterpret_cast<const uint8_t *>(v.data()),
-                            reinterpret_cast<const uint8_t *>(v.data()) +
-                                v.size() * sizeof(float));
+    if (it->second.dtype != info.dtype)
+      return where + "initializer '" + info.paramName + "' is " +
+             dtypeNumpyName(it->second.dtype) + ", the plan's parameter " +
+             dtypeNumpyName(info.dtype) +
+             "; the checkpoint belongs to another model";
+    paramBytes.push_back(it->second.bytes);
     values.push_back({t, &paramBytes.back()});
   }
   std::map<std::string, const TrainingState::Tensor *> byName;
@@ -415,14 +398,14 @@ std::string tofu::runtime::resumeCheckpoint(const std::string &path,
     auto it = byName.find(info.name);
     if (it == byName.end())
       return where + "the training state has no tensor '" + info.name +
-             "' (" + dtypeName(info.dtype) + " " + shapeString(info.shape) +
+             "' (" + dtypeNumpyName(info.dtype) + " " + shapeString(info.shape) +
              "), which this plan's optimizer keeps; the checkpoint belongs "
              "to another model or optimizer";
     const TrainingState::Tensor &s = *it->second;
     if (s.dtype != info.dtype || s.shape != info.shape)
       return where + "state tensor '" + info.name + "' is " +
-             dtypeName(s.dtype) + " " + shapeString(s.shape) +
-             " in the checkpoint but " + dtypeName(info.dtype) + " " +
+             dtypeNumpyName(s.dtype) + " " + shapeString(s.shape) +
+             " in the checkpoint but " + dtypeNumpyName(info.dtype) + " " +
              shapeString(info.shape) +
              " in the plan; the checkpoint belongs to another model";
     used.insert(info.name);

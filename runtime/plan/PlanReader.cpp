@@ -135,9 +135,11 @@ std::string PlanDecoder::decodeTensors() {
     TensorInfo &t = plan.tensors[i];
     std::string where = "tensor " + std::to_string(i);
     t.name = toStr(ft->name());
-    if (ft->dtype() > static_cast<uint8_t>(DType::Bool))
+    if (!isValidDType(ft->dtype()))
       return where + " ('" + t.name + "'): unknown dtype " +
-             std::to_string(ft->dtype());
+             std::to_string(ft->dtype()) + " (this runtime knows dtypes 0.." +
+             std::to_string(kNumDTypes - 1) +
+             "; a newer tofu-run may read this plan)";
     t.dtype = static_cast<DType>(ft->dtype());
     if (ft->role() > static_cast<uint8_t>(TensorRole::State))
       return where + " ('" + t.name + "'): unknown role " +

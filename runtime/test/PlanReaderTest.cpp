@@ -298,6 +298,39 @@ TEST(PlanIndices, WrongByteCount) {
   expectInvalid(plan, "31 bytes recorded but its region needs 32");
 }
 
+TEST(PlanIndices, EveryDTypeRoundTrips) {
+  // Format 1.7: a tensor of each element type round-trips, and a buffer of
+  // a 2-byte type is checked against its region with the type's size.
+  Plan plan = makeTwoDevicePlan();
+  size_t first = plan.tensors.size();
+  for (uint8_t code = 0; code < kNumDTypes; ++code) {
+    TensorInfo t;
+    t.name = std::string("t_") + dtypeNumpyName(static_cast<DType>(code));
+    t.dtype = static_cast<DType>(code);
+    t.shape = {3};
+    plan.tensors.push_back(t);
+  }
+  plan.tensors[kY].dtype = DType::F16;
+  for (auto &device : plan.devices)
+    for (auto &buf : device.buffers)
+      if (buf.tensor == kY)
+        buf.bytes = buf.region.numElements() * 2;
+  Plan back;
+  ASSERT_EQ(readPlanBytes(bytesOf(plan), back), "");
+  for (uint8_t code = 0; code < kNumDTypes; ++code)
+    EXPECT_EQ(back.tensors[first + code].dtype, static_cast<DType>(code));
+  EXPECT_EQ(back.tensors[kY].dtype, DType::F16);
+  // The same buffers read as float32 sizes are wrong.
+  plan.tensors[kY].dtype = DType::F32;
+  EXPECT_NE(readPlanBytes(bytesOf(plan), back), "");
+}
+
+TEST(PlanIndices, UnknownDType) {
+  Plan plan = makeTwoDevicePlan();
+  plan.tensors[kY].dtype = static_cast<DType>(kNumDTypes);
+  expectInvalid(plan, "unknown dtype 13");
+}
+
 TEST(PlanIndices, UnknownRole) {
   Plan plan = makeTwoDevicePlan();
   plan.tensors[kY].role = static_cast<TensorRole>(9);
@@ -352,10 +385,10 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsOneSix) {
+TEST(PlanPrograms, VersionIsOneSeven) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 6u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 7u);
 }
 
 /// The two-device plan with programs and a CUDA section (format 1.6): one

@@ -20,6 +20,7 @@
 
 #include "tofu/TDL/ProgramLowering.h"
 #include "tofu/Target/CudaKernelGenerator.h"
+#include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/ComputeKernel.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -62,39 +63,9 @@ struct Storage {
   int64_t size() const {
     return static_cast<int64_t>((bytes.size() - 8) / plan::dtypeSize(type));
   }
-  void set(int64_t i, double v) {
-    switch (type) {
-    case plan::DType::F32: {
-      float f = static_cast<float>(v);
-      std::memcpy(&bytes[i * 4], &f, 4);
-      break;
-    }
-    case plan::DType::I64: {
-      int64_t x = static_cast<int64_t>(v);
-      std::memcpy(&bytes[i * 8], &x, 8);
-      break;
-    }
-    case plan::DType::Bool:
-      bytes[i] = v != 0;
-      break;
-    }
-  }
+  void set(int64_t i, double v) { runtime::storeElement(bytes.data(), type, i, v); }
   double get(int64_t i) const {
-    switch (type) {
-    case plan::DType::F32: {
-      float f;
-      std::memcpy(&f, &bytes[i * 4], 4);
-      return f;
-    }
-    case plan::DType::I64: {
-      int64_t x;
-      std::memcpy(&x, &bytes[i * 8], 8);
-      return static_cast<double>(x);
-    }
-    case plan::DType::Bool:
-      return bytes[i];
-    }
-    return 0;
+    return runtime::loadElement(bytes.data(), type, i);
   }
 };
 
@@ -696,6 +667,35 @@ TEST(CudaKernelGenerator, DeduplicatesKernelsAndRespectsArenaReuse) {
   // Relu on [4, 4] and Sigmoid on [4, 4]: one kernel each, and the fused one.
   EXPECT_EQ(cuda.kernels.size(), 3u);
   EXPECT_EQ(cuda.launches[1].kernel != cuda.launches[2].kernel, true);
+}
+
+TEST(CudaKernelGenerator, RefusesElementTypesItCannotStore) {
+  // float32, int64 and bool only: any other operand or output type is a
+  // clear error, never bytes read as the wrong type.
+  plan::ExprProgram program;
+  for (bool asOutput : {false, true}) {
+    cudagen::KernelDescription kernel;
+    kernel.outputGlobalShape = {4};
+    cudagen::KernelOperand operand;
+    operand.dtype = asOutput ? plan::DType::F32 : plan::DType::F16;
+    operand.globalShape = {4};
+    kernel.operands.push_back(operand);
+    cudagen::KernelStage stage;
+    stage.program = &program;
+    stage.op = "Relu";
+    stage.outputType = asOutput ? plan::DType::F64 : plan::DType::F32;
+    cudagen::StageInput in;
+    in.operand = 0;
+    stage.inputs.push_back(in);
+    kernel.stages.push_back(stage);
+    auto text = cudagen::emitKernel(kernel, "k");
+    ASSERT_FALSE(static_cast<bool>(text));
+    std::string message = llvm::toString(text.takeError());
+    EXPECT_NE(message.find(asOutput ? "element type float64 is not supported"
+                                    : "element type float16 is not supported"),
+              std::string::npos)
+        << message;
+  }
 }
 
 TEST(CudaKernelGenerator, ChecksArchitectureNames) {

@@ -42,7 +42,8 @@ struct NpyHeader {
 /// 1.0, 2.0 and 3.0). Returns an error naming the file and what is wrong.
 std::string readNpyHeader(const std::string &path, NpyHeader &header);
 
-/// The .npy descr of `dtype` ("<f4", "<i8" or "|b1").
+/// The .npy descr of `dtype` ("<f4", "<i8", "|b1", "<f2", "|u1", ...), or an
+/// empty string for bfloat16, which numpy cannot hold.
 std::string npyDescr(plan::DType dtype);
 
 /// The file name of tensor `name` inside a batch folder: '/' becomes '_'.

@@ -2,6 +2,8 @@
 #ifndef TOFU_RUNTIME_ONNXSAVE_H
 #define TOFU_RUNTIME_ONNXSAVE_H
 
+#include "tofu/runtime/Plan.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -9,10 +11,11 @@
 
 namespace tofu::runtime {
 
-/// A trained float32 parameter: its global shape and row-major values.
+/// A trained parameter: its global shape, element type and row-major bytes.
 struct TrainedParam {
   std::vector<int64_t> shape;
-  std::vector<float> values;
+  plan::DType dtype = plan::DType::F32;
+  std::vector<uint8_t> bytes; ///< row-major, dtypeSize(dtype) per element
 };
 
 /// An optimizer-state tensor of a model that carries its training algorithm
@@ -24,8 +27,13 @@ struct SavedStateTensor {
   std::vector<uint8_t> bytes;
 };
 
+/// The ONNX TensorProto data type of `dtype` (FLOAT 1, UINT8 2, INT8 3,
+/// UINT16 4, INT16 5, INT32 6, INT64 7, BOOL 9, FLOAT16 10, DOUBLE 11,
+/// UINT32 12, UINT64 13, BFLOAT16 16).
+int32_t onnxDataTypeOf(plan::DType dtype);
+
 /// Parses `model` (a serialized onnx::ModelProto), replaces the initializer
-/// named by each key of `params` with its trained values (raw_data, float32,
+/// named by each key of `params` with its trained values (raw_data of its element type,
 /// external data cleared), sets the model's metadata_props entries named by
 /// the keys of `metadata` (replacing entries of the same key), and writes the
 /// model to `path` through a temporary file in the same directory that is
@@ -56,14 +64,15 @@ std::string saveTrainedOnnx(const std::vector<uint8_t> &model,
                             const std::map<std::string, SavedStateTensor>
                                 &state = {});
 
-/// What `readOnnxWeights` returns: the float32 initializers asked for, and
+/// What `readOnnxWeights` returns: the initializers asked for, and
 /// every metadata_props entry of the model.
 struct OnnxWeights {
   std::map<std::string, TrainedParam> params;
   std::map<std::string, std::string> metadata;
 };
 
-/// Reads the ONNX model file at `path` and returns the float32 initializers
+/// Reads the ONNX model file at `path` and returns the initializers of any
+/// element type that has a plan dtype
 /// named in `wanted` (raw_data, float_data, or external data in a file in
 /// the model's directory) and the model's metadata. An initializer in `wanted` that the model lacks is
 /// not an error here (the caller names what is missing).

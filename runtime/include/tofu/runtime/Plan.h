@@ -21,17 +21,93 @@
 
 namespace tofu::plan {
 
-/// Element type of a tensor. Bool is stored as one byte (0 or 1).
-enum class DType : uint8_t { F32 = 0, I64 = 1, Bool = 2 };
+/// Element type of a tensor. Bool is stored as one byte (0 or 1); F16 is
+/// IEEE 754 binary16, BF16 the upper half of a binary32. All types are stored
+/// little-endian. The values are part of the plan format: F32, I64 since 1.0,
+/// Bool since 1.1, F64 through BF16 since 1.7 (docs/PlanFormat.md).
+enum class DType : uint8_t {
+  F32 = 0,
+  I64 = 1,
+  Bool = 2,
+  F64 = 3,
+  I32 = 4,
+  I16 = 5,
+  I8 = 6,
+  U8 = 7,
+  U16 = 8,
+  U32 = 9,
+  U64 = 10,
+  F16 = 11,
+  BF16 = 12,
+};
+
+/// Number of element types (one above the largest `DType` value): a plan or
+/// checkpoint naming a dtype at or above it is rejected.
+inline constexpr uint8_t kNumDTypes = 13;
+
+/// True if `code` names a `DType` (a value read from a file).
+inline bool isValidDType(uint8_t code) { return code < kNumDTypes; }
 
 /// Size in bytes of one element of `type`.
 inline uint64_t dtypeSize(DType type) {
   switch (type) {
-  case DType::F32: return 4;
-  case DType::I64: return 8;
-  case DType::Bool: return 1;
+  case DType::Bool:
+  case DType::I8:
+  case DType::U8:
+    return 1;
+  case DType::I16:
+  case DType::U16:
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  case DType::F32:
+  case DType::I32:
+  case DType::U32:
+    return 4;
+  case DType::F64:
+  case DType::I64:
+  case DType::U64:
+    return 8;
   }
   return 0;
+}
+
+/// The numpy name of `type` ("float32", "int64", "bool", "float16",
+/// "bfloat16", ...), used in messages, checkpoints and dumps.
+inline const char *dtypeNumpyName(DType type) {
+  switch (type) {
+  case DType::F32: return "float32";
+  case DType::I64: return "int64";
+  case DType::Bool: return "bool";
+  case DType::F64: return "float64";
+  case DType::I32: return "int32";
+  case DType::I16: return "int16";
+  case DType::I8: return "int8";
+  case DType::U8: return "uint8";
+  case DType::U16: return "uint16";
+  case DType::U32: return "uint32";
+  case DType::U64: return "uint64";
+  case DType::F16: return "float16";
+  case DType::BF16: return "bfloat16";
+  }
+  return "unknown";
+}
+
+/// True for the floating-point types (F16, BF16, F32, F64).
+inline bool isFloatDType(DType type) {
+  return type == DType::F32 || type == DType::F64 || type == DType::F16 ||
+         type == DType::BF16;
+}
+
+/// True for the signed and unsigned integer types (not Bool).
+inline bool isIntegerDType(DType type) {
+  return !isFloatDType(type) && type != DType::Bool;
+}
+
+/// True for the unsigned integer types.
+inline bool isUnsignedDType(DType type) {
+  return type == DType::U8 || type == DType::U16 || type == DType::U32 ||
+         type == DType::U64;
 }
 
 /// A half-open box [lo, hi) in a tensor's global index space. A rank-0 tensor

@@ -17,6 +17,11 @@
 //    inputs are u.
 //  * Input tensors of token ids (i64) with numClasses V (the rows of the
 //    embedding they index): uniform ids, mix(fnv1a64(name), b, e) mod V.
+//  * Other element types: float16/bfloat16/float64 inputs get the float32
+//    value above, converted (round to nearest even); integer inputs without
+//    a class count get floor(8u) (signed) or floor(8(u + 1)) (unsigned),
+//    bool inputs u >= 0; labels and token ids of any integer type get the
+//    int64 values above.
 //
 // Values depend only on global coordinates, so any box can be generated on
 // its own.
