@@ -1,9 +1,10 @@
 //===- KernelsConv.cpp - Convolution CPU kernels (im2col + GEMM) ----------===//
 //
 // ONNX Conv and its gradients for any number of spatial dimensions (1-D and
-// 2-D in practice), float32, with attributes strides, pads ([begin...,
-// end...]), dilations, group, kernel_shape (optional, must match W) and
-// auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER; the gradient ops get
+// 2-D in practice), float32 or float64 (one template per kernel,
+// FloatKernel.h; GEMM through sgemm or dgemm), with attributes strides, pads
+// ([begin..., end...]), dilations, group, kernel_shape (optional, must match W)
+// and auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER; the gradient ops get
 // explicit pads from the gradient rule):
 //
 //   Conv(X [N, C, in...], W [M, C/G, k...], B? [M])      -> Y  [N, M, out...]
@@ -27,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Blas.h"
+#include "FloatKernel.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
@@ -148,12 +150,13 @@ std::string parseGeometry(const KernelArgs &args,
   return "";
 }
 
-/// Checks that `v` is a present float32 view of the expected rank.
+/// Checks that `v` is a present T view of the expected rank.
+template <typename T>
 std::string checkOperand(const TensorView &v, size_t rank, const char *what) {
   if (!v.present())
     return std::string(what) + " is missing";
-  if (v.dtype != DType::F32)
-    return std::string(what) + " must be float32";
+  if (v.dtype != FloatType<T>::dtype)
+    return std::string(what) + " must be " + floatName<T>();
   if (v.shape.size() != rank)
     return std::string(what) + " must have rank " + std::to_string(rank);
   return "";
@@ -174,12 +177,12 @@ std::string lacks(const char *what, const char *dim, int64_t lo, int64_t n) {
 /// kk * dilation] for cw < cwCount, kernel positions kk in [k0, k0 + kN)
 /// and output positions o in [o0, o0 + oN) (all global), 0 outside X's
 /// global shape. Rows are ordered (cw, kk...) row-major, columns (o...).
-std::string im2col(const TensorView &X, const Geometry &g, int64_t n,
-                   int64_t chan0, int64_t cwCount,
-                   const std::vector<int64_t> &k0,
-                   const std::vector<int64_t> &kN,
-                   const std::vector<int64_t> &o0,
-                   const std::vector<int64_t> &oN, std::vector<float> &col) {
+template <typename T>
+std::string
+im2col(const TensorView &X, const Geometry &g, int64_t n, int64_t chan0,
+       int64_t cwCount, const std::vector<int64_t> &k0,
+       const std::vector<int64_t> &kN, const std::vector<int64_t> &o0,
+       const std::vector<int64_t> &oN, std::vector<T> &col) {
   const size_t sp = g.sp;
   if (!holds(X, 0, n, 1))
     return lacks("X", "batch", n, 1);
@@ -207,8 +210,8 @@ std::string im2col(const TensorView &X, const Geometry &g, int64_t n,
       }
   }
   const int64_t kCount = product(kN), P = product(oN);
-  col.assign(cwCount * kCount * P, 0.0f);
-  const float *x = X.f32();
+  col.assign(cwCount * kCount * P, T(0));
+  const T *x = elements<T>(X);
   const int64_t innerN = oN[sp - 1];
   std::vector<int64_t> kk(sp, 0), o(sp, 0);
   for (int64_t cw = 0; cw < cwCount; ++cw) {
@@ -216,7 +219,7 @@ std::string im2col(const TensorView &X, const Geometry &g, int64_t n,
         (n - X.lo[0]) * xs[0] + (chan0 + cw - X.lo[1]) * xs[1];
     std::fill(kk.begin(), kk.end(), 0);
     for (int64_t kr = 0; kr < kCount; ++kr) {
-      float *row = col.data() + (cw * kCount + kr) * P;
+      T *row = col.data() + (cw * kCount + kr) * P;
       // Odometer over all output dimensions but the innermost.
       const int64_t outer = P / std::max<int64_t>(innerN, 1);
       std::fill(o.begin(), o.end(), 0);
@@ -229,7 +232,7 @@ std::string im2col(const TensorView &X, const Geometry &g, int64_t n,
           missing |= t == -2;
           base += t * xs[2 + s];
         }
-        float *dst = row + r * innerN;
+        T *dst = row + r * innerN;
         if (!pad) {
           const int64_t *last = &tables[sp - 1][kk[sp - 1] * innerN];
           for (int64_t i = 0; i < innerN; ++i) {
@@ -265,7 +268,7 @@ void spatialBox(const TensorView &v, std::vector<int64_t> &lo,
   n.assign(v.shape.begin() + 2, v.shape.end());
 }
 
-std::string conv(const KernelArgs &args) {
+template <typename T> std::string conv(const KernelArgs &args) {
   if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
       args.outputs.size() != 1)
     return "expects inputs (X, W, B?) and 1 output";
@@ -278,7 +281,7 @@ std::string conv(const KernelArgs &args) {
     return err;
   const size_t rank = g.sp + 2;
   for (auto [v, what] : {std::pair{&X, "X"}, {&W, "W"}, {&Y, "Y"}})
-    if (auto err = checkOperand(*v, rank, what); !err.empty())
+    if (auto err = checkOperand<T>(*v, rank, what); !err.empty())
       return err;
   if (Y.numElements() == 0)
     return "";
@@ -293,10 +296,10 @@ std::string conv(const KernelArgs &args) {
   if (!holds(W, 0, ym0, ymN))
     return lacks("W", "output channels", ym0, ymN);
   if (B) {
-    if (B->dtype != DType::F32 || B->shape.size() != 1 ||
+    if (B->dtype != FloatType<T>::dtype || B->shape.size() != 1 ||
         B->globalShape != std::vector<int64_t>{g.M})
-      return "B must be a float32 vector of " + std::to_string(g.M) +
-             " elements";
+      return "B must be a " + floatName<T>() + " vector of " +
+             std::to_string(g.M) + " elements";
     if (!holds(*B, 0, ym0, ymN))
       return lacks("B", "output channels", ym0, ymN);
     if (wcN != g.Cg || kN != g.kernel)
@@ -306,7 +309,7 @@ std::string conv(const KernelArgs &args) {
   }
   const int64_t rowLen = wcN * product(kN), P = product(oN);
   const std::vector<int64_t> ws = stridesOf(W.shape), ys = stridesOf(Y.shape);
-  std::vector<float> col;
+  std::vector<T> col;
   for (int64_t nl = 0; nl < Y.shape[0]; ++nl) {
     const int64_t n = Y.lo[0] + nl;
     for (int64_t grp = ym0 / g.Mg; grp * g.Mg < ym0 + ymN; ++grp) {
@@ -316,14 +319,14 @@ std::string conv(const KernelArgs &args) {
                             col);
           !err.empty())
         return err;
-      float *y = Y.f32() + nl * ys[0] + (mA - ym0) * ys[1];
-      sgemm(false, false, mB - mA, P, rowLen, 1.0f,
-            W.f32() + (mA - W.lo[0]) * ws[0], rowLen, col.data(), P, 0.0f, y,
-            P);
+      T *y = elements<T>(Y) + nl * ys[0] + (mA - ym0) * ys[1];
+      blasGemm(false, false, mB - mA, P, rowLen, T(1),
+               elements<T>(W) + (mA - W.lo[0]) * ws[0], rowLen, col.data(), P,
+               T(0), y, P);
       if (B)
         for (int64_t m = mA; m < mB; ++m) {
-          float bias = B->f32()[m - B->lo[0]];
-          float *row = y + (m - mA) * P;
+          T bias = elements<T>(*B)[m - B->lo[0]];
+          T *row = y + (m - mA) * P;
           for (int64_t p = 0; p < P; ++p)
             row[p] += bias;
         }
@@ -332,7 +335,7 @@ std::string conv(const KernelArgs &args) {
   return "";
 }
 
-std::string convGradInput(const KernelArgs &args) {
+template <typename T> std::string convGradInput(const KernelArgs &args) {
   if (args.inputs.size() != 3 || args.outputs.size() != 1)
     return "expects inputs (dY, W, X) and 1 output";
   const TensorView &dY = args.inputs[0], &W = args.inputs[1],
@@ -351,7 +354,7 @@ std::string convGradInput(const KernelArgs &args) {
         "a partial sum over part of each group's output channels");
   const size_t rank = g.sp + 2, sp = g.sp;
   for (auto [v, what] : {std::pair{&dY, "dY"}, {&W, "W"}, {&dX, "dX"}})
-    if (auto err = checkOperand(*v, rank, what); !err.empty())
+    if (auto err = checkOperand<T>(*v, rank, what); !err.empty())
       return err;
   if (dX.numElements() == 0)
     return "";
@@ -392,9 +395,9 @@ std::string convGradInput(const KernelArgs &args) {
         tables[s][kk * oN[s] + o] = local >= 0 && local < iN[s] ? local : -1;
       }
   }
-  float *dx = dX.f32();
-  std::fill(dx, dx + dX.numElements(), 0.0f);
-  std::vector<float> col;
+  T *dx = elements<T>(dX);
+  std::fill(dx, dx + dX.numElements(), T(0));
+  std::vector<T> col;
   std::vector<int64_t> kk(sp), o(sp);
   for (int64_t nl = 0; nl < dX.shape[0]; ++nl) {
     const int64_t n = dX.lo[0] + nl;
@@ -420,16 +423,18 @@ std::string convGradInput(const KernelArgs &args) {
       if (yB <= yA)
         continue;
       const int64_t rows = cwN * kCount;
-      col.assign(rows * P, 0.0f);
-      sgemm(true, false, rows, P, yB - yA, 1.0f,
-            W.f32() + (yA - W.lo[0]) * ws[0] + (cw0 - W.lo[1]) * ws[1],
-            wRowLen, dY.f32() + (n - dY.lo[0]) * dys[0] + (yA - dY.lo[1]) * dys[1],
-            P, 0.0f, col.data(), P);
+      col.assign(rows * P, T(0));
+      blasGemm(
+          true, false, rows, P, yB - yA, T(1),
+          elements<T>(W) + (yA - W.lo[0]) * ws[0] + (cw0 - W.lo[1]) * ws[1],
+          wRowLen,
+          elements<T>(dY) + (n - dY.lo[0]) * dys[0] + (yA - dY.lo[1]) * dys[1],
+          P, T(0), col.data(), P);
       for (int64_t cw = 0; cw < cwN; ++cw) {
-        float *plane = dx + nl * dxs[0] + (cA + cw - xc0) * dxs[1];
+        T *plane = dx + nl * dxs[0] + (cA + cw - xc0) * dxs[1];
         std::fill(kk.begin(), kk.end(), 0);
         for (int64_t kr = 0; kr < kCount; ++kr) {
-          const float *row = col.data() + (cw * kCount + kr) * P;
+          const T *row = col.data() + (cw * kCount + kr) * P;
           std::fill(o.begin(), o.end(), 0);
           for (int64_t p = 0; p < P; ++p) {
             int64_t off = 0;
@@ -459,7 +464,7 @@ std::string convGradInput(const KernelArgs &args) {
   return "";
 }
 
-std::string convGradWeight(const KernelArgs &args) {
+template <typename T> std::string convGradWeight(const KernelArgs &args) {
   if (args.inputs.size() != 3 || args.outputs.size() != 1)
     return "expects inputs (dY, X, W) and 1 output";
   const TensorView &dY = args.inputs[0], &X = args.inputs[1],
@@ -471,7 +476,7 @@ std::string convGradWeight(const KernelArgs &args) {
     return err;
   const size_t rank = g.sp + 2;
   for (auto [v, what] : {std::pair{&dY, "dY"}, {&X, "X"}, {&dW, "dW"}})
-    if (auto err = checkOperand(*v, rank, what); !err.empty())
+    if (auto err = checkOperand<T>(*v, rank, what); !err.empty())
       return err;
   if (dW.numElements() == 0)
     return "";
@@ -484,9 +489,9 @@ std::string convGradWeight(const KernelArgs &args) {
     return lacks("dY", "output channels", m0, mN);
   const int64_t rowLen = cN * product(kN), P = product(oN);
   const std::vector<int64_t> dys = stridesOf(dY.shape);
-  float *dw = dW.f32();
-  std::fill(dw, dw + dW.numElements(), 0.0f);
-  std::vector<float> col;
+  T *dw = elements<T>(dW);
+  std::fill(dw, dw + dW.numElements(), T(0));
+  std::vector<T> col;
   for (int64_t nl = 0; nl < dY.shape[0]; ++nl) {
     const int64_t n = dY.lo[0] + nl;
     for (int64_t grp = m0 / g.Mg; grp * g.Mg < m0 + mN; ++grp) {
@@ -495,38 +500,38 @@ std::string convGradWeight(const KernelArgs &args) {
       if (auto err = im2col(X, g, n, grp * g.Cg + c0, cN, k0, kN, o0, oN, col);
           !err.empty())
         return err;
-      sgemm(false, true, mB - mA, rowLen, P, 1.0f,
-            dY.f32() + nl * dys[0] + (mA - dY.lo[1]) * dys[1], P, col.data(),
-            P, 1.0f, dw + (mA - m0) * rowLen, rowLen);
+      blasGemm(false, true, mB - mA, rowLen, P, T(1),
+               elements<T>(dY) + nl * dys[0] + (mA - dY.lo[1]) * dys[1], P,
+               col.data(), P, T(1), dw + (mA - m0) * rowLen, rowLen);
     }
   }
   return "";
 }
 
-std::string convBiasGrad(const KernelArgs &args) {
+template <typename T> std::string convBiasGrad(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.size() != 1)
     return "expects input dY and 1 output";
   const TensorView &dY = args.inputs[0], &dB = args.outputs[0];
-  if (!dY.present() || dY.dtype != DType::F32 || dY.shape.size() < 2)
-    return "dY must be a float32 tensor of rank >= 2";
-  if (dB.dtype != DType::F32 || dB.shape.size() != 1 ||
+  if (!isFloat<T>(dY) || dY.shape.size() < 2)
+    return "dY must be a " + floatName<T>() + " tensor of rank >= 2";
+  if (dB.dtype != FloatType<T>::dtype || dB.shape.size() != 1 ||
       dB.globalShape[0] != dY.globalShape[1])
-    return "dB must be a float32 vector of " +
+    return "dB must be a " + floatName<T>() + " vector of " +
            std::to_string(dY.globalShape[1]) + " elements";
   if (!holds(dY, 1, dB.lo[0], dB.shape[0]))
     return lacks("dY", "channels", dB.lo[0], dB.shape[0]);
   const std::vector<int64_t> s = stridesOf(dY.shape);
   const int64_t inner = s[1];
-  float *db = dB.f32();
+  T *db = elements<T>(dB);
   for (int64_t c = 0; c < dB.shape[0]; ++c) {
     double sum = 0;
     const int64_t cl = dB.lo[0] + c - dY.lo[1];
     for (int64_t n = 0; n < dY.shape[0]; ++n) {
-      const float *p = dY.f32() + n * s[0] + cl * s[1];
+      const T *p = elements<T>(dY) + n * s[0] + cl * s[1];
       for (int64_t i = 0; i < inner; ++i)
         sum += p[i];
     }
-    db[c] = static_cast<float>(sum);
+    db[c] = static_cast<T>(sum);
   }
   return "";
 }
@@ -535,8 +540,11 @@ std::string convBiasGrad(const KernelArgs &args) {
 
 void tofu::runtime::registerConvKernels(void (*addKernel)(const char *,
                                                           KernelFn)) {
-  addKernel("Conv", conv);
-  addKernel("ConvGradInput", convGradInput);
-  addKernel("ConvGradWeight", convGradWeight);
-  addKernel("ConvBiasGrad", convBiasGrad);
+  addKernel("Conv", byFloatType<conv<float>, conv<double>>);
+  addKernel("ConvGradInput",
+            byFloatType<convGradInput<float>, convGradInput<double>>);
+  addKernel("ConvGradWeight",
+            byFloatType<convGradWeight<float>, convGradWeight<double>>);
+  addKernel("ConvBiasGrad",
+            byFloatType<convBiasGrad<float>, convBiasGrad<double>>);
 }

@@ -2,11 +2,12 @@
 //
 // Relu, ReluGrad, Scale, SGDUpdate, Ones (same-shaped operands, any rank) and
 // Add (ONNX multidirectional broadcasting decided from the global shapes).
-// All float32.
+// Generic over float and double (FloatKernel.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Broadcast.h"
+#include "FloatKernel.h"
 #include "tofu/runtime/Kernels.h"
 
 using namespace tofu::runtime;
@@ -14,22 +15,23 @@ using tofu::plan::DType;
 
 namespace {
 
-/// Checks arity and that every operand is a present float32 tensor with the
+/// Checks arity and that every operand is a present T tensor with the
 /// same number of elements as the first output.
+template <typename T>
 std::string checkSameShape(const KernelArgs &args, size_t numInputs) {
   if (args.inputs.size() != numInputs || args.outputs.size() != 1)
     return "expects " + std::to_string(numInputs) + " inputs and 1 output, got " +
            std::to_string(args.inputs.size()) + " and " +
            std::to_string(args.outputs.size());
   int64_t n = args.outputs[0].numElements();
-  if (args.outputs[0].dtype != DType::F32)
-    return "output must be float32";
+  if (args.outputs[0].dtype != FloatType<T>::dtype)
+    return "output must be " + floatName<T>();
   for (size_t i = 0; i < numInputs; ++i) {
     const TensorView &in = args.inputs[i];
     if (!in.present())
       return "input " + std::to_string(i) + " is missing";
-    if (in.dtype != DType::F32)
-      return "input " + std::to_string(i) + " must be float32";
+    if (in.dtype != FloatType<T>::dtype)
+      return "input " + std::to_string(i) + " must be " + floatName<T>();
     if (in.numElements() != n)
       return "input " + std::to_string(i) + " has " +
              std::to_string(in.numElements()) +
@@ -38,76 +40,76 @@ std::string checkSameShape(const KernelArgs &args, size_t numInputs) {
   return "";
 }
 
-std::string relu(const KernelArgs &args) {
-  if (auto err = checkSameShape(args, 1); !err.empty())
+template <typename T> std::string relu(const KernelArgs &args) {
+  if (auto err = checkSameShape<T>(args, 1); !err.empty())
     return err;
-  const float *x = args.inputs[0].f32();
-  float *y = args.outputs[0].f32();
+  const T *x = elements<T>(args.inputs[0]);
+  T *y = elements<T>(args.outputs[0]);
   for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    y[i] = x[i] < 0.0f ? 0.0f : x[i]; // NaN stays NaN, as in ONNX
+    y[i] = x[i] < T(0) ? T(0) : x[i]; // NaN stays NaN, as in ONNX
   return "";
 }
 
-std::string reluGrad(const KernelArgs &args) {
-  if (auto err = checkSameShape(args, 2); !err.empty())
+template <typename T> std::string reluGrad(const KernelArgs &args) {
+  if (auto err = checkSameShape<T>(args, 2); !err.empty())
     return err;
-  const float *dy = args.inputs[0].f32();
-  const float *x = args.inputs[1].f32();
-  float *dx = args.outputs[0].f32();
+  const T *dy = elements<T>(args.inputs[0]);
+  const T *x = elements<T>(args.inputs[1]);
+  T *dx = elements<T>(args.outputs[0]);
   for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    dx[i] = x[i] > T(0) ? dy[i] : T(0);
   return "";
 }
 
-std::string scale(const KernelArgs &args) {
-  if (auto err = checkSameShape(args, 1); !err.empty())
+template <typename T> std::string scale(const KernelArgs &args) {
+  if (auto err = checkSameShape<T>(args, 1); !err.empty())
     return err;
-  float alpha = static_cast<float>(args.floatAttr("alpha", 1.0));
-  const float *x = args.inputs[0].f32();
-  float *y = args.outputs[0].f32();
+  T alpha = static_cast<T>(args.floatAttr("alpha", 1.0));
+  const T *x = elements<T>(args.inputs[0]);
+  T *y = elements<T>(args.outputs[0]);
   for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
     y[i] = alpha * x[i];
   return "";
 }
 
-std::string sgdUpdate(const KernelArgs &args) {
-  if (auto err = checkSameShape(args, 2); !err.empty())
+template <typename T> std::string sgdUpdate(const KernelArgs &args) {
+  if (auto err = checkSameShape<T>(args, 2); !err.empty())
     return err;
-  float lr = static_cast<float>(args.floatAttr("lr", 0.1));
-  float decay = static_cast<float>(args.floatAttr("norm_coefficient", 0));
-  const float *w = args.inputs[0].f32();
-  const float *g = args.inputs[1].f32();
-  float *out = args.outputs[0].f32();
+  T lr = static_cast<T>(args.floatAttr("lr", 0.1));
+  T decay = static_cast<T>(args.floatAttr("norm_coefficient", 0));
+  const T *w = elements<T>(args.inputs[0]);
+  const T *g = elements<T>(args.inputs[1]);
+  T *out = elements<T>(args.outputs[0]);
   for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
     out[i] = w[i] - lr * (g[i] + decay * w[i]);
   return "";
 }
 
-std::string ones(const KernelArgs &args) {
+template <typename T> std::string ones(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.size() != 1)
     return "expects 1 input and 1 output";
   const TensorView &y = args.outputs[0];
-  if (y.dtype != DType::F32)
-    return "output must be float32";
+  if (y.dtype != FloatType<T>::dtype)
+    return "output must be " + floatName<T>();
   // X only gives the shape: its values are not read, and a share of the
   // output needs none of them (an empty box).
-  float *p = y.f32();
+  T *p = elements<T>(y);
   for (int64_t i = 0, n = y.numElements(); i < n; ++i)
-    p[i] = 1.0f;
+    p[i] = T(1);
   return "";
 }
 
-std::string add(const KernelArgs &args) {
+template <typename T> std::string add(const KernelArgs &args) {
   if (args.inputs.size() != 2 || args.outputs.size() != 1)
     return "expects 2 inputs and 1 output";
   const TensorView &c = args.outputs[0];
   const TensorView &a = args.inputs[0], &b = args.inputs[1];
   if (!a.present() || !b.present())
     return "an input is missing";
-  if (a.dtype != DType::F32 || b.dtype != DType::F32 || c.dtype != DType::F32)
-    return "operands must be float32";
-  float *out = c.f32();
-  const float *pa = a.f32(), *pb = b.f32();
+  if (!isFloat<T>(a) || !isFloat<T>(b) || c.dtype != FloatType<T>::dtype)
+    return "operands must be " + floatName<T>();
+  T *out = elements<T>(c);
+  const T *pa = elements<T>(a), *pb = elements<T>(b);
   int64_t n = c.numElements();
   if (sameBox(c, a) && sameBox(c, b)) {
     for (int64_t i = 0; i < n; ++i)
@@ -128,10 +130,10 @@ std::string add(const KernelArgs &args) {
 
 void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
                                                                  KernelFn)) {
-  addKernel("Relu", relu);
-  addKernel("ReluGrad", reluGrad);
-  addKernel("Scale", scale);
-  addKernel("SGDUpdate", sgdUpdate);
-  addKernel("Ones", ones);
-  addKernel("Add", add);
+  addKernel("Relu", byFloatType<relu<float>, relu<double>>);
+  addKernel("ReluGrad", byFloatType<reluGrad<float>, reluGrad<double>>);
+  addKernel("Scale", byFloatType<scale<float>, scale<double>>);
+  addKernel("SGDUpdate", byFloatType<sgdUpdate<float>, sgdUpdate<double>>);
+  addKernel("Ones", byFloatType<ones<float>, ones<double>>);
+  addKernel("Add", byFloatType<add<float>, add<double>>);
 }

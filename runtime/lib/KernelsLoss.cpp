@@ -4,7 +4,8 @@
 // SoftmaxCrossEntropyLossGrad and NegativeLogLikelihoodLoss (the same loss
 // with lp = the input; ONNX opset 13 semantics):
 //
-//   scores [N, C, *D] f32, labels [N, *D] i64, weights? [C] f32
+//   scores [N, C, *D] T, labels [N, *D] i64, weights? [C] T
+//   (T = float32 or float64: one template per kernel, FloatKernel.h)
 //   w(n, d)  = (label != ignore_index) * (weights ? weights[label] : 1)
 //   lp(n, c, d) = log_softmax(scores[n, :, d])[c]
 //   output   = "none": -w * lp(label) per sample; "sum": their sum;
@@ -25,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FloatKernel.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
@@ -69,8 +71,8 @@ void forEachIndex(const std::vector<int64_t> &lo,
   }
 }
 
-/// The operands of a loss kernel and their attributes.
-struct Loss {
+/// The operands of a loss kernel and their attributes (element type T).
+template <typename T> struct Loss {
   std::string reduction;
   int64_t ignoreIndex = -100;
   const TensorView *scores = nullptr, *labels = nullptr, *weights = nullptr;
@@ -93,8 +95,8 @@ struct Loss {
     if (!scores->present() || !labels->present())
       return "scores or labels are missing";
     size_t rank = scores->globalShape.size();
-    if (scores->dtype != DType::F32 || rank < 2)
-      return "scores must be a float32 tensor [N, C, ...]";
+    if (scores->dtype != FloatType<T>::dtype || rank < 2)
+      return "scores must be a " + floatName<T>() + " tensor [N, C, ...]";
     if (labels->dtype != DType::I64 || labels->globalShape.size() != rank - 1)
       return "labels must be an int64 tensor [N, ...] of rank " +
              std::to_string(rank - 1);
@@ -105,10 +107,10 @@ struct Loss {
           std::to_string(scores->shape[1]) + " of " + std::to_string(C) +
           " classes); softmax needs whole rows");
     if (weights) {
-      if (weights->dtype != DType::F32 || weights->globalShape.size() != 1 ||
-          weights->globalShape[0] != C)
-        return "weights must be a float32 tensor [C] (C = " +
-               std::to_string(C) + ")";
+      if (weights->dtype != FloatType<T>::dtype ||
+          weights->globalShape.size() != 1 || weights->globalShape[0] != C)
+        return "weights must be a " + floatName<T>() +
+               " tensor [C] (C = " + std::to_string(C) + ")";
       if (weights->shape[0] != C)
         return unsupportedConfiguration("the class weights are split");
     }
@@ -136,7 +138,7 @@ struct Loss {
             ") and is not ignore_index (" + std::to_string(ignoreIndex) + ")";
       return false;
     }
-    w = weights ? weights->f32()[label] : 1.0;
+    w = weights ? elements<T>(*weights)[label] : 1.0;
     return true;
   }
 
@@ -160,8 +162,8 @@ struct Loss {
   /// log(sum(exp(row))) of the row of scores at sample `s`, where `row`
   /// receives the address of scores[s[0], 0, s[1:]] and `stride` the
   /// distance between classes; false when the scores box lacks the row.
-  bool logSumExp(const std::vector<int64_t> &s, const float *&row,
-                 int64_t &stride, double &lse) const {
+  bool logSumExp(const std::vector<int64_t> &s, const T *&row, int64_t &stride,
+                 double &lse) const {
     std::vector<int64_t> g(s.size() + 1);
     g[0] = s[0];
     g[1] = 0;
@@ -173,7 +175,7 @@ struct Loss {
     stride = 1;
     for (size_t d = 2; d < scores->shape.size(); ++d)
       stride *= scores->shape[d];
-    row = scores->f32() + at;
+    row = elements<T>(*scores) + at;
     if (logProbsGiven) {
       lse = 0;
       return true;
@@ -202,9 +204,10 @@ const char kRowsMissing[] =
     "the scores box does not hold the rows of the output box";
 
 /// log_prob over `out`'s box.
-std::string logProb(const Loss &loss, const TensorView &out) {
-  if (out.dtype != DType::F32)
-    return "log_prob must be float32";
+template <typename T>
+std::string logProb(const Loss<T> &loss, const TensorView &out) {
+  if (out.dtype != FloatType<T>::dtype)
+    return "log_prob must be " + floatName<T>();
   std::vector<int64_t> lo = out.lo, shape = out.shape;
   int64_t c0 = lo[1], cn = shape[1];
   lo.erase(lo.begin() + 1);
@@ -216,7 +219,7 @@ std::string logProb(const Loss &loss, const TensorView &out) {
   forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
     if (!err.empty())
       return;
-    const float *row;
+    const T *row;
     int64_t stride;
     double lse;
     if (!loss.logSumExp(s, row, stride, lse)) {
@@ -228,24 +231,24 @@ std::string logProb(const Loss &loss, const TensorView &out) {
     g[1] = c0;
     for (size_t d = 1; d < s.size(); ++d)
       g[d + 1] = s[d];
-    float *dst = out.f32() + offsetOf(out, g);
+    T *dst = elements<T>(out) + offsetOf(out, g);
     for (int64_t c = c0; c < c0 + cn; ++c)
-      dst[(c - c0) * outStride] =
-          static_cast<float>(row[c * stride] - lse);
+      dst[(c - c0) * outStride] = static_cast<T>(row[c * stride] - lse);
   });
   return err;
 }
 
 /// The loss output over `out`'s box ("none") or the partial sum over the
 /// scores box ("sum", "mean").
-std::string lossValue(const Loss &loss, const TensorView &out) {
-  if (out.dtype != DType::F32)
-    return "the loss must be float32";
+template <typename T>
+std::string lossValue(const Loss<T> &loss, const TensorView &out) {
+  if (out.dtype != FloatType<T>::dtype)
+    return "the loss must be " + floatName<T>();
   std::string err;
   auto term = [&](const std::vector<int64_t> &s, double &value) {
     int64_t label;
     double w, lse;
-    const float *row;
+    const T *row;
     int64_t stride;
     if (!loss.sample(s, label, w, err))
       return false;
@@ -263,11 +266,11 @@ std::string lossValue(const Loss &loss, const TensorView &out) {
   if (loss.reduction == "none") {
     if (out.globalShape != loss.labels->globalShape)
       return "the output of reduction \"none\" must have the shape of labels";
-    float *dst = out.f32();
+    T *dst = elements<T>(out);
     forEachIndex(out.lo, out.shape, [&](const std::vector<int64_t> &s) {
       double value = 0;
       if (err.empty() && term(s, value))
-        *dst = static_cast<float>(value);
+        *dst = static_cast<T>(value);
       ++dst;
     });
     return err;
@@ -286,29 +289,31 @@ std::string lossValue(const Loss &loss, const TensorView &out) {
     if (err.empty() && term(s, value))
       total += value;
   });
-  out.f32()[0] = static_cast<float>(total / divisor);
+  elements<T>(out)[0] = static_cast<T>(total / divisor);
   return err;
 }
 
 /// NegativeLogLikelihoodLoss: the loss of SoftmaxCrossEntropyLoss with the
 /// input taken as the log-probabilities.
+template <typename T>
 std::string negativeLogLikelihoodLoss(const KernelArgs &args) {
   if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
       args.outputs.size() != 1)
     return "expects inputs (input, target[, weight]) and one output (loss)";
-  Loss loss;
+  Loss<T> loss;
   loss.logProbsGiven = true;
   if (std::string err = loss.init(args, 0); !err.empty())
     return err;
   return lossValue(loss, args.outputs[0]);
 }
 
+template <typename T>
 std::string softmaxCrossEntropyLoss(const KernelArgs &args) {
   if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
       args.outputs.empty() || args.outputs.size() > 2)
     return "expects inputs (scores, labels[, weights]) and outputs "
            "(output[, log_prob])";
-  Loss loss;
+  Loss<T> loss;
   if (std::string err = loss.init(args, 0); !err.empty())
     return err;
   for (const TensorView &out : args.outputs) {
@@ -320,24 +325,25 @@ std::string softmaxCrossEntropyLoss(const KernelArgs &args) {
   return "";
 }
 
+template <typename T>
 std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
   if (args.inputs.size() < 3 || args.inputs.size() > 4 ||
       args.outputs.size() != 1)
     return "expects inputs (doutput, scores, labels[, weights]) and 1 output";
   const TensorView &dout = args.inputs[0], &dscores = args.outputs[0];
-  Loss loss;
+  Loss<T> loss;
   if (std::string err = loss.init(args, 1); !err.empty())
     return err;
-  if (!dout.present() || dout.dtype != DType::F32)
-    return "doutput must be float32";
-  if (dscores.dtype != DType::F32 ||
+  if (!isFloat<T>(dout))
+    return "doutput must be " + floatName<T>();
+  if (dscores.dtype != FloatType<T>::dtype ||
       dscores.globalShape != loss.scores->globalShape)
-    return "dscores must be float32 with the shape of scores";
+    return "dscores must be " + floatName<T>() + " with the shape of scores";
   double scale = 1;
   if (loss.reduction != "none") {
     if (dout.numElements() != 1)
       return "doutput of reduction \"" + loss.reduction + "\" is a scalar";
-    scale = dout.f32()[0];
+    scale = elements<T>(dout)[0];
     if (loss.reduction == "mean") {
       double divisor;
       if (std::string e = loss.meanDivisor(divisor); !e.empty())
@@ -361,7 +367,7 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
     g[1] = c0;
     for (size_t d = 1; d < s.size(); ++d)
       g[d + 1] = s[d];
-    float *dst = dscores.f32() + offsetOf(dscores, g);
+    T *dst = elements<T>(dscores) + offsetOf(dscores, g);
     int64_t label;
     double w;
     if (!loss.sample(s, label, w, err))
@@ -374,14 +380,14 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
             "the doutput box does not hold the samples of the output box");
         return;
       }
-      gs = dout.f32()[at];
+      gs = elements<T>(dout)[at];
     }
     if (w == 0) {
       for (int64_t c = 0; c < cn; ++c)
-        dst[c * outStride] = 0.0f;
+        dst[c * outStride] = T(0);
       return;
     }
-    const float *row;
+    const T *row;
     int64_t stride;
     double lse;
     if (!loss.logSumExp(s, row, stride, lse)) {
@@ -391,7 +397,7 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
     for (int64_t c = c0; c < c0 + cn; ++c) {
       double p = std::exp(static_cast<double>(row[c * stride]) - lse);
       dst[(c - c0) * outStride] =
-          static_cast<float>(w * gs * (p - (c == label ? 1.0 : 0.0)));
+          static_cast<T>(w * gs * (p - (c == label ? 1.0 : 0.0)));
     }
   });
   return err;
@@ -401,7 +407,13 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
 
 void tofu::runtime::registerLossKernels(void (*addKernel)(const char *,
                                                           KernelFn)) {
-  addKernel("SoftmaxCrossEntropyLoss", softmaxCrossEntropyLoss);
-  addKernel("NegativeLogLikelihoodLoss", negativeLogLikelihoodLoss);
-  addKernel("SoftmaxCrossEntropyLossGrad", softmaxCrossEntropyLossGrad);
+  addKernel("SoftmaxCrossEntropyLoss",
+            byFloatType<softmaxCrossEntropyLoss<float>,
+                        softmaxCrossEntropyLoss<double>>);
+  addKernel("NegativeLogLikelihoodLoss",
+            byFloatType<negativeLogLikelihoodLoss<float>,
+                        negativeLogLikelihoodLoss<double>>);
+  addKernel("SoftmaxCrossEntropyLossGrad",
+            byFloatType<softmaxCrossEntropyLossGrad<float>,
+                        softmaxCrossEntropyLossGrad<double>>);
 }

@@ -1,4 +1,4 @@
-//===- KernelsMatMul.cpp - N-D batched MatMul (ONNX) via cblas_sgemm ------===//
+//===- KernelsMatMul.cpp - N-D batched MatMul (ONNX) via BLAS GEMM --------===//
 //
 // MatMul(A, B) -> Y with ONNX (numpy) semantics: A [..., M, K] times
 // B [..., K, N]; a 1-D A is [1, K] and a 1-D B is [K, 1] with that dimension
@@ -9,11 +9,13 @@
 // columns to compute; A and B must hold them (supersets are fine). The sum
 // runs over the K slice the inputs hold, which must be the same slice in A
 // and B: a K split gives a partial product that the plan's Reduce sums.
-// One cblas_sgemm per local batch element.
+// One GEMM per local batch element (sgemm or dgemm: the kernel is one
+// template over float and double, FloatKernel.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Blas.h"
+#include "FloatKernel.h"
 #include "tofu/runtime/Kernels.h"
 
 using namespace tofu::runtime;
@@ -77,15 +79,15 @@ std::string batchOffsets(const TensorView &Y, size_t yBatch,
   return "";
 }
 
-std::string matMul(const KernelArgs &args) {
+template <typename T> std::string matMul(const KernelArgs &args) {
   if (args.inputs.size() != 2 || args.outputs.size() != 1)
     return "expects inputs (A, B) and 1 output";
   const TensorView &A = args.inputs[0], &B = args.inputs[1],
                    &Y = args.outputs[0];
   if (!A.present() || !B.present())
     return "an input is missing";
-  if (A.dtype != DType::F32 || B.dtype != DType::F32 || Y.dtype != DType::F32)
-    return "operands must be float32";
+  if (!isFloat<T>(A) || !isFloat<T>(B) || Y.dtype != FloatType<T>::dtype)
+    return "operands must be " + floatName<T>();
   const size_t ra = A.shape.size(), rb = B.shape.size(), ry = Y.shape.size();
   if (ra == 0 || rb == 0)
     return "inputs must have rank 1 or more";
@@ -144,11 +146,11 @@ std::string matMul(const KernelArgs &args) {
   if (auto err = batchOffsets(Y, yBatch, B, bBatch, K * bCols, "B", bOff);
       !err.empty())
     return err;
-  const float *a = A.f32(), *b = B.f32();
-  float *y = Y.f32();
+  const T *a = elements<T>(A), *b = elements<T>(B);
+  T *y = elements<T>(Y);
   for (size_t e = 0; e < aOff.size(); ++e)
-    sgemm(false, false, M, N, K, 1.0f, a + aOff[e] + aRow0 * K, K,
-          b + bOff[e] + bCol0, bCols, 0.0f, y + e * M * N, N);
+    blasGemm(false, false, M, N, K, T(1), a + aOff[e] + aRow0 * K, K,
+             b + bOff[e] + bCol0, bCols, T(0), y + e * M * N, N);
   return "";
 }
 
@@ -156,5 +158,5 @@ std::string matMul(const KernelArgs &args) {
 
 void tofu::runtime::registerMatMulKernels(void (*addKernel)(const char *,
                                                             KernelFn)) {
-  addKernel("MatMul", matMul);
+  addKernel("MatMul", byFloatType<matMul<float>, matMul<double>>);
 }

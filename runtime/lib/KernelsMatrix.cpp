@@ -1,15 +1,17 @@
 //===- KernelsMatrix.cpp - Matrix CPU kernels (GEMM via OpenBLAS) ---------===//
 //
 // Gemm (ONNX semantics, C broadcast decided from the global shapes),
-// Transpose and BiasGrad on 2-D float32 local boxes (MatMul, N-D, lives in
-// KernelsMatMul.cpp). When a reduction
-// dimension is split, the same code computes a partial product over the local
-// slice; the compiler's Reduce sums the parts.
+// Transpose and BiasGrad on 2-D local boxes, float32 or float64 (one
+// template per kernel, FloatKernel.h; MatMul, N-D, lives in
+// KernelsMatMul.cpp). When a reduction dimension is split, the same code
+// computes a partial product over the local slice; the compiler's Reduce
+// sums the parts.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Blas.h"
 #include "Broadcast.h"
+#include "FloatKernel.h"
 #include "tofu/runtime/Kernels.h"
 
 using namespace tofu::runtime;
@@ -17,11 +19,12 @@ using tofu::plan::DType;
 
 namespace {
 
+template <typename T>
 std::string checkMatrix(const TensorView &v, const char *what) {
   if (!v.present())
     return std::string(what) + " is missing";
-  if (v.dtype != DType::F32)
-    return std::string(what) + " must be float32";
+  if (v.dtype != FloatType<T>::dtype)
+    return std::string(what) + " must be " + floatName<T>();
   if (v.shape.size() != 2)
     return std::string(what) + " must be 2-D, has rank " +
            std::to_string(v.shape.size());
@@ -35,18 +38,18 @@ std::string dims(const std::vector<int64_t> &s) {
   return r + "]";
 }
 
-std::string gemm(const KernelArgs &args) {
+template <typename T> std::string gemm(const KernelArgs &args) {
   if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
       args.outputs.size() != 1)
     return "expects inputs (A, B, C?) and 1 output";
   const TensorView &A = args.inputs[0], &B = args.inputs[1], &Y = args.outputs[0];
   for (auto [v, what] : {std::pair{&A, "A"}, {&B, "B"}, {&Y, "Y"}})
-    if (auto err = checkMatrix(*v, what); !err.empty())
+    if (auto err = checkMatrix<T>(*v, what); !err.empty())
       return err;
   bool transA = args.intAttr("transA", 0) != 0;
   bool transB = args.intAttr("transB", 0) != 0;
-  float alpha = static_cast<float>(args.floatAttr("alpha", 1.0));
-  float beta = static_cast<float>(args.floatAttr("beta", 1.0));
+  T alpha = static_cast<T>(args.floatAttr("alpha", 1.0));
+  T beta = static_cast<T>(args.floatAttr("beta", 1.0));
   int64_t M = Y.shape[0], N = Y.shape[1];
   int64_t am = transA ? A.shape[1] : A.shape[0];
   int64_t K = transA ? A.shape[0] : A.shape[1];
@@ -56,25 +59,25 @@ std::string gemm(const KernelArgs &args) {
     return "local shapes do not match: A " + dims(A.shape) + " B " +
            dims(B.shape) + " Y " + dims(Y.shape) +
            (transA ? " transA" : "") + (transB ? " transB" : "");
-  float *y = Y.f32();
+  T *y = elements<T>(Y);
   bool hasC = args.inputs.size() == 3 && args.inputs[2].present();
   if (hasC) {
     const TensorView &C = args.inputs[2];
-    if (C.dtype != DType::F32)
-      return "C must be float32";
+    if (C.dtype != FloatType<T>::dtype)
+      return "C must be " + floatName<T>();
     std::vector<int64_t> off;
     if (auto err = broadcastOffsets(Y, C, off); !err.empty())
       return "C: " + err;
-    const float *c = C.f32();
+    const T *c = elements<T>(C);
     for (int64_t i = 0; i < M * N; ++i)
       y[i] = beta * c[off[i]];
   }
-  sgemm(transA, transB, M, N, K, alpha, A.f32(), A.shape[1], B.f32(),
-        B.shape[1], hasC ? 1.0f : 0.0f, y, N);
+  blasGemm(transA, transB, M, N, K, alpha, elements<T>(A), A.shape[1],
+           elements<T>(B), B.shape[1], hasC ? T(1) : T(0), y, N);
   return "";
 }
 
-std::string transpose(const KernelArgs &args) {
+template <typename T> std::string transpose(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.size() != 1)
     return "expects 1 input and 1 output";
   const TensorView &X = args.inputs[0], &Y = args.outputs[0];
@@ -86,35 +89,35 @@ std::string transpose(const KernelArgs &args) {
         "the native Transpose handles 2-D [1, 0] only (rank " +
         std::to_string(X.shape.size()) + ", perm " + dims(perm) + ")");
   for (auto [v, what] : {std::pair{&X, "X"}, {&Y, "Y"}})
-    if (auto err = checkMatrix(*v, what); !err.empty())
+    if (auto err = checkMatrix<T>(*v, what); !err.empty())
       return err;
   int64_t M = X.shape[0], N = X.shape[1];
   if (Y.shape[0] != N || Y.shape[1] != M)
     return "local shapes do not match: X " + dims(X.shape) + " Y " +
            dims(Y.shape);
-  const float *x = X.f32();
-  float *y = Y.f32();
+  const T *x = elements<T>(X);
+  T *y = elements<T>(Y);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n)
       y[n * M + m] = x[m * N + n];
   return "";
 }
 
-std::string biasGrad(const KernelArgs &args) {
+template <typename T> std::string biasGrad(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.size() != 1)
     return "expects 1 input and 1 output";
   const TensorView &dY = args.inputs[0], &dB = args.outputs[0];
-  if (auto err = checkMatrix(dY, "dY"); !err.empty())
+  if (auto err = checkMatrix<T>(dY, "dY"); !err.empty())
     return err;
-  if (dB.dtype != DType::F32 || dB.shape.size() != 1 ||
+  if (dB.dtype != FloatType<T>::dtype || dB.shape.size() != 1 ||
       dB.shape[0] != dY.shape[1])
     return "local shapes do not match: dY " + dims(dY.shape) + " dB " +
            dims(dB.shape);
   int64_t M = dY.shape[0], N = dY.shape[1];
-  const float *g = dY.f32();
-  float *b = dB.f32();
+  const T *g = elements<T>(dY);
+  T *b = elements<T>(dB);
   for (int64_t n = 0; n < N; ++n)
-    b[n] = 0.0f;
+    b[n] = T(0);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n)
       b[n] += g[m * N + n];
@@ -125,7 +128,7 @@ std::string biasGrad(const KernelArgs &args) {
 
 void tofu::runtime::registerMatrixKernels(void (*addKernel)(const char *,
                                                             KernelFn)) {
-  addKernel("Gemm", gemm);
-  addKernel("Transpose", transpose);
-  addKernel("BiasGrad", biasGrad);
+  addKernel("Gemm", byFloatType<gemm<float>, gemm<double>>);
+  addKernel("Transpose", byFloatType<transpose<float>, transpose<double>>);
+  addKernel("BiasGrad", byFloatType<biasGrad<float>, biasGrad<double>>);
 }

@@ -1,6 +1,7 @@
 //===- KernelsNormalization.cpp - Batch and layer normalization -----------===//
 //
-// Native kernels of tdl-specs/norm.tdl (float32; statistics in double):
+// Native kernels of tdl-specs/norm.tdl (float32 or float64: one template
+// per kernel, FloatKernel.h; statistics in double):
 //   BatchNormalization(X [N, C, *S], scale, B, input_mean, input_var [C])
 //       -> Y, running_mean, running_var   (training_mode 0 or 1)
 //   BatchNormalizationNormalized(X, input_mean, input_var) -> Xhat
@@ -26,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FloatKernel.h"
 #include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
@@ -36,8 +38,6 @@ using namespace tofu::runtime;
 using tofu::plan::DType;
 
 namespace {
-
-bool isF32(const TensorView &v) { return v.present() && v.dtype == DType::F32; }
 
 /// Strides of a view's local box (row-major).
 std::vector<int64_t> stridesOf(const TensorView &v) {
@@ -66,17 +66,15 @@ bool holds(const TensorView &v, size_t d, int64_t g) {
 
 /// The per-channel parameters [C] of a BatchNormalization kernel, read at
 /// global channel indices.
-struct ChannelParam {
+template <typename T> struct ChannelParam {
   const TensorView *view = nullptr;
-  double at(int64_t c) const {
-    return view->f32()[c - view->lo[0]];
-  }
+  double at(int64_t c) const { return elements<T>(*view)[c - view->lo[0]]; }
 };
 
 /// Geometry shared by the BatchNormalization kernels: output box `out` of a
 /// tensor [N, C, *S]; every [N, C, *S] input must hold the box (training:
 /// the channel's whole batch), every [C] input the box's channels.
-struct BatchNorm {
+template <typename T> struct BatchNorm {
   bool training = false;
   double epsilon = 1e-5, momentum = 0.9;
   int64_t N = 0, count = 0; ///< count = N * prod(S) (global)
@@ -85,8 +83,8 @@ struct BatchNorm {
     training = args.intAttr("training_mode", 0) != 0;
     epsilon = args.floatAttr("epsilon", 1e-5);
     momentum = args.floatAttr("momentum", 0.9);
-    if (!isF32(x) || x.globalShape.size() < 2)
-      return "X must be a float32 tensor [N, C, ...]";
+    if (!isFloat<T>(x) || x.globalShape.size() < 2)
+      return "X must be a " + floatName<T>() + " tensor [N, C, ...]";
     N = x.globalShape[0];
     count = 1;
     for (size_t d = 0; d < x.globalShape.size(); ++d)
@@ -98,8 +96,9 @@ struct BatchNorm {
   /// Checks that [N, C, *S] view `v` can serve output box `out`.
   std::string covers(const TensorView &v, const TensorView &out,
                      bool wholeBatch, const char *what) const {
-    if (!isF32(v) || v.globalShape != out.globalShape)
-      return std::string(what) + " must be float32 with X's shape";
+    if (!isFloat<T>(v) || v.globalShape != out.globalShape)
+      return std::string(what) + " must be " + floatName<T>() +
+             " with X's shape";
     for (size_t d = 0; d < out.shape.size(); ++d) {
       bool ok = wholeBatch && d != 1
                     ? v.lo[d] == 0 && v.shape[d] == v.globalShape[d]
@@ -115,10 +114,10 @@ struct BatchNorm {
   }
 
   std::string param(const TensorView &v, const TensorView &out,
-                    const char *what, ChannelParam &p) const {
-    if (!isF32(v) || v.globalShape.size() != 1 ||
+                    const char *what, ChannelParam<T> &p) const {
+    if (!isFloat<T>(v) || v.globalShape.size() != 1 ||
         v.globalShape[0] != out.globalShape[1])
-      return std::string(what) + " must be a float32 tensor [C]";
+      return std::string(what) + " must be a " + floatName<T>() + " tensor [C]";
     if (!holds(v, 0, out.lo[1]) ||
         (out.shape[1] > 0 && !holds(v, 0, out.lo[1] + out.shape[1] - 1)))
       return unsupportedConfiguration(std::string(what) +
@@ -145,7 +144,7 @@ struct BatchNorm {
   /// Batch mean and biased variance of channel c of `x` (whole batch).
   void stats(const TensorView &x, int64_t c, double &mean, double &var) const {
     double sum = 0;
-    const float *p = x.f32();
+    const T *p = elements<T>(x);
     forChannel(x, c, [&](int64_t i) { sum += p[i]; });
     mean = sum / static_cast<double>(count);
     double sq = 0;
@@ -195,13 +194,13 @@ void forOutputChannel(const TensorView &out, int64_t c,
   }
 }
 
-std::string batchNormalization(const KernelArgs &args) {
+template <typename T> std::string batchNormalization(const KernelArgs &args) {
   if (args.inputs.size() != 5 || (args.outputs.size() != 1 &&
                                   args.outputs.size() != 3))
     return "expects inputs (X, scale, B, input_mean, input_var) and outputs "
            "(Y[, running_mean, running_var])";
   const TensorView &x = args.inputs[0];
-  BatchNorm bn;
+  BatchNorm<T> bn;
   if (std::string err = bn.init(args, x); !err.empty())
     return err;
   const TensorView &y = args.outputs[0];
@@ -215,7 +214,7 @@ std::string batchNormalization(const KernelArgs &args) {
   // Training-mode Y does not read input_mean / input_var (only the running
   // statistics do), so a share of Y may come without them.
   bool needStats = !bn.training || rm;
-  ChannelParam scale, bias, mean, var;
+  ChannelParam<T> scale, bias, mean, var;
   for (auto [i, p, what] :
        {std::tuple{1, &scale, "scale"}, std::tuple{2, &bias, "B"},
         std::tuple{3, &mean, "input_mean"}, std::tuple{4, &var, "input_var"}})
@@ -227,8 +226,8 @@ std::string batchNormalization(const KernelArgs &args) {
              rm->lo[0] != y.lo[1] || rm->shape[0] != y.shape[1]))
     return unsupportedConfiguration(
         "the running statistics' box differs from Y's channels");
-  const float *xp = x.f32();
-  float *yp = y.f32();
+  const T *xp = elements<T>(x);
+  T *yp = elements<T>(y);
   int64_t perChannel = bn.count;
   parallelFor(y.shape[1], 3.0 * static_cast<double>(perChannel),
               [&](int64_t begin, int64_t end) {
@@ -241,37 +240,39 @@ std::string batchNormalization(const KernelArgs &args) {
                     mu = mean.at(c), v = var.at(c);
                   double a = scale.at(c) / std::sqrt(v + bn.epsilon);
                   double b = bias.at(c) - a * mu;
-                  forOutputChannel(y, c, {&x},
-                                   [&](int64_t o, const std::vector<int64_t> &i) {
-                                     yp[o] = static_cast<float>(a * xp[i[0]] + b);
-                                   });
+                  forOutputChannel(
+                      y, c, {&x},
+                      [&](int64_t o, const std::vector<int64_t> &i) {
+                        yp[o] = static_cast<T>(a * xp[i[0]] + b);
+                      });
                   if (rm) {
-                    rm->f32()[lc] = static_cast<float>(
-                        bn.training ? mean.at(c) * bn.momentum +
-                                          (1 - bn.momentum) * mu
-                                    : mean.at(c));
-                    rv->f32()[lc] = static_cast<float>(
-                        bn.training
-                            ? var.at(c) * bn.momentum + (1 - bn.momentum) * v
-                            : var.at(c));
+                    elements<T>(*rm)[lc] =
+                        static_cast<T>(bn.training ? mean.at(c) * bn.momentum +
+                                                         (1 - bn.momentum) * mu
+                                                   : mean.at(c));
+                    elements<T>(*rv)[lc] =
+                        static_cast<T>(bn.training ? var.at(c) * bn.momentum +
+                                                         (1 - bn.momentum) * v
+                                                   : var.at(c));
                   }
                 }
               });
   return "";
 }
 
+template <typename T>
 std::string batchNormalizationNormalized(const KernelArgs &args) {
   if (args.inputs.size() != 3 || args.outputs.size() != 1)
     return "expects inputs (X, input_mean, input_var) and 1 output";
   const TensorView &x = args.inputs[0], &out = args.outputs[0];
-  BatchNorm bn;
+  BatchNorm<T> bn;
   if (std::string err = bn.init(args, x); !err.empty())
     return err;
-  if (!isF32(out) || out.globalShape != x.globalShape)
-    return "Xhat must be float32 with X's shape";
+  if (!isFloat<T>(out) || out.globalShape != x.globalShape)
+    return "Xhat must be " + floatName<T>() + " with X's shape";
   if (std::string err = bn.covers(x, out, bn.training, "X"); !err.empty())
     return err;
-  ChannelParam mean, var; // read in inference mode only
+  ChannelParam<T> mean, var; // read in inference mode only
   if (!bn.training) {
     if (std::string err = bn.param(args.inputs[1], out, "input_mean", mean);
         !err.empty())
@@ -280,8 +281,8 @@ std::string batchNormalizationNormalized(const KernelArgs &args) {
         !err.empty())
       return err;
   }
-  const float *xp = x.f32();
-  float *op = out.f32();
+  const T *xp = elements<T>(x);
+  T *op = elements<T>(out);
   parallelFor(out.shape[1], 3.0 * static_cast<double>(bn.count),
               [&](int64_t begin, int64_t end) {
                 for (int64_t lc = begin; lc < end; ++lc) {
@@ -292,25 +293,27 @@ std::string batchNormalizationNormalized(const KernelArgs &args) {
                   else
                     mu = mean.at(c), v = var.at(c);
                   double r = 1 / std::sqrt(v + bn.epsilon);
-                  forOutputChannel(out, c, {&x},
-                                   [&](int64_t o, const std::vector<int64_t> &i) {
-                                     op[o] = static_cast<float>((xp[i[0]] - mu) * r);
-                                   });
+                  forOutputChannel(
+                      out, c, {&x},
+                      [&](int64_t o, const std::vector<int64_t> &i) {
+                        op[o] = static_cast<T>((xp[i[0]] - mu) * r);
+                      });
                 }
               });
   return "";
 }
 
+template <typename T>
 std::string batchNormalizationGrad(const KernelArgs &args) {
   if (args.inputs.size() != 5 || args.outputs.size() != 1)
     return "expects inputs (dY, X, scale, input_mean, input_var) and 1 output";
   const TensorView &dy = args.inputs[0], &x = args.inputs[1],
                    &dx = args.outputs[0];
-  BatchNorm bn;
+  BatchNorm<T> bn;
   if (std::string err = bn.init(args, x); !err.empty())
     return err;
-  if (!isF32(dx) || dx.globalShape != x.globalShape)
-    return "dX must be float32 with X's shape";
+  if (!isFloat<T>(dx) || dx.globalShape != x.globalShape)
+    return "dX must be " + floatName<T>() + " with X's shape";
   // Training reads X and dY over the channel's whole batch; inference reads
   // dY at the element and input_var, not X.
   if (bn.training)
@@ -318,7 +321,7 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
       return err;
   if (std::string err = bn.covers(dy, dx, bn.training, "dY"); !err.empty())
     return err;
-  ChannelParam scale, var;
+  ChannelParam<T> scale, var;
   if (std::string err = bn.param(args.inputs[2], dx, "scale", scale);
       !err.empty())
     return err;
@@ -326,8 +329,8 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
     if (std::string err = bn.param(args.inputs[4], dx, "input_var", var);
         !err.empty())
       return err;
-  const float *xp = x.f32(), *dyp = dy.f32();
-  float *dxp = dx.f32();
+  const T *xp = elements<T>(x), *dyp = elements<T>(dy);
+  T *dxp = elements<T>(dx);
   parallelFor(dx.shape[1], 5.0 * static_cast<double>(bn.count),
               [&](int64_t begin, int64_t end) {
                 for (int64_t lc = begin; lc < end; ++lc) {
@@ -337,7 +340,7 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
                     forOutputChannel(
                         dx, c, {&dy},
                         [&](int64_t o, const std::vector<int64_t> &i) {
-                          dxp[o] = static_cast<float>(dyp[i[0]] * a);
+                          dxp[o] = static_cast<T>(dyp[i[0]] * a);
                         });
                     continue;
                   }
@@ -353,8 +356,10 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
                     for (size_t d = 2; d < x.shape.size(); ++d)
                       inner *= x.shape[d];
                     for (int64_t n = 0; n < x.shape[0]; ++n) {
-                      const float *xr = xp + (n * x.shape[1] + (c - x.lo[1])) * inner;
-                      const float *dr = dyp + (n * dy.shape[1] + (c - dy.lo[1])) * inner;
+                      const T *xr =
+                          xp + (n * x.shape[1] + (c - x.lo[1])) * inner;
+                      const T *dr =
+                          dyp + (n * dy.shape[1] + (c - dy.lo[1])) * inner;
                       for (int64_t s = 0; s < inner; ++s) {
                         sumDy += dr[s];
                         sumDyXhat += dr[s] * (xr[s] - mu) * r;
@@ -368,7 +373,7 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
                       dx, c, {&dy, &x},
                       [&](int64_t o, const std::vector<int64_t> &i) {
                         double xhat = (xp[i[1]] - mu) * r;
-                        dxp[o] = static_cast<float>(
+                        dxp[o] = static_cast<T>(
                             a * (dyp[i[0]] - meanDy - xhat * meanDyXhat));
                       });
                 }
@@ -384,15 +389,15 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
 /// normalized block of M elements. Supported boxes: every operand holds
 /// whole normalized blocks, and the X-shaped operands hold the output box's
 /// rows (Scale and B: exactly the normalized dims, whole).
-struct LayerNorm {
+template <typename T> struct LayerNorm {
   size_t axis = 0;
   int64_t M = 1;
   double epsilon = 1e-5;
 
   std::string init(const KernelArgs &args, const TensorView &x) {
     int64_t rank = static_cast<int64_t>(x.globalShape.size());
-    if (!isF32(x) || rank < 1)
-      return "X must be a float32 tensor of rank >= 1";
+    if (!isFloat<T>(x) || rank < 1)
+      return "X must be a " + floatName<T>() + " tensor of rank >= 1";
     int64_t a = args.intAttr("axis", -1);
     if (a < -rank || a >= rank)
       return "axis " + std::to_string(a) + " is out of range for rank " +
@@ -420,8 +425,9 @@ struct LayerNorm {
   /// rows of `out` (same leading box) and whole blocks.
   std::string sameRows(const TensorView &v, const TensorView &out,
                        const char *what) const {
-    if (!isF32(v) || v.globalShape.size() != out.globalShape.size())
-      return std::string(what) + " must be float32 with X's rank";
+    if (!isFloat<T>(v) || v.globalShape.size() != out.globalShape.size())
+      return std::string(what) + " must be " + floatName<T>() +
+             " with X's rank";
     for (size_t d = 0; d < axis; ++d)
       if (v.lo[d] != out.lo[d] || v.shape[d] != out.shape[d])
         return unsupportedConfiguration(std::string(what) +
@@ -435,8 +441,8 @@ struct LayerNorm {
   /// Scale / B must be exactly the normalized dims (no broadcasting inside).
   std::string block(const TensorView &v, const TensorView &x,
                     const char *what) const {
-    if (!isF32(v))
-      return std::string(what) + " must be float32";
+    if (!isFloat<T>(v))
+      return std::string(what) + " must be " + floatName<T>();
     std::vector<int64_t> want(x.globalShape.begin() + axis,
                               x.globalShape.end());
     if (v.globalShape != want || v.shape != want)
@@ -447,13 +453,13 @@ struct LayerNorm {
   }
 };
 
-std::string layerNormalization(const KernelArgs &args) {
+template <typename T> std::string layerNormalization(const KernelArgs &args) {
   if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
       (args.outputs.size() != 1 && args.outputs.size() != 3))
     return "expects inputs (X, Scale[, B]) and outputs (Y[, Mean, "
            "InvStdDev])";
   const TensorView &x = args.inputs[0], &y = args.outputs[0];
-  LayerNorm ln;
+  LayerNorm<T> ln;
   if (std::string err = ln.init(args, x); !err.empty())
     return err;
   // A lone statistic output (or an ambiguous shape) goes to the interpreter.
@@ -474,23 +480,23 @@ std::string layerNormalization(const KernelArgs &args) {
   if (bias)
     if (std::string err = ln.block(*bias, x, "B"); !err.empty())
       return err;
-  float *meanOut = nullptr, *rstdOut = nullptr;
+  T *meanOut = nullptr, *rstdOut = nullptr;
   if (args.outputs.size() == 3) {
     for (size_t o = 1; o < 3; ++o)
       if (std::string err = ln.sameRows(args.outputs[o], y, "a statistic");
           !err.empty())
         return err;
-    meanOut = args.outputs[1].f32();
-    rstdOut = args.outputs[2].f32();
+    meanOut = elements<T>(args.outputs[1]);
+    rstdOut = elements<T>(args.outputs[2]);
   }
   const int64_t M = ln.M;
-  const float *xp = x.f32(), *sp = scale.f32();
-  const float *bp = bias ? bias->f32() : nullptr;
-  float *yp = y.f32();
+  const T *xp = elements<T>(x), *sp = elements<T>(scale);
+  const T *bp = bias ? elements<T>(*bias) : nullptr;
+  T *yp = elements<T>(y);
   parallelFor(rows, 4.0 * static_cast<double>(M), [&](int64_t begin,
                                                       int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *xr = xp + r * M;
+      const T *xr = xp + r * M;
       double sum = 0;
       for (int64_t k = 0; k < M; ++k)
         sum += xr[k];
@@ -499,30 +505,31 @@ std::string layerNormalization(const KernelArgs &args) {
       for (int64_t k = 0; k < M; ++k)
         sq += (xr[k] - mean) * (xr[k] - mean);
       double rstd = 1 / std::sqrt(sq / static_cast<double>(M) + ln.epsilon);
-      float *yr = yp + r * M;
+      T *yr = yp + r * M;
       for (int64_t k = 0; k < M; ++k)
-        yr[k] = static_cast<float>((xr[k] - mean) * rstd * sp[k] +
-                                   (bp ? bp[k] : 0.0f));
+        yr[k] =
+            static_cast<T>((xr[k] - mean) * rstd * sp[k] + (bp ? bp[k] : T(0)));
       if (meanOut) {
-        meanOut[r] = static_cast<float>(mean);
-        rstdOut[r] = static_cast<float>(rstd);
+        meanOut[r] = static_cast<T>(mean);
+        rstdOut[r] = static_cast<T>(rstd);
       }
     }
   });
   return "";
 }
 
+template <typename T>
 std::string layerNormalizationGrad(const KernelArgs &args) {
   if (args.inputs.size() != 5 || args.outputs.size() != 1)
     return "expects inputs (dY, X, Scale, Mean, InvStdDev) and 1 output";
   const TensorView &dy = args.inputs[0], &x = args.inputs[1],
                    &scale = args.inputs[2], &mean = args.inputs[3],
                    &rstd = args.inputs[4], &dx = args.outputs[0];
-  LayerNorm ln;
+  LayerNorm<T> ln;
   if (std::string err = ln.init(args, x); !err.empty())
     return err;
-  if (!isF32(dx) || dx.globalShape != x.globalShape)
-    return "dX must be float32 with X's shape";
+  if (!isFloat<T>(dx) || dx.globalShape != x.globalShape)
+    return "dX must be " + floatName<T>() + " with X's shape";
   int64_t rows;
   if (std::string err = ln.rowsOf(dx, rows); !err.empty())
     return err;
@@ -536,13 +543,14 @@ std::string layerNormalizationGrad(const KernelArgs &args) {
   if (std::string err = ln.block(scale, x, "Scale"); !err.empty())
     return err;
   const int64_t M = ln.M;
-  const float *dyp = dy.f32(), *xp = x.f32(), *sp = scale.f32(),
-              *mp = mean.f32(), *rp = rstd.f32();
-  float *dxp = dx.f32();
+  const T *dyp = elements<T>(dy), *xp = elements<T>(x),
+          *sp = elements<T>(scale), *mp = elements<T>(mean),
+          *rp = elements<T>(rstd);
+  T *dxp = elements<T>(dx);
   parallelFor(rows, 6.0 * static_cast<double>(M), [&](int64_t begin,
                                                       int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *dr = dyp + r * M, *xr = xp + r * M;
+      const T *dr = dyp + r * M, *xr = xp + r * M;
       double mu = mp[r], rs = rp[r];
       double sumG = 0, sumGXhat = 0;
       for (int64_t k = 0; k < M; ++k) {
@@ -552,11 +560,11 @@ std::string layerNormalizationGrad(const KernelArgs &args) {
       }
       double meanG = sumG / static_cast<double>(M);
       double meanGXhat = sumGXhat / static_cast<double>(M);
-      float *out = dxp + r * M;
+      T *out = dxp + r * M;
       for (int64_t k = 0; k < M; ++k) {
         double g = static_cast<double>(dr[k]) * sp[k];
         double xhat = (xr[k] - mu) * rs;
-        out[k] = static_cast<float>(rs * (g - meanG - xhat * meanGXhat));
+        out[k] = static_cast<T>(rs * (g - meanG - xhat * meanGXhat));
       }
     }
   });
@@ -567,9 +575,17 @@ std::string layerNormalizationGrad(const KernelArgs &args) {
 
 void tofu::runtime::registerNormalizationKernels(
     void (*addKernel)(const char *, KernelFn)) {
-  addKernel("BatchNormalization", batchNormalization);
-  addKernel("BatchNormalizationNormalized", batchNormalizationNormalized);
-  addKernel("BatchNormalizationGrad", batchNormalizationGrad);
-  addKernel("LayerNormalization", layerNormalization);
-  addKernel("LayerNormalizationGrad", layerNormalizationGrad);
+  addKernel("BatchNormalization",
+            byFloatType<batchNormalization<float>, batchNormalization<double>>);
+  addKernel("BatchNormalizationNormalized",
+            byFloatType<batchNormalizationNormalized<float>,
+                        batchNormalizationNormalized<double>>);
+  addKernel("BatchNormalizationGrad",
+            byFloatType<batchNormalizationGrad<float>,
+                        batchNormalizationGrad<double>>);
+  addKernel("LayerNormalization",
+            byFloatType<layerNormalization<float>, layerNormalization<double>>);
+  addKernel("LayerNormalizationGrad",
+            byFloatType<layerNormalizationGrad<float>,
+                        layerNormalizationGrad<double>>);
 }

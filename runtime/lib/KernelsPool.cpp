@@ -2,7 +2,8 @@
 //
 // Native kernels of tdl-specs/pool.tdl's MaxPool (Y and Indices),
 // MaxPoolGrad, AveragePool and AveragePoolGrad over any number of spatial
-// dims (X [N, C, *S], float32), with the specs' geometry: strides and
+// dims (X [N, C, *S], float32 or float64: one template per kernel,
+// FloatKernel.h), with the specs' geometry: strides and
 // dilations default to 1, pads to 0, auto_pad SAME_UPPER / SAME_LOWER /
 // VALID, ceil_mode (the output extents come from the output's global
 // shape), count_include_pad, storage_order 0 / 1 for Indices. Padding cells
@@ -13,10 +14,11 @@
 // a cell outside the tensor is padding. Threaded over (n, c) planes.
 //
 // The compiler materializes each output of a multi-output op as its own
-// instruction: MaxPool tells Y (float32) from Indices (int64) by type.
+// instruction: MaxPool tells Y (float) from Indices (int64) by type.
 //
 //===----------------------------------------------------------------------===//
 
+#include "FloatKernel.h"
 #include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
@@ -201,18 +203,18 @@ std::vector<int64_t> spatial(const std::vector<int64_t> &shape) {
   return std::vector<int64_t>(shape.begin() + 2, shape.end());
 }
 
-std::string checkPoolInput(const TensorView &x) {
-  if (!x.present() || x.dtype != DType::F32 || x.globalShape.size() < 3)
-    return "X must be a float32 tensor [N, C, spatial...]";
+template <typename T> std::string checkPoolInput(const TensorView &x) {
+  if (!isFloat<T>(x) || x.globalShape.size() < 3)
+    return "X must be a " + floatName<T>() + " tensor [N, C, spatial...]";
   return "";
 }
 
-std::string maxPool(const KernelArgs &args) {
+template <typename T> std::string maxPool(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.empty() ||
       args.outputs.size() > 2)
     return "expects input X and outputs (Y[, Indices])";
   const TensorView &x = args.inputs[0];
-  if (std::string err = checkPoolInput(x); !err.empty())
+  if (std::string err = checkPoolInput<T>(x); !err.empty())
     return err;
   Pool pool;
   if (std::string err =
@@ -224,12 +226,12 @@ std::string maxPool(const KernelArgs &args) {
   for (const TensorView &out : args.outputs) {
     if (out.globalShape.size() != x.globalShape.size())
       return "outputs must have X's rank";
-    if (out.dtype == DType::F32)
+    if (out.dtype == FloatType<T>::dtype)
       y = &out;
     else if (out.dtype == DType::I64)
       indices = &out;
     else
-      return "outputs are Y (float32) and Indices (int64)";
+      return "outputs are Y (" + floatName<T>() + ") and Indices (int64)";
   }
   if (y && indices && (y->lo != indices->lo || y->shape != indices->shape))
     return unsupportedConfiguration("Y and Indices have different boxes");
@@ -245,7 +247,7 @@ std::string maxPool(const KernelArgs &args) {
         sstr[s] *= pool.in[t];
   const int64_t C = x.globalShape[1];
   Reader reader(x);
-  const float lowest = -3.4e38f;
+  const T lowest = static_cast<T>(-3.4e38); // the spec's padding value
   return forEachOutput(box, static_cast<double>(x.numElements()) /
                                 std::max<int64_t>(1, box.numElements()) + 4,
                        [&, k = std::vector<int64_t>(pool.nsp),
@@ -262,21 +264,21 @@ std::string maxPool(const KernelArgs &args) {
           missing = true;
           return;
         }
-        v = x.f32()[off];
+        v = elements<T>(x)[off];
       }
       best = std::max(best, v);
     });
     if (missing)
       return kTooLittle;
     if (y)
-      y->f32()[at] = static_cast<float>(best);
+      elements<T>(*y)[at] = static_cast<T>(best);
     if (indices) {
       int64_t index = 9000000000000000000LL;
       forWindow(pool, o, k, xs, [&](bool inside) {
         if (!inside || index != 9000000000000000000LL)
           return;
-        if (static_cast<double>(x.f32()[reader.offset(n, c, xs.data())]) ==
-            best) {
+        if (static_cast<double>(
+                elements<T>(x)[reader.offset(n, c, xs.data())]) == best) {
           int64_t flat = (n * C + c) * plane;
           for (size_t s = 0; s < pool.nsp; ++s)
             flat += xs[s] * sstr[s];
@@ -289,14 +291,15 @@ std::string maxPool(const KernelArgs &args) {
   });
 }
 
-std::string averagePool(const KernelArgs &args) {
+template <typename T> std::string averagePool(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.size() != 1)
     return "expects input X and output Y";
   const TensorView &x = args.inputs[0], &y = args.outputs[0];
-  if (std::string err = checkPoolInput(x); !err.empty())
+  if (std::string err = checkPoolInput<T>(x); !err.empty())
     return err;
-  if (y.dtype != DType::F32 || y.globalShape.size() != x.globalShape.size())
-    return "Y must be float32 with X's rank";
+  if (y.dtype != FloatType<T>::dtype ||
+      y.globalShape.size() != x.globalShape.size())
+    return "Y must be " + floatName<T>() + " with X's rank";
   if (args.partialReduction)
     return unsupportedConfiguration(kPartialWindow);
   Pool pool;
@@ -321,14 +324,14 @@ std::string averagePool(const KernelArgs &args) {
         missing = true;
         return;
       }
-      sum += x.f32()[off];
+      sum += elements<T>(x)[off];
     });
     if (missing)
       return kTooLittle;
     double count = 1;
     for (size_t s = 0; s < pool.nsp; ++s)
       count *= static_cast<double>(pool.count(s, o[s]));
-    y.f32()[at] = static_cast<float>(sum / count);
+    elements<T>(y)[at] = static_cast<T>(sum / count);
     return "";
   });
 }
@@ -362,17 +365,18 @@ void forWindowsOf(const Pool &pool, const int64_t *x, std::vector<int64_t> &k,
   }
 }
 
-std::string maxPoolGrad(const KernelArgs &args) {
+template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
   if (args.inputs.size() != 3 || args.outputs.size() != 1)
     return "expects inputs (dY, X, Y) and output dX";
   const TensorView &dy = args.inputs[0], &x = args.inputs[1],
                    &y = args.inputs[2], &dx = args.outputs[0];
-  if (std::string err = checkPoolInput(x); !err.empty())
+  if (std::string err = checkPoolInput<T>(x); !err.empty())
     return err;
-  if (dy.dtype != DType::F32 || y.dtype != DType::F32 ||
-      dx.dtype != DType::F32 || dy.globalShape != y.globalShape ||
-      dx.globalShape != x.globalShape)
-    return "dY and Y must be float32 of Y's shape, dX of X's shape";
+  if (!isFloat<T>(dy) || !isFloat<T>(y) || dx.dtype != FloatType<T>::dtype ||
+      dy.globalShape != y.globalShape || dx.globalShape != x.globalShape)
+    return "dY and Y must be " + floatName<T>() +
+           " of Y's shape, dX of X's "
+           "shape";
   if (args.partialReduction)
     return unsupportedConfiguration(kPartialWindow);
   Pool pool;
@@ -390,7 +394,7 @@ std::string maxPoolGrad(const KernelArgs &args) {
     int64_t xo = rx.offset(n, c, xg);
     if (xo < 0)
       return kTooLittle;
-    double xv = x.f32()[xo], sum = 0;
+    double xv = elements<T>(x)[xo], sum = 0;
     bool missing = false;
     forWindowsOf(pool, xg, k, o, [&] {
       int64_t yo = ry.offset(n, c, o.data()), go = rdy.offset(n, c, o.data());
@@ -398,25 +402,27 @@ std::string maxPoolGrad(const KernelArgs &args) {
         missing = true;
         return;
       }
-      if (xv == static_cast<double>(y.f32()[yo]))
-        sum += dy.f32()[go];
+      if (xv == static_cast<double>(elements<T>(y)[yo]))
+        sum += elements<T>(dy)[go];
     });
     if (missing)
       return kTooLittle;
-    dx.f32()[at] = static_cast<float>(sum);
+    elements<T>(dx)[at] = static_cast<T>(sum);
     return "";
   });
 }
 
-std::string averagePoolGrad(const KernelArgs &args) {
+template <typename T> std::string averagePoolGrad(const KernelArgs &args) {
   if (args.inputs.size() != 2 || args.outputs.size() != 1)
     return "expects inputs (dY, X) and output dX";
   const TensorView &dy = args.inputs[0], &x = args.inputs[1],
                    &dx = args.outputs[0];
-  if (!x.present() || x.globalShape.size() < 3 || dx.dtype != DType::F32 ||
-      dy.dtype != DType::F32 || dx.globalShape != x.globalShape ||
+  if (!x.present() || x.globalShape.size() < 3 ||
+      dx.dtype != FloatType<T>::dtype || !isFloat<T>(dy) ||
+      dx.globalShape != x.globalShape ||
       dy.globalShape.size() != x.globalShape.size())
-    return "dY and dX must be float32 with X's rank, dX of X's shape";
+    return "dY and dX must be " + floatName<T>() +
+           " with X's rank, dX of X's shape";
   if (args.partialReduction)
     return unsupportedConfiguration(kPartialWindow);
   Pool pool;
@@ -442,11 +448,11 @@ std::string averagePoolGrad(const KernelArgs &args) {
       double count = 1;
       for (size_t s = 0; s < pool.nsp; ++s)
         count *= static_cast<double>(pool.count(s, o[s]));
-      sum += dy.f32()[go] / count;
+      sum += elements<T>(dy)[go] / count;
     });
     if (missing)
       return kTooLittle;
-    dx.f32()[at] = static_cast<float>(sum);
+    elements<T>(dx)[at] = static_cast<T>(sum);
     return "";
   });
 }
@@ -455,8 +461,11 @@ std::string averagePoolGrad(const KernelArgs &args) {
 
 void tofu::runtime::registerPoolKernels(void (*addKernel)(const char *,
                                                           KernelFn)) {
-  addKernel("MaxPool", maxPool);
-  addKernel("MaxPoolGrad", maxPoolGrad);
-  addKernel("AveragePool", averagePool);
-  addKernel("AveragePoolGrad", averagePoolGrad);
+  addKernel("MaxPool", byFloatType<maxPool<float>, maxPool<double>>);
+  addKernel("MaxPoolGrad",
+            byFloatType<maxPoolGrad<float>, maxPoolGrad<double>>);
+  addKernel("AveragePool",
+            byFloatType<averagePool<float>, averagePool<double>>);
+  addKernel("AveragePoolGrad",
+            byFloatType<averagePoolGrad<float>, averagePoolGrad<double>>);
 }

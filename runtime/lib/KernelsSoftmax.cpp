@@ -1,7 +1,8 @@
 //===- KernelsSoftmax.cpp - Softmax, LogSoftmax and their gradients -------===//
 //
 // Native kernels of tdl-specs/reduce.tdl's Softmax, LogSoftmax, SoftmaxGrad
-// and LogSoftmaxGrad (float32, any rank, attribute `axis`, default -1):
+// and LogSoftmaxGrad (float32 or float64: one template each, FloatKernel.h;
+// any rank, attribute `axis`, default -1):
 //   Softmax:        Y = exp(X - max) / sum(exp(X - max))
 //   LogSoftmax:     Y = X - max - log(sum(exp(X - max)))
 //   SoftmaxGrad:    dX = Y * (dY - sum(dY * Y))
@@ -17,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FloatKernel.h"
 #include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
@@ -41,8 +43,9 @@ struct AxisRows {
 
 /// `elementInput`: an input that may hold just the output box instead of
 /// whole rows (-1: none).
-std::string axisRows(const KernelArgs &args, size_t numInputs,
-                     AxisRows &rows, int elementInput = -1) {
+template <typename T>
+std::string axisRows(const KernelArgs &args, size_t numInputs, AxisRows &rows,
+                     int elementInput = -1) {
   if (args.inputs.size() != numInputs || args.outputs.size() != 1)
     return "expects " + std::to_string(numInputs) + " inputs and 1 output";
   const TensorView &out = args.outputs[0];
@@ -55,12 +58,13 @@ std::string axisRows(const KernelArgs &args, size_t numInputs,
            std::to_string(rank);
   if (axis < 0)
     axis += rank;
-  if (out.dtype != DType::F32)
-    return "the output must be float32";
+  if (out.dtype != FloatType<T>::dtype)
+    return "the output must be " + floatName<T>();
   for (size_t i = 0; i < numInputs; ++i) {
     const TensorView &in = args.inputs[i];
-    if (!in.present() || in.dtype != DType::F32)
-      return "input " + std::to_string(i) + " must be a float32 tensor";
+    if (!isFloat<T>(in))
+      return "input " + std::to_string(i) + " must be a " + floatName<T>() +
+             " tensor";
     if (in.globalShape != out.globalShape)
       return "input " + std::to_string(i) + " and the output differ in shape";
     bool whole = true, box = true;
@@ -94,7 +98,7 @@ std::string axisRows(const KernelArgs &args, size_t numInputs,
 /// address the block's first element in each operand (inputs: whole axis;
 /// output: its part of the axis). `stat` and `acc` are per-thread scratch
 /// rows of `inner` doubles.
-template <typename Block>
+template <typename T, typename Block>
 void forBlocks(const AxisRows &rows, const KernelArgs &args, Block block) {
   const int64_t inStride = rows.whole * rows.inner;
   const int64_t outStride = rows.len * rows.inner;
@@ -102,21 +106,21 @@ void forBlocks(const AxisRows &rows, const KernelArgs &args, Block block) {
               [&](int64_t begin, int64_t end) {
                 std::vector<double> stat(rows.inner), acc(rows.inner);
                 for (int64_t o = begin; o < end; ++o) {
-                  const float *a = args.inputs[0].f32() + o * inStride;
-                  const float *b =
+                  const T *a = elements<T>(args.inputs[0]) + o * inStride;
+                  const T *b =
                       args.inputs.size() > 1
-                          ? args.inputs[1].f32() +
+                          ? elements<T>(args.inputs[1]) +
                                 o * (rows.input1Whole ? inStride : outStride)
                           : nullptr;
-                  float *y = args.outputs[0].f32() + o * outStride;
+                  T *y = elements<T>(args.outputs[0]) + o * outStride;
                   block(a, b, y, stat.data(), acc.data());
                 }
               });
 }
 
 /// stat[i] = max over the axis of x, acc[i] = sum of exp(x - max).
-void maxAndSumExp(const AxisRows &rows, const float *x, double *stat,
-                  double *acc) {
+template <typename T>
+void maxAndSumExp(const AxisRows &rows, const T *x, double *stat, double *acc) {
   const int64_t inner = rows.inner;
   std::fill(stat, stat + inner, -std::numeric_limits<double>::infinity());
   std::fill(acc, acc + inner, 0.0);
@@ -128,84 +132,85 @@ void maxAndSumExp(const AxisRows &rows, const float *x, double *stat,
       acc[i] += std::exp(static_cast<double>(x[j * inner + i]) - stat[i]);
 }
 
-std::string softmax(const KernelArgs &args) {
+template <typename T> std::string softmax(const KernelArgs &args) {
   AxisRows rows;
-  if (std::string err = axisRows(args, 1, rows); !err.empty())
+  if (std::string err = axisRows<T>(args, 1, rows); !err.empty())
     return err;
   const int64_t inner = rows.inner;
-  forBlocks(rows, args, [&](const float *x, const float *, float *y,
-                            double *mx, double *sum) {
-    maxAndSumExp(rows, x, mx, sum);
-    for (int64_t j = 0; j < rows.len; ++j)
-      for (int64_t i = 0; i < inner; ++i)
-        y[j * inner + i] = static_cast<float>(
-            std::exp(static_cast<double>(x[(rows.lo + j) * inner + i]) -
-                     mx[i]) /
-            sum[i]);
-  });
+  forBlocks<T>(
+      rows, args, [&](const T *x, const T *, T *y, double *mx, double *sum) {
+        maxAndSumExp(rows, x, mx, sum);
+        for (int64_t j = 0; j < rows.len; ++j)
+          for (int64_t i = 0; i < inner; ++i)
+            y[j * inner + i] = static_cast<T>(
+                std::exp(static_cast<double>(x[(rows.lo + j) * inner + i]) -
+                         mx[i]) /
+                sum[i]);
+      });
   return "";
 }
 
-std::string logSoftmax(const KernelArgs &args) {
+template <typename T> std::string logSoftmax(const KernelArgs &args) {
   AxisRows rows;
-  if (std::string err = axisRows(args, 1, rows); !err.empty())
+  if (std::string err = axisRows<T>(args, 1, rows); !err.empty())
     return err;
   const int64_t inner = rows.inner;
-  forBlocks(rows, args, [&](const float *x, const float *, float *y,
-                            double *mx, double *sum) {
-    maxAndSumExp(rows, x, mx, sum);
-    for (int64_t i = 0; i < inner; ++i)
-      sum[i] = mx[i] + std::log(sum[i]);
-    for (int64_t j = 0; j < rows.len; ++j)
-      for (int64_t i = 0; i < inner; ++i)
-        y[j * inner + i] = static_cast<float>(
-            static_cast<double>(x[(rows.lo + j) * inner + i]) - sum[i]);
-  });
+  forBlocks<T>(
+      rows, args, [&](const T *x, const T *, T *y, double *mx, double *sum) {
+        maxAndSumExp(rows, x, mx, sum);
+        for (int64_t i = 0; i < inner; ++i)
+          sum[i] = mx[i] + std::log(sum[i]);
+        for (int64_t j = 0; j < rows.len; ++j)
+          for (int64_t i = 0; i < inner; ++i)
+            y[j * inner + i] = static_cast<T>(
+                static_cast<double>(x[(rows.lo + j) * inner + i]) - sum[i]);
+      });
   return "";
 }
 
-std::string softmaxGrad(const KernelArgs &args) {
+template <typename T> std::string softmaxGrad(const KernelArgs &args) {
   AxisRows rows;
-  if (std::string err = axisRows(args, 2, rows); !err.empty())
+  if (std::string err = axisRows<T>(args, 2, rows); !err.empty())
     return err;
   const int64_t inner = rows.inner;
-  forBlocks(rows, args, [&](const float *dy, const float *y, float *dx,
-                            double *dot, double *) {
-    std::fill(dot, dot + inner, 0.0);
-    for (int64_t j = 0; j < rows.whole; ++j)
-      for (int64_t i = 0; i < inner; ++i)
-        dot[i] += static_cast<double>(dy[j * inner + i]) * y[j * inner + i];
-    for (int64_t j = 0; j < rows.len; ++j)
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t at = (rows.lo + j) * inner + i;
-        dx[j * inner + i] = static_cast<float>(
-            static_cast<double>(y[at]) * (static_cast<double>(dy[at]) - dot[i]));
-      }
-  });
+  forBlocks<T>(
+      rows, args, [&](const T *dy, const T *y, T *dx, double *dot, double *) {
+        std::fill(dot, dot + inner, 0.0);
+        for (int64_t j = 0; j < rows.whole; ++j)
+          for (int64_t i = 0; i < inner; ++i)
+            dot[i] += static_cast<double>(dy[j * inner + i]) * y[j * inner + i];
+        for (int64_t j = 0; j < rows.len; ++j)
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t at = (rows.lo + j) * inner + i;
+            dx[j * inner + i] =
+                static_cast<T>(static_cast<double>(y[at]) *
+                               (static_cast<double>(dy[at]) - dot[i]));
+          }
+      });
   return "";
 }
 
-std::string logSoftmaxGrad(const KernelArgs &args) {
+template <typename T> std::string logSoftmaxGrad(const KernelArgs &args) {
   AxisRows rows;
-  if (std::string err = axisRows(args, 2, rows, /*elementInput=*/1);
+  if (std::string err = axisRows<T>(args, 2, rows, /*elementInput=*/1);
       !err.empty())
     return err;
   const int64_t inner = rows.inner;
-  forBlocks(rows, args, [&](const float *dy, const float *y, float *dx,
-                            double *sum, double *) {
-    std::fill(sum, sum + inner, 0.0);
-    for (int64_t j = 0; j < rows.whole; ++j)
-      for (int64_t i = 0; i < inner; ++i)
-        sum[i] += dy[j * inner + i];
-    for (int64_t j = 0; j < rows.len; ++j)
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t at = (rows.lo + j) * inner + i;
-        int64_t yAt = rows.input1Whole ? at : j * inner + i;
-        dx[j * inner + i] = static_cast<float>(
-            static_cast<double>(dy[at]) -
-            std::exp(static_cast<double>(y[yAt])) * sum[i]);
-      }
-  });
+  forBlocks<T>(
+      rows, args, [&](const T *dy, const T *y, T *dx, double *sum, double *) {
+        std::fill(sum, sum + inner, 0.0);
+        for (int64_t j = 0; j < rows.whole; ++j)
+          for (int64_t i = 0; i < inner; ++i)
+            sum[i] += dy[j * inner + i];
+        for (int64_t j = 0; j < rows.len; ++j)
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t at = (rows.lo + j) * inner + i;
+            int64_t yAt = rows.input1Whole ? at : j * inner + i;
+            dx[j * inner + i] =
+                static_cast<T>(static_cast<double>(dy[at]) -
+                               std::exp(static_cast<double>(y[yAt])) * sum[i]);
+          }
+      });
   return "";
 }
 
@@ -213,8 +218,10 @@ std::string logSoftmaxGrad(const KernelArgs &args) {
 
 void tofu::runtime::registerSoftmaxKernels(void (*addKernel)(const char *,
                                                              KernelFn)) {
-  addKernel("Softmax", softmax);
-  addKernel("LogSoftmax", logSoftmax);
-  addKernel("SoftmaxGrad", softmaxGrad);
-  addKernel("LogSoftmaxGrad", logSoftmaxGrad);
+  addKernel("Softmax", byFloatType<softmax<float>, softmax<double>>);
+  addKernel("LogSoftmax", byFloatType<logSoftmax<float>, logSoftmax<double>>);
+  addKernel("SoftmaxGrad",
+            byFloatType<softmaxGrad<float>, softmaxGrad<double>>);
+  addKernel("LogSoftmaxGrad",
+            byFloatType<logSoftmaxGrad<float>, logSoftmaxGrad<double>>);
 }
