@@ -102,7 +102,8 @@ bool tofu::runtime::isUnsupportedConfiguration(const std::string &error) {
 }
 
 bool tofu::runtime::nativeKernelsHandle(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::I64 || dtype == DType::Bool;
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I64 ||
+         dtype == DType::Bool;
 }
 
 bool tofu::runtime::hasNativeKernel(const std::string &kernel) {
@@ -136,7 +137,7 @@ std::string tofu::runtime::runCompute(
 
   KernelFn native = path == ComputePath::Interpreter ? nullptr
                                                       : lookupKernel(kernel);
-  // The native kernels were written for float32 data with int64 and bool
+  // The native kernels take float32 or float64 data with int64 and bool
   // operands; an operand of any other element type goes to the interpreter,
   // which converts every element (never a native kernel reading bytes as
   // the wrong type).
@@ -151,8 +152,10 @@ std::string tofu::runtime::runCompute(
     checkNativeType(v);
   if (native && !foreignType.empty()) {
     if (path == ComputePath::Native || programs.empty())
-      return who + "the native CPU kernel handles float32 (with int64 and "
-                   "bool operands) only, not " + foreignType +
+      return who +
+             "the native CPU kernel handles float32 and float64 (with "
+             "int64 and bool operands) only, not " +
+             foreignType +
              (programs.empty() ? "; the op has no expression program for the "
                                  "interpreter either (its TDL spec is opaque)"
                                : "");

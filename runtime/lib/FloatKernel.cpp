@@ -5,15 +5,27 @@
 using namespace tofu::runtime;
 
 bool tofu::runtime::isFloatType(plan::DType type) {
-  return type == plan::DType::F32 || type == FloatType<double>::dtype;
+  return type == plan::DType::F32 || type == plan::DType::F64;
 }
 
-bool tofu::runtime::kernelFloatType(const KernelArgs &args, plan::DType &type) {
+std::string tofu::runtime::kernelFloatType(const KernelArgs &args,
+                                           plan::DType &type) {
+  bool found = false;
   for (const auto *operands : {&args.outputs, &args.inputs})
-    for (const TensorView &v : *operands)
-      if (v.present() && isFloatType(v.dtype)) {
+    for (const TensorView &v : *operands) {
+      if (!v.present() || !isFloatType(v.dtype))
+        continue;
+      if (!found) {
         type = v.dtype;
-        return true;
+        found = true;
+      } else if (v.dtype != type) {
+        return unsupportedConfiguration(
+            "mixed float32 and float64 operands (the native kernels compute "
+            "in one of them)");
       }
-  return false;
+    }
+  if (!found)
+    return "no floating-point operand: the operands must be float32 or "
+           "float64";
+  return "";
 }

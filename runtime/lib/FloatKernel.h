@@ -8,10 +8,12 @@
 //   addKernel("Relu", byFloatType<relu<float>, relu<double>>);
 //
 // The element type of a call is that of its first float output (else of
-// its first float input); each kernel then checks that every float operand
-// has that type (`isFloat<T>`), so mixed float32/float64 operands are an
-// error naming the operand, never a silent reinterpretation of its bytes.
-// Integer operands (labels, pooling indices) keep their own types.
+// its first float input). A call that mixes float32 and float64 operands is
+// declined as an unsupported configuration (runCompute then lets the
+// expression interpreter convert every element), never a reinterpretation of
+// an operand's bytes; each kernel still checks its own operands' types
+// (`isFloat<T>`). Integer operands (labels, pooling indices) keep their own
+// types.
 // Internal to tofu_runtime.
 //
 //===----------------------------------------------------------------------===//
@@ -31,7 +33,7 @@ template <> struct FloatType<float> {
   static constexpr const char *name = "float32";
 };
 template <> struct FloatType<double> {
-  static constexpr plan::DType dtype = static_cast<plan::DType>(3); // TEMP-F64
+  static constexpr plan::DType dtype = plan::DType::F64;
   static constexpr const char *name = "float64";
 };
 
@@ -52,19 +54,19 @@ template <typename T> std::string floatName() { return FloatType<T>::name; }
 bool isFloatType(plan::DType type);
 
 /// The element type a float kernel call computes in: that of its first
-/// present floating-point output, else of its first floating-point input;
-/// false when no operand is floating point.
-bool kernelFloatType(const KernelArgs &args, plan::DType &type);
+/// present floating-point output, else of its first floating-point input.
+/// Returns an error (unsupportedConfiguration when float32 and float64 are
+/// mixed), or "" with `type` set.
+std::string kernelFloatType(const KernelArgs &args, plan::DType &type);
 
 /// A registered kernel: runs `F32` or `F64` (instantiations of one template)
 /// by the call's element type (kernelFloatType).
 template <KernelFn F32, KernelFn F64>
 std::string byFloatType(const KernelArgs &args) {
   plan::DType type;
-  if (!kernelFloatType(args, type))
-    return "no floating-point operand: the operands must be float32 or "
-           "float64";
-  return type == FloatType<double>::dtype ? F64(args) : F32(args);
+  if (std::string err = kernelFloatType(args, type); !err.empty())
+    return err;
+  return type == plan::DType::F64 ? F64(args) : F32(args);
 }
 
 } // namespace tofu::runtime

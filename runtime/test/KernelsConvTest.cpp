@@ -6,7 +6,9 @@
 // strides, asymmetric pads, dilations and groups. Partitioned execution:
 // local boxes with halos, channel and kernel splits giving partial sums
 // (which must add up to the reference), and a missing halo (an error, never
-// a wrong value).
+// a wrong value). Every test is typed: the kernels are templates over float
+// and double, and each runs in float32 (1e-4 of the reference) and float64
+// (1e-12: the same sums in another order).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 
 using namespace tofu::runtime;
 using tofu::plan::Attr;
@@ -25,6 +28,13 @@ using tofu::plan::DType;
 namespace {
 
 using Shape = std::vector<int64_t>;
+
+/// The element types every kernel test runs in.
+using FloatTypes = ::testing::Types<float, double>;
+template <typename T> class MatMulKernel : public ::testing::Test {};
+TYPED_TEST_SUITE(MatMulKernel, FloatTypes);
+template <typename T> class ConvKernels : public ::testing::Test {};
+TYPED_TEST_SUITE(ConvKernels, FloatTypes);
 
 int64_t count(const Shape &s) {
   int64_t n = 1;
@@ -45,8 +55,9 @@ struct Tensor {
       f = f * shape[d] + idx[d];
     return f;
   }
-  std::vector<float> floats() const {
-    return std::vector<float>(v.begin(), v.end());
+  /// The elements as T (float or double).
+  template <typename T> std::vector<T> as() const {
+    return std::vector<T>(v.begin(), v.end());
   }
 };
 
@@ -78,24 +89,30 @@ bool next(Shape &idx, const Shape &lo, const Shape &hi) {
 
 Box whole(const Shape &s) { return {Shape(s.size(), 0), s}; }
 
-/// The elements of `t` in box `b`, row-major, as float.
-std::vector<float> slice(const Tensor &t, const Box &b) {
-  std::vector<float> out;
+/// The runtime element type of T.
+template <typename T>
+const DType kDType = std::is_same_v<T, double> ? DType::F64 : DType::F32;
+
+/// The elements of `t` in box `b`, row-major, as T.
+template <typename T> std::vector<T> slice(const Tensor &t, const Box &b) {
+  std::vector<T> out;
   Box bb = b;
   for (size_t d = 0; d < bb.lo.size(); ++d)
     if (bb.lo[d] >= bb.hi[d])
       return out;
   Shape idx = b.lo;
   do
-    out.push_back(static_cast<float>(t.at(idx)));
+    out.push_back(static_cast<T>(t.at(idx)));
   while (next(idx, b.lo, b.hi));
   return out;
 }
 
-/// Expects `got` (box `b` of a tensor) to equal `want` in that box.
-void expectBox(const std::vector<float> &got, const Tensor &want, const Box &b,
-               double tol = 1e-4) {
-  std::vector<float> w = slice(want, b);
+/// Expects `got` (box `b` of a tensor) to equal `want` in that box, to
+/// float32's or float64's rounding.
+template <typename T>
+void expectBox(const std::vector<T> &got, const Tensor &want, const Box &b) {
+  const double tol = std::is_same_v<T, double> ? 1e-12 : 1e-4;
+  std::vector<double> w = slice<double>(want, b);
   ASSERT_EQ(got.size(), w.size());
   for (size_t i = 0; i < w.size(); ++i)
     ASSERT_NEAR(got[i], w[i], tol * (1 + std::fabs(w[i]))) << "element " << i;
@@ -162,7 +179,8 @@ Tensor refMatMul(const Tensor &A, const Tensor &B) {
   return Y;
 }
 
-TEST(MatMulKernel, BatchedBroadcastingAndVectors) {
+TYPED_TEST(MatMulKernel, BatchedBroadcastingAndVectors) {
+  using T = TypeParam;
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{3, 4}, {4, 5}},       {{2, 3, 4}, {4, 5}},    {{4}, {2, 4, 3}},
       {{2, 1, 3, 4}, {5, 4, 6}}, {{3, 4}, {4}},       {{4}, {4}},
@@ -173,23 +191,23 @@ TEST(MatMulKernel, BatchedBroadcastingAndVectors) {
     SCOPED_TRACE(::testing::Message() << "case " << seed);
     Tensor A = random(sa, seed++), B = random(sb, seed++);
     Tensor want = refMatMul(A, B);
-    std::vector<float> a = A.floats(), b = B.floats(),
-                       y(count(want.shape), -7.0f);
+    std::vector<T> a = A.as<T>(), b = B.as<T>(), y(count(want.shape), T(-7));
     a.reserve(1); // a present (non-null) buffer even with no elements
     b.reserve(1);
     y.reserve(1);
     ComputePath used;
     ASSERT_EQ(runCompute("MatMul", {},
-                         {TensorView::whole(a.data(), DType::F32, sa),
-                          TensorView::whole(b.data(), DType::F32, sb)},
-                         {TensorView::whole(y.data(), DType::F32, want.shape)},
+                         {TensorView::whole(a.data(), kDType<T>, sa),
+                          TensorView::whole(b.data(), kDType<T>, sb)},
+                         {TensorView::whole(y.data(), kDType<T>, want.shape)},
                          {}, {}, ComputePath::Native, &used),
               "");
     expectBox(y, want, whole(want.shape));
   }
 }
 
-TEST(MatMulKernel, LocalBoxesAndPartialK) {
+TYPED_TEST(MatMulKernel, LocalBoxesAndPartialK) {
+  using T = TypeParam;
   // Y [2, 5, 6] = A [2, 5, 8] x B [8, 6]; this device: batch 1, rows
   // [1, 4), columns [2, 5), K slice [3, 7) (a partial product).
   Tensor A = random({2, 5, 8}, 1), B = random({8, 6}, 2);
@@ -201,26 +219,24 @@ TEST(MatMulKernel, LocalBoxesAndPartialK) {
           part.at({e, m, n}) += A.at({e, m, k}) * B.at({k, n});
   Box aBox{{1, 0, 3}, {2, 5, 7}}, bBox{{3, 0}, {7, 6}},
       yBox{{1, 1, 2}, {2, 4, 5}};
-  std::vector<float> a = slice(A, aBox), b = slice(B, bBox), y(9, -7.0f);
-  ASSERT_EQ(runCompute("MatMul", {},
-                       {TensorView::ofRegion(a.data(), DType::F32, aBox,
-                                             A.shape),
-                        TensorView::ofRegion(b.data(), DType::F32, bBox,
-                                             B.shape)},
-                       {TensorView::ofRegion(y.data(), DType::F32, yBox,
-                                             {2, 5, 6})},
-                       {}, {}, ComputePath::Native),
-            "");
+  std::vector<T> a = slice<T>(A, aBox), b = slice<T>(B, bBox), y(9, T(-7));
+  ASSERT_EQ(
+      runCompute("MatMul", {},
+                 {TensorView::ofRegion(a.data(), kDType<T>, aBox, A.shape),
+                  TensorView::ofRegion(b.data(), kDType<T>, bBox, B.shape)},
+                 {TensorView::ofRegion(y.data(), kDType<T>, yBox, {2, 5, 6})},
+                 {}, {}, ComputePath::Native),
+      "");
   expectBox(y, part, yBox);
 
   // Different K slices in A and B: not a wrong value.
   Box bOther{{2, 0}, {6, 6}};
-  std::vector<float> b2 = slice(B, bOther);
+  std::vector<T> b2 = slice<T>(B, bOther);
   std::string err = runCompute(
       "MatMul", {},
-      {TensorView::ofRegion(a.data(), DType::F32, aBox, A.shape),
-       TensorView::ofRegion(b2.data(), DType::F32, bOther, B.shape)},
-      {TensorView::ofRegion(y.data(), DType::F32, yBox, {2, 5, 6})}, {}, {});
+      {TensorView::ofRegion(a.data(), kDType<T>, aBox, A.shape),
+       TensorView::ofRegion(b2.data(), kDType<T>, bOther, B.shape)},
+      {TensorView::ofRegion(y.data(), kDType<T>, yBox, {2, 5, 6})}, {}, {});
   EXPECT_NE(err.find("holds K"), std::string::npos) << err;
 }
 
@@ -320,7 +336,8 @@ std::vector<ConvCase> convCases() {
   };
 }
 
-TEST(ConvKernels, WholeTensorsMatchTheReference) {
+TYPED_TEST(ConvKernels, WholeTensorsMatchTheReference) {
+  using T = TypeParam;
   uint32_t seed = 100;
   for (const ConvCase &c : convCases()) {
     SCOPED_TRACE(c.describe());
@@ -340,21 +357,20 @@ TEST(ConvKernels, WholeTensorsMatchTheReference) {
     for (int64_t f = 0; f < count(c.yShape()); ++f)
       YB.v[f] += B.v[(f / count(c.out())) % c.M];
 
-    std::vector<float> x = X.floats(), w = W.floats(), b = B.floats(),
-                       dy = dY.floats();
+    std::vector<T> x = X.as<T>(), w = W.as<T>(), b = B.as<T>(), dy = dY.as<T>();
     auto run = [&](const char *kernel, std::vector<TensorView> in,
                    const Shape &outShape, const Tensor &want) {
       SCOPED_TRACE(kernel);
-      std::vector<float> out(count(outShape), -7.0f);
+      std::vector<T> out(count(outShape), T(-7));
       ComputePath used;
       ASSERT_EQ(runCompute(kernel, c.attrs(), in,
-                           {TensorView::whole(out.data(), DType::F32, outShape)},
+                           {TensorView::whole(out.data(), kDType<T>, outShape)},
                            {}, {}, ComputePath::Native, &used),
                 "");
       expectBox(out, want, whole(outShape));
     };
-    auto v = [](std::vector<float> &d, const Shape &s) {
-      return TensorView::whole(d.data(), DType::F32, s);
+    auto v = [](std::vector<T> &d, const Shape &s) {
+      return TensorView::whole(d.data(), kDType<T>, s);
     };
     run("Conv", {v(x, c.xShape()), v(w, c.wShape())}, c.yShape(), Y);
     run("Conv", {v(x, c.xShape()), v(w, c.wShape()), v(b, {c.M})}, c.yShape(),
@@ -379,7 +395,8 @@ std::pair<int64_t, int64_t> inputRange(const ConvCase &c, size_t s, int64_t o0,
   return {std::max<int64_t>(lo, 0), std::min(hi, c.in[s])};
 }
 
-TEST(ConvKernels, SpatialSplitWithHalo) {
+TYPED_TEST(ConvKernels, SpatialSplitWithHalo) {
+  using T = TypeParam;
   uint32_t seed = 300;
   for (const ConvCase &c : convCases()) {
     SCOPED_TRACE(c.describe());
@@ -389,7 +406,7 @@ TEST(ConvKernels, SpatialSplitWithHalo) {
                        const Shape &o, const Shape &kk, const Shape &i) {
       Y.at(cat({n, m}, o)) += X.at(cat({n, ch}, i)) * W.at(cat({m, cw}, kk));
     });
-    std::vector<float> w = W.floats();
+    std::vector<T> w = W.as<T>();
     const Shape out = c.out();
     // Three parts along the first spatial output dimension, and the
     // second half of the output channels.
@@ -405,17 +422,16 @@ TEST(ConvKernels, SpatialSplitWithHalo) {
       auto [i0, i1] = inputRange(c, 0, o0, o1);
       xBox.lo[2] = i0;
       xBox.hi[2] = std::max(i0, i1);
-      std::vector<float> x = slice(X, xBox), y(count(c.yShape()), -7.0f);
-      y.resize(slice(Y, yBox).size());
-      ASSERT_EQ(runCompute("Conv", c.attrs(),
-                           {TensorView::ofRegion(x.data(), DType::F32, xBox,
-                                                 c.xShape()),
-                            TensorView::whole(w.data(), DType::F32,
-                                              c.wShape())},
-                           {TensorView::ofRegion(y.data(), DType::F32, yBox,
-                                                 c.yShape())},
-                           {}, {}, ComputePath::Native),
-                "")
+      std::vector<T> x = slice<T>(X, xBox), y(count(c.yShape()), T(-7));
+      y.resize(slice<T>(Y, yBox).size());
+      ASSERT_EQ(
+          runCompute(
+              "Conv", c.attrs(),
+              {TensorView::ofRegion(x.data(), kDType<T>, xBox, c.xShape()),
+               TensorView::whole(w.data(), kDType<T>, c.wShape())},
+              {TensorView::ofRegion(y.data(), kDType<T>, yBox, c.yShape())}, {},
+              {}, ComputePath::Native),
+          "")
           << "part " << part;
       expectBox(y, Y, yBox);
 
@@ -424,13 +440,13 @@ TEST(ConvKernels, SpatialSplitWithHalo) {
       if (xBox.hi[2] - xBox.lo[2] >= 2 && i1 <= c.in[0] && i1 > i0) {
         Box small = xBox;
         small.hi[2] -= 1;
-        std::vector<float> xs = slice(X, small);
+        std::vector<T> xs = slice<T>(X, small);
         std::string err = runCompute(
             "Conv", c.attrs(),
-            {TensorView::ofRegion(xs.data(), DType::F32, small, c.xShape()),
-             TensorView::whole(w.data(), DType::F32, c.wShape())},
-            {TensorView::ofRegion(y.data(), DType::F32, yBox, c.yShape())},
-            {}, {});
+            {TensorView::ofRegion(xs.data(), kDType<T>, small, c.xShape()),
+             TensorView::whole(w.data(), kDType<T>, c.wShape())},
+            {TensorView::ofRegion(y.data(), kDType<T>, yBox, c.yShape())}, {},
+            {});
         EXPECT_NE(err.find("unsupported configuration"), std::string::npos)
             << err;
       }
@@ -438,7 +454,8 @@ TEST(ConvKernels, SpatialSplitWithHalo) {
   }
 }
 
-TEST(ConvKernels, ChannelAndKernelSplitsGivePartialSums) {
+TYPED_TEST(ConvKernels, ChannelAndKernelSplitsGivePartialSums) {
+  using T = TypeParam;
   uint32_t seed = 500;
   for (const ConvCase &c : convCases()) {
     SCOPED_TRACE(c.describe());
@@ -471,26 +488,26 @@ TEST(ConvKernels, ChannelAndKernelSplitsGivePartialSums) {
           xBox.lo[1] = c0;
           xBox.hi[1] = c1;
         }
-        std::vector<float> x = slice(X, xBox), w = slice(W, wBox),
-                           y(count(c.yShape()), -7.0f);
-        ASSERT_EQ(runCompute("Conv", c.attrs(),
-                             {TensorView::ofRegion(x.data(), DType::F32, xBox,
-                                                   c.xShape()),
-                              TensorView::ofRegion(w.data(), DType::F32, wBox,
-                                                   c.wShape())},
-                             {TensorView::whole(y.data(), DType::F32,
-                                                c.yShape())},
-                             {}, {}, ComputePath::Native),
-                  "");
+        std::vector<T> x = slice<T>(X, xBox), w = slice<T>(W, wBox),
+                       y(count(c.yShape()), T(-7));
+        ASSERT_EQ(
+            runCompute(
+                "Conv", c.attrs(),
+                {TensorView::ofRegion(x.data(), kDType<T>, xBox, c.xShape()),
+                 TensorView::ofRegion(w.data(), kDType<T>, wBox, c.wShape())},
+                {TensorView::whole(y.data(), kDType<T>, c.yShape())}, {}, {},
+                ComputePath::Native),
+            "");
         for (size_t e = 0; e < y.size(); ++e)
           sum[e] += y[e];
       }
-    std::vector<float> got(sum.begin(), sum.end());
+    std::vector<T> got(sum.begin(), sum.end());
     expectBox(got, Y, whole(c.yShape()));
   }
 }
 
-TEST(ConvKernels, GradientsOnLocalBoxes) {
+TYPED_TEST(ConvKernels, GradientsOnLocalBoxes) {
+  using T = TypeParam;
   uint32_t seed = 700;
   for (const ConvCase &c : convCases()) {
     SCOPED_TRACE(c.describe());
@@ -504,7 +521,7 @@ TEST(ConvKernels, GradientsOnLocalBoxes) {
     });
     for (int64_t f = 0; f < count(c.yShape()); ++f)
       dB.v[(f / count(c.out())) % c.M] += dY.v[f];
-    std::vector<float> w = W.floats();
+    std::vector<T> w = W.as<T>();
     const Shape out = c.out();
 
     // ConvGradInput: dX split in two along the first spatial dimension;
@@ -526,18 +543,16 @@ TEST(ConvKernels, GradientsOnLocalBoxes) {
       Box dyBox = whole(c.yShape());
       dyBox.lo[2] = std::min(oLo, oHi);
       dyBox.hi[2] = oHi;
-      std::vector<float> dy = slice(dY, dyBox), dx(slice(dX, dxBox).size());
-      ASSERT_EQ(runCompute("ConvGradInput", c.attrs(),
-                           {TensorView::ofRegion(dy.data(), DType::F32, dyBox,
-                                                 c.yShape()),
-                            TensorView::whole(w.data(), DType::F32,
-                                              c.wShape()),
-                            TensorView::ofRegion(nullptr, DType::F32, dxBox,
-                                                 c.xShape())},
-                           {TensorView::ofRegion(dx.data(), DType::F32, dxBox,
-                                                 c.xShape())},
-                           {}, {}, ComputePath::Native),
-                "")
+      std::vector<T> dy = slice<T>(dY, dyBox), dx(slice<T>(dX, dxBox).size());
+      ASSERT_EQ(
+          runCompute(
+              "ConvGradInput", c.attrs(),
+              {TensorView::ofRegion(dy.data(), kDType<T>, dyBox, c.yShape()),
+               TensorView::whole(w.data(), kDType<T>, c.wShape()),
+               TensorView::ofRegion(nullptr, kDType<T>, dxBox, c.xShape())},
+              {TensorView::ofRegion(dx.data(), kDType<T>, dxBox, c.xShape())},
+              {}, {}, ComputePath::Native),
+          "")
           << "part " << part;
       expectBox(dx, dX, dxBox);
     }
@@ -547,8 +562,7 @@ TEST(ConvKernels, GradientsOnLocalBoxes) {
     // the output channels.
     Box dwBox = whole(c.wShape());
     dwBox.lo[0] = c.M / 2;
-    std::vector<double> sumW(slice(dW, dwBox).size(), 0.0),
-        sumB(c.M, 0.0);
+    std::vector<double> sumW(slice<T>(dW, dwBox).size(), 0.0), sumB(c.M, 0.0);
     for (int64_t n = 0; n < c.N; ++n)
       for (int part = 0; part < 2; ++part) {
         int64_t o0 = out[0] * part / 2, o1 = out[0] * (part + 1) / 2;
@@ -565,22 +579,21 @@ TEST(ConvKernels, GradientsOnLocalBoxes) {
         auto [i0, i1] = inputRange(c, 0, o0, o1);
         xBox.lo[2] = i0;
         xBox.hi[2] = std::max(i0, i1);
-        std::vector<float> dy = slice(dY, dyBox), x = slice(X, xBox),
-                           dw(sumW.size(), -7.0f), db(c.M, -7.0f);
-        ASSERT_EQ(runCompute("ConvGradWeight", c.attrs(),
-                             {TensorView::ofRegion(dy.data(), DType::F32,
-                                                   dyBox, c.yShape()),
-                              TensorView::ofRegion(x.data(), DType::F32, xBox,
-                                                   c.xShape()),
-                              TensorView::absent()},
-                             {TensorView::ofRegion(dw.data(), DType::F32,
-                                                   dwBox, c.wShape())},
-                             {}, {}, ComputePath::Native),
-                  "");
+        std::vector<T> dy = slice<T>(dY, dyBox), x = slice<T>(X, xBox),
+                       dw(sumW.size(), T(-7)), db(c.M, T(-7));
+        ASSERT_EQ(
+            runCompute(
+                "ConvGradWeight", c.attrs(),
+                {TensorView::ofRegion(dy.data(), kDType<T>, dyBox, c.yShape()),
+                 TensorView::ofRegion(x.data(), kDType<T>, xBox, c.xShape()),
+                 TensorView::absent()},
+                {TensorView::ofRegion(dw.data(), kDType<T>, dwBox, c.wShape())},
+                {}, {}, ComputePath::Native),
+            "");
         ASSERT_EQ(runCompute("ConvBiasGrad", c.attrs(),
-                             {TensorView::ofRegion(dy.data(), DType::F32,
-                                                   dyBox, c.yShape())},
-                             {TensorView::whole(db.data(), DType::F32, {c.M})},
+                             {TensorView::ofRegion(dy.data(), kDType<T>, dyBox,
+                                                   c.yShape())},
+                             {TensorView::whole(db.data(), kDType<T>, {c.M})},
                              {}, {}, ComputePath::Native),
                   "");
         for (size_t e = 0; e < dw.size(); ++e)
@@ -588,20 +601,20 @@ TEST(ConvKernels, GradientsOnLocalBoxes) {
         for (int64_t m = 0; m < c.M; ++m)
           sumB[m] += db[m];
       }
-    expectBox(std::vector<float>(sumW.begin(), sumW.end()), dW, dwBox);
-    expectBox(std::vector<float>(sumB.begin(), sumB.end()), dB, whole({c.M}));
+    expectBox(std::vector<T>(sumW.begin(), sumW.end()), dW, dwBox);
+    expectBox(std::vector<T>(sumB.begin(), sumB.end()), dB, whole({c.M}));
   }
 }
 
-TEST(ConvKernels, AttributeErrors) {
+TYPED_TEST(ConvKernels, AttributeErrors) {
+  using T = TypeParam;
   ConvCase c{1, 2, 2, 1, {5}, {3}, {1}, {0, 0}, {1}};
-  std::vector<float> x(10), w(12), y(6);
+  std::vector<T> x(10), w(12), y(6);
   auto run = [&](std::vector<Attr> attrs, Shape yShape) {
     return runCompute("Conv", attrs,
-                      {TensorView::whole(x.data(), DType::F32, c.xShape()),
-                       TensorView::whole(w.data(), DType::F32, c.wShape())},
-                      {TensorView::whole(y.data(), DType::F32, yShape)}, {},
-                      {});
+                      {TensorView::whole(x.data(), kDType<T>, c.xShape()),
+                       TensorView::whole(w.data(), kDType<T>, c.wShape())},
+                      {TensorView::whole(y.data(), kDType<T>, yShape)}, {}, {});
   };
   EXPECT_EQ(run(c.attrs(), c.yShape()), "");
   Attr autoPad;
@@ -614,11 +627,11 @@ TEST(ConvKernels, AttributeErrors) {
   autoPad.s = "SAME_UPPER";
   EXPECT_NE(run({autoPad}, c.yShape()).find("output extent 3"),
             std::string::npos);
-  std::vector<float> ySame(10);
+  std::vector<T> ySame(10);
   EXPECT_EQ(runCompute("Conv", {autoPad},
-                       {TensorView::whole(x.data(), DType::F32, c.xShape()),
-                        TensorView::whole(w.data(), DType::F32, c.wShape())},
-                       {TensorView::whole(ySame.data(), DType::F32, {1, 2, 5})},
+                       {TensorView::whole(x.data(), kDType<T>, c.xShape()),
+                        TensorView::whole(w.data(), kDType<T>, c.wShape())},
+                       {TensorView::whole(ySame.data(), kDType<T>, {1, 2, 5})},
                        {}, {}),
             "");
   EXPECT_NE(run({ints("kernel_shape", {2})}, c.yShape()).find("kernel_shape"),

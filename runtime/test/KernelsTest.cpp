@@ -1,10 +1,18 @@
 //===- KernelsTest.cpp - CPU kernels vs double-precision references -------===//
+//
+// Every call runs the kernel twice (`run`): in float32 on the test's float
+// data, and in float64 on the same values (the kernels are templates over
+// float and double). `expectNear` then checks the float32 result to the
+// test's tolerance and the float64 one to 1e-12 of the same reference.
+//
+//===----------------------------------------------------------------------===//
 
 #include "tofu/runtime/Kernels.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <random>
 
@@ -14,9 +22,11 @@ using tofu::plan::DType;
 
 namespace {
 
-/// A host tensor plus the view a kernel sees of it.
+/// A host tensor plus the view a kernel sees of it; `d` receives an output's
+/// float64 result.
 struct Host {
   std::vector<float> f;
+  std::vector<double> d;
   std::vector<int64_t> i;
   TensorView view;
 };
@@ -85,7 +95,23 @@ Attr sattr(const char *name, const char *v) {
   return a;
 }
 
-/// Runs kernel `name`; the vectors must outlive the call.
+/// `v` with its float32 elements copied into float64 storage from `store`.
+TensorView inFloat64(const TensorView &v,
+                     std::deque<std::vector<double>> &store) {
+  if (v.dtype != DType::F32 || !v.present())
+    return v;
+  const float *src = static_cast<const float *>(v.data);
+  store.emplace_back(src, src + v.numElements());
+  TensorView w = v;
+  w.dtype = DType::F64;
+  w.data = store.back().data();
+  return w;
+}
+
+/// Runs kernel `name` in float32, then again in float64 on the same values
+/// (the float64 output lands in `out.d`); returns the float32 call's error,
+/// and the float64 call must succeed or fail alike. The vectors must outlive
+/// the call.
 std::string run(const char *name, std::vector<Host *> in, Host &out,
                 const std::vector<Attr> &attrs = {}) {
   KernelFn fn = lookupKernel(name);
@@ -96,14 +122,34 @@ std::string run(const char *name, std::vector<Host *> in, Host &out,
     args.inputs.push_back(h ? h->view : TensorView());
   args.outputs.push_back(out.view);
   args.attrs = &attrs;
-  return fn(args);
+  std::string err = fn(args);
+
+  std::deque<std::vector<double>> store;
+  KernelArgs args64 = args;
+  for (TensorView &v : args64.inputs)
+    v = inFloat64(v, store);
+  out.d.assign(out.view.numElements(), -7.0); // the kernel must overwrite
+  args64.outputs[0].dtype = DType::F64;
+  args64.outputs[0].data = out.d.data();
+  std::string err64 = fn(args64);
+  EXPECT_EQ(err.empty(), err64.empty())
+      << name << " float32: '" << err << "', float64: '" << err64 << "'";
+  return err;
 }
 
-void expectNear(const std::vector<float> &got, const std::vector<double> &want,
+/// Expects output `out`'s float32 result within `tol` (relative) of `want`
+/// and its float64 result within 1e-12 (or exactly, with tol 0).
+void expectNear(const Host &out, const std::vector<double> &want,
                 double tol = 1e-5) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "at " << i;
+  ASSERT_EQ(out.f.size(), want.size());
+  ASSERT_EQ(out.d.size(), want.size());
+  const double tol64 = std::min(tol, 1e-12);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(out.f[i], want[i], tol * (1 + std::fabs(want[i])))
+        << "float32 at " << i;
+    EXPECT_NEAR(out.d[i], want[i], tol64 * (1 + std::fabs(want[i])))
+        << "float64 at " << i;
+  }
 }
 
 TEST(Kernels, RegistryKnowsTheOpTable) {
@@ -121,7 +167,7 @@ TEST(Kernels, Relu) {
   std::vector<double> want;
   for (float v : x.f)
     want.push_back(std::max<double>(v, 0.0));
-  expectNear(y.f, want, 0);
+  expectNear(y, want, 0);
 }
 
 TEST(Kernels, ReluGrad) {
@@ -131,18 +177,18 @@ TEST(Kernels, ReluGrad) {
   std::vector<double> want;
   for (size_t i = 0; i < x.f.size(); ++i)
     want.push_back(x.f[i] > 0 ? dy.f[i] : 0.0);
-  expectNear(dx.f, want, 0);
+  expectNear(dx, want, 0);
 }
 
 TEST(Kernels, ScaleDefaultAndAttr) {
   Host x = randomF32({7}, 4), y = zerosF32({7});
   ASSERT_EQ(run("Scale", {&x}, y), "");
-  expectNear(y.f, std::vector<double>(x.f.begin(), x.f.end()), 0);
+  expectNear(y, std::vector<double>(x.f.begin(), x.f.end()), 0);
   ASSERT_EQ(run("Scale", {&x}, y, {fattr("alpha", -2.5)}), "");
   std::vector<double> want;
   for (float v : x.f)
     want.push_back(-2.5 * v);
-  expectNear(y.f, want);
+  expectNear(y, want);
 }
 
 TEST(Kernels, SGDUpdate) {
@@ -152,17 +198,17 @@ TEST(Kernels, SGDUpdate) {
   std::vector<double> want;
   for (size_t i = 0; i < w.f.size(); ++i)
     want.push_back(double(w.f[i]) - 0.1 * g.f[i]);
-  expectNear(out.f, want);
+  expectNear(out, want);
   ASSERT_EQ(run("SGDUpdate", {&w, &g}, out, {fattr("lr", 0.01)}), "");
   for (size_t i = 0; i < w.f.size(); ++i)
     want[i] = double(w.f[i]) - 0.01 * g.f[i];
-  expectNear(out.f, want);
+  expectNear(out, want);
 }
 
 TEST(Kernels, Ones) {
   Host x = randomF32({2, 2}, 7), y = zerosF32({2, 2});
   ASSERT_EQ(run("Ones", {&x}, y), "");
-  expectNear(y.f, std::vector<double>(4, 1.0), 0);
+  expectNear(y, std::vector<double>(4, 1.0), 0);
 }
 
 TEST(Kernels, ElementwiseRejectsMismatchedSizes) {
@@ -178,7 +224,7 @@ TEST(Kernels, AddSameShape) {
   std::vector<double> want;
   for (size_t i = 0; i < a.f.size(); ++i)
     want.push_back(double(a.f[i]) + b.f[i]);
-  expectNear(c.f, want);
+  expectNear(c, want);
 }
 
 TEST(Kernels, AddBroadcastRowVectorOnLocalRows) {
@@ -192,7 +238,7 @@ TEST(Kernels, AddBroadcastRowVectorOnLocalRows) {
   for (int r = 2; r < 5; ++r)
     for (int j = 0; j < 4; ++j)
       want.push_back(double(aFull.f[r * 4 + j]) + b.f[j]);
-  expectNear(c.f, want);
+  expectNear(c, want);
 }
 
 TEST(Kernels, AddBroadcastBothWays) {
@@ -208,7 +254,7 @@ TEST(Kernels, AddBroadcastBothWays) {
   for (int i = 0; i < 3; ++i)
     for (int j = 1; j < 3; ++j)
       want.push_back(double(a.f[i]) + bFull.f[j]);
-  expectNear(c.f, want);
+  expectNear(c, want);
 }
 
 TEST(Kernels, AddReportsMissingInputRegion) {
@@ -272,9 +318,8 @@ TEST(Kernels, GemmAllTransposesAndBroadcasts) {
         if (ci >= 0)
           in.push_back(&C);
         ASSERT_EQ(run("Gemm", in, Y, attrs), "");
-        expectNear(Y.f,
-                   refGemm(A.f, B.f, ci >= 0 ? C.f.data() : nullptr, cShape, M,
-                           N, K, tA, tB, 0.75, -1.5));
+        expectNear(Y, refGemm(A.f, B.f, ci >= 0 ? C.f.data() : nullptr, cShape,
+                              M, N, K, tA, tB, 0.75, -1.5));
       }
 }
 
@@ -282,7 +327,7 @@ TEST(Kernels, GemmAbsentOptionalC) {
   Host A = randomF32({2, 3}, 1), B = randomF32({3, 2}, 2), Y = zerosF32({2, 2});
   std::vector<Host *> in = {&A, &B, nullptr};
   ASSERT_EQ(run("Gemm", in, Y), "");
-  expectNear(Y.f, refGemm(A.f, B.f, nullptr, {}, 2, 2, 3, false, false, 1, 1));
+  expectNear(Y, refGemm(A.f, B.f, nullptr, {}, 2, 2, 3, false, false, 1, 1));
 }
 
 TEST(Kernels, GemmOnLocalRowsWithBias) {
@@ -296,8 +341,8 @@ TEST(Kernels, GemmOnLocalRowsWithBias) {
   ASSERT_EQ(run("Gemm", {&A, &B, &C}, Y), "");
   auto full = refGemm(Afull.f, B.f, C.f.data(), {N}, M, N, K, false, false, 1,
                       1);
-  expectNear(Y.f, std::vector<double>(full.begin() + 2 * N,
-                                      full.begin() + 5 * N));
+  expectNear(Y,
+             std::vector<double>(full.begin() + 2 * N, full.begin() + 5 * N));
 }
 
 TEST(Kernels, GemmShapeMismatch) {
@@ -310,7 +355,7 @@ TEST(Kernels, MatMul) {
   Host A = randomF32({4, 6}, 60), B = randomF32({6, 5}, 61),
        Y = zerosF32({4, 5});
   ASSERT_EQ(run("MatMul", {&A, &B}, Y), "");
-  expectNear(Y.f, refGemm(A.f, B.f, nullptr, {}, 4, 5, 6, false, false, 1, 0));
+  expectNear(Y, refGemm(A.f, B.f, nullptr, {}, 4, 5, 6, false, false, 1, 0));
 }
 
 TEST(Kernels, Transpose) {
@@ -320,7 +365,7 @@ TEST(Kernels, Transpose) {
   for (int n = 0; n < 5; ++n)
     for (int m = 0; m < 3; ++m)
       want.push_back(X.f[m * 5 + n]);
-  expectNear(Y.f, want, 0);
+  expectNear(Y, want, 0);
 }
 
 TEST(Kernels, BiasGrad) {
@@ -330,7 +375,7 @@ TEST(Kernels, BiasGrad) {
   for (int m = 0; m < 7; ++m)
     for (int n = 0; n < 3; ++n)
       want[n] += dY.f[m * 3 + n];
-  expectNear(dB.f, want);
+  expectNear(dB, want);
 }
 
 /// Reference softmax cross-entropy contributions of rows, / divisor.
@@ -358,12 +403,12 @@ TEST(Kernels, SoftmaxCrossEntropyLossOnLocalRows) {
   ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &all}, loss,
                 {sattr("reduction", "mean")}),
             "");
-  expectNear(loss.f, {refLoss(scores.f, {0, 4, 2}, 5, 6)});
+  expectNear(loss, {refLoss(scores.f, {0, 4, 2}, 5, 6)});
   Host local = labels({0, 4, 2}, 4, 8);
   ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &local}, loss,
                 {sattr("reduction", "sum")}),
             "");
-  expectNear(loss.f, {refLoss(scores.f, {0, 4, 2}, 5, 1)});
+  expectNear(loss, {refLoss(scores.f, {0, 4, 2}, 5, 1)});
   // "mean" with only the local labels: the kernel declines (the divisor
   // counts every row), so the interpreter would take over.
   EXPECT_NE(run("SoftmaxCrossEntropyLoss", {&scores, &local}, loss)
@@ -379,7 +424,7 @@ TEST(Kernels, SoftmaxCrossEntropyLossIsStable) {
   Host loss = zerosF32({});
   ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &lab}, loss), "");
   EXPECT_TRUE(std::isfinite(loss.f[0]));
-  expectNear(loss.f, {refLoss(scores.f, lab.i, 3, 2)});
+  expectNear(loss, {refLoss(scores.f, lab.i, 3, 2)});
 }
 
 TEST(Kernels, SoftmaxCrossEntropyLossErrors) {
@@ -398,7 +443,7 @@ TEST(Kernels, SoftmaxCrossEntropyLossErrors) {
   Host ignored = labels({-100, 0}, 10, 12);
   ASSERT_EQ(run("SoftmaxCrossEntropyLoss", {&scores, &ignored}, loss, sum), "");
   std::vector<float> second(scores.f.begin() + 3, scores.f.end());
-  expectNear(loss.f, {refLoss(second, {0}, 3, 1)});
+  expectNear(loss, {refLoss(second, {0}, 3, 1)});
   Host good = labels({1, 2}, 10, 12);
   err = run("SoftmaxCrossEntropyLoss", {&scores, &good}, loss,
             {sattr("reduction", "max")});
@@ -428,7 +473,7 @@ TEST(Kernels, SoftmaxCrossEntropyLossGrad) {
       want.push_back(1.5 * (p - (lab.i[n] == c ? 1 : 0)) / 6.0);
     }
   }
-  expectNear(ds.f, want);
+  expectNear(ds, want);
 }
 
 TEST(Kernels, SoftmaxCrossEntropyLossGradMatchesFiniteDifference) {

@@ -57,11 +57,12 @@ std::string unsupportedConfiguration(const std::string &why);
 /// True when `error` came from unsupportedConfiguration.
 bool isUnsupportedConfiguration(const std::string &error);
 
-/// True if the native kernels accept operands of `dtype` (float32, int64,
-/// bool). runCompute sends an instruction with an operand of any other type
-/// to the expression interpreter. A change that makes every native kernel
-/// take another type (and decline what it cannot do with
-/// unsupportedConfiguration) adds that type here.
+/// True if the native kernels accept operands of `dtype` (float32 and
+/// float64, the kernels being templates over both; int64, bool). runCompute
+/// sends an instruction with an operand of any other type to the expression
+/// interpreter. A change that makes every native kernel take another type (and
+/// decline what it cannot do with unsupportedConfiguration) adds that type
+/// here.
 bool nativeKernelsHandle(plan::DType dtype);
 
 /// The kernel registered under `name` (= TDL op name), or null.
