@@ -3,17 +3,29 @@
 // Each buffer lives from the first instruction that writes it to the last
 // instruction, on any device, that reads it (peers read a device's buffers
 // through fetches, so liveness is global). Parameters and the step's input
-// batch are persistent. Buffers are placed first fit at 64-byte aligned
-// offsets, in two orders (by first use, and by size, largest first); the
-// smaller arena wins, and its size is the peak. The liveness
-// lower bound (the most bytes live at one moment) is computed from the same
-// lifetimes, so the two are comparable (bench/memory.md).
+// batch are persistent. Buffers get 64-byte aligned offsets. Placing
+// lifetimes in as little address space as possible is dynamic storage
+// allocation (NP-hard), so several placements are tried per device and the
+// smallest arena wins (its size is the peak):
+//  - first fit in order of first use, and by size, largest first;
+//  - skyline best fit (Sekiyama et al., "Profile-guided memory optimization
+//    for deep neural networks", 2018, after Burke et al.'s best-fit strip
+//    packing): fill the lowest gap of the address-space skyline with the
+//    longest-lived buffer whose lifetime fits inside it, else raise the gap;
+//  - while the arena is still above the aligned liveness bound (the most
+//    aligned bytes live at one moment, which no placement beats), first fit
+//    in orders whose keys (size, or size times lifetime) are scaled by
+//    pseudo-random factors from a fixed seed, so plan.bin stays
+//    deterministic; the search stops at the bound or after a fixed budget.
+// The liveness lower bound is computed from the same lifetimes, so the two
+// are comparable (bench/memory.md).
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/PlanBuilder.h"
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 namespace tofu {
 
@@ -99,6 +111,28 @@ std::vector<uint64_t> liveBytesLowerBound(const plan::Plan &plan) {
 
 namespace {
 
+/// Most aligned bytes of `buffers` live at one moment: the arena size no
+/// placement of these lifetimes can beat (the search below stops there).
+uint64_t alignedLiveBound(const std::vector<plan::Buffer> &buffers,
+                          const std::vector<Lifetime> &life) {
+  std::vector<std::pair<int64_t, int64_t>> events;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    int64_t bytes = static_cast<int64_t>(alignUp(buffers[b].bytes));
+    if (bytes == 0)
+      continue;
+    events.push_back({life[b].first, bytes});
+    if (life[b].last != kForever)
+      events.push_back({life[b].last + 1, -bytes});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, most = 0;
+  for (const auto &[time, delta] : events) {
+    live += delta;
+    most = std::max(most, live);
+  }
+  return static_cast<uint64_t>(most);
+}
+
 /// First-fit placement of a device's buffers in `order`: each at the lowest
 /// 64-byte aligned offset that no already placed buffer with an overlapping
 /// lifetime occupies. Returns the offsets and sets `peak` to the arena size.
@@ -108,13 +142,14 @@ std::vector<uint64_t> placeFirstFit(const std::vector<plan::Buffer> &buffers,
                                     uint64_t &peak) {
   std::vector<uint64_t> offsets(buffers.size(), 0);
   std::vector<size_t> placed;
+  std::vector<std::pair<uint64_t, uint64_t>> taken;
   peak = 0;
   for (size_t b : order) {
     uint64_t size = alignUp(buffers[b].bytes);
     if (size == 0)
       continue;
     // Intervals of address space taken by buffers alive at the same time.
-    std::vector<std::pair<uint64_t, uint64_t>> taken;
+    taken.clear();
     for (size_t p : placed)
       if (!(life[p].last < life[b].first || life[b].last < life[p].first))
         taken.push_back({offsets[p], offsets[p] + alignUp(buffers[p].bytes)});
@@ -132,6 +167,106 @@ std::vector<uint64_t> placeFirstFit(const std::vector<plan::Buffer> &buffers,
   return offsets;
 }
 
+/// Skyline best fit: the address space over time is a skyline (per moment,
+/// the top of what is placed there). Repeatedly take its lowest stretch
+/// (leftmost on a tie) and put there the unplaced buffer with the longest
+/// lifetime (then largest, then lowest id) that lies wholly inside the
+/// stretch; when none fits, raise the stretch to its lower neighbour.
+std::vector<uint64_t> placeSkyline(const std::vector<plan::Buffer> &buffers,
+                                   const std::vector<Lifetime> &life,
+                                   uint64_t &peak) {
+  std::vector<uint64_t> offsets(buffers.size(), 0);
+  // Moments: the distinct first and last uses, numbered 0..T-1.
+  std::vector<int64_t> moments;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    moments.push_back(life[b].first);
+    moments.push_back(life[b].last);
+  }
+  std::sort(moments.begin(), moments.end());
+  moments.erase(std::unique(moments.begin(), moments.end()), moments.end());
+  auto momentIndex = [&](int64_t t) {
+    return static_cast<size_t>(
+        std::lower_bound(moments.begin(), moments.end(), t) - moments.begin());
+  };
+  struct Item {
+    size_t buffer, first, last;
+    uint64_t size;
+  };
+  std::vector<Item> items;
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (uint64_t size = alignUp(buffers[b].bytes))
+      items.push_back({b, momentIndex(life[b].first), momentIndex(life[b].last),
+                       size});
+  std::stable_sort(items.begin(), items.end(), [](const Item &a, const Item &b) {
+    if (a.last - a.first != b.last - b.first)
+      return a.last - a.first > b.last - b.first;
+    return a.size > b.size;
+  });
+  std::vector<uint64_t> height(moments.size(), 0);
+  std::vector<bool> done(items.size(), false);
+  size_t left = items.size(), firstUndone = 0;
+  while (left > 0) {
+    size_t lo = static_cast<size_t>(
+        std::min_element(height.begin(), height.end()) - height.begin());
+    size_t hi = lo;
+    while (hi + 1 < height.size() && height[hi + 1] == height[lo])
+      ++hi;
+    while (done[firstUndone])
+      ++firstUndone;
+    size_t pick = items.size();
+    for (size_t i = firstUndone; i < items.size(); ++i)
+      if (!done[i] && items[i].first >= lo && items[i].last <= hi) {
+        pick = i;
+        break;
+      }
+    if (pick < items.size()) {
+      const Item &item = items[pick];
+      offsets[item.buffer] = height[lo];
+      std::fill(height.begin() + item.first, height.begin() + item.last + 1,
+                height[lo] + item.size);
+      done[pick] = true;
+      --left;
+      continue;
+    }
+    // Nothing fits: the stretch becomes waste up to its lower neighbour
+    // (one exists: a stretch over every moment fits any buffer).
+    uint64_t raised = std::numeric_limits<uint64_t>::max();
+    if (lo > 0)
+      raised = height[lo - 1];
+    if (hi + 1 < height.size())
+      raised = std::min(raised, height[hi + 1]);
+    std::fill(height.begin() + lo, height.begin() + hi + 1, raised);
+  }
+  peak = height.empty() ? 0 : *std::max_element(height.begin(), height.end());
+  return offsets;
+}
+
+/// SplitMix64: a small, fixed pseudo-random sequence for the search (the
+/// same seed gives the same plan).
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [0.3, 1.7).
+  double factor() { return 0.3 + 1.4 * static_cast<double>(next() >> 11) * 0x1p-53; }
+};
+
+/// The search runs while the arena is more than 1/kSearchSlack above the
+/// aligned bound; it tries at most kSearchOrders first-fit orders per device
+/// and at most kSearchChecks lifetime-overlap checks in all (about n^2 / 2
+/// per order), which keeps planning of models with thousands of buffers
+/// fast.
+constexpr uint64_t kSearchSlack = 100;
+constexpr unsigned kSearchOrders = 256;
+constexpr double kSearchChecks = 2e7;
+/// Skyline best fit costs about (n + moments)^2 steps; above this many
+/// buffers it is skipped.
+constexpr size_t kSkylineBuffers = 8192;
+
 } // namespace
 
 void planMemory(plan::Plan &plan) {
@@ -139,34 +274,78 @@ void planMemory(plan::Plan &plan) {
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
   for (size_t d = 0; d < k; ++d) {
     auto &buffers = plan.devices[d].buffers;
+    const std::vector<Lifetime> &lifetimes = life[d];
+    uint64_t peak = std::numeric_limits<uint64_t>::max();
+    std::vector<uint64_t> offsets;
+    // Keeps the smaller arena (the earlier candidate on a tie).
+    auto consider = [&](std::vector<uint64_t> candidate, uint64_t arena) {
+      if (arena < peak) {
+        peak = arena;
+        offsets = std::move(candidate);
+      }
+    };
     std::vector<size_t> byFirstUse(buffers.size());
-    for (size_t b = 0; b < byFirstUse.size(); ++b)
-      byFirstUse[b] = b;
+    std::iota(byFirstUse.begin(), byFirstUse.end(), size_t{0});
     std::vector<size_t> bySize = byFirstUse;
-    // Two first-fit orders; the smaller arena wins (the first on a tie):
-    // by first use (ties: largest first, then id), and by size, largest
+    // By first use (ties: largest first, then id), and by size, largest
     // first (ties: first use, then id), which packs long-lived large
     // buffers before the small ones fragment the arena.
     std::stable_sort(byFirstUse.begin(), byFirstUse.end(),
                      [&](size_t a, size_t b) {
-                       if (life[d][a].first != life[d][b].first)
-                         return life[d][a].first < life[d][b].first;
+                       if (lifetimes[a].first != lifetimes[b].first)
+                         return lifetimes[a].first < lifetimes[b].first;
                        return buffers[a].bytes > buffers[b].bytes;
                      });
     std::stable_sort(bySize.begin(), bySize.end(), [&](size_t a, size_t b) {
       if (buffers[a].bytes != buffers[b].bytes)
         return buffers[a].bytes > buffers[b].bytes;
-      return life[d][a].first < life[d][b].first;
+      return lifetimes[a].first < lifetimes[b].first;
     });
-    uint64_t peak = 0;
-    std::vector<uint64_t> offsets =
-        placeFirstFit(buffers, life[d], byFirstUse, peak);
-    uint64_t peakSize = 0;
-    std::vector<uint64_t> bySizeOffsets =
-        placeFirstFit(buffers, life[d], bySize, peakSize);
-    if (peakSize < peak) {
-      offsets = std::move(bySizeOffsets);
-      peak = peakSize;
+    uint64_t arena = 0;
+    {
+      std::vector<uint64_t> placed =
+          placeFirstFit(buffers, lifetimes, byFirstUse, arena);
+      consider(std::move(placed), arena);
+    }
+    {
+      std::vector<uint64_t> placed =
+          placeFirstFit(buffers, lifetimes, bySize, arena);
+      consider(std::move(placed), arena);
+    }
+    if (buffers.size() <= kSkylineBuffers) {
+      std::vector<uint64_t> placed = placeSkyline(buffers, lifetimes, arena);
+      consider(std::move(placed), arena);
+    }
+    // Perturbed first-fit orders until within 1% of the bound or the budget
+    // is spent.
+    const uint64_t bound = alignedLiveBound(buffers, lifetimes);
+    const uint64_t goal = bound + bound / kSearchSlack;
+    const double n = static_cast<double>(buffers.size());
+    unsigned orders = static_cast<unsigned>(
+        std::min<double>(kSearchOrders, kSearchChecks / std::max(1.0, n * n / 2)));
+    SplitMix64 random{0x746f6675ull + d}; // "tofu" + device: fixed seed
+    std::vector<double> key(buffers.size());
+    std::vector<size_t> order(buffers.size());
+    for (unsigned attempt = 0; attempt < orders && peak > goal; ++attempt) {
+      for (size_t b = 0; b < buffers.size(); ++b) {
+        double size = static_cast<double>(alignUp(buffers[b].bytes));
+        // Alternate: size alone, or size times lifetime (capped, since
+        // persistent buffers live forever).
+        double weight = size;
+        if (attempt % 2) {
+          int64_t span = lifetimes[b].last == kForever
+                             ? int64_t{1} << 40
+                             : lifetimes[b].last - lifetimes[b].first + 1;
+          weight *= static_cast<double>(span);
+        }
+        key[b] = weight * random.factor();
+      }
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return key[a] > key[b]; });
+      std::vector<uint64_t> placed =
+          placeFirstFit(buffers, lifetimes, order, arena);
+      consider(std::move(placed), arena);
     }
     for (size_t b = 0; b < buffers.size(); ++b)
       buffers[b].offset = offsets[b];

@@ -26,9 +26,11 @@ namespace tofu {
 /// carry tofu.grid, tofu.tilings and tofu.plan). Buffers get no offsets yet.
 llvm::Expected<plan::Plan> materialize(mlir::func::FuncOp func);
 
-/// Assigns every buffer a static arena offset per device (first fit over
-/// lifetimes measured across all devices, since other devices read a
-/// device's buffers) and sets each device's peakBytes.
+/// Assigns every buffer a static arena offset per device and sets each
+/// device's peakBytes. Lifetimes are measured across all devices (other
+/// devices read a device's buffers); the smallest of several placements
+/// (first fit in two orders, skyline best fit, and a bounded, fixed-seed
+/// search over perturbed first-fit orders) wins. Deterministic.
 void planMemory(plan::Plan &plan);
 
 /// Per device, the most bytes of its buffers live at one moment (over the
