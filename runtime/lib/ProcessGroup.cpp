@@ -125,6 +125,54 @@ std::string ProcessGroup::gather(uint64_t mine, std::vector<uint64_t> &all) {
   return "";
 }
 
+std::string ProcessGroup::barrier() {
+  if (!transport)
+    return "";
+  uint8_t token = 1;
+  if (rank() != 0) {
+    if (std::string err = transport->send(0, &token, 1); !err.empty())
+      return err;
+    return transport->recv(0, &token, 1);
+  }
+  for (int r = 1; r < worldSize(); ++r)
+    if (std::string err = transport->recv(r, &token, 1); !err.empty())
+      return err;
+  for (int r = 1; r < worldSize(); ++r)
+    if (std::string err = transport->send(r, &token, 1); !err.empty())
+      return err;
+  return "";
+}
+
+std::string ProcessGroup::gatherText(const std::string &mine,
+                                     std::vector<std::string> &all) {
+  all.clear();
+  if (!transport) {
+    all.push_back(mine);
+    return "";
+  }
+  if (rank() != 0) {
+    uint64_t length = mine.size();
+    if (std::string err = transport->send(0, &length, sizeof(length));
+        !err.empty())
+      return err;
+    return length ? transport->send(0, mine.data(), mine.size()) : "";
+  }
+  all.resize(static_cast<size_t>(worldSize()));
+  all[0] = mine;
+  for (int r = 1; r < worldSize(); ++r) {
+    uint64_t length = 0;
+    if (std::string err = transport->recv(r, &length, sizeof(length));
+        !err.empty())
+      return err;
+    all[r].resize(length);
+    if (length)
+      if (std::string err = transport->recv(r, all[r].data(), length);
+          !err.empty())
+        return err;
+  }
+  return "";
+}
+
 std::string ProcessGroup::gatherOwnedBuffers(
     const Plan &plan, const std::function<bool(int32_t tensor)> &wanted,
     const LocalBuffer &local,
@@ -144,6 +192,10 @@ std::string ProcessGroup::gatherOwnedBuffers(
                                 static_cast<int32_t>(b));
       if (static_cast<int>(d) == rank()) {
         const uint8_t *p = local(static_cast<int32_t>(b));
+        if (!p && buf.bytes)
+          return "device " + std::to_string(d) + " has no data for its " +
+                 "buffer " + std::to_string(b) + " of tensor '" +
+                 plan.tensors[buf.tensor].name + "'";
         if (rank() == 0) {
           out[key].assign(p, p + buf.bytes);
         } else if (buf.bytes) {

@@ -42,7 +42,7 @@ constexpr int kCommunicationTrack = 1;
 
 } // namespace
 
-TraceRecorder::TraceRecorder(const Plan &plan)
+TraceRecorder::TraceRecorder(const Plan &plan, int onlyDevice)
     : plan(plan), origin(std::chrono::steady_clock::now()) {
   auto meta = [&](const char *what, size_t pid, int tid,
                   const std::string &name) {
@@ -54,6 +54,8 @@ TraceRecorder::TraceRecorder(const Plan &plan)
               ", \"args\": {\"name\": " + quoted(name) + "}}";
   };
   for (size_t d = 0; d < plan.devices.size(); ++d) {
+    if (onlyDevice >= 0 && d != static_cast<size_t>(onlyDevice))
+      continue;
     meta("process_name", d, kComputeTrack, "device " + std::to_string(d));
     meta("thread_name", d, kComputeTrack, "compute");
     meta("thread_name", d, kCommunicationTrack, "communication");
@@ -88,12 +90,27 @@ void TraceRecorder::record(const CpuExecutor::ExecutedInstr &e) {
   events += "}}";
 }
 
-std::string TraceRecorder::toJson() const {
-  return "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" + events +
-         "\n]}\n";
+std::string TraceRecorder::toJson() const { return toJson({events}); }
+
+std::string TraceRecorder::toJson(const std::vector<std::string> &eventLists) {
+  std::string json = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  bool first = true;
+  for (const std::string &list : eventLists) {
+    if (list.empty())
+      continue;
+    if (!first)
+      json += ",\n";
+    json += list;
+    first = false;
+  }
+  return json + "\n]}\n";
 }
 
 std::string TraceRecorder::write(const std::string &path) const {
-  std::string json = toJson();
+  return write(path, toJson());
+}
+
+std::string TraceRecorder::write(const std::string &path,
+                                 const std::string &json) {
   return writeFileAtomically(path, json.data(), json.size());
 }

@@ -257,15 +257,22 @@ int64_t batchSizeOf(const Plan &plan) {
   return 0;
 }
 
-/// Watches the owned buffers of every tensor that --dump writes from a step.
-void watchDumped(const Plan &plan, CpuExecutor &exec) {
+/// Whether --dump writes `t` after each step (inputs, labels and the full
+/// gradients of parameters).
+bool dumpedEachStep(const TensorInfo &t) {
+  return t.role == TensorRole::Input || t.role == TensorRole::Label ||
+         t.gradientOf >= 0;
+}
+
+/// Watches the owned buffers of every tensor that --dump writes from a step,
+/// on every device, or on `onlyDevice` alone when it is >= 0.
+void watchDumped(const Plan &plan, CpuExecutor &exec, int onlyDevice) {
   for (size_t d = 0; d < plan.devices.size(); ++d) {
+    if (onlyDevice >= 0 && d != static_cast<size_t>(onlyDevice))
+      continue;
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
-      const TensorInfo &t = plan.tensors[buffers[b].tensor];
-      bool dumped = t.role == TensorRole::Input ||
-                    t.role == TensorRole::Label || t.gradientOf >= 0;
-      if (dumped && buffers[b].owned)
+      if (dumpedEachStep(plan.tensors[buffers[b].tensor]) && buffers[b].owned)
         exec.watch(static_cast<int32_t>(d), static_cast<int32_t>(b));
     }
   }
@@ -281,13 +288,32 @@ std::string dumpTensor(const Plan &plan, int32_t tensor,
   return writeNpy(path, t.dtype, t.shape, bytes);
 }
 
-/// Writes param.<name>.npy from the initial values in the plan.
-std::string dumpInitialParams(const Plan &plan, const std::string &dir) {
-  BufferSource init = [&](int32_t d, int32_t b) -> const uint8_t * {
+/// The initial values in the plan (of the devices whose shards were read).
+BufferSource initialValues(const Plan &plan) {
+  return [&plan](int32_t d, int32_t b) -> const uint8_t * {
     const Buffer &buf = plan.devices[d].buffers[b];
     return buf.init.size() == buf.bytes && buf.bytes ? buf.init.data()
                                                      : nullptr;
   };
+}
+
+/// A BufferSource over buffers that ProcessGroup::gatherOwnedBuffers
+/// brought to rank 0.
+BufferSource gatheredValues(
+    const std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>>
+        &gathered) {
+  return [&gathered](int32_t d, int32_t b) -> const uint8_t * {
+    static const uint8_t empty = 0;
+    auto it = gathered.find({d, b});
+    if (it == gathered.end())
+      return nullptr;
+    return it->second.empty() ? &empty : it->second.data();
+  };
+}
+
+/// Writes param.<name>.npy from the initial values in `init`.
+std::string dumpInitialParams(const Plan &plan, const BufferSource &init,
+                              const std::string &dir) {
   for (size_t t = 0; t < plan.tensors.size(); ++t)
     if (plan.tensors[t].role == TensorRole::Param)
       if (std::string err = dumpTensor(
@@ -298,13 +324,17 @@ std::string dumpInitialParams(const Plan &plan, const std::string &dir) {
   return "";
 }
 
-/// Writes input.<name>.npy and grad.<param>.npy from the step-1 snapshots.
-std::string dumpStep(const Plan &plan, const CpuExecutor &exec,
-                     const std::string &dir) {
-  BufferSource snap = [&](int32_t d, int32_t b) -> const uint8_t * {
+/// The snapshots of the watched buffers from the last step.
+BufferSource snapshotValues(const CpuExecutor &exec) {
+  return [&exec](int32_t d, int32_t b) -> const uint8_t * {
     const std::vector<uint8_t> *s = exec.snapshot(d, b);
     return s ? s->data() : nullptr;
   };
+}
+
+/// Writes input.<name>.npy and grad.<param>.npy from a step's snapshots.
+std::string dumpStep(const Plan &plan, const BufferSource &snap,
+                     const std::string &dir) {
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     const TensorInfo &info = plan.tensors[t];
     std::string file;
@@ -379,12 +409,6 @@ int run(int argc, char **argv) {
   }
   if (std::string err = group.checkWorldSize(plan.numDevices); !err.empty())
     return failOnEveryRank(err);
-  if (group.multiProcess() &&
-      (!opts.dumpDir.empty() || !opts.tracePath.empty()))
-    return failOnEveryRank(
-        "--dump and --trace are not supported with one process per device "
-        "yet; run the plan in one process (without mpirun or the torchrun "
-        "environment) to dump or trace it");
   if (plan.withoutWeights)
     return fail(opts.planPath +
                 ": compiled without weights (--no-weights); recompile with "
@@ -412,14 +436,34 @@ int run(int argc, char **argv) {
   if (!opts.savePath.empty() && plan.onnxModel.empty())
     return fail("--save needs the original ONNX model, but this plan has "
                 "none (its MODEL section is empty); recompile with tofuc");
+  // One process per device: the dumped tensors' owned buffers are gathered
+  // to rank 0, which writes every file.
+  std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>> dumpGathered;
   if (!opts.dumpDir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(opts.dumpDir, ec);
-    if (ec)
-      return fail("cannot create dump directory '" + opts.dumpDir +
-                  "': " + ec.message());
-    if (std::string err = dumpInitialParams(plan, opts.dumpDir); !err.empty())
-      return fail("--dump: " + err);
+    if (leader) {
+      std::error_code ec;
+      std::filesystem::create_directories(opts.dumpDir, ec);
+      if (ec)
+        return fail("cannot create dump directory '" + opts.dumpDir +
+                    "': " + ec.message());
+    }
+    BufferSource init = initialValues(plan);
+    if (group.multiProcess()) {
+      const int32_t me = group.rank();
+      if (std::string err = group.gatherOwnedBuffers(
+              plan,
+              [&plan](int32_t t) {
+                return plan.tensors[t].role == TensorRole::Param;
+              },
+              [&init, me](int32_t b) { return init(me, b); }, dumpGathered);
+          !err.empty())
+        return fail("--dump: " + err);
+      init = gatheredValues(dumpGathered);
+    }
+    if (leader)
+      if (std::string err = dumpInitialParams(plan, init, opts.dumpDir);
+          !err.empty())
+        return fail("--dump: " + err);
   }
 
   const int64_t batch = batchSizeOf(plan);
@@ -465,13 +509,20 @@ int run(int argc, char **argv) {
   if (std::string err = exec.watchLoss(); !err.empty())
     return fail(err + "; cannot report the loss");
   if (!opts.dumpDir.empty())
-    watchDumped(plan, exec);
+    watchDumped(plan, exec, group.multiProcess() ? group.rank() : -1);
   std::unique_ptr<TraceRecorder> trace;
   if (!opts.tracePath.empty()) {
-    trace = std::make_unique<TraceRecorder>(plan);
+    trace = std::make_unique<TraceRecorder>(
+        plan, group.multiProcess() ? group.rank() : -1);
     exec.setObserver([&trace](const CpuExecutor::ExecutedInstr &e) {
       trace->record(e);
     });
+    // One process per device: time 0 is the same moment on every rank.
+    if (group.multiProcess()) {
+      if (std::string err = group.barrier(); !err.empty())
+        return fail("--trace: " + err);
+      trace->restartClock();
+    }
   }
 
   RunReport report;
@@ -511,15 +562,27 @@ int run(int argc, char **argv) {
     if (!opts.dumpDir.empty()) {
       // Step 1 in DIR itself, later steps in DIR/step<N>/.
       std::string dir = opts.dumpDir;
-      if (s > 0) {
+      if (s > 0 && leader) {
         dir += "/step" + std::to_string(s + 1);
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
         if (ec)
           return fail("--dump: cannot create '" + dir + "': " + ec.message());
       }
-      if (std::string err = dumpStep(plan, exec, dir); !err.empty())
-        return fail("--dump: " + err);
+      BufferSource snap = snapshotValues(exec);
+      if (group.multiProcess()) {
+        const int32_t me = group.rank();
+        if (std::string err = group.gatherOwnedBuffers(
+                plan,
+                [&plan](int32_t t) { return dumpedEachStep(plan.tensors[t]); },
+                [&snap, me](int32_t b) { return snap(me, b); }, dumpGathered);
+            !err.empty())
+          return fail("--dump: " + err);
+        snap = gatheredValues(dumpGathered);
+      }
+      if (leader)
+        if (std::string err = dumpStep(plan, snap, dir); !err.empty())
+          return fail("--dump: " + err);
     }
   }
 
@@ -567,9 +630,18 @@ int run(int argc, char **argv) {
   if (leader && !opts.reportPath.empty())
     if (std::string err = report.write(opts.reportPath); !err.empty())
       return fail(err);
-  if (trace)
-    if (std::string err = trace->write(opts.tracePath); !err.empty())
-      return fail("--trace: " + err);
+  if (trace) {
+    // One process per device: rank 0 gathers every rank's events.
+    std::vector<std::string> eventLists;
+    if (std::string err = group.gatherText(trace->eventsJson(), eventLists);
+        !err.empty())
+      return fail("--trace: gathering the events: " + err);
+    if (leader)
+      if (std::string err = TraceRecorder::write(
+              opts.tracePath, TraceRecorder::toJson(eventLists));
+          !err.empty())
+        return fail("--trace: " + err);
+  }
   if (!opts.savePath.empty()) {
     BufferSource live = [&exec](int32_t d, int32_t b) {
       return exec.bufferData(d, b);
@@ -589,13 +661,7 @@ int run(int argc, char **argv) {
               gathered);
           !err.empty())
         return fail("--save: " + err);
-      live = [&gathered](int32_t d, int32_t b) -> const uint8_t * {
-        static const uint8_t empty = 0;
-        auto it = gathered.find({d, b});
-        if (it == gathered.end())
-          return nullptr;
-        return it->second.empty() ? &empty : it->second.data();
-      };
+      live = gatheredValues(gathered);
     }
     if (leader)
       if (std::string err = saveCheckpoint(plan, live, startStep + opts.steps,

@@ -15,23 +15,68 @@ Compiles ``mlp.onnx`` for 4 devices, runs 3 steps with ``--trace trace.json
 * carries, summed over each step's fetch/reduce events, exactly the bytes
   the report measured for that step (per device as well, for the last step),
   and the report's measured bytes per device equal the planned ones.
+
+``--launcher mpi`` / ``--launcher tcp`` (e2e.trace_timeline.mpi / .tcp): the
+same run as 4 processes, one per device (``mpirun -np 4``, or the torchrun
+environment over TCP). Rank 0 gathers every rank's events into the one
+trace file, which must pass the same checks; the runs also pass ``--dump``,
+and every file it writes (initial parameters, step-1 and later inputs and
+gradients) must equal, byte for byte, the one-process run's.
 """
 
 import collections
+import filecmp
+import os
 
 import e2e_common as E
+import multiproc as M
 
 K = 4
 STEPS = 3
 
 
+def check_same_dump(one, multi):
+    """Every .npy file under `one` exists under `multi` with the same bytes."""
+    files = sorted(os.path.relpath(os.path.join(root, f), one)
+                   for root, _, names in os.walk(one) for f in names)
+    E.check(len(files) > 0 and any(f.startswith("grad.") for f in files)
+            and any(f.startswith("param.") for f in files)
+            and any(f.startswith(f"step{STEPS}/") for f in files),
+            f"the one-process --dump wrote too little: {files}")
+    got = sorted(os.path.relpath(os.path.join(root, f), multi)
+                 for root, _, names in os.walk(multi) for f in names)
+    E.check(got == files, f"multi-process --dump wrote {got}, one process {files}")
+    for f in files:
+        E.check(filecmp.cmp(os.path.join(one, f), os.path.join(multi, f), shallow=False),
+                f"--dump file {f} differs between one process and one process per device")
+    print(f"--dump: {len(files)} files equal to one process's")
+
+
 def main():
-    env = E.parse_args(__doc__.splitlines()[1])
+    env = E.parse_args(__doc__.splitlines()[1], extra=lambda p: p.add_argument(
+        "--launcher", choices=("one", "mpi", "tcp"), default="one"))
     env.require_tools()
     plan, report_path, trace_path = env.path("plan.bin"), env.path("r.json"), env.path("trace.json")
     E.compile_plan(env, K, plan)
-    E.run_tool([env.tofu_run, plan, "--steps", STEPS, "--quiet", "--report", report_path,
-                "--trace", trace_path])
+    launcher = env.args.launcher
+    if launcher == "one":
+        E.run_tool([env.tofu_run, plan, "--steps", STEPS, "--quiet", "--report", report_path,
+                    "--trace", trace_path])
+    else:
+        # The reference dump from one process, then the traced and dumped
+        # multi-process run.
+        one_dump, multi_dump = env.path("dump-one"), env.path("dump-multi")
+        E.run_tool([env.tofu_run, plan, "--steps", STEPS, "--quiet", "--dump", one_dump])
+        args = [plan, "--steps", STEPS, "--quiet", "--report", report_path, "--trace",
+                trace_path, "--dump", multi_dump]
+        if launcher == "mpi":
+            E.check(M.mpirun_path(), "mpirun not found (scripts/setup.sh installs openmpi-bin)")
+            M.run_mpi(env, K, args, timeout=120)
+        else:
+            results, _ = M.run_torchrun_env(env, K, args, timeout=120)
+            for r in results:
+                E.check(r.returncode == 0, "a rank failed:\n" + r.describe())
+        check_same_dump(one_dump, multi_dump)
     report = E.load_json(report_path)
     trace = E.load_json(trace_path, "trace")
     E.check(isinstance(trace, dict) and isinstance(trace.get("traceEvents"), list),

@@ -62,6 +62,16 @@ public:
   /// theirs and get `all` empty.
   std::string gather(uint64_t mine, std::vector<uint64_t> &all);
 
+  /// Returns once every rank has called it (rank 0 hears from every rank,
+  /// then answers each). A single process returns at once.
+  std::string barrier();
+
+  /// Rank 0 receives every rank's `mine` (indexed by rank; its own
+  /// included); other ranks send theirs and get `all` empty. For texts of
+  /// different lengths (each rank's trace events).
+  std::string gatherText(const std::string &mine,
+                         std::vector<std::string> &all);
+
   /// Rank 0 receives the bytes of every owned buffer of the tensors for
   /// which `wanted(tensor)` holds from the rank that runs its device; other
   /// ranks send theirs (read through `local(buffer)`). On rank 0, `out`

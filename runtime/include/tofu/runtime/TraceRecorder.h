@@ -21,8 +21,14 @@
 //    "step" is 1-based like tofu-run's step lines. Compute instructions that
 //    have nothing to do on a device (empty share) are not recorded.
 //
-// The CPU backend runs the devices one instruction at a time, so the tracks
-// never overlap in time; the timeline shows where each step's time goes.
+// In one process the CPU backend runs the devices one instruction at a time,
+// so the tracks never overlap in time; the timeline shows where each step's
+// time goes. With one process per device each rank records only its own
+// device (`TraceRecorder(plan, device)`), restarts its clock right after a
+// barrier of all ranks (so time 0 is the same moment everywhere, up to the
+// barrier's message latency), and rank 0 gathers every rank's events
+// (`eventsJson`) into one file (`toJson(all)`): the same layout, with the
+// devices' tracks now running concurrently.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_TRACERECORDER_H
@@ -33,24 +39,38 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace tofu::runtime {
 
 class TraceRecorder {
 public:
-  /// Starts the clock (time 0 of the trace) and writes the metadata events.
-  explicit TraceRecorder(const plan::Plan &plan);
+  /// Starts the clock (time 0 of the trace) and writes the metadata events
+  /// of every device, or of `onlyDevice` alone when it is >= 0 (one process
+  /// per device).
+  explicit TraceRecorder(const plan::Plan &plan, int onlyDevice = -1);
+
+  /// Makes now time 0 of the trace (call on every rank right after a
+  /// barrier, before the first step).
+  void restartClock() { origin = std::chrono::steady_clock::now(); }
 
   /// The step (0-based) whose instructions the next `record` calls belong to.
   void beginStep(int64_t step) { currentStep = step; }
   /// Records one executed instruction (pass as the executor's observer).
   void record(const CpuExecutor::ExecutedInstr &e);
 
+  /// The recorded events: comma-separated JSON objects (no brackets).
+  const std::string &eventsJson() const { return events; }
   /// The trace as JSON text.
   std::string toJson() const;
+  /// One trace of the events of several recorders (eventsJson() of each
+  /// rank, in rank order).
+  static std::string toJson(const std::vector<std::string> &eventLists);
   /// Writes toJson() to `path` atomically; returns an error message on
   /// failure.
   std::string write(const std::string &path) const;
+  /// Writes `json` (a trace) to `path` atomically.
+  static std::string write(const std::string &path, const std::string &json);
 
 private:
   const plan::Plan &plan;
