@@ -1,0 +1,501 @@
+//===- CudaScheduleTest.cpp - The CUDA executor's schedule, without a GPU -===//
+//
+// Plans compiled by tofuc (with --cuda-arch, so nvcc is needed; exit 77 =
+// skipped without it) from the example models (MLP, RNN, GPT, WResNet, CNN
+// at small sizes) for k = 1 and k = 8, scheduled on 1, 2 and k GPUs:
+// the schedule must validate (every conflicting pair ordered by streams and
+// events, disjoint virtual devices, the stream rule), map each instruction
+// to the call the executor makes, and refuse what has no CUDA
+// implementation. Mutated schedules (a wait dropped, two virtual devices
+// overlapping, an instruction on the wrong stream or missing) must fail
+// validation, which is what shows the validator checks something.
+//
+// Usage: tofu-cuda-schedule-tests --tofuc T --nvcc N --python P
+//          --examples DIR --workdir DIR [gtest flags]
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaSchedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+
+using namespace tofu::cuda;
+using namespace tofu::plan;
+
+namespace {
+
+std::string tofuc, nvcc, python, examples, workdir;
+/// name -> plan ("mlp-1", "mlp-8", ...); absent when compiling failed.
+std::map<std::string, Plan> plans;
+std::map<std::string, std::string> planErrors;
+
+int shell(const std::string &cmd) {
+  std::fprintf(stderr, "+ %s\n", cmd.c_str());
+  return std::system(cmd.c_str());
+}
+
+/// Writes the example models and compiles each for k = 1 and k = 8.
+void compilePlans() {
+  std::filesystem::create_directories(workdir);
+  struct Model {
+    std::string name, generator, args, tofucArgs;
+    std::vector<int> ks; ///< nvcc takes seconds per plan: only what is used
+  };
+  const std::vector<Model> models = {
+      {"mlp", "", "", "", {1, 8}},
+      {"rnn", "rnn/make_rnn.py",
+       "--layers 2 --hidden 16 --batch 4 --vocab 32 --steps 4", "", {8}},
+      {"gpt", "transformer/make_gpt.py",
+       "--layers 2 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 2", "",
+       {8}},
+      {"wresnet", "wresnet/make_wresnet.py",
+       "--depth 50 --width 1 --image 32 --batch 2 --classes 10 --no-weights",
+       "--no-weights", {8}},
+      {"cnn", "", "", "", {1}},
+  };
+  for (const Model &m : models) {
+    std::string onnx = workdir + "/" + m.name + ".onnx";
+    if (m.name == "mlp")
+      onnx = examples + "/mlp/mlp.onnx";
+    else if (m.name == "cnn")
+      onnx = examples + "/cnn/cnn.onnx";
+    else if (shell(python + " " + examples + "/" + m.generator + " " + m.args +
+                   " -o " + onnx + " > " + workdir + "/" + m.name +
+                   ".gen.log 2>&1") != 0) {
+      for (int k : m.ks)
+        planErrors[m.name + "-" + std::to_string(k)] =
+            "the generator failed (" + workdir + "/" + m.name + ".gen.log)";
+      continue;
+    }
+    for (int k : m.ks) {
+      std::string name = m.name + "-" + std::to_string(k);
+      std::string out = workdir + "/" + name + ".bin";
+      std::string log = workdir + "/" + name + ".log";
+      if (shell(tofuc + " " + onnx + " --gpus " + std::to_string(k) +
+                " --cuda-arch sm_80 --nvcc " + nvcc + " " + m.tofucArgs +
+                " -o " + out + " > " + log + " 2>&1") != 0) {
+        planErrors[name] = "tofuc failed (" + log + ")";
+        continue;
+      }
+      Plan plan;
+      if (std::string err = readPlan(out, plan); !err.empty()) {
+        planErrors[name] = err;
+        continue;
+      }
+      plans[name] = std::move(plan);
+    }
+  }
+}
+
+const Plan &planNamed(const std::string &name) {
+  auto it = plans.find(name);
+  if (it == plans.end()) {
+    ADD_FAILURE() << name << ": " << planErrors[name];
+    static Plan empty;
+    return empty;
+  }
+  return it->second;
+}
+
+/// Builds and validates; fails the test on either error.
+Schedule scheduled(const std::string &name, int32_t gpus) {
+  const Plan &plan = planNamed(name);
+  Schedule s;
+  std::string err = buildSchedule(plan, gpus, s);
+  EXPECT_EQ(err, "") << name << " on " << gpus << " GPUs";
+  if (err.empty())
+    EXPECT_EQ(validateSchedule(plan, s), "") << name << " on " << gpus
+                                              << " GPUs";
+  return s;
+}
+
+size_t countOps(const Schedule &s, CudaOp::Kind kind) {
+  size_t n = 0;
+  for (const ScheduledInstr &e : s.instrs)
+    for (const CudaOp &op : e.ops)
+      n += op.kind == kind;
+  return n;
+}
+
+/// Plans whose every op has a CUDA implementation.
+const char *const kRunnable[] = {"mlp-1", "mlp-8", "rnn-8", "gpt-8"};
+
+TEST(CudaSchedule, RunnablePlansValidateOnEveryGpuCount) {
+  for (const char *name : kRunnable) {
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
+      continue;
+    std::set<int32_t> counts = {1, static_cast<int32_t>(plan.devices.size())};
+    if (plan.devices.size() >= 2)
+      counts.insert(2);
+    if (plan.devices.size() >= 3)
+      counts.insert(3);
+    for (int32_t gpus : counts) {
+      Schedule s = scheduled(name, gpus);
+      EXPECT_FALSE(s.instrs.empty()) << name;
+      EXPECT_GE(s.lossWriter, 0) << name;
+    }
+  }
+}
+
+TEST(CudaSchedule, InstructionsBecomeTheRightCalls) {
+  const Plan &plan = planNamed("mlp-8");
+  if (plan.devices.empty())
+    return;
+  Schedule s = scheduled("mlp-8", 8);
+  size_t gemmInstrs = 0, gemmEntries = 0, kernelOps = 0;
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    for (const Instr &in : plan.devices[d].instrs) {
+      bool work = false;
+      for (int32_t b : in.outputs)
+        work |= plan.devices[d].buffers[b].region.numElements() > 0;
+      gemmInstrs += in.kind == Instr::Kind::Compute && in.kernel == "Gemm" &&
+                    work;
+    }
+  for (const ScheduledInstr &e : s.instrs) {
+    const Instr &in = plan.devices[e.device].instrs[e.index];
+    ASSERT_FALSE(e.ops.empty()) << describeSchedule(plan, s);
+    if (in.kind == Instr::Kind::Compute && in.kernel == "Gemm") {
+      ++gemmEntries;
+      EXPECT_EQ(e.ops.back().kind, CudaOp::Kind::Gemm);
+      // Gemm's C (the bias) is broadcast into Y before the GEMM adds to it.
+      bool hasC = in.inputs.size() == 3 && in.inputs[2] >= 0;
+      EXPECT_EQ(e.ops.back().beta, hasC ? 1.0f : 0.0f);
+      EXPECT_EQ(e.ops.front().kind,
+                hasC ? CudaOp::Kind::GemmBias : CudaOp::Kind::Gemm);
+    }
+    for (const CudaOp &op : e.ops) {
+      if (op.kind != CudaOp::Kind::Kernel)
+        continue;
+      ++kernelOps;
+      const CudaLaunch &l = plan.cuda.launches[op.launch];
+      EXPECT_EQ(l.device, e.device);
+      EXPECT_EQ(l.firstInstr, e.firstIndex);
+      EXPECT_EQ(l.firstInstr + l.numInstrs - 1, e.index);
+    }
+    if (in.kind == Instr::Kind::Reduce) {
+      EXPECT_EQ(e.ops.front().kind, CudaOp::Kind::Zero);
+      // The scratch copied into dst (then the loss saved, if it is one).
+      size_t last = e.ops.size() - 1;
+      if (e.ops[last].kind == CudaOp::Kind::SaveLoss)
+        --last;
+      EXPECT_EQ(e.ops[last].kind, CudaOp::Kind::Copy);
+    }
+  }
+  EXPECT_EQ(gemmEntries, gemmInstrs);
+  EXPECT_GT(kernelOps, 0u);
+  // Every non-empty launch of the module is issued exactly once.
+  size_t nonEmpty = 0;
+  for (const CudaLaunch &l : plan.cuda.launches)
+    nonEmpty += l.numElements > 0;
+  EXPECT_EQ(countOps(s, CudaOp::Kind::Kernel), nonEmpty);
+}
+
+TEST(CudaSchedule, StreamsAndEvents) {
+  // One device: everything on its compute stream, nothing to wait on.
+  Schedule one = scheduled("mlp-1", 1);
+  for (const ScheduledInstr &e : one.instrs) {
+    EXPECT_EQ(e.stream, StreamKind::Compute);
+    EXPECT_TRUE(e.waits.empty());
+  }
+  for (const ScheduledInstr &e : one.instrs)
+    for (const CudaOp &op : e.ops)
+      if (op.kind == CudaOp::Kind::Copy || op.kind == CudaOp::Kind::BoxCopy)
+        EXPECT_EQ(op.path, CopyPath::SameDevice);
+  // Eight devices: fetches of remote pieces on communication streams, which
+  // wait for the producers on other devices' compute streams.
+  const Plan &plan = planNamed("mlp-8");
+  if (plan.devices.empty())
+    return;
+  Schedule s = scheduled("mlp-8", 8);
+  size_t comm = 0, crossWaits = 0;
+  for (const ScheduledInstr &e : s.instrs) {
+    const Instr &in = plan.devices[e.device].instrs[e.index];
+    bool remote = false;
+    for (const Piece &p : in.pieces)
+      remote |= p.device != e.device && p.region.numElements() > 0;
+    EXPECT_EQ(e.stream, remote ? StreamKind::Comm : StreamKind::Compute);
+    comm += e.stream == StreamKind::Comm;
+    for (int32_t w : e.waits) {
+      EXPECT_LT(w, static_cast<int32_t>(&e - s.instrs.data()));
+      EXPECT_TRUE(s.instrs[w].recordsEvent);
+      const ScheduledInstr &x = s.instrs[w];
+      EXPECT_FALSE(x.device == e.device && x.stream == e.stream)
+          << "a wait on the instruction's own stream is redundant";
+      crossWaits += x.device != e.device;
+    }
+  }
+  EXPECT_GT(comm, 0u);
+  EXPECT_GT(crossWaits, 0u);
+}
+
+TEST(CudaSchedule, VirtualDevicesSplitMemoryAndAvoidPeerCopies) {
+  const Plan &plan = planNamed("mlp-8");
+  if (plan.devices.empty())
+    return;
+  // --devices 1: eight disjoint slices of one allocation; copies between
+  // virtual devices are same-GPU memcpys.
+  Schedule one = scheduled("mlp-8", 1);
+  ASSERT_EQ(one.mapping.gpuBytes.size(), 1u);
+  uint64_t sum = 0;
+  for (size_t p = 0; p < 8; ++p) {
+    const DevicePlacement &pl = one.mapping.devices[p];
+    EXPECT_EQ(pl.gpu, 0);
+    EXPECT_EQ(pl.base, sum);
+    EXPECT_GE(pl.arenaBytes, plan.devices[p].peakBytes);
+    sum += pl.sliceBytes;
+  }
+  EXPECT_EQ(one.mapping.gpuBytes[0], sum);
+  size_t sameGpu = 0;
+  for (const ScheduledInstr &e : one.instrs)
+    for (const CudaOp &op : e.ops) {
+      if (op.kind != CudaOp::Kind::Copy && op.kind != CudaOp::Kind::BoxCopy &&
+          op.kind != CudaOp::Kind::BoxAdd)
+        continue;
+      EXPECT_NE(op.path, CopyPath::Peer);
+      sameGpu += op.path == CopyPath::SameGpu;
+    }
+  EXPECT_GT(sameGpu, 0u);
+  // --devices 2: devices 0-3 on GPU 0, 4-7 on GPU 1; peer copies only
+  // between the halves.
+  Schedule two = scheduled("mlp-8", 2);
+  for (size_t p = 0; p < 8; ++p)
+    EXPECT_EQ(two.mapping.devices[p].gpu, p < 4 ? 0 : 1);
+  size_t peer = 0;
+  for (const ScheduledInstr &e : two.instrs)
+    for (const CudaOp &op : e.ops)
+      if (op.kind == CudaOp::Kind::Copy || op.kind == CudaOp::Kind::BoxCopy ||
+          op.kind == CudaOp::Kind::BoxAdd) {
+        bool cross = two.mapping.devices[op.src.device].gpu !=
+                     two.mapping.devices[op.dst.device].gpu;
+        EXPECT_EQ(op.path == CopyPath::Peer, cross);
+        peer += op.path == CopyPath::Peer;
+      }
+  EXPECT_GT(peer, 0u);
+  // Bad GPU counts.
+  DeviceMapping m;
+  EXPECT_NE(mapDevices(plan, 0, m).find("runs on 1 to 8 GPUs"),
+            std::string::npos);
+  EXPECT_NE(mapDevices(plan, 9, m), "");
+}
+
+TEST(CudaSchedule, BrokenSchedulesFailValidation) {
+  const Plan &plan = planNamed("mlp-8");
+  if (plan.devices.empty())
+    return;
+  const Schedule good = scheduled("mlp-8", 1);
+  ASSERT_EQ(validateSchedule(plan, good), "");
+
+  // Every single dropped wait is caught (each one is needed).
+  size_t dropped = 0;
+  for (size_t e = 0; e < good.instrs.size(); ++e)
+    for (size_t w = 0; w < good.instrs[e].waits.size(); ++w) {
+      Schedule bad = good;
+      bad.instrs[e].waits.erase(bad.instrs[e].waits.begin() + w);
+      EXPECT_NE(validateSchedule(plan, bad), "")
+          << "dropping wait " << good.instrs[e].waits[w] << " of entry " << e
+          << " went unnoticed";
+      ++dropped;
+    }
+  EXPECT_GT(dropped, 0u);
+
+  // Two virtual devices sharing memory.
+  {
+    Schedule bad = good;
+    bad.mapping.devices[3].base = bad.mapping.devices[2].base + 256;
+    EXPECT_NE(validateSchedule(plan, bad).find("share memory"),
+              std::string::npos);
+  }
+  // A slice past the end of its GPU's allocation.
+  {
+    Schedule bad = good;
+    bad.mapping.gpuBytes[0] -= 256;
+    EXPECT_NE(validateSchedule(plan, bad), "");
+  }
+  // A communication instruction on the compute stream.
+  {
+    Schedule bad = good;
+    bool changed = false;
+    for (ScheduledInstr &e : bad.instrs)
+      if (e.stream == StreamKind::Comm) {
+        e.stream = StreamKind::Compute;
+        changed = true;
+        break;
+      }
+    ASSERT_TRUE(changed);
+    EXPECT_NE(validateSchedule(plan, bad).find("stream"), std::string::npos);
+  }
+  // An instruction missing.
+  {
+    Schedule bad = good;
+    bad.instrs.pop_back();
+    EXPECT_NE(validateSchedule(plan, bad), "");
+  }
+  // Two dependent instructions of one stream swapped (what they are and do
+  // exchanged; streams, waits and events left in place).
+  {
+    bool tried = false;
+    std::vector<int32_t> lastOn(2 * plan.devices.size(), -1);
+    for (size_t f = 0; f < good.instrs.size() && !tried; ++f) {
+      const ScheduledInstr &b = good.instrs[f];
+      int32_t &prev = lastOn[b.device * 2 + static_cast<int>(b.stream)];
+      int32_t e = prev;
+      prev = static_cast<int32_t>(f);
+      if (e < 0)
+        continue;
+      const ScheduledInstr &a = good.instrs[e];
+      const Instr &ia = plan.devices[a.device].instrs[a.index];
+      const Instr &ib = plan.devices[b.device].instrs[b.index];
+      if (ia.kind != Instr::Kind::Compute || ib.kind != Instr::Kind::Compute)
+        continue;
+      bool dependent = false;
+      for (int32_t out : ia.outputs)
+        for (int32_t x : ib.inputs)
+          dependent |= out == x;
+      if (!dependent)
+        continue;
+      tried = true;
+      Schedule bad = good;
+      std::swap(bad.instrs[e].index, bad.instrs[f].index);
+      std::swap(bad.instrs[e].firstIndex, bad.instrs[f].firstIndex);
+      std::swap(bad.instrs[e].ops, bad.instrs[f].ops);
+      EXPECT_NE(validateSchedule(plan, bad).find("may run before"),
+                std::string::npos);
+    }
+    EXPECT_TRUE(tried);
+  }
+  // A copy pointing past its device's slice.
+  {
+    Schedule bad = good;
+    bool changed = false;
+    for (ScheduledInstr &e : bad.instrs)
+      for (CudaOp &op : e.ops)
+        if (!changed && op.kind == CudaOp::Kind::Copy) {
+          op.dst.offset = bad.mapping.devices[op.dst.device].sliceBytes;
+          changed = true;
+        }
+    ASSERT_TRUE(changed);
+    EXPECT_NE(validateSchedule(plan, bad), "");
+  }
+}
+
+TEST(CudaSchedule, UnsupportedOpsAreRefusedByName) {
+  // WResNet's pooling and batch normalization have no CUDA implementation
+  // yet: refused before anything runs, naming the ops.
+  for (const char *name : {"wresnet-8"}) {
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
+      continue;
+    Schedule s;
+    std::string err = buildSchedule(plan, 1, s);
+    EXPECT_NE(err.find("has no CUDA implementation"), std::string::npos)
+        << err;
+    EXPECT_NE(err.find("BatchNormalization"), std::string::npos) << err;
+    EXPECT_NE(err.find("--backend cpu"), std::string::npos) << err;
+  }
+  // An op of the MLP turned into one with neither a generated kernel nor a
+  // library mapping.
+  Plan plan = planNamed("mlp-1");
+  if (plan.devices.empty())
+    return;
+  bool changed = false;
+  for (Instr &in : plan.devices[0].instrs)
+    if (!changed && in.kind == Instr::Kind::Compute && in.kernel == "Gemm") {
+      in.kernel = "MaxPool";
+      in.op = "/pool";
+      in.programs.clear();
+      changed = true;
+    }
+  ASSERT_TRUE(changed);
+  Schedule s;
+  std::string err = buildSchedule(plan, 1, s);
+  EXPECT_NE(err.find("op 'MaxPool' has no CUDA implementation"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("/pool"), std::string::npos) << err;
+  // A plan without the CUDA section.
+  Plan bare = planNamed("mlp-1");
+  bare.cuda = CudaModule();
+  EXPECT_NE(buildSchedule(bare, 1, s).find("--cuda-arch"), std::string::npos);
+}
+
+TEST(CudaSchedule, UnknownElementTypeIsRefused) {
+  Plan plan = planNamed("mlp-8");
+  if (plan.devices.empty())
+    return;
+  // A type the CUDA backend does not know (as a newer plan's f16 would be).
+  bool changed = false;
+  for (size_t d = 0; d < plan.devices.size() && !changed; ++d)
+    for (const Instr &in : plan.devices[d].instrs)
+      if (in.kind == Instr::Kind::Fetch) {
+        int32_t t = plan.devices[d].buffers[in.dst].tensor;
+        plan.tensors[t].dtype = static_cast<DType>(200);
+        changed = true;
+        break;
+      }
+  ASSERT_TRUE(changed);
+  Schedule s;
+  std::string err = buildSchedule(plan, 1, s);
+  EXPECT_NE(err.find("element type 200 is not supported"), std::string::npos)
+      << err;
+}
+
+TEST(CudaSchedule, ConvolutionsGoToCudnn) {
+  const Plan &plan = planNamed("cnn-1");
+  if (plan.devices.empty())
+    return;
+  Schedule s;
+  std::string err = buildSchedule(plan, 1, s);
+  // Every Conv-family instruction either maps to cuDNN or is refused with
+  // its reason; a mapped one carries the local shapes of X and W.
+  std::set<std::string> kernels;
+  for (const Instr &in : plan.devices[0].instrs)
+    kernels.insert(in.kernel);
+  if (!err.empty()) {
+    EXPECT_NE(err.find("has no CUDA implementation"), std::string::npos);
+    return;
+  }
+  EXPECT_EQ(validateSchedule(plan, s), "");
+  size_t convs = countOps(s, CudaOp::Kind::Conv);
+  EXPECT_EQ(convs > 0, kernels.count("Conv") > 0);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--tofuc")
+      tofuc = value;
+    else if (flag == "--nvcc")
+      nvcc = value;
+    else if (flag == "--python")
+      python = value;
+    else if (flag == "--examples")
+      examples = value;
+    else if (flag == "--workdir")
+      workdir = value;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (tofuc.empty() || python.empty() || examples.empty() || workdir.empty()) {
+    std::fprintf(stderr, "usage: tofu-cuda-schedule-tests --tofuc T --nvcc N "
+                         "--python P --examples DIR --workdir DIR\n");
+    return 2;
+  }
+  if (nvcc.empty() || nvcc.find("NOTFOUND") != std::string::npos) {
+    std::printf("SKIPPED: no nvcc; the plans need tofuc --cuda-arch\n");
+    return 77;
+  }
+  compilePlans();
+  return RUN_ALL_TESTS();
+}
