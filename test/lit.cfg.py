@@ -20,3 +20,14 @@ if shutil.which("nvcc") or os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
     config.available_features.add("nvcc")
 else:
     lit_config.note("nvcc not found: the CUDA kernel tests (REQUIRES: nvcc) are unsupported")
+# tofu-run built with the CUDA executor (--backend cuda), and whether this
+# machine has a GPU (the tests of the no-GPU error are unsupported there).
+if getattr(config, "tofu_cuda_executor", "OFF") == "ON":
+    config.available_features.add("cuda-executor")
+try:
+    import subprocess
+    if "GPU" in subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                               text=True, timeout=30).stdout:
+        config.available_features.add("cuda-gpu")
+except (OSError, subprocess.SubprocessError):
+    pass

@@ -4,9 +4,10 @@
 // the semantics of the CPU kernels (runtime/lib/KernelsMatMul.cpp):
 //   C[M, N] = alpha * op(A) * op(B) + beta * C
 // cuBLAS is column-major; a row-major product is computed as the
-// column-major C^T = op(B)^T op(A)^T, with no copies. Not yet called by an
-// executor (there is none, docs/Cuda.md); tested against the CPU kernels
-// where a GPU exists (tofu-cuda-library-tests, label gpu).
+// column-major C^T = op(B)^T op(A)^T, with no copies. Called by the CUDA
+// executor (CudaExecutor.cpp) for MatMul and Gemm; tested against the CPU
+// kernels where a GPU exists (tofu-cuda-library-tests, label gpu; never run
+// yet, docs/Cuda.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDABLAS_H

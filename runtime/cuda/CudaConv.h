@@ -5,9 +5,10 @@
 // (runtime/lib/KernelsConv.cpp, tdl-specs/conv.tdl): explicit begin/end
 // pads, strides, dilations, groups. The algorithm of each direction is
 // chosen once per shape (cuDNN's heuristics, the first one whose workspace
-// fits the limit) and cached. Not yet called by an executor (there is none,
-// docs/Cuda.md); tested against the CPU kernels where a GPU exists
-// (tofu-cuda-library-tests, label gpu).
+// fits the limit) and cached. Called by the CUDA executor (CudaExecutor.cpp)
+// for Conv, ConvGradInput and ConvGradWeight; tested against the CPU kernels
+// where a GPU exists (tofu-cuda-library-tests, label gpu; never run yet,
+// docs/Cuda.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDACONV_H

@@ -10,14 +10,29 @@
 // overlapping, an instruction on the wrong stream or missing) must fail
 // validation, which is what shows the validator checks something.
 //
+// CudaScheduleOnHost.*: the schedules of MLP (k = 1, 8 on 1, 3, 8 GPUs), RNN
+// and GPT run on the host by an emulator of the executor's calls, in random
+// stream interleavings allowed by the events, give the CPU backend's losses
+// and parameters.
+//
 // Usage: tofu-cuda-schedule-tests --tofuc T --nvcc N --python P
-//          --examples DIR --workdir DIR [gtest flags]
+//          --examples DIR --workdir DIR --host-cxx CXX [gtest flags]
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaSchedule.h"
 
+#include "tofu/runtime/CpuBackend.h"
+#include "tofu/runtime/SyntheticData.h"
+
 #include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
 
 #include <cstdio>
 #include <cstdlib>
@@ -30,7 +45,7 @@ using namespace tofu::plan;
 
 namespace {
 
-std::string tofuc, nvcc, python, examples, workdir;
+std::string tofuc, nvcc, python, examples, workdir, hostCxx;
 /// name -> plan ("mlp-1", "mlp-8", ...); absent when compiling failed.
 std::map<std::string, Plan> plans;
 std::map<std::string, std::string> planErrors;
@@ -466,6 +481,300 @@ TEST(CudaSchedule, ConvolutionsGoToCudnn) {
   EXPECT_EQ(convs > 0, kernels.count("Conv") > 0);
 }
 
+
+/// Runs a schedule on the host, as the executor would on GPUs: one byte
+/// array per GPU laid out by the mapping; generated kernels through their
+/// host drivers (the plan's CUDA source compiled as plain C++ and loaded
+/// with dlopen); GEMMs, the Gemm bias, copies, box copies/adds, memsets and
+/// the loss slot as loops with the semantics the executor's CUDA calls have.
+/// Entries run in a random order that respects only stream order and the
+/// waits, so a missing dependency shows up as a wrong result.
+class HostEmulator {
+public:
+  HostEmulator(const Plan &plan, const Schedule &s) : plan(plan), s(s) {}
+  ~HostEmulator() {
+    if (lib)
+      dlclose(lib);
+  }
+
+  std::string init(const std::string &tag) {
+    // One host library per plan (`tag`), compiled once per test run.
+    static std::set<std::string> compiled;
+    std::string src = workdir + "/" + tag + ".host.cpp";
+    std::string so = workdir + "/" + tag + ".host.so";
+    if (!compiled.count(tag)) {
+      std::ofstream(src) << plan.cuda.source;
+      if (shell(hostCxx + " -std=c++17 -O1 -ffp-contract=off -fPIC -shared "
+                          "-w -o " + so + " " + src) != 0)
+        return "compiling the generated source as C++ failed";
+      compiled.insert(tag);
+    }
+    lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      return std::string("dlopen: ") + dlerror();
+    for (const CudaKernel &k : plan.cuda.kernels) {
+      void *f = dlsym(lib, (k.name + "_host").c_str());
+      if (!f)
+        return "no host driver " + k.name + "_host";
+      fns.push_back(reinterpret_cast<HostFn>(f));
+    }
+    mem.resize(s.mapping.numGpus);
+    for (int32_t g = 0; g < s.mapping.numGpus; ++g)
+      mem[g].assign(s.mapping.gpuBytes[g], 0);
+    for (size_t d = 0; d < plan.devices.size(); ++d)
+      for (const Buffer &b : plan.devices[d].buffers)
+        if (!b.init.empty())
+          std::memcpy(ptr({static_cast<int32_t>(d), b.offset}), b.init.data(),
+                      b.bytes);
+    return "";
+  }
+
+  std::string runStep(int64_t step, uint32_t seed) {
+    tofu::runtime::SyntheticData data(plan);
+    for (size_t d = 0; d < plan.devices.size(); ++d)
+      for (const Buffer &b : plan.devices[d].buffers) {
+        const TensorInfo &t = plan.tensors[b.tensor];
+        if (t.role != TensorRole::Input && t.role != TensorRole::Label)
+          continue;
+        if (std::string err =
+                data.fill(b.tensor, b.region,
+                          step % tofu::runtime::SyntheticData::kNumBatches,
+                          ptr({static_cast<int32_t>(d), b.offset}));
+            !err.empty())
+          return err;
+      }
+    // Per stream its entries in issue order; run any stream's head whose
+    // waits are done.
+    std::map<int32_t, std::vector<int32_t>> queues;
+    for (size_t e = 0; e < s.instrs.size(); ++e)
+      queues[s.instrs[e].device * 2 + static_cast<int>(s.instrs[e].stream)]
+          .push_back(static_cast<int32_t>(e));
+    std::vector<size_t> head(2 * plan.devices.size(), 0);
+    std::vector<bool> done(s.instrs.size(), false);
+    std::mt19937 rng(seed);
+    for (size_t ran = 0; ran < s.instrs.size();) {
+      std::vector<int32_t> ready;
+      for (auto &[st, q] : queues) {
+        if (head[st] >= q.size())
+          continue;
+        bool ok = true;
+        for (int32_t w : s.instrs[q[head[st]]].waits)
+          ok &= done[w];
+        if (ok)
+          ready.push_back(st);
+      }
+      if (ready.empty())
+        return "deadlock: no stream can proceed";
+      int32_t st = ready[rng() % ready.size()];
+      int32_t e = queues[st][head[st]++];
+      if (std::string err = runEntry(s.instrs[e], step); !err.empty())
+        return err;
+      done[e] = true;
+      ++ran;
+    }
+    return "";
+  }
+
+  float loss() const { return lossSlot; }
+  const uint8_t *buffer(int32_t d, int32_t b) {
+    return ptr({d, plan.devices[d].buffers[b].offset});
+  }
+
+private:
+  using HostFn = void (*)(void *const *, const int64_t *, uint64_t,
+                          unsigned long long *);
+  uint8_t *ptr(const DevicePointer &p) {
+    const DevicePlacement &pl = s.mapping.devices[p.device];
+    return mem[pl.gpu].data() + pl.base + p.offset;
+  }
+
+  std::string runEntry(const ScheduledInstr &e, int64_t step) {
+    for (const CudaOp &op : e.ops) {
+      switch (op.kind) {
+      case CudaOp::Kind::Kernel: {
+        const CudaLaunch &l = plan.cuda.launches[op.launch];
+        std::vector<void *> ptrs;
+        for (int32_t b : l.buffers)
+          ptrs.push_back(b < 0 ? nullptr
+                               : ptr({l.device,
+                                      plan.devices[l.device].buffers[b].offset}));
+        unsigned long long error[12] = {0};
+        fns[l.kernel](ptrs.data(), l.params.data(),
+                      static_cast<uint64_t>(step), error);
+        if (error[0])
+          return "kernel " + plan.cuda.kernels[l.kernel].name +
+                 " read outside its buffer";
+        break;
+      }
+      case CudaOp::Kind::Gemm:
+        for (int64_t b = 0; b < op.batch; ++b) {
+          const float *A =
+              reinterpret_cast<const float *>(ptr(op.a)) + b * op.strideA;
+          const float *B =
+              reinterpret_cast<const float *>(ptr(op.b)) + b * op.strideB;
+          float *C = reinterpret_cast<float *>(ptr(op.c)) + b * op.strideC;
+          for (int64_t i = 0; i < op.m; ++i)
+            for (int64_t j = 0; j < op.n; ++j) {
+              double acc = 0;
+              for (int64_t q = 0; q < op.k; ++q)
+                acc += double(op.transA ? A[q * op.lda + i] : A[i * op.lda + q]) *
+                       double(op.transB ? B[j * op.ldb + q] : B[q * op.ldb + j]);
+              float &c = C[i * op.ldc + j];
+              c = static_cast<float>(op.alpha * acc +
+                                     (op.beta != 0 ? op.beta * c : 0.0));
+            }
+        }
+        break;
+      case CudaOp::Kind::GemmBias: {
+        const float *c = reinterpret_cast<const float *>(ptr(op.c));
+        float *y = reinterpret_cast<float *>(ptr(op.dst));
+        for (int64_t i = 0; i < op.m; ++i)
+          for (int64_t j = 0; j < op.n; ++j)
+            y[i * op.n + j] = op.beta * c[i * op.cRowStride + j * op.cColStride];
+        break;
+      }
+      case CudaOp::Kind::Conv:
+        return "the host emulator has no convolution";
+      case CudaOp::Kind::Copy:
+        std::memmove(ptr(op.dst), ptr(op.src), op.bytes);
+        break;
+      case CudaOp::Kind::Zero:
+        std::memset(ptr(op.dst), 0, op.bytes);
+        break;
+      case CudaOp::Kind::BoxCopy:
+      case CudaOp::Kind::BoxAdd: {
+        const BoxMove &bm = op.box;
+        int64_t n = 1;
+        for (int r = 0; r < bm.rank; ++r)
+          n *= bm.region[r];
+        const uint8_t *src = ptr(op.src);
+        uint8_t *dst = ptr(op.dst);
+        for (int64_t el = 0; el < n; ++el) {
+          int64_t rest = el, so = 0, dof = 0, ss = 1, ds = 1;
+          for (int r = bm.rank - 1; r >= 0; --r) {
+            int64_t c = rest % bm.region[r];
+            rest /= bm.region[r];
+            so += (bm.srcStart[r] + c) * ss;
+            dof += (bm.dstStart[r] + c) * ds;
+            ss *= bm.srcExtents[r];
+            ds *= bm.dstExtents[r];
+          }
+          const uint8_t *sp = src + so * op.elementSize;
+          uint8_t *dp = dst + dof * op.elementSize;
+          if (op.kind == CudaOp::Kind::BoxCopy)
+            std::memcpy(dp, sp, op.elementSize);
+          else if (op.dtype == DType::F32)
+            *reinterpret_cast<float *>(dp) += *reinterpret_cast<const float *>(sp);
+          else if (op.dtype == DType::I64)
+            *reinterpret_cast<int64_t *>(dp) +=
+                *reinterpret_cast<const int64_t *>(sp);
+          else
+            *dp = (*dp | *sp) ? 1 : 0;
+        }
+        break;
+      }
+      case CudaOp::Kind::SaveLoss:
+        std::memcpy(&lossSlot, ptr(op.src), sizeof(float));
+        break;
+      }
+    }
+    return "";
+  }
+
+  const Plan &plan;
+  const Schedule &s;
+  void *lib = nullptr;
+  std::vector<HostFn> fns;
+  std::vector<std::vector<uint8_t>> mem;
+  float lossSlot = 0;
+};
+
+/// The schedule run on the host (several random stream interleavings)
+/// against the CPU backend interpreting the TDL programs: the same losses
+/// and parameters, within fp32 tolerance (the GEMMs sum in a different
+/// order). This checks every offset, GEMM parameter, box, launch argument
+/// and the virtual device layout the executor will use.
+void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
+                               int steps) {
+  const Plan &plan = planNamed(name);
+  if (plan.devices.empty())
+    return;
+  Schedule s = scheduled(name, gpus);
+  tofu::runtime::CpuExecutor cpu(plan);
+  cpu.preferInterpreter(true);
+  ASSERT_EQ(cpu.init(), "");
+  ASSERT_EQ(cpu.watchLoss(), "");
+  HostEmulator emu(plan, s);
+  ASSERT_EQ(emu.init(name), "");
+  for (int step = 0; step < steps; ++step) {
+    ASSERT_EQ(cpu.runStep(step), "");
+    ASSERT_EQ(emu.runStep(step, 1234 + step), "") << name;
+    double want = 0;
+    ASSERT_EQ(cpu.lastLoss(want), "");
+    EXPECT_NEAR(emu.loss(), want, 1e-5 + 1e-4 * std::fabs(want))
+        << name << " on " << gpus << " GPUs, step " << step + 1;
+  }
+  size_t compared = 0;
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const auto &buffers = plan.devices[d].buffers;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const TensorInfo &t = plan.tensors[buffers[b].tensor];
+      if (t.role != TensorRole::Param || !buffers[b].owned ||
+          t.dtype != DType::F32)
+        continue;
+      const float *g = reinterpret_cast<const float *>(
+          emu.buffer(static_cast<int32_t>(d), static_cast<int32_t>(b)));
+      const float *c = reinterpret_cast<const float *>(
+          cpu.bufferData(static_cast<int32_t>(d), static_cast<int32_t>(b)));
+      for (size_t i = 0; i < buffers[b].bytes / 4; ++i)
+        ASSERT_NEAR(g[i], c[i], 1e-5 + 1e-4 * std::fabs(c[i]))
+            << name << " on " << gpus << " GPUs: device " << d << " "
+            << t.name << " element " << i;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0u) << name;
+}
+
+TEST(CudaScheduleOnHost, MlpMatchesTheCpuBackend) {
+  expectEmulationMatchesCpu("mlp-1", 1, 3);
+  expectEmulationMatchesCpu("mlp-8", 1, 3);
+  expectEmulationMatchesCpu("mlp-8", 3, 3);
+  expectEmulationMatchesCpu("mlp-8", 8, 3);
+}
+
+TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
+  expectEmulationMatchesCpu("rnn-8", 1, 2);
+  expectEmulationMatchesCpu("gpt-8", 2, 2);
+}
+
+TEST(CudaScheduleOnHost, AMissingWaitChangesTheResult) {
+  // The emulator is sensitive to the events: without its waits, a
+  // communication stream runs ahead of the producers and the losses differ.
+  const Plan &plan = planNamed("mlp-8");
+  if (plan.devices.empty())
+    return;
+  Schedule s = scheduled("mlp-8", 1);
+  for (ScheduledInstr &e : s.instrs)
+    if (e.stream == StreamKind::Comm)
+      e.waits.clear();
+  tofu::runtime::CpuExecutor cpu(plan);
+  cpu.preferInterpreter(true);
+  ASSERT_EQ(cpu.init(), "");
+  ASSERT_EQ(cpu.watchLoss(), "");
+  HostEmulator emu(plan, s);
+  ASSERT_EQ(emu.init("mlp-8"), "");
+  bool differs = false;
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_EQ(cpu.runStep(step), "");
+    ASSERT_EQ(emu.runStep(step, 99 + step), "");
+    double want = 0;
+    ASSERT_EQ(cpu.lastLoss(want), "");
+    differs |= !(std::fabs(emu.loss() - want) <= 1e-4 * (1 + std::fabs(want)));
+  }
+  EXPECT_TRUE(differs);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -482,14 +791,18 @@ int main(int argc, char **argv) {
       examples = value;
     else if (flag == "--workdir")
       workdir = value;
+    else if (flag == "--host-cxx")
+      hostCxx = value;
     else {
       std::fprintf(stderr, "unknown argument %s\n", flag.c_str());
       return 2;
     }
   }
-  if (tofuc.empty() || python.empty() || examples.empty() || workdir.empty()) {
+  if (tofuc.empty() || python.empty() || examples.empty() || workdir.empty() ||
+      hostCxx.empty()) {
     std::fprintf(stderr, "usage: tofu-cuda-schedule-tests --tofuc T --nvcc N "
-                         "--python P --examples DIR --workdir DIR\n");
+                         "--python P --examples DIR --workdir DIR "
+                         "--host-cxx CXX\n");
     return 2;
   }
   if (nvcc.empty() || nvcc.find("NOTFOUND") != std::string::npos) {

@@ -4,7 +4,8 @@
 //                     [--save trained.onnx] [--dump DIR] [--dump-plan]
 //                     [--kernels native|interpreter] [--trace trace.json]
 //                     [--data DIR] [--resume trained.onnx] [--quiet]
-//                     [--comm-timeout S]
+//                     [--comm-timeout S] [--devices N] [--no-cuda-graph]
+//                     [--dump-cuda-schedule]
 //
 // Under `mpirun -np k` or the torchrun environment it runs as one process per
 // device (ProcessGroup.h); rank 0 prints, reports and saves.
@@ -17,6 +18,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaSchedule.h"
+#include "CudaRunPlugin.h"
+#include <dlfcn.h>
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/NpyData.h"
 #include "tofu/runtime/NpyWriter.h"
@@ -52,10 +56,20 @@ const char *kUsage =
     "                [--report out.json] [--save trained.onnx] [--dump DIR]\n"
     "                [--dump-plan] [--kernels native|interpreter]\n"
     "                [--trace trace.json] [--data DIR] [--resume FILE]\n"
-    "                [--quiet] [--comm-timeout S]\n"
+    "                [--quiet] [--comm-timeout S] [--devices N]\n"
+    "                [--no-cuda-graph] [--dump-cuda-schedule]\n"
     "\n"
     "  --steps N          training steps to run (default 10)\n"
-    "  --backend B        auto (default: the CPU backend), cpu, or cuda\n"
+    "  --backend B        auto (default: the CPU backend), cpu, or cuda (a\n"
+    "                     plan compiled with tofuc --cuda-arch; docs/Cuda.md)\n"
+    "  --devices N        cuda: run the plan's k devices on N GPUs (1..k,\n"
+    "                     default k); several plan devices share a GPU as\n"
+    "                     virtual devices with disjoint memory\n"
+    "  --no-cuda-graph    cuda: issue every step eagerly instead of replaying\n"
+    "                     the step captured as a CUDA graph\n"
+    "  --dump-cuda-schedule  print what --backend cuda would issue on\n"
+    "                     --devices N GPUs (streams, events, calls) or why it\n"
+    "                     refuses the plan, and exit (needs no GPU)\n"
     "  --report FILE      write a JSON report (loss, time, memory, bytes)\n"
     "  --save FILE        write the trained weights into the plan's ONNX model,\n"
     "                     and the optimizer state and step count next to it\n"
@@ -104,6 +118,8 @@ struct Options {
   std::string kernels = "native";
   int64_t steps = 10;
   bool dumpPlan = false, quiet = false;
+  int32_t devices = 0; ///< --devices (0 = one GPU per plan device)
+  bool noCudaGraph = false, dumpCudaSchedule = false;
   double commTimeout = ProcessGroup::kDefaultTimeoutSeconds;
   /// --test-fail R:N[:stall] (for failure tests, not in --help): rank R
   /// dies (or stalls) after running N instructions.
@@ -216,6 +232,20 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
         return err;
     } else if (a == "--dump-plan") {
       opts.dumpPlan = true;
+    } else if (a == "--devices") {
+      std::string v;
+      if (!(err = value(v)).empty())
+        return err;
+      char *end = nullptr;
+      errno = 0;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || errno != 0 || n < 1 || n > 4096)
+        return "--devices expects a positive number of GPUs, got '" + v + "'";
+      opts.devices = static_cast<int32_t>(n);
+    } else if (a == "--no-cuda-graph") {
+      opts.noCudaGraph = true;
+    } else if (a == "--dump-cuda-schedule") {
+      opts.dumpCudaSchedule = true;
     } else if (a == "--quiet") {
       opts.quiet = true;
     } else if (a == "--help" || a == "-h") {
@@ -233,6 +263,10 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
   if (opts.planPath.empty())
     return "no plan file given (usage: tofu-run plan.bin [options]; see "
            "--help)";
+  if ((opts.devices || opts.noCudaGraph) && opts.backend != "cuda" &&
+      !opts.dumpCudaSchedule)
+    return std::string(opts.devices ? "--devices" : "--no-cuda-graph") +
+           " applies to --backend cuda only";
   return "";
 }
 
@@ -361,6 +395,61 @@ std::vector<bool> updatedParams(const Plan &plan) {
   return updated;
 }
 
+/// --backend cuda: CudaExecutor (runtime/cuda/CudaExecutor.h).
+int runCuda(const Options &opts, const Plan &plan, int64_t startStep) {
+  for (auto [given, flag] :
+       {std::pair{!opts.savePath.empty(), "--save"},
+        {!opts.dumpDir.empty(), "--dump"},
+        {!opts.tracePath.empty(), "--trace"},
+        {opts.kernels != "native", "--kernels"},
+        {opts.testFailRank >= 0, "--test-fail"}})
+    if (given)
+      return fail(std::string(flag) +
+                  " is not supported with --backend cuda yet; use --backend "
+                  "cpu for it");
+#ifndef TOFU_RUN_HAVE_CUDA
+  (void)plan;
+  (void)startStep;
+  return fail("--backend cuda: this tofu-run was built without the CUDA "
+              "executor (CMake found no CUDA toolkit with cuBLAS and cuDNN); "
+              "rebuild on a machine with them, or use --backend cpu");
+#else
+  // The executor lives in a plugin next to this binary, loaded only here:
+  // linking cuBLAS/cuDNN into tofu-run would slow every start.
+  std::error_code ec;
+  std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::string path =
+      (ec ? std::filesystem::path(".") : self.parent_path()) /
+      TOFU_RUN_CUDA_PLUGIN;
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    return fail(std::string("--backend cuda: cannot load the CUDA executor "
+                            "plugin: ") +
+                dlerror() +
+                "; it is built with tofu-run where CMake finds the CUDA "
+                "toolkit, cuBLAS and cuDNN (use --backend cpu otherwise)");
+  auto *entry = reinterpret_cast<tofu::cuda::CudaRunFn>(
+      dlsym(handle, "tofuCudaRun"));
+  if (!entry)
+    return fail("--backend cuda: " + path + " has no entry point tofuCudaRun");
+  tofu::cuda::CudaRunRequest request;
+  request.plan = &plan;
+  request.planPath = opts.planPath;
+  request.devices = opts.devices;
+  request.useGraph = !opts.noCudaGraph;
+  request.steps = opts.steps;
+  request.startStep = startStep;
+  request.quiet = opts.quiet;
+  request.reportPath = opts.reportPath;
+  request.dataDir = opts.dataDir;
+  std::string err;
+  if (entry(request, err) != 0)
+    return fail(err);
+  return 0;
+#endif
+}
+
 int run(int argc, char **argv) {
   Options opts;
   if (std::string err = parseArgs(argc, argv, opts); !err.empty())
@@ -407,6 +496,20 @@ int run(int argc, char **argv) {
     printCudaSummary(plan.cuda);
     return group.finish().empty() ? 0 : 1;
   }
+  if (opts.dumpCudaSchedule) {
+    tofu::cuda::Schedule schedule;
+    const int32_t gpus = opts.devices ? opts.devices
+                                      : static_cast<int32_t>(plan.numDevices);
+    if (std::string err = tofu::cuda::buildSchedule(plan, gpus, schedule);
+        !err.empty())
+      return fail(err);
+    if (std::string err = tofu::cuda::validateSchedule(plan, schedule);
+        !err.empty())
+      return fail("the CUDA schedule is wrong (a bug; report it with the "
+                  "plan): " + err);
+    std::fputs(tofu::cuda::describeSchedule(plan, schedule).c_str(), stdout);
+    return 0;
+  }
   if (std::string err = group.checkWorldSize(plan.numDevices); !err.empty())
     return failOnEveryRank(err);
   if (plan.withoutWeights)
@@ -420,16 +523,14 @@ int run(int argc, char **argv) {
             resumeCheckpoint(opts.resumePath, plan, startStep);
         !err.empty())
       return failOnEveryRank(err);
-  if (opts.backend == "cuda")
-    return fail(std::string("the CUDA executor is not implemented yet (") +
-                (plan.cuda.arch.empty()
-                     ? "this plan has no CUDA kernels either"
-                     : "this plan carries " +
-                           std::to_string(plan.cuda.kernels.size()) +
-                           " generated kernels for " + plan.cuda.arch +
-                           ", which nothing runs yet") +
-                "; docs/Cuda.md); run this plan with --backend cpu (or "
-                "auto)");
+  if (opts.backend == "cuda") {
+    if (group.multiProcess())
+      return failOnEveryRank(
+          "--backend cuda runs all plan devices in one process (several "
+          "GPUs, or virtual devices with --devices); one process per GPU "
+          "(mpirun, torchrun) is not implemented yet");
+    return runCuda(opts, plan, startStep);
+  }
   const std::string backend = "cpu";
 
   // Validate output locations before spending time on training.

@@ -1,0 +1,603 @@
+//===- CudaExecutor.cpp - Execute a k-device plan on CUDA GPUs ------------===//
+//
+// See CudaExecutor.h. Every decision (placement, streams, events, calls) is
+// taken from the Schedule (CudaSchedule.cpp); this file only makes the CUDA
+// calls. Compiled and linked here and in CI, never run on a GPU yet.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaExecutor.h"
+
+#include "CudaBlas.h"
+#include "CudaConv.h"
+#include "CudaDiagnostics.h"
+#include "CudaSchedule.h"
+#include "CudaTransferKernels.h"
+
+#include "tofu/runtime/CudaArch.h"
+#include "tofu/runtime/SyntheticData.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <memory>
+
+using namespace tofu::cuda;
+using namespace tofu::plan;
+using tofu::runtime::SyntheticData;
+
+namespace {
+
+std::string cudaFailure(const char *what, cudaError_t err) {
+  return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
+         cudaGetErrorString(err) + ")";
+}
+
+#define TOFU_CUDA(call)                                                        \
+  do {                                                                         \
+    cudaError_t tofuErr = (call);                                              \
+    if (tofuErr != cudaSuccess)                                                \
+      return cudaFailure(#call, tofuErr);                                      \
+  } while (0)
+
+/// The 12-word out-of-buffer record of the generated kernels.
+constexpr size_t kErrorWords = 12;
+
+} // namespace
+
+struct CudaExecutor::Impl {
+  const Plan &plan;
+  CudaRunOptions options;
+  Schedule schedule;
+  SyntheticData data;
+  DataSource dataSource;
+
+  struct Gpu {
+    int ordinal = 0;
+    std::string name;
+    uint8_t *memory = nullptr; ///< the slices of its plan devices
+    unsigned long long *step = nullptr;  ///< the training step (uniform())
+    unsigned long long *error = nullptr; ///< kErrorWords
+    float *lossSlot = nullptr;
+    int multiprocessors = 1;
+  };
+  std::vector<Gpu> gpus;
+  struct Device {
+    cudaStream_t compute = nullptr, comm = nullptr;
+    cudaEvent_t commJoined = nullptr, joined = nullptr;
+    std::unique_ptr<BlasHandle> blas;
+    std::unique_ptr<ConvRunner> conv;
+  };
+  std::vector<Device> devices;
+  std::vector<cudaEvent_t> events; ///< per schedule entry (null: none)
+  /// The plan's cubin, loaded context-independently (cudaLibraryLoadData),
+  /// and its kernels, launched with cudaLaunchKernel on any device.
+  cudaLibrary_t library = nullptr;
+  std::vector<cudaKernel_t> kernels;
+  cudaEvent_t fork = nullptr;
+  /// Per launch: pointer and parameter blocks, laid out as TofuPointers<P>
+  /// and TofuParams<Q>.
+  std::vector<std::vector<void *>> launchPointers;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graphExec = nullptr;
+  int64_t stepsRun = 0, replays = 0;
+  bool initialized = false;
+  std::vector<uint8_t> staging;
+
+  Impl(const Plan &plan, CudaRunOptions options)
+      : plan(plan), options(options), data(plan) {}
+  ~Impl();
+
+  uint8_t *pointer(const DevicePointer &p) const {
+    const DevicePlacement &pl = schedule.mapping.devices[p.device];
+    return gpus[pl.gpu].memory + pl.base + p.offset;
+  }
+  int gpuOf(int32_t device) const {
+    return gpus[schedule.mapping.devices[device].gpu].ordinal;
+  }
+  cudaStream_t streamOf(const ScheduledInstr &e) const {
+    return e.stream == StreamKind::Comm ? devices[e.device].comm
+                                        : devices[e.device].compute;
+  }
+
+  std::string init();
+  std::string feed(int64_t step);
+  std::string issue();
+  std::string issueOp(const ScheduledInstr &e, const CudaOp &op,
+                      cudaStream_t stream);
+  std::string runStep(int64_t step);
+  std::string checkErrorRecords();
+};
+
+CudaExecutor::Impl::~Impl() {
+  if (graphExec)
+    cudaGraphExecDestroy(graphExec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  for (cudaEvent_t e : events)
+    if (e)
+      cudaEventDestroy(e);
+  if (fork)
+    cudaEventDestroy(fork);
+  for (Device &d : devices) {
+    d.blas.reset();
+    d.conv.reset();
+    if (d.commJoined)
+      cudaEventDestroy(d.commJoined);
+    if (d.joined)
+      cudaEventDestroy(d.joined);
+    if (d.compute)
+      cudaStreamDestroy(d.compute);
+    if (d.comm)
+      cudaStreamDestroy(d.comm);
+  }
+  if (library)
+    cudaLibraryUnload(library);
+  for (Gpu &g : gpus) {
+    cudaSetDevice(g.ordinal);
+    if (g.memory)
+      cudaFree(g.memory);
+    if (g.step)
+      cudaFree(g.step);
+  }
+}
+
+std::string CudaExecutor::Impl::init() {
+  // The plan first: what it cannot run is refused without touching a GPU.
+  const int32_t k = static_cast<int32_t>(plan.devices.size());
+  const int32_t numGpus = options.numGpus > 0 ? options.numGpus : k;
+  if (std::string err = buildSchedule(plan, numGpus, schedule); !err.empty())
+    return err;
+  int count = 0;
+  std::string why = describeGpus(count);
+  if (count == 0)
+    return "--backend cuda: no CUDA GPU found (" + why +
+           "). Run the plan with --backend cpu, or on a machine with an "
+           "NVIDIA GPU and its driver (nvidia-smi lists it)";
+  if (numGpus > count)
+    return "--backend cuda: the plan's " + std::to_string(k) +
+           " devices are to run on " + std::to_string(numGpus) +
+           " GPUs, but " + std::to_string(count) +
+           " are visible; pass --devices " + std::to_string(count) +
+           " to run the plan devices as virtual devices on them";
+
+  CudaArch arch;
+  if (!parseCudaArch(plan.cuda.arch, arch))
+    return "the plan's CUDA architecture '" + plan.cuda.arch +
+           "' is not a CUDA architecture name";
+  gpus.resize(numGpus);
+  for (int32_t g = 0; g < numGpus; ++g) {
+    Gpu &gpu = gpus[g];
+    gpu.ordinal = g;
+    cudaDeviceProp prop;
+    TOFU_CUDA(cudaGetDeviceProperties(&prop, g));
+    gpu.name = prop.name;
+    gpu.multiprocessors = prop.multiProcessorCount;
+    if (std::string err = checkPlanArchitecture(plan.cuda.arch, g, gpu.name,
+                                                prop.major, prop.minor);
+        !err.empty())
+      return err;
+  }
+  // Memory: one allocation per GPU, checked against what is free first.
+  for (int32_t g = 0; g < numGpus; ++g) {
+    Gpu &gpu = gpus[g];
+    TOFU_CUDA(cudaSetDevice(gpu.ordinal));
+    size_t freeBytes = 0, totalBytes = 0;
+    TOFU_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
+    const uint64_t want = schedule.mapping.gpuBytes[g];
+    if (want > freeBytes)
+      return outOfMemoryMessage(gpu.ordinal, gpu.name, want, freeBytes,
+                                totalBytes, plan.numDevices);
+    if (want) {
+      cudaError_t err = cudaMalloc(&gpu.memory, want);
+      if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        return outOfMemoryMessage(gpu.ordinal, gpu.name, want, freeBytes,
+                                  totalBytes, plan.numDevices);
+      }
+      if (err != cudaSuccess)
+        return cudaFailure("cudaMalloc of the arenas", err);
+      TOFU_CUDA(cudaMemset(gpu.memory, 0, want));
+    }
+    // step, error record, loss slot in one small allocation.
+    void *control = nullptr;
+    TOFU_CUDA(cudaMalloc(&control, 256));
+    TOFU_CUDA(cudaMemset(control, 0, 256));
+    gpu.step = static_cast<unsigned long long *>(control);
+    gpu.error = gpu.step + 1;
+    gpu.lossSlot = reinterpret_cast<float *>(gpu.error + kErrorWords);
+  }
+  // The generated kernels (loaded once for every device).
+  if (!plan.cuda.cubin.empty()) {
+    TOFU_CUDA(cudaLibraryLoadData(&library, plan.cuda.cubin.data(), nullptr,
+                                  nullptr, 0, nullptr, nullptr, 0));
+    kernels.resize(plan.cuda.kernels.size());
+    for (size_t f = 0; f < plan.cuda.kernels.size(); ++f) {
+      cudaError_t err = cudaLibraryGetKernel(&kernels[f], library,
+                                             plan.cuda.kernels[f].name.c_str());
+      if (err != cudaSuccess)
+        return cudaFailure(("cudaLibraryGetKernel(" +
+                            plan.cuda.kernels[f].name + ")")
+                               .c_str(),
+                           err);
+    }
+  }
+  // Peer access wherever a schedule entry reads another GPU.
+  for (const ScheduledInstr &e : schedule.instrs)
+    for (const CudaOp &op : e.ops) {
+      if (op.path != CopyPath::Peer ||
+          (op.kind != CudaOp::Kind::BoxCopy && op.kind != CudaOp::Kind::BoxAdd &&
+           op.kind != CudaOp::Kind::Copy))
+        continue;
+      int dst = gpuOf(op.dst.device), src = gpuOf(op.src.device);
+      int can = 0;
+      TOFU_CUDA(cudaDeviceCanAccessPeer(&can, dst, src));
+      if (!can) {
+        if (op.kind == CudaOp::Kind::Copy)
+          continue; // cudaMemcpyPeerAsync stages through the host
+        return "GPU " + std::to_string(dst) + " cannot access GPU " +
+               std::to_string(src) +
+               "'s memory (no peer access), which a strided piece of " +
+               "device " + std::to_string(e.device) +
+               " needs; run on GPUs with peer access (NVLink or one PCIe "
+               "switch) or on fewer GPUs with --devices";
+      }
+      TOFU_CUDA(cudaSetDevice(dst));
+      cudaError_t err = cudaDeviceEnablePeerAccess(src, 0);
+      if (err == cudaErrorPeerAccessAlreadyEnabled)
+        cudaGetLastError();
+      else if (err != cudaSuccess)
+        return cudaFailure("cudaDeviceEnablePeerAccess", err);
+    }
+  // Streams, events and library handles per plan device.
+  devices.resize(plan.devices.size());
+  for (size_t d = 0; d < devices.size(); ++d) {
+    Device &dev = devices[d];
+    TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
+    TOFU_CUDA(cudaStreamCreateWithFlags(&dev.compute, cudaStreamNonBlocking));
+    TOFU_CUDA(cudaStreamCreateWithFlags(&dev.comm, cudaStreamNonBlocking));
+    TOFU_CUDA(cudaEventCreateWithFlags(&dev.commJoined, cudaEventDisableTiming));
+    TOFU_CUDA(cudaEventCreateWithFlags(&dev.joined, cudaEventDisableTiming));
+    bool needsBlas = false, needsConv = false;
+    for (const ScheduledInstr &e : schedule.instrs)
+      if (e.device == static_cast<int32_t>(d))
+        for (const CudaOp &op : e.ops) {
+          needsBlas |= op.kind == CudaOp::Kind::Gemm;
+          needsConv |= op.kind == CudaOp::Kind::Conv;
+        }
+    if (needsBlas) {
+      dev.blas = std::make_unique<BlasHandle>();
+      if (std::string err = dev.blas->init(dev.compute); !err.empty())
+        return "device " + std::to_string(d) + ": " + err;
+    }
+    if (needsConv) {
+      dev.conv = std::make_unique<ConvRunner>();
+      if (std::string err = dev.conv->init(dev.compute); !err.empty())
+        return "device " + std::to_string(d) + ": " + err;
+    }
+  }
+  TOFU_CUDA(cudaSetDevice(gpuOf(0)));
+  TOFU_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  events.assign(schedule.instrs.size(), nullptr);
+  for (size_t s = 0; s < schedule.instrs.size(); ++s)
+    if (schedule.instrs[s].recordsEvent) {
+      TOFU_CUDA(cudaSetDevice(gpuOf(schedule.instrs[s].device)));
+      TOFU_CUDA(cudaEventCreateWithFlags(&events[s], cudaEventDisableTiming));
+    }
+  // Kernel arguments.
+  launchPointers.resize(plan.cuda.launches.size());
+  for (size_t l = 0; l < plan.cuda.launches.size(); ++l) {
+    const CudaLaunch &launch = plan.cuda.launches[l];
+    for (int32_t b : launch.buffers)
+      launchPointers[l].push_back(
+          b < 0 ? nullptr
+                : pointer({launch.device,
+                           plan.devices[launch.device].buffers[b].offset}));
+  }
+  // Initial parameter values.
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
+    const auto &buffers = plan.devices[d].buffers;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      if (buffers[b].init.empty())
+        continue;
+      if (buffers[b].init.size() != buffers[b].bytes)
+        return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
+               ": initial contents have the wrong size";
+      TOFU_CUDA(cudaMemcpy(
+          pointer({static_cast<int32_t>(d), buffers[b].offset}),
+          buffers[b].init.data(), buffers[b].bytes, cudaMemcpyHostToDevice));
+    }
+  }
+  initialized = true;
+  return "";
+}
+
+std::string CudaExecutor::Impl::feed(int64_t step) {
+  for (Gpu &gpu : gpus) {
+    TOFU_CUDA(cudaSetDevice(gpu.ordinal));
+    unsigned long long value = static_cast<unsigned long long>(step);
+    TOFU_CUDA(cudaMemcpy(gpu.step, &value, sizeof(value),
+                         cudaMemcpyHostToDevice));
+  }
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
+    const auto &buffers = plan.devices[d].buffers;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const TensorInfo &t = plan.tensors[buffers[b].tensor];
+      if (t.role != TensorRole::Input && t.role != TensorRole::Label)
+        continue;
+      staging.resize(buffers[b].bytes);
+      std::string err =
+          dataSource ? dataSource(buffers[b].tensor, buffers[b].region, step,
+                                  staging.data())
+                     : data.fill(buffers[b].tensor, buffers[b].region,
+                                 step % SyntheticData::kNumBatches,
+                                 staging.data());
+      if (!err.empty())
+        return "feeding device " + std::to_string(d) + " buffer " +
+               std::to_string(b) + ": " + err;
+      // Synchronous: `staging` is reused for the next buffer.
+      TOFU_CUDA(cudaMemcpy(
+          pointer({static_cast<int32_t>(d), buffers[b].offset}),
+          staging.data(), buffers[b].bytes, cudaMemcpyHostToDevice));
+    }
+  }
+  return "";
+}
+
+std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
+                                        const CudaOp &op,
+                                        cudaStream_t stream) {
+  switch (op.kind) {
+  case CudaOp::Kind::Kernel: {
+    const CudaLaunch &launch = plan.cuda.launches[op.launch];
+    const CudaKernel &kernel = plan.cuda.kernels[launch.kernel];
+    Gpu &gpu = gpus[schedule.mapping.devices[e.device].gpu];
+    std::vector<int64_t> &params =
+        const_cast<std::vector<int64_t> &>(launch.params);
+    void *args[] = {launchPointers[op.launch].data(), params.data(),
+                    &gpu.step, &gpu.error};
+    const int64_t blocks = (launch.numElements + kernel.blockSize - 1) /
+                           kernel.blockSize;
+    const unsigned grid = static_cast<unsigned>(std::max<int64_t>(
+        1, std::min<int64_t>(blocks, int64_t(gpu.multiprocessors) * 32)));
+    TOFU_CUDA(cudaLaunchKernel(
+        reinterpret_cast<const void *>(kernels[launch.kernel]), dim3(grid),
+        dim3(kernel.blockSize), args, 0, stream));
+    return "";
+  }
+  case CudaOp::Kind::Gemm: {
+    GemmShape shape;
+    shape.transA = op.transA, shape.transB = op.transB;
+    shape.m = op.m, shape.n = op.n, shape.k = op.k;
+    shape.lda = op.lda, shape.ldb = op.ldb, shape.ldc = op.ldc;
+    shape.alpha = op.alpha, shape.beta = op.beta;
+    const BlasHandle &blas = *devices[e.device].blas;
+    const float *a = reinterpret_cast<const float *>(pointer(op.a));
+    const float *b = reinterpret_cast<const float *>(pointer(op.b));
+    float *c = reinterpret_cast<float *>(pointer(op.c));
+    return op.batch > 1 ? gemmStridedBatched(blas, shape, a, op.strideA, b,
+                                             op.strideB, c, op.strideC,
+                                             op.batch)
+                        : gemm(blas, shape, a, b, c);
+  }
+  case CudaOp::Kind::GemmBias:
+    return launchGemmBias(reinterpret_cast<const float *>(pointer(op.c)),
+                          op.cRowStride, op.cColStride, op.beta,
+                          reinterpret_cast<float *>(pointer(op.dst)), op.m,
+                          op.n, stream);
+  case CudaOp::Kind::Conv: {
+    ConvShape shape;
+    shape.x = op.x, shape.w = op.w;
+    shape.padsBegin = op.padsBegin, shape.padsEnd = op.padsEnd;
+    shape.strides = op.strides, shape.dilations = op.dilations;
+    shape.group = op.group;
+    ConvRunner &conv = *devices[e.device].conv;
+    float *x = reinterpret_cast<float *>(pointer(op.a));
+    float *w = reinterpret_cast<float *>(pointer(op.b));
+    float *y = reinterpret_cast<float *>(pointer(op.c));
+    switch (op.convDirection) {
+    case 0:
+      return conv.forward(shape, x, w, y);
+    case 1:
+      return conv.backwardData(shape, y, w, x);
+    default:
+      return conv.backwardFilter(shape, y, x, w);
+    }
+  }
+  case CudaOp::Kind::Copy:
+    if (op.bytes == 0)
+      return "";
+    if (op.path == CopyPath::Peer)
+      TOFU_CUDA(cudaMemcpyPeerAsync(pointer(op.dst), gpuOf(op.dst.device),
+                                    pointer(op.src), gpuOf(op.src.device),
+                                    op.bytes, stream));
+    else
+      TOFU_CUDA(cudaMemcpyAsync(pointer(op.dst), pointer(op.src), op.bytes,
+                                cudaMemcpyDeviceToDevice, stream));
+    return "";
+  case CudaOp::Kind::BoxCopy:
+  case CudaOp::Kind::BoxAdd:
+    return launchBoxMove(op.box, pointer(op.src), pointer(op.dst), op.dtype,
+                         op.kind == CudaOp::Kind::BoxAdd, stream);
+  case CudaOp::Kind::Zero:
+    if (op.bytes)
+      TOFU_CUDA(cudaMemsetAsync(pointer(op.dst), 0, op.bytes, stream));
+    return "";
+  case CudaOp::Kind::SaveLoss:
+    TOFU_CUDA(cudaMemcpyAsync(gpus[schedule.mapping.devices[0].gpu].lossSlot,
+                              pointer(op.src), sizeof(float),
+                              cudaMemcpyDeviceToDevice, stream));
+    return "";
+  }
+  return "unknown schedule op";
+}
+
+std::string CudaExecutor::Impl::issue() {
+  for (size_t s = 0; s < schedule.instrs.size(); ++s) {
+    const ScheduledInstr &e = schedule.instrs[s];
+    TOFU_CUDA(cudaSetDevice(gpuOf(e.device)));
+    cudaStream_t stream = streamOf(e);
+    for (int32_t w : e.waits)
+      TOFU_CUDA(cudaStreamWaitEvent(stream, events[w], 0));
+    for (const CudaOp &op : e.ops)
+      if (std::string err = issueOp(e, op, stream); !err.empty()) {
+        const Instr &in = plan.devices[e.device].instrs[e.index];
+        return "device " + std::to_string(e.device) + " instruction " +
+               std::to_string(e.index) + " (op '" + in.op + "'): " + err;
+      }
+    if (e.recordsEvent)
+      TOFU_CUDA(cudaEventRecord(events[s], stream));
+  }
+  return "";
+}
+
+std::string CudaExecutor::Impl::checkErrorRecords() {
+  for (Gpu &gpu : gpus) {
+    TOFU_CUDA(cudaSetDevice(gpu.ordinal));
+    unsigned long long record[kErrorWords];
+    TOFU_CUDA(cudaMemcpy(record, gpu.error, sizeof(record),
+                         cudaMemcpyDeviceToHost));
+    if (record[0] != 0) {
+      std::string idx;
+      for (unsigned long long r = 0; r < record[3] && r < 8; ++r)
+        idx += (r ? "," : "") + std::to_string(record[4 + r]);
+      return "GPU " + std::to_string(gpu.ordinal) +
+             ": a generated kernel read outside its local buffer (program "
+             "node " + std::to_string(record[1]) + ", input " +
+             std::to_string(record[2]) + ", index [" + idx +
+             "]); the plan's regions and the kernel disagree: report it "
+             "with the plan";
+    }
+  }
+  return "";
+}
+
+std::string CudaExecutor::Impl::runStep(int64_t step) {
+  if (!initialized)
+    return "the CUDA executor was not initialized";
+  if (std::string err = feed(step); !err.empty())
+    return err;
+  // Every stream of the step starts after the feed (synchronous copies) and
+  // after the previous step (waited for below).
+  const bool replay = options.useGraph && graphExec;
+  const bool capture = options.useGraph && !graphExec && stepsRun >= 1;
+  cudaStream_t origin = devices[0].compute;
+  if (replay) {
+    TOFU_CUDA(cudaSetDevice(gpuOf(0)));
+    TOFU_CUDA(cudaGraphLaunch(graphExec, origin));
+    ++replays;
+  } else {
+    if (capture) {
+      TOFU_CUDA(cudaSetDevice(gpuOf(0)));
+      TOFU_CUDA(
+          cudaStreamBeginCapture(origin, cudaStreamCaptureModeRelaxed));
+      TOFU_CUDA(cudaEventRecord(fork, origin));
+      for (size_t d = 0; d < devices.size(); ++d) {
+        TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
+        if (d != 0)
+          TOFU_CUDA(cudaStreamWaitEvent(devices[d].compute, fork, 0));
+        TOFU_CUDA(cudaStreamWaitEvent(devices[d].comm, fork, 0));
+      }
+    }
+    std::string err = issue();
+    if (capture) {
+      // Join every stream back into the origin, then end the capture (also
+      // after an error, so the streams leave capture mode).
+      for (size_t d = 0; d < devices.size() && err.empty(); ++d) {
+        cudaSetDevice(gpuOf(static_cast<int32_t>(d)));
+        if (d != 0) {
+          cudaEventRecord(devices[d].joined, devices[d].compute);
+          cudaSetDevice(gpuOf(0));
+          cudaStreamWaitEvent(origin, devices[d].joined, 0);
+          cudaSetDevice(gpuOf(static_cast<int32_t>(d)));
+        }
+        cudaEventRecord(devices[d].commJoined, devices[d].comm);
+        cudaSetDevice(gpuOf(0));
+        cudaStreamWaitEvent(origin, devices[d].commJoined, 0);
+      }
+      cudaSetDevice(gpuOf(0));
+      cudaError_t endErr = cudaStreamEndCapture(origin, &graph);
+      if (!err.empty())
+        return err;
+      if (endErr != cudaSuccess)
+        return cudaFailure("capturing the step as a CUDA graph "
+                           "(cudaStreamEndCapture); run with --no-cuda-graph",
+                           endErr);
+      TOFU_CUDA(cudaGraphInstantiate(&graphExec, graph, 0));
+      TOFU_CUDA(cudaGraphLaunch(graphExec, origin));
+      ++replays;
+    } else if (!err.empty()) {
+      return err;
+    }
+  }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
+    TOFU_CUDA(cudaStreamSynchronize(devices[d].compute));
+    TOFU_CUDA(cudaStreamSynchronize(devices[d].comm));
+  }
+  ++stepsRun;
+  return checkErrorRecords();
+}
+
+CudaExecutor::CudaExecutor(const Plan &plan, CudaRunOptions options)
+    : impl(std::make_unique<Impl>(plan, options)) {}
+CudaExecutor::~CudaExecutor() = default;
+
+void CudaExecutor::setDataSource(DataSource source) {
+  impl->dataSource = std::move(source);
+}
+std::string CudaExecutor::init() { return impl->init(); }
+std::string CudaExecutor::runStep(int64_t step) { return impl->runStep(step); }
+int64_t CudaExecutor::graphReplays() const { return impl->replays; }
+const Schedule &CudaExecutor::schedule() const { return impl->schedule; }
+
+std::string CudaExecutor::lastLoss(double &loss) const {
+  if (impl->stepsRun == 0)
+    return "no step has run";
+  if (impl->plan.lossTensor < 0)
+    return "the plan has no loss tensor";
+  const Impl::Gpu &gpu = impl->gpus[impl->schedule.mapping.devices[0].gpu];
+  TOFU_CUDA(cudaSetDevice(gpu.ordinal));
+  float v = 0;
+  TOFU_CUDA(cudaMemcpy(&v, gpu.lossSlot, sizeof(v), cudaMemcpyDeviceToHost));
+  loss = v;
+  return "";
+}
+
+std::string CudaExecutor::readBuffer(int32_t device, int32_t buffer,
+                                     std::vector<uint8_t> &bytes) const {
+  const Buffer &b = impl->plan.devices[device].buffers[buffer];
+  bytes.resize(b.bytes);
+  TOFU_CUDA(cudaSetDevice(impl->gpuOf(device)));
+  if (b.bytes)
+    TOFU_CUDA(cudaMemcpy(bytes.data(), impl->pointer({device, b.offset}),
+                         b.bytes, cudaMemcpyDeviceToHost));
+  return "";
+}
+
+bool tofu::cuda::cudaExecutorAvailable() { return true; }
+
+std::string tofu::cuda::describeGpus(int &count) {
+  count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    count = 0;
+    std::string why = cudaGetErrorString(err);
+    cudaGetLastError();
+    return "the CUDA runtime reports: " + why;
+  }
+  if (count == 0)
+    return "the CUDA runtime sees no device";
+  std::string out;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess)
+      continue;
+    out += std::to_string(i) + ": " + prop.name + " (sm_" +
+           std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
+           formatBytes(prop.totalGlobalMem) + ")\n";
+  }
+  return out;
+}

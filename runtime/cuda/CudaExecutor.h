@@ -1,0 +1,91 @@
+//===- CudaExecutor.h - Execute a k-device plan on CUDA GPUs ----*- C++ -*-===//
+//
+// Runs a plan compiled with `tofuc --cuda-arch` on N GPUs of one process
+// (`tofu-run --backend cuda [--devices N]`), issuing exactly the schedule
+// CudaSchedule.h computes (which is tested without a GPU):
+//
+//  * one cudaMalloc per GPU holding the slices of its plan devices (planned
+//    arena + Reduce scratch); out of memory is reported with
+//    outOfMemoryMessage (CudaDiagnostics.h) before anything runs;
+//  * per plan device a compute and a communication stream; one event per
+//    schedule entry that another stream waits on;
+//  * the generated kernels loaded from the plan's cubin (the runtime's
+//    cudaLibraryLoadData / cudaLibraryGetKernel: no link to libcuda, so
+//    tofu-run starts on machines without a driver) and launched with
+//    cudaLaunchKernel with the launch's buffers and int64 parameters; MatMul/Gemm through cuBLAS,
+//    Conv* through cuDNN (CudaBlas.h, CudaConv.h); Fetch/Reduce pieces as
+//    cudaMemcpyAsync (one GPU) / cudaMemcpyPeerAsync (two GPUs) or the box
+//    copy/add kernels of CudaTransferKernels.cu (through peer access);
+//  * step 1 runs eagerly (cuDNN picks its algorithms and workspaces), step
+//    2 is captured once as a CUDA graph and every later step replays it
+//    (`useGraph` false: every step is issued eagerly).
+//
+// The interface has no CUDA types: tofu-run includes it unconditionally and
+// links the implementation only where the CUDA toolkit was found.
+//
+// NOT RUN ON A GPU YET: this machine and CI have none (docs/Cuda.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_RUNTIME_CUDA_CUDAEXECUTOR_H
+#define TOFU_RUNTIME_CUDA_CUDAEXECUTOR_H
+
+#include "tofu/runtime/Plan.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tofu::cuda {
+
+struct Schedule;
+
+struct CudaRunOptions {
+  /// GPUs to run the plan's k devices on (1..k); 0 = k.
+  int32_t numGpus = 0;
+  /// Capture the steady-state step as a CUDA graph and replay it.
+  bool useGraph = true;
+};
+
+class CudaExecutor {
+public:
+  CudaExecutor(const plan::Plan &plan, CudaRunOptions options);
+  ~CudaExecutor();
+
+  /// Same contract as CpuExecutor::DataSource.
+  using DataSource = std::function<std::string(
+      int32_t tensor, const plan::Box &region, int64_t step, void *out)>;
+  void setDataSource(DataSource source);
+
+  /// Finds the GPUs, checks the plan's architecture, builds the schedule
+  /// (refusing unsupported ops), allocates, uploads the initial parameters,
+  /// loads the kernels, creates streams, events and library handles.
+  std::string init();
+  /// Runs training step `step` (0-based) and waits for it.
+  std::string runStep(int64_t step);
+  /// The loss of the last step (device 0's loss buffer after its last write).
+  std::string lastLoss(double &loss) const;
+  /// Copies buffer `buffer` of plan device `device` to the host.
+  std::string readBuffer(int32_t device, int32_t buffer,
+                         std::vector<uint8_t> &bytes) const;
+  /// Steps replayed from the captured graph so far.
+  int64_t graphReplays() const;
+  const Schedule &schedule() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+/// Whether this build has the CUDA executor (the CUDA toolkit, cuBLAS and
+/// cuDNN were found at build time).
+bool cudaExecutorAvailable();
+
+/// The visible GPUs as "0: NAME (sm_XY, N GiB)" lines, or why there are
+/// none (`count` = 0): no driver, no device.
+std::string describeGpus(int &count);
+
+} // namespace tofu::cuda
+
+#endif // TOFU_RUNTIME_CUDA_CUDAEXECUTOR_H

@@ -1,0 +1,32 @@
+//===- CudaTransferKernels.h - Runtime kernels of the CUDA executor -*- C++ -*-===//
+//
+// The few kernels the executor needs besides the generated ones: strided box
+// copy and add (Fetch/Reduce pieces that are not one contiguous run; the
+// source may be on a peer GPU, read through unified addressing) and the
+// broadcast of Gemm's C into Y. Launched on the current device.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_RUNTIME_CUDA_CUDATRANSFERKERNELS_H
+#define TOFU_RUNTIME_CUDA_CUDATRANSFERKERNELS_H
+
+#include "CudaSchedule.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+namespace tofu::cuda {
+
+/// dst box (= or +=) src box, per CudaOp::box; `dtype` f32, i64 or bool
+/// (a bool sum saturates at 1, as the CPU backend's).
+std::string launchBoxMove(const BoxMove &box, const void *src, void *dst,
+                          plan::DType dtype, bool add, cudaStream_t stream);
+
+/// y[i * n + j] = beta * c[i * rowStride + j * colStride] for i < m, j < n.
+std::string launchGemmBias(const float *c, int64_t rowStride,
+                           int64_t colStride, float beta, float *y, int64_t m,
+                           int64_t n, cudaStream_t stream);
+
+} // namespace tofu::cuda
+
+#endif // TOFU_RUNTIME_CUDA_CUDATRANSFERKERNELS_H
