@@ -737,7 +737,22 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
         acc = accessesOf(plan, mapping, d, in);
       }
       auto it = launchesAt.find({d, s.firstIndex});
-      if (it != launchesAt.end()) {
+      // Convolutions go to cuDNN where the mapping applies; otherwise to
+      // their generated kernel (tofuc generates one as the fallback).
+      const bool isConv = in.kernel == "Conv" || in.kernel == "ConvGradInput" ||
+                          in.kernel == "ConvGradWeight";
+      std::string convWhy;
+      if (isConv && first == last) {
+        std::vector<CudaOp> convOps;
+        convWhy = mapConv(plan, d, in, convOps);
+        if (convWhy.empty()) {
+          s.ops = std::move(convOps);
+          it = launchesAt.end();
+        }
+      }
+      if (isConv && convWhy.empty()) {
+        // mapped to cuDNN above
+      } else if (it != launchesAt.end()) {
         for (int32_t l : it->second) {
           if (plan.cuda.launches[l].numElements == 0)
             continue;
@@ -766,9 +781,9 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
           why = mapMatMul(plan, d, in, s.ops);
         else if (in.kernel == "Gemm")
           why = mapGemm(plan, d, in, s.ops);
-        else if (in.kernel == "Conv" || in.kernel == "ConvGradInput" ||
-                 in.kernel == "ConvGradWeight")
-          why = mapConv(plan, d, in, s.ops);
+        else if (isConv)
+          why = convWhy + " (and the plan has no generated kernel for it: "
+                          "recompile it with this tofuc)";
         else if (in.programs.empty())
           why = "an opaque op (no TDL expression program, so tofuc generated "
                 "no kernel) without a cuBLAS/cuDNN mapping";

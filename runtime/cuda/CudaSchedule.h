@@ -24,7 +24,8 @@
 //    chain, issued at the chain's last instruction), a cuBLAS GEMM or
 //    strided batched GEMM (MatMul, Gemm; Gemm's C is first broadcast into
 //    Y by a runtime kernel), a cuDNN convolution (Conv, ConvGradInput,
-//    ConvGradWeight), and for Fetch/Reduce per piece one contiguous memcpy
+//    ConvGradWeight where the mapping applies, else their generated
+//    kernel), and for Fetch/Reduce per piece one contiguous memcpy
 //    (cudaMemcpyAsync on one GPU, cudaMemcpyPeerAsync between GPUs) or a
 //    strided box copy/add kernel (reading a peer GPU through UVA);
 //  * the refusal, before anything runs, of every op with no CUDA

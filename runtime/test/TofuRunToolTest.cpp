@@ -554,13 +554,17 @@ TEST_F(TofuRun, DumpPlanPrintsTheSummary) {
   EXPECT_EQ(r.out, plan.summary);
 }
 
-TEST_F(TofuRun, CudaBackendIsNotImplementedYet) {
+TEST_F(TofuRun, CudaBackendRefusesAPlanWithoutCudaKernels) {
+  // The test plan has no CUDA section (tofuc --cuda-arch): refused before
+  // any GPU is looked for, in every build (docs/Cuda.md).
   Result r = runTool(dir + "plan.bin --backend cuda");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("tofu-run: error: the CUDA executor is not "
-                       "implemented yet"),
-            std::string::npos)
-      << r.err;
+  bool refused =
+      r.err.find("the plan has no CUDA kernels: compile it with tofuc "
+                 "--cuda-arch") != std::string::npos ||
+      r.err.find("this tofu-run was built without the CUDA executor") !=
+          std::string::npos;
+  EXPECT_TRUE(refused) << r.err;
 }
 
 TEST_F(TofuRun, ErrorsExitWithOne) {

@@ -13,7 +13,9 @@
 // a GPU (test/unit/Target/CudaKernelGeneratorTest.cpp).
 //
 // Which instructions get a kernel: every Compute instruction with programs
-// except the ops meant for cuBLAS/cuDNN (isLibraryBackedOp). Consecutive
+// except the ops the executor always runs through cuBLAS (isLibraryBackedOp:
+// MatMul, Gemm). Convolutions get one too: the executor prefers cuDNN and
+// falls back to the generated kernel where cuDNN does not apply. Consecutive
 // element-wise instructions of one device where each reads the previous
 // one's output at the same element (same region, identity indices) are
 // fused into one kernel that computes the chain in registers and still
@@ -106,8 +108,8 @@ llvm::Expected<std::string> emitKernel(const KernelDescription &kernel,
 /// "data-movement" (transpose, slice, concat, gather, pad, ...).
 std::string classifyProgram(const plan::ExprProgram &program);
 
-/// True for ops the CUDA backend runs through cuBLAS/cuDNN (GEMM,
-/// convolution, pooling, batch normalization): no kernel is generated.
+/// True for the ops the CUDA backend always runs through cuBLAS (MatMul,
+/// Gemm): no kernel is generated for them.
 bool isLibraryBackedOp(const std::string &kernel);
 
 /// Options of generateCudaKernels.
