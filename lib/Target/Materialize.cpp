@@ -404,6 +404,15 @@ llvm::Error Materializer::addOutput(
     compute.seq = seq + 1;
     compute.kernel = op.getSpec().str();
     compute.attrs = attrs;
+    if (!single) {
+      // Which of the op's outputs this instruction computes, for native
+      // kernels of multi-output ops (the interpreter has its program).
+      plan::Attr which;
+      which.name = "tofu.output";
+      which.kind = plan::Attr::Kind::Int;
+      which.i = output;
+      compute.attrs.push_back(std::move(which));
+    }
     compute.op = op.getName().str();
     compute.inputGlobalShapes = inputShapes;
     compute.outputGlobalShapes.push_back(result.tensors[out].shape);

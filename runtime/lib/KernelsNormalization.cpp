@@ -17,11 +17,13 @@
 // compute them once per channel (row), threaded over channels (rows).
 //
 // The compiler materializes each output of a multi-output op as its own
-// instruction with one output buffer. These kernels then tell Y from the
-// statistics by shape (Y has X's shape); a lone statistic output (Mean vs
-// InvStdDev, running_mean vs running_var have equal shapes) is declined as
-// an unsupported configuration and the interpreter computes it (cheaply:
-// O(1) statistic per element). Boxes are read at global coordinates; a box
+// instruction with one output buffer, and names it with the Int attribute
+// "tofu.output" (its index). BatchNormalization computes Y or either running
+// statistic from that (a running statistic reads the channel's whole batch
+// in training mode, so the interpreter would be far slower). Without the
+// attribute (older plans), and for LayerNormalization's lone Mean or
+// InvStdDev, a lone statistic is declined as an unsupported configuration
+// and the interpreter computes it. Boxes are read at global coordinates; a box
 // that lacks what a statistic needs (e.g. not the channel's whole batch) is
 // declined the same way.
 //
@@ -203,58 +205,110 @@ template <typename T> std::string batchNormalization(const KernelArgs &args) {
   BatchNorm<T> bn;
   if (std::string err = bn.init(args, x); !err.empty())
     return err;
-  const TensorView &y = args.outputs[0];
-  if (y.globalShape != x.globalShape)
-    return unsupportedConfiguration(
-        "a lone running statistic output (the interpreter computes it)");
-  if (std::string err = bn.covers(x, y, bn.training, "X"); !err.empty())
-    return err;
-  const TensorView *rm = args.outputs.size() == 3 ? &args.outputs[1] : nullptr;
-  const TensorView *rv = args.outputs.size() == 3 ? &args.outputs[2] : nullptr;
-  // Training-mode Y does not read input_mean / input_var (only the running
-  // statistics do), so a share of Y may come without them.
-  bool needStats = !bn.training || rm;
+  // One instruction computes all three outputs, or (the op's outputs
+  // materialized apart) the one named by the plan's "tofu.output". Without
+  // that attribute (a plan from before it) a lone output of X's shape is Y,
+  // and a lone statistic is left to the interpreter.
+  int64_t only = -1;
+  if (args.outputs.size() == 1) {
+    if (args.hasAttr("tofu.output"))
+      only = args.intAttr("tofu.output", 0);
+    else if (args.outputs[0].globalShape == x.globalShape)
+      only = 0;
+    else
+      return unsupportedConfiguration(
+          "a lone running statistic output without its index (the "
+          "interpreter computes it)");
+  }
+  if (only > 2)
+    return "tofu.output " + std::to_string(only) +
+           " names no output of BatchNormalization (0 Y, 1 running_mean, "
+           "2 running_var)";
+  const TensorView *y = only <= 0 ? &args.outputs[0] : nullptr;
+  const TensorView *rm = only == -1 ? &args.outputs[1]
+                         : only == 1 ? &args.outputs[0]
+                                     : nullptr;
+  const TensorView *rv = only == -1 ? &args.outputs[2]
+                         : only == 2 ? &args.outputs[0]
+                                     : nullptr;
+  // The channels computed: Y's box on dim 1, or a running statistic's box.
+  int64_t c0, numChannels;
+  if (y) {
+    if (y->globalShape != x.globalShape)
+      return "Y must have X's shape";
+    if (std::string err = bn.covers(x, *y, bn.training, "X"); !err.empty())
+      return err;
+    c0 = y->lo[1];
+    numChannels = y->shape[1];
+  } else {
+    const TensorView &stat = rm ? *rm : *rv;
+    if (!isFloat<T>(stat) || stat.globalShape.size() != 1 ||
+        stat.globalShape[0] != x.globalShape[1])
+      return "a running statistic must be a " + floatName<T>() +
+             " tensor [C]";
+    c0 = stat.lo[0];
+    numChannels = stat.shape[0];
+    // Training-mode statistics need the whole batch of their channels.
+    for (size_t d = 0; bn.training && d < x.shape.size(); ++d) {
+      bool ok = d == 1 ? x.lo[1] <= c0 && x.lo[1] + x.shape[1] >= c0 + numChannels
+                       : x.lo[d] == 0 && x.shape[d] == x.globalShape[d];
+      if (!ok)
+        return unsupportedConfiguration(
+            "X does not hold the whole batch of the statistic's channels");
+    }
+  }
+  // The channel box as a [N, C] view for BatchNorm::param.
+  TensorView channels = x;
+  channels.lo = {0, c0};
+  channels.shape = {0, numChannels};
+  // Y reads scale and B, and input_mean / input_var only in inference mode;
+  // each running statistic reads its own input statistic. So a training-mode
+  // share of Y may come without the statistics.
+  const bool inferenceY = y && !bn.training;
   ChannelParam<T> scale, bias, mean, var;
-  for (auto [i, p, what] :
-       {std::tuple{1, &scale, "scale"}, std::tuple{2, &bias, "B"},
-        std::tuple{3, &mean, "input_mean"}, std::tuple{4, &var, "input_var"}})
-    if (i < 3 || needStats)
-      if (std::string err = bn.param(args.inputs[i], y, what, *p);
+  for (auto [i, p, what, needed] :
+       {std::tuple{1, &scale, "scale", y != nullptr},
+        std::tuple{2, &bias, "B", y != nullptr},
+        std::tuple{3, &mean, "input_mean", inferenceY || rm},
+        std::tuple{4, &var, "input_var", inferenceY || rv}})
+    if (needed)
+      if (std::string err = bn.param(args.inputs[i], channels, what, *p);
           !err.empty())
         return err;
-  if (rm && (rm->shape != rv->shape || rm->lo != rv->lo ||
-             rm->lo[0] != y.lo[1] || rm->shape[0] != y.shape[1]))
-    return unsupportedConfiguration(
-        "the running statistics' box differs from Y's channels");
+  for (const TensorView *stat : {rm, rv})
+    if (stat && (stat->lo[0] != c0 || stat->shape[0] != numChannels))
+      return unsupportedConfiguration(
+          "the running statistics' box differs from Y's channels");
   const T *xp = elements<T>(x);
-  T *yp = elements<T>(y);
-  int64_t perChannel = bn.count;
-  parallelFor(y.shape[1], 3.0 * static_cast<double>(perChannel),
+  parallelFor(numChannels, 3.0 * static_cast<double>(bn.count),
               [&](int64_t begin, int64_t end) {
                 for (int64_t lc = begin; lc < end; ++lc) {
-                  int64_t c = y.lo[1] + lc;
-                  double mu, v;
+                  int64_t c = c0 + lc;
+                  double mu = 0, v = 0;
                   if (bn.training)
                     bn.stats(x, c, mu, v);
-                  else
+                  else if (y)
                     mu = mean.at(c), v = var.at(c);
-                  double a = scale.at(c) / std::sqrt(v + bn.epsilon);
-                  double b = bias.at(c) - a * mu;
-                  forOutputChannel(
-                      y, c, {&x},
-                      [&](int64_t o, const std::vector<int64_t> &i) {
-                        yp[o] = static_cast<T>(a * xp[i[0]] + b);
-                      });
-                  if (rm) {
+                  if (y) {
+                    double a = scale.at(c) / std::sqrt(v + bn.epsilon);
+                    double b = bias.at(c) - a * mu;
+                    T *yp = elements<T>(*y);
+                    forOutputChannel(
+                        *y, c, {&x},
+                        [&](int64_t o, const std::vector<int64_t> &i) {
+                          yp[o] = static_cast<T>(a * xp[i[0]] + b);
+                        });
+                  }
+                  if (rm)
                     elements<T>(*rm)[lc] =
                         static_cast<T>(bn.training ? mean.at(c) * bn.momentum +
                                                          (1 - bn.momentum) * mu
                                                    : mean.at(c));
+                  if (rv)
                     elements<T>(*rv)[lc] =
                         static_cast<T>(bn.training ? var.at(c) * bn.momentum +
                                                          (1 - bn.momentum) * v
                                                    : var.at(c));
-                  }
                 }
               });
   return "";

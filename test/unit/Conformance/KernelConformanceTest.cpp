@@ -414,8 +414,17 @@ int checkNativeShares(const SampleCase &sample, unsigned seed, unsigned output,
     std::vector<runtime::ReductionRanges> rr(1);
     for (const Range &r : ranges)
       rr[0].push_back({r.lo, r.hi});
+    // As Materialize does: an instruction computing one output of a
+    // multi-output op names it.
+    std::vector<plan::Attr> attrs = toPlanAttrs(instance->attrs());
+    if (instance->outputTypes().size() > 1) {
+      plan::Attr which;
+      which.name = "tofu.output";
+      which.i = output;
+      attrs.push_back(which);
+    }
     std::string err = runtime::runCompute(
-        sample.op, toPlanAttrs(instance->attrs()), views, outViews,
+        sample.op, attrs, views, outViews,
         {*program}, rr, runtime::ComputePath::Native);
     if (err.find("unsupported configuration: ") != std::string::npos) {
       if (std::getenv("TOFU_CONFORMANCE_VERBOSE"))
