@@ -122,7 +122,7 @@ def Tofu_OutputOp : Tofu_Op<"output"> {
 
 def Tofu_LossOp : Tofu_Op<"loss"> {
   let summary = "Marks the scalar loss the training step minimizes";
-  let arguments = (ins 0DTensorOf<[F32]>:$loss);
+  let arguments = (ins 0DTensorOf<[AnyFloat]>:$loss);
   let assemblyFormat = "$loss attr-dict `:` type($loss)";
 }
 
@@ -162,7 +162,7 @@ def Tofu_GradientOp : Tofu_Op<"gradient",
 
     Example: `%dw = tofu.gradient "grad" %loss wrt %w : tensor<f32>, tensor<4x2xf32>`
   }];
-  let arguments = (ins StrAttr:$name, 0DTensorOf<[F32]>:$y,
+  let arguments = (ins StrAttr:$name, 0DTensorOf<[AnyFloat]>:$y,
                        AnyRankedTensor:$x);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{

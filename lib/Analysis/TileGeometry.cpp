@@ -61,17 +61,7 @@ int64_t numElements(const tdl::Box &box) {
 
 bool isEmpty(const tdl::Box &box) { return numElements(box) == 0; }
 
-int64_t elementBytes(tdl::ElemType type) {
-  switch (type) {
-  case tdl::ElemType::F32:
-    return 4;
-  case tdl::ElemType::I64:
-    return 8;
-  case tdl::ElemType::Bool:
-    return 1;
-  }
-  return 0;
-}
+int64_t elementBytes(tdl::ElemType type) { return tdl::elemBytes(type); }
 
 tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
                   TilingAttr tiling, int64_t device) {

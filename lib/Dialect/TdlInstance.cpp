@@ -11,21 +11,18 @@ namespace tofu {
 llvm::Expected<tdl::TensorType> toTdlType(RankedTensorType type) {
   tdl::TensorType result;
   result.dims.assign(type.getShape().begin(), type.getShape().end());
-  Type elem = type.getElementType();
-  if (elem.isF32())
-    result.elem = tdl::ElemType::F32;
-  else if (elem.isInteger(64))
-    result.elem = tdl::ElemType::I64;
-  else if (elem.isInteger(1))
-    result.elem = tdl::ElemType::Bool;
-  else {
+  std::optional<tdl::ElemType> elem = toTdlElemType(type.getElementType());
+  if (!elem) {
     std::string str;
     llvm::raw_string_ostream os(str);
     os << type;
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "element type of " + str +
-                                       " is not supported (f32 and i64 are)");
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "element type of " + str +
+            " is not supported (f16, bf16, f32, f64, i1, i8..i64 and "
+            "ui8..ui64 are)");
   }
+  result.elem = *elem;
   for (int64_t d : result.dims)
     if (ShapedType::isDynamic(d))
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -33,12 +30,56 @@ llvm::Expected<tdl::TensorType> toTdlType(RankedTensorType type) {
   return result;
 }
 
+std::optional<tdl::ElemType> toTdlElemType(Type elem) {
+  if (elem.isF32())
+    return tdl::ElemType::F32;
+  if (elem.isF64())
+    return tdl::ElemType::F64;
+  if (elem.isF16())
+    return tdl::ElemType::F16;
+  if (elem.isBF16())
+    return tdl::ElemType::BF16;
+  auto integer = dyn_cast<IntegerType>(elem);
+  if (!integer)
+    return std::nullopt;
+  if (integer.getWidth() == 1)
+    return integer.isUnsigned() ? std::nullopt
+                                : std::optional(tdl::ElemType::Bool);
+  bool isUnsigned = integer.isUnsigned();
+  switch (integer.getWidth()) {
+  case 8: return isUnsigned ? tdl::ElemType::U8 : tdl::ElemType::I8;
+  case 16: return isUnsigned ? tdl::ElemType::U16 : tdl::ElemType::I16;
+  case 32: return isUnsigned ? tdl::ElemType::U32 : tdl::ElemType::I32;
+  case 64: return isUnsigned ? tdl::ElemType::U64 : tdl::ElemType::I64;
+  default: return std::nullopt;
+  }
+}
+
+Type fromTdlElemType(MLIRContext *ctx, tdl::ElemType elem) {
+  using tdl::ElemType;
+  auto uint = [&](unsigned w) {
+    return IntegerType::get(ctx, w, IntegerType::Unsigned);
+  };
+  switch (elem) {
+  case ElemType::F32: return Float32Type::get(ctx);
+  case ElemType::F64: return Float64Type::get(ctx);
+  case ElemType::F16: return Float16Type::get(ctx);
+  case ElemType::BF16: return BFloat16Type::get(ctx);
+  case ElemType::Bool: return IntegerType::get(ctx, 1);
+  case ElemType::I8: return IntegerType::get(ctx, 8);
+  case ElemType::I16: return IntegerType::get(ctx, 16);
+  case ElemType::I32: return IntegerType::get(ctx, 32);
+  case ElemType::I64: return IntegerType::get(ctx, 64);
+  case ElemType::U8: return uint(8);
+  case ElemType::U16: return uint(16);
+  case ElemType::U32: return uint(32);
+  case ElemType::U64: return uint(64);
+  }
+  return Float32Type::get(ctx);
+}
+
 RankedTensorType fromTdlType(MLIRContext *ctx, const tdl::TensorType &type) {
-  Type elem = type.elem == tdl::ElemType::F32
-                 ? Type(Float32Type::get(ctx))
-                 : Type(IntegerType::get(
-                       ctx, type.elem == tdl::ElemType::Bool ? 1 : 64));
-  return RankedTensorType::get(type.dims, elem);
+  return RankedTensorType::get(type.dims, fromTdlElemType(ctx, type.elem));
 }
 
 llvm::Expected<tdl::AttrMap> toTdlAttrs(DictionaryAttr attrs) {

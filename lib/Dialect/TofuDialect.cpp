@@ -391,8 +391,10 @@ LogicalResult ComputeOp::verify() {
 }
 
 LogicalResult GradientOp::verify() {
-  if (!cast<RankedTensorType>(getX().getType()).getElementType().isF32())
-    return emitOpError() << "only f32 tensors have gradients, not "
+  if (!isa<FloatType>(
+          cast<RankedTensorType>(getX().getType()).getElementType()))
+    return emitOpError() << "only floating-point tensors (f16, bf16, f32, "
+                            "f64) have gradients, not "
                          << getX().getType();
   return success();
 }

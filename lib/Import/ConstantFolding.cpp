@@ -39,20 +39,16 @@ const llvm::StringSet<> &specFoldableOps() {
   return ops;
 }
 
-/// Integer and bool results of the (float64) evaluator, made exact: int64
-/// truncates toward zero (ONNX integer Div), bool is `!= 0`.
+/// Results of the (float64) evaluator in their element type: floats rounded
+/// to it, integers truncated toward zero (ONNX integer Div) and wrapped,
+/// bool `!= 0` (tdl::convertToElem).
 llvm::Error normalizeValues(tdl::DenseTensor &tensor, llvm::StringRef op) {
-  if (tensor.type.elem == tdl::ElemType::F32) {
-    for (double &v : tensor.data)
-      v = static_cast<double>(static_cast<float>(v));
-    return llvm::Error::success();
-  }
+  bool integer = !tdl::isFloatElem(tensor.type.elem);
   for (double &v : tensor.data) {
-    if (!std::isfinite(v))
+    if (integer && !std::isfinite(v))
       return error(op + " gives a non-finite integer value (division by "
                         "zero?)");
-    v = tensor.type.elem == tdl::ElemType::Bool ? (v != 0 ? 1.0 : 0.0)
-                                                : std::trunc(v);
+    v = tdl::convertToElem(v, tensor.type.elem);
   }
   return llvm::Error::success();
 }
@@ -170,7 +166,9 @@ evaluateOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
   std::map<unsigned, std::vector<double>> constValues;
   std::vector<std::optional<tdl::TensorType>> evalTypes(inputTypes.begin(),
                                                         inputTypes.end());
-  bool intData = false;
+  // The integer type of the data operands (relabelled float for the
+  // specs of float-only ops), which the results that follow them get back.
+  std::optional<tdl::ElemType> intData;
   for (unsigned i = 0; i < inputValues.size(); ++i) {
     if (!inputTypes[i])
       continue;
@@ -181,18 +179,21 @@ evaluateOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
       constValues[i] = inputValues[i]->data;
       continue;
     }
-    if (evalTypes[i]->elem == tdl::ElemType::I64) {
+    if (tdl::isIntegerElem(evalTypes[i]->elem)) {
+      if (!intData)
+        intData = evalTypes[i]->elem;
       evalTypes[i]->elem = tdl::ElemType::F32;
-      intData = true;
     }
   }
   if (opType == "Gather" && inputTypes.size() > 1 && inputTypes[1]) {
     // Gather's indices are int by the spec; only data follows the result.
     evalTypes[1] = inputTypes[1];
-    intData = inputTypes[0] && inputTypes[0]->elem == tdl::ElemType::I64;
+    intData.reset();
+    if (inputTypes[0] && tdl::isIntegerElem(inputTypes[0]->elem))
+      intData = inputTypes[0]->elem;
   }
   if (opType == "Cast")
-    intData = false; // the result type is `to`'s
+    intData.reset(); // the result type is `to`'s
   llvm::ArrayRef<std::optional<tdl::TensorType>> specTypes = evalTypes;
   tdl::AttrMap specAttrs = attrs;
   if (tdl::takesOutputCount(*spec) && !specAttrs.count("num_outputs"))
@@ -222,7 +223,7 @@ evaluateOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
     return outputs.takeError();
   for (tdl::DenseTensor &out : *outputs) {
     if (intData && out.type.elem == tdl::ElemType::F32)
-      out.type.elem = tdl::ElemType::I64;
+      out.type.elem = *intData;
     if (auto err = normalizeValues(out, opType))
       return std::move(err);
   }

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/InitializationGraph.h"
+#include "tofu/runtime/ElementAccess.h"
 #include "tofu/Import/ConstantFolding.h"
 #include "tofu/Import/OpsetNormalization.h"
 
@@ -47,32 +48,19 @@ tdl::DenseTensor toDense(const TensorData &data) {
   return dense;
 }
 
-/// The bytes of `dense` in the layout of its element type (float32, int64
-/// or bool); other element types are an error naming `what`.
+/// The bytes of `dense` in the layout of its element type (every TDL
+/// element type, converted as the runtime stores it). `what` is unused now
+/// that every type has a layout; kept for the callers' messages.
 llvm::Expected<TensorData> toTensorData(const tdl::DenseTensor &dense,
                                         llvm::StringRef what) {
+  (void)what;
   TensorData data;
   data.type = dense.type;
-  size_t width = elemTypeBytes(dense.type.elem);
-  data.bytes.resize(dense.data.size() * width);
-  for (size_t k = 0; k < dense.data.size(); ++k) {
-    uint8_t *at = data.bytes.data() + k * width;
-    double v = dense.data[k];
-    if (dense.type.elem == tdl::ElemType::F32) {
-      float f = static_cast<float>(v);
-      std::memcpy(at, &f, 4);
-    } else if (dense.type.elem == tdl::ElemType::I64) {
-      int64_t i = static_cast<int64_t>(v);
-      std::memcpy(at, &i, 8);
-    } else if (isBoolElemType(dense.type.elem)) {
-      *at = v != 0;
-    } else {
-      return fail(what + " has element type " +
-                  elemTypeString(dense.type.elem) +
-                  ", which initialization graphs do not produce yet (float32, "
-                  "int64 and bool do)");
-    }
-  }
+  const auto dtype = static_cast<plan::DType>(dense.type.elem);
+  data.bytes.resize(dense.data.size() * plan::dtypeSize(dtype));
+  for (size_t k = 0; k < dense.data.size(); ++k)
+    runtime::storeElement(data.bytes.data(), dtype, static_cast<int64_t>(k),
+                          dense.data[k]);
   return data;
 }
 

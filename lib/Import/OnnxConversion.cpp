@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/OnnxConversion.h"
 
+#include "tofu/runtime/ElementAccess.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -44,21 +46,9 @@ bool isBoolElemType(tdl::ElemType type) {
   return b && *b == type;
 }
 
-size_t elemTypeBytes(tdl::ElemType type) {
-  if (type == tdl::ElemType::F32)
-    return 4;
-  if (type == tdl::ElemType::I64)
-    return 8;
-  return 1; // Bool
-}
+size_t elemTypeBytes(tdl::ElemType type) { return tdl::elemBytes(type); }
 
-std::string elemTypeString(tdl::ElemType type) {
-  if (type == tdl::ElemType::F32)
-    return "f32";
-  if (type == tdl::ElemType::I64)
-    return "i64";
-  return isBoolElemType(type) ? "bool" : "?";
-}
+std::string elemTypeString(tdl::ElemType type) { return tdl::elemName(type); }
 
 llvm::Expected<tdl::AttrMap> convertOnnxAttributes(const onnx::NodeProto &node,
                                                    llvm::StringRef nodeName) {
@@ -97,17 +87,26 @@ std::string onnxElemTypeName(int32_t elemType) {
 
 llvm::Expected<tdl::ElemType> convertOnnxElemType(int32_t elemType,
                                                   llvm::StringRef what) {
-  if (elemType == onnx::TensorProto::FLOAT)
-    return tdl::ElemType::F32;
-  if (elemType == onnx::TensorProto::INT64)
-    return tdl::ElemType::I64;
-  auto boolType = tdlBoolElemType();
-  if (elemType == onnx::TensorProto::BOOL && boolType)
-    return *boolType;
+  using tdl::ElemType;
+  switch (elemType) {
+  case onnx::TensorProto::FLOAT: return ElemType::F32;
+  case onnx::TensorProto::DOUBLE: return ElemType::F64;
+  case onnx::TensorProto::FLOAT16: return ElemType::F16;
+  case onnx::TensorProto::BFLOAT16: return ElemType::BF16;
+  case onnx::TensorProto::INT64: return ElemType::I64;
+  case onnx::TensorProto::INT32: return ElemType::I32;
+  case onnx::TensorProto::INT16: return ElemType::I16;
+  case onnx::TensorProto::INT8: return ElemType::I8;
+  case onnx::TensorProto::UINT8: return ElemType::U8;
+  case onnx::TensorProto::UINT16: return ElemType::U16;
+  case onnx::TensorProto::UINT32: return ElemType::U32;
+  case onnx::TensorProto::UINT64: return ElemType::U64;
+  case onnx::TensorProto::BOOL: return ElemType::Bool;
+  default: break;
+  }
   return error(what + " has ONNX element type " + onnxElemTypeName(elemType) +
-               ", which is not supported (" +
-               (boolType ? "FLOAT, INT64 and BOOL are" : "FLOAT and INT64 are") +
-               ")");
+               ", which is not supported (FLOAT, DOUBLE, FLOAT16, BFLOAT16, "
+               "INT8..INT64, UINT8..UINT64 and BOOL are)");
 }
 
 int64_t TensorData::numElements() const {
@@ -118,18 +117,8 @@ int64_t TensorData::numElements() const {
 }
 
 double TensorData::valueAt(int64_t index) const {
-  const uint8_t *p = bytes.data() + index * elemTypeBytes(type.elem);
-  if (type.elem == tdl::ElemType::F32) {
-    float v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  if (type.elem == tdl::ElemType::I64) {
-    int64_t v;
-    std::memcpy(&v, p, sizeof v);
-    return static_cast<double>(v);
-  }
-  return *p ? 1.0 : 0.0;
+  return runtime::loadElement(bytes.data(),
+                              static_cast<plan::DType>(type.elem), index);
 }
 
 /// Copies a repeated typed field into `out`, converting each value to `T`.
@@ -170,22 +159,42 @@ llvm::Expected<TensorData> convertOnnxTensor(const onnx::TensorProto &tensor,
         b = b != 0;
     return std::move(result);
   }
+  // The typed field of each element type (onnx.proto): float_data,
+  // double_data, int64_data, uint64_data (UINT32, UINT64), and int32_data
+  // for the rest (16-bit floats as their bit patterns).
   int64_t found = 0;
   const char *unit = "";
-  if (*elem == tdl::ElemType::F32) {
+  using tdl::ElemType;
+  if (*elem == ElemType::F32) {
     found = tensor.float_data_size();
     unit = " floats";
     copyField<float>(tensor.float_data(), result.bytes);
-  } else if (*elem == tdl::ElemType::I64) {
+  } else if (*elem == ElemType::F64) {
+    found = tensor.double_data_size();
+    unit = " doubles";
+    copyField<double>(tensor.double_data(), result.bytes);
+  } else if (*elem == ElemType::I64) {
     found = tensor.int64_data_size();
     unit = " int64 values";
     copyField<int64_t>(tensor.int64_data(), result.bytes);
-  } else { // Bool: stored in int32_data
+  } else if (*elem == ElemType::U64 || *elem == ElemType::U32) {
+    found = tensor.uint64_data_size();
+    unit = " uint64_data values";
+    result.bytes.resize(found * elemBytes);
+    for (int64_t k = 0; k < found; ++k) {
+      uint64_t v = tensor.uint64_data(static_cast<int>(k));
+      std::memcpy(result.bytes.data() + k * elemBytes, &v, elemBytes);
+    }
+  } else { // int32_data: the low bytes (little-endian) are the value
     found = tensor.int32_data_size();
-    unit = " bool values";
-    result.bytes.resize(found);
-    for (int64_t k = 0; k < found; ++k)
-      result.bytes[k] = tensor.int32_data(static_cast<int>(k)) != 0;
+    unit = " int32_data values";
+    result.bytes.resize(found * elemBytes);
+    for (int64_t k = 0; k < found; ++k) {
+      uint32_t v = static_cast<uint32_t>(tensor.int32_data(static_cast<int>(k)));
+      if (isBoolElemType(*elem))
+        v = v != 0;
+      std::memcpy(result.bytes.data() + k * elemBytes, &v, elemBytes);
+    }
   }
   if (found != count)
     return error(what + " holds " + std::to_string(found) + unit +

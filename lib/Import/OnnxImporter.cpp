@@ -21,6 +21,7 @@
 #include "tofu/Import/RecurrentUnrolling.h"
 #include "tofu/Import/OpsetNormalization.h"
 #include "tofu/Import/TrainingAlgorithm.h"
+#include "tofu/runtime/ElementAccess.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -183,6 +184,14 @@ OnnxImporter::tensorType(int32_t elemType, ArrayRef<int64_t> dims,
   return fromTdlType(ctx, type);
 }
 
+/// True for the ONNX floating-point element types (the trainable ones).
+static bool isOnnxFloatType(int32_t type) {
+  return type == onnx::TensorProto::FLOAT ||
+         type == onnx::TensorProto::DOUBLE ||
+         type == onnx::TensorProto::FLOAT16 ||
+         type == onnx::TensorProto::BFLOAT16;
+}
+
 /// "4x3x224" for `dims`.
 static std::string formatDims(ArrayRef<int64_t> dims) {
   std::string text;
@@ -317,10 +326,12 @@ llvm::Error OnnxImporter::importWeight(const onnx::TensorProto &init) {
           /*dataIsMutable=*/false);
       value = DenseResourceElementsAttr::get(*type, init.name(),
                                              std::move(blob));
+      // tensorType accepted the type, so it has a TDL element type.
+      const tdl::ElemType elemType = *toTdlElemType(type->getElementType());
       if (external->bytes.size() <=
-          static_cast<size_t>(kMaxConstElements) * 4) {
+          static_cast<size_t>(kMaxConstElements) * elemTypeBytes(elemType)) {
         TensorData data;
-        data.type.elem = tdl::ElemType::F32;
+        data.type.elem = elemType;
         data.type.dims.assign(dims.begin(), dims.end());
         data.bytes.assign(external->bytes.begin(), external->bytes.end());
         constants[init.name()] = {toDenseTensor(data), /*foldable=*/false};
@@ -489,17 +500,14 @@ llvm::Expected<Value> OnnxImporter::valueOf(const std::string &name,
     return cast.getResult(0);
   }
   RankedTensorType type = fromTdlType(ctx, tensor.type);
-  DenseElementsAttr value;
-  if (tensor.type.elem == tdl::ElemType::F32) {
-    std::vector<float> data(tensor.data.begin(), tensor.data.end());
-    value = DenseElementsAttr::get(type, ArrayRef<float>(data));
-  } else {
-    std::vector<int64_t> data;
-    data.reserve(tensor.data.size());
-    for (double v : tensor.data)
-      data.push_back(static_cast<int64_t>(v));
-    value = DenseElementsAttr::get(type, ArrayRef<int64_t>(data));
-  }
+  // The values in the constant's own element type (rounded, truncated as a
+  // store does), as raw little-endian bytes.
+  const auto dtype = static_cast<plan::DType>(tensor.type.elem);
+  std::vector<char> raw(tensor.data.size() * plan::dtypeSize(dtype));
+  for (size_t k = 0; k < tensor.data.size(); ++k)
+    runtime::storeElement(raw.data(), dtype, static_cast<int64_t>(k),
+                          tensor.data[k]);
+  DenseElementsAttr value = DenseElementsAttr::getFromRawBuffer(type, raw);
   auto param = ParamOp::create(
       builder, NameLoc::get(builder.getStringAttr(name), fileLoc), type, name,
       value);
@@ -717,12 +725,13 @@ llvm::Error OnnxImporter::importGradientNode(
   if (y == values.end())
     return notComputed("y", yName);
   auto yType = cast<RankedTensorType>(y->second.getType());
-  if (yType.getRank() != 0 || !yType.getElementType().isF32()) {
+  if (yType.getRank() != 0 || !isa<FloatType>(yType.getElementType())) {
     std::string text;
     llvm::raw_string_ostream os(text);
     os << yType;
     return error(where + ": 'y' ('" + yName +
-                 "') must be a scalar float32 (tensor<f32>), not " + text +
+                 "') must be a floating-point scalar (tensor<f32>, "
+                 "tensor<f64>, ...), not " + text +
                  "; reduce it to a scalar (ReduceSum or ReduceMean with "
                  "keepdims = 0)");
   }
@@ -735,12 +744,12 @@ llvm::Error OnnxImporter::importGradientNode(
     if (x == values.end())
       return notComputed("xs", xName);
     auto xType = cast<RankedTensorType>(x->second.getType());
-    if (!xType.getElementType().isF32()) {
+    if (!isa<FloatType>(xType.getElementType())) {
       std::string text;
       llvm::raw_string_ostream os(text);
       os << xType;
       return error(where + ": 'xs' names '" + xName + "' of type " + text +
-                   "; only float32 tensors have gradients");
+                   "; only floating-point tensors have gradients");
     }
     auto gradient = GradientOp::create(
         builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
@@ -971,7 +980,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
   for (const onnx::GraphProto *part : graphs)
     for (const auto &init : part->initializer()) {
       initializerNames.insert(init.name());
-      if (init.data_type() == onnx::TensorProto::FLOAT) {
+      if (isOnnxFloatType(init.data_type())) {
         if (auto err = importWeight(init))
           return err;
         // A tensor the algorithm updates is no compile-time value; one of
@@ -1071,19 +1080,13 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
           return nullptr;
         auto data = std::make_unique<TensorData>();
         data->type = c->second.tensor.type;
-        for (double v : c->second.tensor.data) {
-          int64_t i = static_cast<int64_t>(v);
-          const uint8_t *p = reinterpret_cast<const uint8_t *>(&i);
-          if (data->type.elem == tdl::ElemType::F32) {
-            float f = static_cast<float>(v);
-            p = reinterpret_cast<const uint8_t *>(&f);
-            data->bytes.insert(data->bytes.end(), p, p + 4);
-          } else if (data->type.elem == tdl::ElemType::I64) {
-            data->bytes.insert(data->bytes.end(), p, p + 8);
-          } else {
-            data->bytes.push_back(v != 0);
-          }
-        }
+        const auto dtype = static_cast<plan::DType>(data->type.elem);
+        data->bytes.resize(c->second.tensor.data.size() *
+                           plan::dtypeSize(dtype));
+        for (size_t k = 0; k < c->second.tensor.data.size(); ++k)
+          runtime::storeElement(data->bytes.data(), dtype,
+                                static_cast<int64_t>(k),
+                                c->second.tensor.data[k]);
         constantData.push_back(std::move(data));
         return constantData.back().get();
       };

@@ -91,6 +91,16 @@ struct Expr {
   Expr(Kind kind, Loc loc) : kind(kind), loc(loc) {}
 };
 
+/// The element types an input or output accepts.
+enum class TypeClass : uint8_t {
+  Float,   ///< f16, bf16, f32, f64 (bound to a type variable)
+  Numeric, ///< Float and the integer types (bound to a type variable)
+  All,     ///< Numeric and bool (bound to a type variable)
+  Int,     ///< any integer type (inputs); i64 (outputs)
+  Bool,    ///< bool
+  Any,     ///< anything, unbound (Cast's input)
+};
+
 /// One dimension of a declared input shape.
 struct DimDecl {
   enum class Kind : uint8_t { Symbol, Constant, Splat };
@@ -105,7 +115,14 @@ struct InputDecl {
   Loc loc;
   bool optional = false;
   bool isInt = false;
-  /// `: int` (I64), `: bool` (Bool) or `: float` / nothing (F32).
+  /// The element types the input accepts (docs/TDL.md "Element types"):
+  /// `float` (or nothing), `numeric` and `all` bind the op's type variable
+  /// `typeVar`; `int` is any integer type, `bool` is Bool, `any` anything.
+  TypeClass typeClass = TypeClass::Float;
+  /// The type variable a Float/Numeric/All input binds (default "T").
+  std::string typeVar = "T";
+  /// Fixed element type: `bool` (Bool); `int` inputs record I64 here (the
+  /// type of their values in static evaluation).
   ElemType elem = ElemType::F32;
   /// `: any`: any element type is accepted (Cast).
   bool anyElem = false;
@@ -136,10 +153,15 @@ struct OutputDecl {
   /// outputs, and the training step drops those nothing uses.
   bool optional = false;
   bool isInt = false;
-  /// `: int` (I64), `: bool` (Bool) or `: float` / nothing (F32).
+  /// `: int` (I64), `: bool` (Bool), or the type of type variable `typeVar`
+  /// (`: float`, `: numeric`, `: all` or nothing; F32 when no input binds
+  /// it).
+  TypeClass typeClass = TypeClass::Float;
+  std::string typeVar = "T";
   ElemType elem = ElemType::F32;
   /// `: dtype(attr)`: the element type is the ONNX TensorProto data type in
-  /// int attribute `attr` (1 FLOAT, 7 INT64, 9 BOOL).
+  /// int attribute `attr` (1 FLOAT, 7 INT64, 9 BOOL, 11 DOUBLE, 10 FLOAT16,
+  /// ...: every type of tdl::ElemType).
   std::string elemAttr;
   /// `name[k: count]`: a variadic output (the last output only) with
   /// `count` elements; `k` is static in the shape expressions.

@@ -9,11 +9,21 @@
 #include "InstanceIR.h"
 
 #include "tofu/runtime/CounterRng.h"
+#include "tofu/runtime/ElementAccess.h"
 
 #include <cmath>
 #include <limits>
 
 using namespace tofu::tdl;
+
+double tofu::tdl::convertToElem(double v, ElemType t) {
+  // Through the runtime's store and load, so that the reference evaluator
+  // rounds, truncates and wraps exactly as tofu-run does.
+  auto dtype = static_cast<tofu::plan::DType>(t);
+  uint64_t slot = 0;
+  tofu::runtime::storeElement(&slot, dtype, 0, v);
+  return tofu::runtime::loadElement(&slot, dtype, 0);
+}
 
 namespace {
 
@@ -205,10 +215,11 @@ tofu::tdl::evaluate(const OpInstance &op,
         rest /= dims[d];
       }
       double v = ev.value(*s.value);
-      if (out.type.elem == ElemType::I64)
-        v = std::floor(v);
-      else if (out.type.elem == ElemType::Bool)
-        v = v != 0 ? 1 : 0;
+      // Integer and bool outputs convert as the runtime stores them
+      // (truncation, wrap-around); float outputs keep float64 precision, so
+      // that the reference stays exact for finite-difference checks.
+      if (!isFloatElem(out.type.elem))
+        v = convertToElem(v, out.type.elem);
       out.data[static_cast<size_t>(flat)] = v;
     }
     outputs.push_back(std::move(out));

@@ -234,7 +234,7 @@ llvm::Expected<GradExpansion> Expander::run() {
       const auto &type = forward.inputTypes()[i];
       if (!s.elementVar.empty())
         element.emplace(s.elementVar, k++);
-      if (!type || type->elem != ElemType::F32 || forward.isConstInput(i))
+      if (!type || !isFloatElem(type->elem) || forward.isConstInput(i))
         continue;
       auto operand = expand(*s.value, i);
       if (!operand)

@@ -199,13 +199,52 @@ std::string shapeStr(const std::vector<int64_t> &dims) {
   return r + "]";
 }
 
-const char *elemStr(ElemType t) {
-  switch (t) {
-  case ElemType::F32: return "f32";
-  case ElemType::I64: return "i64";
-  case ElemType::Bool: return "bool";
+const char *elemStr(ElemType t) { return elemName(t); }
+
+/// True if `t` belongs to `cls`.
+bool inTypeClass(ElemType t, TypeClass cls) {
+  switch (cls) {
+  case TypeClass::Float: return isFloatElem(t);
+  case TypeClass::Numeric: return t != ElemType::Bool;
+  case TypeClass::All:
+  case TypeClass::Any: return true;
+  case TypeClass::Int: return isIntegerElem(t);
+  case TypeClass::Bool: return t == ElemType::Bool;
+  }
+  return false;
+}
+
+/// How `cls` reads in messages.
+const char *typeClassText(TypeClass cls) {
+  switch (cls) {
+  case TypeClass::Float: return "a float type (f16, bf16, f32, f64)";
+  case TypeClass::Numeric: return "a numeric type (a float or integer type)";
+  case TypeClass::All: return "any type";
+  case TypeClass::Any: return "any type";
+  case TypeClass::Int: return "an integer type";
+  case TypeClass::Bool: return "bool";
   }
   return "?";
+}
+
+/// The ONNX TensorProto data type code `code` as an element type.
+std::optional<ElemType> elemOfOnnxCode(int64_t code) {
+  switch (code) {
+  case 1: return ElemType::F32;
+  case 2: return ElemType::U8;
+  case 3: return ElemType::I8;
+  case 4: return ElemType::U16;
+  case 5: return ElemType::I16;
+  case 6: return ElemType::I32;
+  case 7: return ElemType::I64;
+  case 9: return ElemType::Bool;
+  case 10: return ElemType::F16;
+  case 11: return ElemType::F64;
+  case 12: return ElemType::U32;
+  case 13: return ElemType::U64;
+  case 16: return ElemType::BF16;
+  default: return std::nullopt;
+  }
 }
 
 class Instantiator {
@@ -277,6 +316,9 @@ private:
   std::map<std::string, int64_t> syms;
   std::map<std::string, std::string> symOrigin;
   std::map<std::string, std::vector<int64_t>> rankSyms;
+  /// Element types bound to type variables, and the input that bound each.
+  std::map<std::string, ElemType> typeVars;
+  std::map<std::string, std::string> typeVarOrigin;
   // Lowering state of the current statement.
   LoweredStmt *cur = nullptr;
   std::vector<std::pair<std::string, unsigned>> scope;
@@ -333,10 +375,26 @@ llvm::Error Instantiator::bindAttrs(const AttrMap &attrs) {
 llvm::Error Instantiator::bindInput(unsigned i, const TensorType &t) {
   const InputDecl &decl = spec.inputs[impl.inputDecl[i]];
   const std::string &inputName = impl.inputNames[i];
-  ElemType want = decl.elem;
-  if (!decl.anyElem && t.elem != want)
-    return error("input " + inputName + ": expected element type " +
-                 elemStr(want) + ", found " + elemStr(t.elem));
+  // `float const` accepts any numeric type (ONNX gives Clip's bounds the
+  // data's type); other const inputs check their class only.
+  TypeClass cls = decl.isConst && decl.typeClass == TypeClass::Float
+                      ? TypeClass::Numeric
+                      : decl.typeClass;
+  if (!inTypeClass(t.elem, cls))
+    return error("input " + inputName + ": expected " + typeClassText(cls) +
+                 ", found " + elemStr(t.elem));
+  if (!decl.isConst &&
+      (cls == TypeClass::Float || cls == TypeClass::Numeric ||
+       cls == TypeClass::All)) {
+    auto [it, inserted] = typeVars.emplace(decl.typeVar, t.elem);
+    if (inserted)
+      typeVarOrigin[decl.typeVar] = "input " + inputName;
+    else if (it->second != t.elem)
+      return error("input " + inputName + ": element type " +
+                   elemStr(t.elem) + " differs from " + elemStr(it->second) +
+                   " of " + typeVarOrigin[decl.typeVar] + " (both have type " +
+                   decl.typeVar + "; insert a Cast)");
+  }
   for (int64_t d : t.dims)
     if (d < 0)
       return error("input " + inputName + ": negative dimension in " +
@@ -401,19 +459,24 @@ llvm::Error Instantiator::computeOutput(unsigned o) {
   const OutputDecl &decl = spec.outputs[o];
   TensorType t;
   t.elem = decl.elem;
+  if (decl.typeClass == TypeClass::Float ||
+      decl.typeClass == TypeClass::Numeric ||
+      decl.typeClass == TypeClass::All) {
+    // The type of its type variable; f32 when no input binds it.
+    auto it = typeVars.find(decl.typeVar);
+    t.elem = it == typeVars.end() ? ElemType::F32 : it->second;
+  }
   if (!decl.elemAttr.empty()) {
     auto a = impl.attrs.find(decl.elemAttr);
     int64_t code = a == impl.attrs.end() ? -1 : a->second.i;
-    if (code == 1)
-      t.elem = ElemType::F32;
-    else if (code == 7)
-      t.elem = ElemType::I64;
-    else if (code == 9)
-      t.elem = ElemType::Bool;
-    else
+    std::optional<ElemType> elem = elemOfOnnxCode(code);
+    if (!elem)
       return error("output " + decl.name + ": element type " +
                    std::to_string(code) + " (attribute '" + decl.elemAttr +
-                   "') is not supported (1 FLOAT, 7 INT64 and 9 BOOL are)");
+                   "') is not supported (FLOAT 1, UINT8 2, INT8 3, UINT16 4, "
+                   "INT16 5, INT32 6, INT64 7, BOOL 9, FLOAT16 10, DOUBLE 11, "
+                   "UINT32 12, UINT64 13 and BFLOAT16 16 are)");
+    t.elem = *elem;
   }
   if (!decl.broadcastOf.empty()) {
     // ONNX multidirectional broadcasting.
@@ -1101,7 +1164,7 @@ llvm::Error Instantiator::bindConstValues(
                    std::to_string(it->second.size()) + " values given for shape " +
                    shapeStr(t.dims));
     StaticValue v;
-    if (decl.elem == ElemType::F32) {
+    if (decl.typeClass == TypeClass::Float) {
       if (!t.dims.empty())
         return error("input " + decl.name +
                      ": a float const input must be a scalar");

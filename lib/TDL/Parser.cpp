@@ -268,14 +268,29 @@ bool Parser::parseInput(InputDecl &in) {
     if (isKeyword("int")) {
       in.isInt = true;
       in.elem = ElemType::I64;
+      in.typeClass = TypeClass::Int;
     } else if (isKeyword("bool")) {
       in.elem = ElemType::Bool;
+      in.typeClass = TypeClass::Bool;
     } else if (isKeyword("any")) {
       in.anyElem = true;
+      in.typeClass = TypeClass::Any;
+    } else if (isKeyword("numeric")) {
+      in.typeClass = TypeClass::Numeric;
+    } else if (isKeyword("all")) {
+      in.typeClass = TypeClass::All;
     } else if (!isKeyword("float")) {
-      return errorAtToken("element type 'int', 'bool', 'float' or 'any'");
+      return errorAtToken(
+          "element type 'float', 'numeric', 'all', 'int', 'bool' or 'any'");
     }
     consume();
+    if (in.typeClass == TypeClass::Float ||
+        in.typeClass == TypeClass::Numeric || in.typeClass == TypeClass::All) {
+      if (consumeIf(K::LParen) &&
+          (!expectIdent(in.typeVar, nullptr, "a type variable name") ||
+           !expect(K::RParen, "')' after the type variable")))
+        return false;
+    }
     if (isKeyword("const")) {
       if (in.anyElem)
         return errorAtToken("'int const', 'float const' or 'bool const' (a "
@@ -431,13 +446,26 @@ bool Parser::parseOutput(OpSpec &op, OutputDecl &out) {
       return false;
   }
   if (peek().kind == K::Colon &&
-      (isKeyword("int", 1) || isKeyword("float", 1) || isKeyword("bool", 1))) {
+      (isKeyword("int", 1) || isKeyword("float", 1) || isKeyword("bool", 1) ||
+       isKeyword("numeric", 1) || isKeyword("all", 1))) {
     consume();
     llvm::StringRef type = consume().text;
     out.isInt = type == "int";
     out.elem = type == "int"    ? ElemType::I64
                : type == "bool" ? ElemType::Bool
                                 : ElemType::F32;
+    out.typeClass = type == "int"       ? TypeClass::Int
+                    : type == "bool"    ? TypeClass::Bool
+                    : type == "numeric" ? TypeClass::Numeric
+                    : type == "all"     ? TypeClass::All
+                                        : TypeClass::Float;
+    if ((out.typeClass == TypeClass::Float ||
+         out.typeClass == TypeClass::Numeric ||
+         out.typeClass == TypeClass::All) &&
+        consumeIf(K::LParen) &&
+        (!expectIdent(out.typeVar, nullptr, "a type variable name") ||
+         !expect(K::RParen, "')' after the type variable")))
+      return false;
   } else if (peek().kind == K::Colon && isKeyword("dtype", 1)) {
     consume();
     consume();

@@ -162,14 +162,9 @@ tofu::tdl::lowerToProgram(const OpInstance &op, unsigned output) {
   int32_t root = builder.build(*s.value);
   if (root < 0)
     return fail("output " + impl.outputNames[output] + " is opaque");
-  if (impl.outputTypes[output].elem == ElemType::I64) {
-    plan::ExprNode floor;
-    floor.kind = plan::ExprNode::Kind::Call;
-    floor.function = plan::Function::Floor;
-    floor.operands.push_back(root);
-    program.nodes.push_back(std::move(floor));
-    root = static_cast<int32_t>(program.nodes.size() - 1);
-  } else if (impl.outputTypes[output].elem == ElemType::Bool) {
+  // Integer outputs need no node: the store truncates toward zero and wraps
+  // (ElementAccess.h), as evaluate() does.
+  if (impl.outputTypes[output].elem == ElemType::Bool) {
     // As evaluate: any nonzero value is true (1.0).
     plan::ExprNode zero;
     zero.kind = plan::ExprNode::Kind::Const;

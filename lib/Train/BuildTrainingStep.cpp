@@ -65,9 +65,10 @@ std::string describeOutputs(ArrayRef<OutputOp> outputs) {
   return text;
 }
 
-bool isScalarF32(Value value) {
+/// A scalar of a floating-point type (f32, f64, f16, bf16): a loss.
+bool isScalarFloat(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
-  return type.getRank() == 0 && type.getElementType().isF32();
+  return type.getRank() == 0 && isa<FloatType>(type.getElementType());
 }
 
 /// Emits backward ops for one function.
@@ -302,13 +303,13 @@ FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
   if (name.empty()) {
     SmallVector<OutputOp> scalars;
     for (OutputOp output : outputs)
-      if (isScalarF32(output.getValue()))
+      if (isScalarFloat(output.getValue()))
         scalars.push_back(output);
     if (scalars.size() != 1) {
       func.emitError() << "a training step needs exactly one scalar loss, "
                           "found "
                        << scalars.size()
-                       << " scalar f32 model outputs; choose the loss with "
+                       << " scalar float model outputs; choose the loss with "
                           "--loss=<output name> or add one with --loss="
                        << kSoftmaxCrossEntropy << "[:<logits output>] ("
                        << describeOutputs(outputs) << ")";
@@ -325,10 +326,11 @@ FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
                        << describeOutputs(outputs) << ")";
       return failure();
     }
-    if (!isScalarF32(chosen.getValue())) {
+    if (!isScalarFloat(chosen.getValue())) {
       func.emitError() << "--loss names output '" << name << "' of type "
                        << chosen.getValue().getType()
-                       << ", but the loss must be a scalar f32 (tensor<f32>); "
+                       << ", but the loss must be a float scalar (tensor<f32>, "
+                          "tensor<f64>, ...); "
                           "for class scores use --loss="
                        << kSoftmaxCrossEntropy << ":" << name;
       return failure();
@@ -348,13 +350,13 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     SmallVector<OutputOp> candidates;
     for (OutputOp output : outputs) {
       auto type = cast<RankedTensorType>(output.getValue().getType());
-      if (type.getRank() == 2 && type.getElementType().isF32())
+      if (type.getRank() == 2 && isa<FloatType>(type.getElementType()))
         candidates.push_back(output);
     }
     if (candidates.size() != 1) {
       func.emitError() << "--loss=" << kSoftmaxCrossEntropy << " needs the "
                        << "logits: the model has " << candidates.size()
-                       << " f32 outputs of rank 2; name one with --loss="
+                       << " float outputs of rank 2; name one with --loss="
                        << kSoftmaxCrossEntropy << ":<output> ("
                        << describeOutputs(outputs) << ")";
       return failure();
@@ -373,10 +375,10 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     }
   }
   auto type = cast<RankedTensorType>(logits.getValue().getType());
-  if (!type.getElementType().isF32() || type.getRank() != 2) {
+  if (!isa<FloatType>(type.getElementType()) || type.getRank() != 2) {
     func.emitError() << "--loss=" << kSoftmaxCrossEntropy << ": the logits '"
                      << logits.getName() << "' have type " << type
-                     << "; logits of shape [batch, classes] (rank 2, f32) "
+                     << "; logits of shape [batch, classes] (rank 2, a float type) "
                         "are supported (flatten other batch dims in the "
                         "model)";
     return failure();
@@ -578,9 +580,10 @@ LogicalResult BuildTrainingStepPass::addUpdate(ParamOp param, Value grad,
   Location loc = param.getLoc();
   StringRef name = param.getSymName();
   auto type = cast<RankedTensorType>(param.getType());
-  if (!type.getElementType().isF32()) {
+  if (!isa<FloatType>(type.getElementType())) {
     param.emitError() << "parameter '" << name << "' has type " << type
-                      << "; only f32 parameters can be trained (freeze it "
+                      << "; only floating-point parameters (f16, bf16, f32, "
+                         "f64) have gradients and can be trained (freeze it "
                          "with --freeze)";
     return failure();
   }
@@ -613,7 +616,9 @@ LogicalResult BuildTrainingStepPass::addUpdate(ParamOp param, Value grad,
   };
   auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
   auto scalarI64 = RankedTensorType::get({}, builder.getIntegerType(64));
-  Attribute zero = builder.getF32FloatAttr(0);
+  // Optimizer state has the parameter's element type; the learning rate
+  // stays f32 (ONNX's optimizers type R and X independently).
+  Attribute zero = builder.getFloatAttr(type.getElementType(), 0);
   // Created in reverse so that they read lr, step, state... after param.
   SmallVector<Value> states;
   std::string spec;

@@ -91,6 +91,27 @@ func.func @wrong_result_type() {
 
 // -----
 
+// Add's operands share one type variable T (docs/TDL.md, "Element types").
+func.func @element_type_mismatch() {
+  %a = tofu.input "a" "features" : tensor<8xf32>
+  %b = tofu.input "b" "features" : tensor<8xf64>
+  // expected-error @+1 {{input B: element type f64 differs from f32 of input A (both have type T; insert a Cast)}}
+  %r = tofu.compute "Add"(%a, %b) {attrs = {}, name = "add"} : (tensor<8xf32>, tensor<8xf64>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// Sqrt takes float types only.
+func.func @integer_operand_of_a_float_op() {
+  %a = tofu.input "a" "features" : tensor<8xi32>
+  // expected-error @+1 {{input X: expected a float type (f16, bf16, f32, f64), found i32}}
+  %r = tofu.compute "Sqrt"(%a) {attrs = {}, name = "sqrt"} : (tensor<8xi32>) -> tensor<8xi32>
+  return
+}
+
+// -----
+
 func.func @gemm_shape_mismatch() {
   %a = tofu.input "a" "features" : tensor<8x4xf32>
   %b = tofu.param "b" : tensor<5x3xf32>

@@ -21,5 +21,5 @@ func.func @main() {
 // NAMED: %[[A:.*]] = tofu.compute "ReduceMean"
 // NAMED: tofu.loss %[[A]] : tensor<f32>
 // UNKNOWN: --loss names 'nope', which is not a model output (outputs: 'scores' (tensor<8x4xf32>), 'aux' (tensor<f32>))
-// NOTSCALAR: --loss names output 'scores' of type 'tensor<8x4xf32>', but the loss must be a scalar f32 (tensor<f32>); for class scores use --loss=softmax-cross-entropy:scores
+// NOTSCALAR: --loss names output 'scores' of type 'tensor<8x4xf32>', but the loss must be a float scalar (tensor<f32>, tensor<f64>, ...); for class scores use --loss=softmax-cross-entropy:scores
 

@@ -19,6 +19,8 @@
 #define TOFU_NODETEST_HAVE_CPU_BACKEND 0
 #endif
 
+#include "tofu/runtime/ElementAccess.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -26,12 +28,9 @@ namespace tofu::nodetest {
 
 namespace {
 
+/// tdl::ElemType and plan::DType number the types alike.
 plan::DType toPlanDType(tdl::ElemType elem) {
-  if (elem == tdl::ElemType::F32)
-    return plan::DType::F32;
-  if (elem == tdl::ElemType::I64)
-    return plan::DType::I64;
-  return plan::DType::Bool;
+  return static_cast<plan::DType>(elem);
 }
 
 std::vector<plan::Attr> toPlanAttrs(const tdl::AttrMap &attrs) {
@@ -146,18 +145,9 @@ std::string runReference(const tdl::OpInstance &op,
              std::to_string(values.size()) + " elements for output " +
              std::to_string(o) + ", its type needs " +
              std::to_string(t.numElements());
-    for (size_t i = 0; i < values.size(); ++i) {
-      uint8_t *p = t.bytes.data() + i * elemTypeBytes(t.type.elem);
-      if (t.type.elem == tdl::ElemType::F32) {
-        float v = static_cast<float>(values[i]);
-        std::memcpy(p, &v, sizeof v);
-      } else if (t.type.elem == tdl::ElemType::I64) {
-        int64_t v = static_cast<int64_t>(values[i]);
-        std::memcpy(p, &v, sizeof v);
-      } else {
-        *p = values[i] != 0;
-      }
-    }
+    for (size_t i = 0; i < values.size(); ++i)
+      runtime::storeElement(t.bytes.data(), toPlanDType(t.type.elem),
+                            static_cast<int64_t>(i), values[i]);
   }
   return "";
 }

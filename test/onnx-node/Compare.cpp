@@ -44,7 +44,7 @@ std::string compareTensors(const TensorData &actual, const TensorData &expected,
   if (actual.type.dims != expected.type.dims)
     return what + ": shape " + dimsString(actual.type.dims) + ", expected " +
            dimsString(expected.type.dims);
-  bool isFloat = expected.type.elem == tdl::ElemType::F32;
+  bool isFloat = tdl::isFloatElem(expected.type.elem);
   int64_t n = expected.numElements();
   int64_t worst = -1, mismatches = 0;
   double worstExcess = 0; // how far past the allowed difference (inf: NaN/inf)

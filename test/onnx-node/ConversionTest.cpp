@@ -83,13 +83,84 @@ TEST(OnnxConversion, ElemTypes) {
     EXPECT_FALSE(static_cast<bool>(b));
     llvm::consumeError(b.takeError());
   }
-  auto d = convertOnnxElemType(onnx::TensorProto::DOUBLE, "input 'x'");
+  const std::pair<int, tdl::ElemType> more[] = {
+      {onnx::TensorProto::DOUBLE, tdl::ElemType::F64},
+      {onnx::TensorProto::FLOAT16, tdl::ElemType::F16},
+      {onnx::TensorProto::BFLOAT16, tdl::ElemType::BF16},
+      {onnx::TensorProto::INT32, tdl::ElemType::I32},
+      {onnx::TensorProto::INT16, tdl::ElemType::I16},
+      {onnx::TensorProto::INT8, tdl::ElemType::I8},
+      {onnx::TensorProto::UINT8, tdl::ElemType::U8},
+      {onnx::TensorProto::UINT16, tdl::ElemType::U16},
+      {onnx::TensorProto::UINT32, tdl::ElemType::U32},
+      {onnx::TensorProto::UINT64, tdl::ElemType::U64}};
+  for (auto [code, elem] : more) {
+    auto t = convertOnnxElemType(code, "x");
+    ASSERT_TRUE(static_cast<bool>(t)) << errorText(t.takeError());
+    EXPECT_EQ(*t, elem);
+  }
+  auto d = convertOnnxElemType(onnx::TensorProto::STRING, "input 'x'");
   ASSERT_FALSE(static_cast<bool>(d));
   std::string e = errorText(d.takeError());
-  EXPECT_NE(e.find("input 'x' has ONNX element type DOUBLE, which is not "
+  EXPECT_NE(e.find("input 'x' has ONNX element type STRING, which is not "
                    "supported"),
             std::string::npos)
       << e;
+}
+
+TEST(OnnxConversion, TypedFieldsOfEveryType) {
+  // int32_data carries the small integers and the 16-bit floats' bits;
+  // uint64_data uint32/uint64; double_data doubles.
+  onnx::TensorProto u8;
+  u8.set_data_type(onnx::TensorProto::UINT8);
+  u8.add_dims(3);
+  for (int v : {1, 255, 7})
+    u8.add_int32_data(v);
+  auto a = convertOnnxTensor(u8, "u8");
+  ASSERT_TRUE(static_cast<bool>(a)) << errorText(a.takeError());
+  EXPECT_EQ(a->bytes, (std::vector<uint8_t>{1, 255, 7}));
+  EXPECT_EQ(a->valueAt(1), 255.0);
+  onnx::TensorProto i8;
+  i8.set_data_type(onnx::TensorProto::INT8);
+  i8.add_dims(2);
+  i8.add_int32_data(-3);
+  i8.add_int32_data(100);
+  auto b = convertOnnxTensor(i8, "i8");
+  ASSERT_TRUE(static_cast<bool>(b)) << errorText(b.takeError());
+  EXPECT_EQ(b->valueAt(0), -3.0);
+  EXPECT_EQ(b->valueAt(1), 100.0);
+  onnx::TensorProto h;
+  h.set_data_type(onnx::TensorProto::FLOAT16);
+  h.add_dims(1);
+  h.add_int32_data(0xc200); // -3.0
+  auto c = convertOnnxTensor(h, "h");
+  ASSERT_TRUE(static_cast<bool>(c)) << errorText(c.takeError());
+  EXPECT_EQ(c->valueAt(0), -3.0);
+  onnx::TensorProto d64;
+  d64.set_data_type(onnx::TensorProto::DOUBLE);
+  d64.add_dims(2);
+  d64.add_double_data(0.1);
+  d64.add_double_data(-1e300);
+  auto e64 = convertOnnxTensor(d64, "d");
+  ASSERT_TRUE(static_cast<bool>(e64)) << errorText(e64.takeError());
+  EXPECT_EQ(e64->valueAt(0), 0.1);
+  EXPECT_EQ(e64->valueAt(1), -1e300);
+  onnx::TensorProto u32;
+  u32.set_data_type(onnx::TensorProto::UINT32);
+  u32.add_dims(1);
+  u32.add_uint64_data(4000000000u);
+  auto f = convertOnnxTensor(u32, "u32");
+  ASSERT_TRUE(static_cast<bool>(f)) << errorText(f.takeError());
+  EXPECT_EQ(f->bytes.size(), 4u);
+  EXPECT_EQ(f->valueAt(0), 4e9);
+  onnx::TensorProto short16;
+  short16.set_data_type(onnx::TensorProto::INT16);
+  short16.add_dims(2);
+  short16.add_int32_data(1);
+  auto g = convertOnnxTensor(short16, "s");
+  ASSERT_FALSE(static_cast<bool>(g));
+  EXPECT_NE(errorText(g.takeError()).find("holds 1 int32_data values"),
+            std::string::npos);
 }
 
 TEST(OnnxConversion, TensorRawAndTyped) {

@@ -106,6 +106,32 @@ std::string singleNodeOpType(const std::string &dir) {
   return model.graph().node(0).op_type();
 }
 
+/// Why a data file's element type differs from the type the model declares
+/// for that value, or "". libonnx-testdata 1.12 stores the bfloat16 tensors
+/// of the Cast/CastLike tests as UINT16 bit patterns, computed by truncating
+/// float32 (not rounding, as ONNX's Cast now specifies): those data cannot
+/// check a bfloat16 conversion.
+static std::string storedTypeErratum(const onnx::ValueInfoProto &value,
+                              const std::optional<TensorData> &data) {
+  if (!data || !value.type().has_tensor_type())
+    return "";
+  int32_t declared = value.type().tensor_type().elem_type();
+  auto elem = convertOnnxElemType(declared, value.name());
+  if (!elem) {
+    llvm::consumeError(elem.takeError());
+    return "";
+  }
+  if (*elem == data->type.elem)
+    return "";
+  return "erratum in the test data: '" + value.name() + "' is stored as " +
+         elemTypeString(data->type.elem) + " but the model declares " +
+         onnxElemTypeName(declared) +
+         (*elem == tdl::ElemType::BF16
+              ? " (ONNX 1.12 wrote bfloat16 data as uint16 bit patterns, "
+                "truncated instead of rounded to nearest even)"
+              : "");
+}
+
 NodeTest loadNodeTest(const std::string &dir) {
   NodeTest test;
   test.name = baseName(dir);
@@ -263,6 +289,11 @@ NodeTest loadNodeTest(const std::string &dir) {
         test.skipReason = err;
         return test;
       }
+      if (std::string why = storedTypeErratum(graph.input(k), data);
+          !why.empty()) {
+        test.skipReason = why;
+        return test;
+      }
       values[name] = std::move(data);
     }
     for (const std::string &name : node.input()) {
@@ -291,6 +322,12 @@ NodeTest loadNodeTest(const std::string &dir) {
                      "output '" + name + "'", set.expected[pos - test.outputNames.begin()]);
       if (!err.empty()) {
         test.skipReason = err;
+        return test;
+      }
+      if (std::string why = storedTypeErratum(
+              graph.output(k), set.expected[pos - test.outputNames.begin()]);
+          !why.empty()) {
+        test.skipReason = why;
         return test;
       }
     }

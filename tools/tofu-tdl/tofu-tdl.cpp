@@ -63,13 +63,13 @@ static llvm::Expected<std::optional<TensorType>> parseType(llvm::StringRef s) {
   s.split(parts, 'x');
   TensorType t;
   llvm::StringRef elem = parts.back();
-  if (elem == "f32")
-    t.elem = ElemType::F32;
-  else if (elem == "i64")
-    t.elem = ElemType::I64;
-  else if (elem == "bool")
-    t.elem = ElemType::Bool;
-  else
+  bool known = false;
+  for (unsigned e = 0; e < kNumElemTypes; ++e)
+    if (elem == elemName(static_cast<ElemType>(e))) {
+      t.elem = static_cast<ElemType>(e);
+      known = true;
+    }
+  if (!known)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "bad --input '" + s +
                                        "': expected e.g. 32x64xf32 or 64xi64");
@@ -116,9 +116,7 @@ static std::string typeStr(const TensorType &t) {
   std::string r;
   for (int64_t d : t.dims)
     r += std::to_string(d) + "x";
-  return r + (t.elem == ElemType::I64    ? "i64"
-               : t.elem == ElemType::Bool ? "bool"
-                                          : "f32");
+  return r + elemName(t.elem);
 }
 
 static std::string attrStr(const AttrValue &a) {
@@ -379,9 +377,11 @@ int main(int argc, char **argv) {
         n *= d;
       for (int64_t k = 0; k < n; ++k)
         storage[i].data.push_back(
-            storage[i].type.elem == ElemType::I64    ? double(rng() % 4)
+            isIntegerElem(storage[i].type.elem)       ? double(rng() % 4)
             : storage[i].type.elem == ElemType::Bool ? double(rng() % 2)
-                                                     : uni(rng));
+                                                     : convertToElem(
+                                                           uni(rng),
+                                                           storage[i].type.elem));
       ptrs.push_back(&storage[i]);
     }
     auto outs = evaluate(*inst, ptrs);

@@ -16,6 +16,12 @@
 namespace tofu {
 
 /// The TDL type of a ranked tensor type (f32 or i64); error otherwise.
+/// The TDL element type of an MLIR element type: f16, bf16, f32, f64, i1
+/// (bool), signless (signed) and unsigned integers of 8 to 64 bits; none for
+/// anything else.
+std::optional<tdl::ElemType> toTdlElemType(mlir::Type elem);
+/// The MLIR element type of `elem` (integers signless, unsigned ones `ui`).
+mlir::Type fromTdlElemType(mlir::MLIRContext *ctx, tdl::ElemType elem);
 llvm::Expected<tdl::TensorType> toTdlType(mlir::RankedTensorType type);
 /// The tensor type of a TDL type.
 mlir::RankedTensorType fromTdlType(mlir::MLIRContext *ctx,

@@ -30,8 +30,87 @@ namespace tofu::tdl {
 
 /// Element type of a tensor operand. Values are float64 in the evaluator
 /// whatever the type; Bool values are 0.0 / 1.0 (stored as one byte by the
-/// runtime).
-enum class ElemType : uint8_t { F32, I64, Bool };
+/// runtime). The order matches tofu::plan::DType.
+enum class ElemType : uint8_t {
+  F32,
+  I64,
+  Bool,
+  F64,
+  I32,
+  I16,
+  I8,
+  U8,
+  U16,
+  U32,
+  U64,
+  F16,
+  BF16,
+};
+
+/// Number of element types.
+inline constexpr unsigned kNumElemTypes = 13;
+
+/// True for f16, bf16, f32, f64.
+inline bool isFloatElem(ElemType t) {
+  return t == ElemType::F32 || t == ElemType::F64 || t == ElemType::F16 ||
+         t == ElemType::BF16;
+}
+/// True for the signed and unsigned integer types (not Bool).
+inline bool isIntegerElem(ElemType t) {
+  return !isFloatElem(t) && t != ElemType::Bool;
+}
+/// True for u8, u16, u32, u64.
+inline bool isUnsignedElem(ElemType t) {
+  return t == ElemType::U8 || t == ElemType::U16 || t == ElemType::U32 ||
+         t == ElemType::U64;
+}
+/// Bytes per element (Bool is one byte).
+inline unsigned elemBytes(ElemType t) {
+  switch (t) {
+  case ElemType::Bool:
+  case ElemType::I8:
+  case ElemType::U8:
+    return 1;
+  case ElemType::I16:
+  case ElemType::U16:
+  case ElemType::F16:
+  case ElemType::BF16:
+    return 2;
+  case ElemType::F32:
+  case ElemType::I32:
+  case ElemType::U32:
+    return 4;
+  case ElemType::F64:
+  case ElemType::I64:
+  case ElemType::U64:
+    return 8;
+  }
+  return 0;
+}
+/// The short spelling: "f32", "i64", "bool", "f64", "i32", "u8", "f16",
+/// "bf16", ...
+inline const char *elemName(ElemType t) {
+  switch (t) {
+  case ElemType::F32: return "f32";
+  case ElemType::I64: return "i64";
+  case ElemType::Bool: return "bool";
+  case ElemType::F64: return "f64";
+  case ElemType::I32: return "i32";
+  case ElemType::I16: return "i16";
+  case ElemType::I8: return "i8";
+  case ElemType::U8: return "u8";
+  case ElemType::U16: return "u16";
+  case ElemType::U32: return "u32";
+  case ElemType::U64: return "u64";
+  case ElemType::F16: return "f16";
+  case ElemType::BF16: return "bf16";
+  }
+  return "?";
+}
+/// `v` converted to element type `t` as a store does (runtime
+/// ElementAccess.h): floats round to the type's precision, integers
+/// truncate toward zero and wrap modulo 2^bits, bool is `v != 0`.
+double convertToElem(double v, ElemType t);
 
 /// A concrete tensor shape with its element type.
 struct TensorType {

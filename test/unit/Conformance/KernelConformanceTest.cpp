@@ -15,6 +15,7 @@
 #include "../TDL/SampleCases.h"
 
 #include "tofu/TDL/ProgramLowering.h"
+#include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/ComputeKernel.h"
 #include "tofu/runtime/CounterRng.h"
 
@@ -31,19 +32,12 @@ using namespace tofu::tdl::test;
 
 namespace {
 
-/// The runtime type of TDL element type `type`, with float tensors stored as
-/// `floatType` (F32, or F64 for the float64 runs of the native kernels).
+/// The runtime type of TDL element type `type`, with float32 tensors stored
+/// as `floatType` (F32, or F64 for the float64 runs of the native kernels).
+/// tdl::ElemType and plan::DType number the types alike.
 plan::DType toPlanType(ElemType type,
                        plan::DType floatType = plan::DType::F32) {
-  switch (type) {
-  case ElemType::F32:
-    return floatType;
-  case ElemType::I64:
-    return plan::DType::I64;
-  case ElemType::Bool:
-    return plan::DType::Bool;
-  }
-  return plan::DType::F32;
+  return type == ElemType::F32 ? floatType : static_cast<plan::DType>(type);
 }
 
 std::vector<plan::Attr> toPlanAttrs(const AttrMap &attrs) {
@@ -92,47 +86,10 @@ struct Storage {
   }
   int64_t size() const { return numElements(dims); }
   void set(int64_t i, double v) {
-    switch (type) {
-    case ElemType::F32: {
-      if (isF64()) {
-        std::memcpy(&bytes[i * 8], &v, 8);
-        break;
-      }
-      float f = static_cast<float>(v);
-      std::memcpy(&bytes[i * 4], &f, 4);
-      break;
-    }
-    case ElemType::I64: {
-      int64_t x = static_cast<int64_t>(v);
-      std::memcpy(&bytes[i * 8], &x, 8);
-      break;
-    }
-    case ElemType::Bool:
-      bytes[i] = v != 0;
-      break;
-    }
+    runtime::storeElement(bytes.data(), stored, i, v);
   }
   double get(int64_t i) const {
-    switch (type) {
-    case ElemType::F32: {
-      if (isF64()) {
-        double d;
-        std::memcpy(&d, &bytes[i * 8], 8);
-        return d;
-      }
-      float f;
-      std::memcpy(&f, &bytes[i * 4], 4);
-      return f;
-    }
-    case ElemType::I64: {
-      int64_t x;
-      std::memcpy(&x, &bytes[i * 8], 8);
-      return static_cast<double>(x);
-    }
-    case ElemType::Bool:
-      return bytes[i];
-    }
-    return 0;
+    return runtime::loadElement(bytes.data(), stored, i);
   }
   runtime::TensorView view() {
     return runtime::TensorView::whole(bytes.data(), stored, dims);
@@ -145,7 +102,7 @@ struct Storage {
 bool close(double got, double want, const Storage &storage) {
   if (std::isnan(want))
     return std::isnan(got);
-  if (storage.type != ElemType::F32)
+  if (!isFloatElem(storage.type))
     return got == want;
   double tol = storage.isF64() ? 1e-12 : 1e-4;
   return std::fabs(got - want) <= tol + tol * std::fabs(want);

@@ -77,7 +77,7 @@ inline GradExpansion checkGradientFD(const GradProblem &p, unsigned seed = 1) {
       n *= d;
     for (int64_t k = 0; k < n; ++k) {
       double v;
-      if (in[i].type.elem == ElemType::I64) {
+      if (isIntegerElem(in[i].type.elem)) {
         v = double(p.intLo + int64_t(rng() % p.intRange));
       } else if (in[i].type.elem == ElemType::Bool) {
         v = double(rng() % 2);
@@ -140,7 +140,7 @@ inline GradExpansion checkGradientFD(const GradProblem &p, unsigned seed = 1) {
   }
   const double h = 1e-6;
   for (size_t i = 0; i < in.size(); ++i) {
-    if (!p.types[i] || p.types[i]->elem != ElemType::F32 ||
+    if (!p.types[i] || !isFloatElem(p.types[i]->elem) ||
         llvm::is_contained(p.noGrad, unsigned(i)) ||
         p.constValues.count(unsigned(i))) {
       EXPECT_FALSE(g->inputGrads[i].has_value()) << p.op << " input " << i;

@@ -72,7 +72,7 @@ inline std::vector<DenseTensor> randomInputs(const SampleCase &c,
     }
     for (int64_t k = 0; k < numElements(in[i].type.dims); ++k)
       in[i].data.push_back(
-          in[i].type.elem == ElemType::F32
+          isFloatElem(in[i].type.elem)
               ? uni(rng)
               : double(c.intLo + int64_t(rng() % uint64_t(c.intHi - c.intLo))));
   }

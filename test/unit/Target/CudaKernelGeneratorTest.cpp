@@ -45,14 +45,8 @@ namespace {
 using HostDriver = void (*)(void *const *, const int64_t *, uint64_t,
                             unsigned long long *);
 
-plan::DType toPlanType(ElemType type) {
-  switch (type) {
-  case ElemType::F32: return plan::DType::F32;
-  case ElemType::I64: return plan::DType::I64;
-  case ElemType::Bool: return plan::DType::Bool;
-  }
-  return plan::DType::F32;
-}
+/// tdl::ElemType and plan::DType number the types alike.
+plan::DType toPlanType(ElemType type) { return static_cast<plan::DType>(type); }
 
 /// A dense buffer holding `n` elements of `type` as the runtime stores them.
 struct Storage {
