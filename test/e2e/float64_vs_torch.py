@@ -4,7 +4,7 @@
 A small MLP (Linear, ReLU, Linear, Tanh, Linear, cross-entropy) is built in
 torch, converted with ``model.double()`` and exported to ONNX (every
 initializer, activation and the loss DOUBLE). For k in 1 and 2 it is compiled
-with ``tofuc --optimizer adam`` and run for ``STEPS`` steps with ``tofu-run
+with ``tofuc --optimizer adam`` and run for 3 steps with ``tofu-run
 --dump DIR --save trained.onnx --report r.json``. The reference replays the
 same batches in float64 torch: autograd gives each step's loss and gradients,
 and the update is ONNX's Adam written out in torch (as e2e.optimizers_vs_torch
@@ -14,8 +14,9 @@ does). Proves that:
   gradients are float64 arrays, and --save writes DOUBLE initializers,
 * step 1's gradients equal torch's in float64 (relative difference <= 1e-9,
   far below what float32 arithmetic could reach),
-* every step's loss and the trained weights after Adam equal the reference's
-  (<= 1e-9), and k = 2 gives the same weights as k = 1.
+* the trained weights after 3 Adam steps equal the reference's (<= 1e-9),
+  every step's loss too (<= 1e-8: the report prints 9 significant digits),
+  and k = 2 gives the same weights as k = 1.
 
 The learning rate and Adam's betas are powers of two or short binary
 fractions, exact in float32 (the learning-rate state tensor is float32, as
@@ -34,8 +35,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples
 import make_mlp  # noqa: E402
 import optimizers_vs_torch as O  # noqa: E402
 
-STEPS = 2
 TOL = 1e-9
+LOSS_TOL = 1e-8  # tofu-run's report prints losses with 9 significant digits
 K_TOL = 1e-12
 ADAM = dict(flags=["--optimizer", "adam", "--lr", "0.0625", "--beta1", "0.75",
                    "--beta2", "0.9375", "--epsilon", "1e-4", "--weight-decay", "0.015625"])
@@ -98,7 +99,7 @@ def main():
         losses, trained, _ = results[k]
         dl = E.rel_diff(losses, ref_losses)
         print(f"k={k}: losses {losses} ref {ref_losses} rel {dl:.2e}")
-        if dl > TOL:
+        if dl > LOSS_TOL:
             failures.append(f"k={k}: losses differ from the reference (rel {dl:.2e})")
         for n, ref in ref_params.items():
             diff = E.rel_diff(trained[n], ref)
