@@ -273,6 +273,7 @@ inline std::vector<SampleCase> sampleCases() {
       {"Cast", {f32({5})}, {{"to", I(7)}}, 0, 3, -3, 3},
       {"Cast", {i64({4})}, {{"to", I(1)}}},
       {"Cast", {f32({4})}, {{"to", I(9)}}, 0, 3, -1, 1},
+      {"CastLike", {i64({4}), f32({1})}},
       {"NegativeLogLikelihoodLoss", {f32({3, 4}), i64({3})}, {}, 0, 4},
       {"NegativeLogLikelihoodLoss", {f32({2, 3, 2}), i64({2, 2})},
        {{"reduction", S("none")}, {"ignore_index", I(1)}}},
