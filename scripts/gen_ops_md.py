@@ -52,6 +52,9 @@ RANDOM = "random (not a function of its inputs)"
 UNSIGNED = "unsigned integer types only (not in TDL's dtypes)"
 RECURRENT = "unrolled at import into per-step cells of spec'd ops (docs/RecurrentUnrolling.md)"
 SPARSE_OR_VALUE = "a value, not a computation (to be folded into an initializer)"
+RESIZE = ("normalized at import into ResizeNearest (tdl-specs/resize.tdl) for mode nearest "
+          "upsampling by whole factors with constant scales or sizes; linear and cubic modes, "
+          "downsampling and other coordinate modes are refused (docs/Import.md)")
 
 NO_SPEC_REASONS = {
     # data-dependent output shapes
@@ -65,8 +68,8 @@ NO_SPEC_REASONS = {
     "OneHot": SHAPE_INPUT,
     "TopK": SHAPE_INPUT,
     "Tile": SHAPE_INPUT,
-    "Resize": SHAPE_INPUT,
-    "Upsample": SHAPE_INPUT,
+    "Resize": RESIZE,
+    "Upsample": RESIZE,
     "Pad": SHAPE_INPUT,
     "Expand": SHAPE_INPUT,
     "Reshape": SHAPE_INPUT,

@@ -62,6 +62,131 @@ void setInput(onnx::NodeProto &node, int index, const std::string &name) {
   node.set_input(index, name);
 }
 
+
+/// The string attribute `name` of `node`, or `fallback`.
+std::string stringAttr(const onnx::NodeProto &node, llvm::StringRef name,
+                       llvm::StringRef fallback) {
+  const onnx::AttributeProto *attr = findAttr(node, name);
+  return attr ? attr->s() : fallback.str();
+}
+
+/// Resize (opsets 10-19) and Upsample (7-9) with mode "nearest" become
+/// ResizeNearest (tdl-specs/resize.tdl): upsampling by whole factors, where
+/// output index y reads input index y // f. That holds for a factor f >= 1
+/// with the half-pixel transformations and round-to-nearest (the offset
+/// stays inside (-0.5, 0.5)), and with the asymmetric ones and floor;
+/// anything else is refused with what is supported.
+llvm::Error normalizeResize(
+    onnx::NodeProto &node, int64_t opset, const std::string &at,
+    llvm::function_ref<const TensorData *(llvm::StringRef)> constantOf,
+    llvm::function_ref<int64_t(llvm::StringRef)> rankOf) {
+  const std::string op = node.op_type();
+  bool upsample = op == "Upsample";
+  std::string mode = stringAttr(node, "mode", "nearest");
+  if (mode != "nearest")
+    return error(at + ": " + op + " mode '" + mode +
+                 "' is not supported (only mode 'nearest' with whole "
+                 "upsampling factors is; linear and cubic interpolation "
+                 "need coordinates clamped to the input, which TDL index "
+                 "expressions cannot express yet)");
+  // Before Resize-11 (and in Upsample) nearest is asymmetric with floor.
+  bool legacy = upsample || opset < 11;
+  std::string transform =
+      legacy ? "asymmetric"
+             : stringAttr(node, "coordinate_transformation_mode", "half_pixel");
+  std::string rounding =
+      legacy ? "floor" : stringAttr(node, "nearest_mode", "round_prefer_floor");
+  int scalesInput = legacy ? 1 : 2, sizesInput = legacy ? -1 : 3;
+  auto inputAt = [&](int index) -> std::string {
+    return index >= 0 && index < node.input_size() ? node.input(index) : "";
+  };
+  if (const onnx::AttributeProto *axesAttr = findAttr(node, "axes");
+      axesAttr && axesAttr->ints_size() > 0)
+    return error(at + ": Resize's 'axes' attribute is not supported; give "
+                      "scales or sizes for every dimension");
+  if (stringAttr(node, "keep_aspect_ratio_policy", "stretch") != "stretch")
+    return error(at + ": Resize's keep_aspect_ratio_policy '" +
+                 stringAttr(node, "keep_aspect_ratio_policy", "") +
+                 "' is not supported (only 'stretch' is)");
+
+  // The factors, from constant scales (an attribute of Upsample-7).
+  std::vector<int64_t> factors;
+  bool fromScales = false;
+  std::vector<double> scales;
+  if (const onnx::AttributeProto *attr = findAttr(node, "scales")) {
+    scales.assign(attr->floats().begin(), attr->floats().end());
+    fromScales = true;
+  } else if (!inputAt(scalesInput).empty()) {
+    const TensorData *data = constantOf(inputAt(scalesInput));
+    if (!data)
+      return error(at + ": the scales input '" + inputAt(scalesInput) +
+                   "' must be a compile-time constant (an initializer or a "
+                   "Constant); a data-dependent output size is not "
+                   "supported");
+    for (int64_t k = 0; k < data->numElements(); ++k)
+      scales.push_back(data->valueAt(k));
+    // Resize-13 passes an empty scales tensor when sizes are given.
+    fromScales = !scales.empty();
+  }
+  std::string sizes = inputAt(sizesInput);
+  if (!fromScales && sizes.empty())
+    return error(at + ": " + op + " needs constant scales or sizes");
+  if (fromScales && !sizes.empty())
+    return error(at + ": Resize takes scales or sizes, not both");
+  if (!sizes.empty() && !constantOf(sizes))
+    return error(at + ": the sizes input '" + sizes +
+                 "' must be a compile-time constant (an initializer or a "
+                 "Constant); a data-dependent output size is not "
+                 "supported");
+  bool identity = true;
+  for (double scale : scales) {
+    if (scale < 1 || scale != static_cast<double>(static_cast<int64_t>(scale)))
+      return error(at + ": scale " + std::to_string(scale) +
+                   " is not supported: only upsampling by whole factors "
+                   "(1, 2, 3, ...) is");
+    factors.push_back(static_cast<int64_t>(scale));
+    identity &= factors.back() == 1;
+  }
+  if (fromScales) {
+    int64_t rank = rankOf(inputAt(0));
+    if (rank >= 0 && rank != static_cast<int64_t>(factors.size()))
+      return error(at + ": " + std::to_string(factors.size()) +
+                   " scales for an input of rank " + std::to_string(rank));
+  }
+  bool halfPixel = transform == "half_pixel" ||
+                   transform == "pytorch_half_pixel" ||
+                   transform == "half_pixel_symmetric";
+  bool asymmetric =
+      transform == "asymmetric" || transform == "tf_half_pixel_for_nn";
+  bool round = rounding == "round_prefer_floor" ||
+               rounding == "round_prefer_ceil";
+  if (!(fromScales && identity) &&
+      !((halfPixel && round) || (asymmetric && rounding == "floor")))
+    return error(at + ": nearest with coordinate_transformation_mode '" +
+                 transform + "' and nearest_mode '" + rounding +
+                 "' is not supported (whole-factor upsampling is, with "
+                 "half_pixel, pytorch_half_pixel or half_pixel_symmetric "
+                 "and round_prefer_floor or round_prefer_ceil, or with "
+                 "asymmetric or tf_half_pixel_for_nn and floor)");
+
+  // The ResizeNearest form: X (and the constant sizes), `factors`.
+  node.set_op_type("ResizeNearest");
+  std::string x = inputAt(0);
+  node.clear_input();
+  node.add_input(x);
+  if (!sizes.empty())
+    node.add_input(sizes);
+  node.clear_attribute();
+  if (fromScales) {
+    auto *attr = node.add_attribute();
+    attr->set_name("factors");
+    attr->set_type(onnx::AttributeProto::INTS);
+    for (int64_t f : factors)
+      attr->add_ints(f);
+  }
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Error normalizeOnnxNode(
@@ -195,6 +320,8 @@ llvm::Error normalizeOnnxNode(
     newAttr->set_i(axis);
     return llvm::Error::success();
   }
+  if (op == "Resize" || op == "Upsample")
+    return normalizeResize(node, opset, at, constantOf, rankOf);
   return llvm::Error::success();
 }
 

@@ -197,7 +197,9 @@ NodeTest loadNodeTest(const std::string &dir) {
     // Unrolled into cells; the unrolling reads the node's attributes.
     test.recurrentNode = node.SerializeAsString();
   } else {
-    if (!tdl::SpecLibrary::builtin().lookup(node.op_type())) {
+    // Resize and Upsample are normalized into ResizeNearest (below).
+    if (!tdl::SpecLibrary::builtin().lookup(node.op_type()) &&
+        node.op_type() != "Resize" && node.op_type() != "Upsample") {
       test.skipReason = "no TDL spec for " + node.op_type();
       return test;
     }
@@ -210,6 +212,10 @@ NodeTest loadNodeTest(const std::string &dir) {
         if (entry.domain().empty() || entry.domain() == "ai.onnx")
           opset = entry.version();
       std::vector<std::unique_ptr<TensorData>> initData;
+      // Initializers, and the graph inputs of the first data set: the node
+      // tests pass as inputs what a model gives as constants (Resize's
+      // scales), and the importer normalizes with those constants.
+      std::vector<std::string> setDirs = dataSetDirs(dir);
       auto constantOf = [&](llvm::StringRef name) -> const TensorData * {
         for (const auto &init : graph.initializer())
           if (init.name() == name) {
@@ -221,6 +227,19 @@ NodeTest loadNodeTest(const std::string &dir) {
             initData.push_back(std::make_unique<TensorData>(std::move(*data)));
             return initData.back().get();
           }
+        for (int k = 0; k < graph.input_size() && !setDirs.empty(); ++k) {
+          if (graph.input(k).name() != name)
+            continue;
+          std::optional<TensorData> data;
+          if (!readTensor(setDirs.front() + "/input_" + std::to_string(k) +
+                              ".pb",
+                          name.str(), data)
+                   .empty() ||
+              !data)
+            return nullptr;
+          initData.push_back(std::make_unique<TensorData>(std::move(*data)));
+          return initData.back().get();
+        }
         return nullptr;
       };
       auto rankOf = [&](llvm::StringRef name) -> int64_t {
@@ -236,6 +255,11 @@ NodeTest loadNodeTest(const std::string &dir) {
         return test;
       }
     }
+    if (!tdl::SpecLibrary::builtin().lookup(node.op_type())) {
+      test.skipReason = "no TDL spec for " + node.op_type();
+      return test;
+    }
+    test.specOp = node.op_type();
     auto attrs = convertOnnxAttributes(node, nodeName);
     if (!attrs) {
       test.skipReason = llvm::toString(attrs.takeError());

@@ -34,6 +34,9 @@ struct DataSet {
 struct NodeTest {
   std::string name;   ///< directory name, e.g. "test_abs"
   std::string opType; ///< the single node's op type
+  /// The TDL spec the node runs on after the importer's opset normalization
+  /// (ResizeNearest for Resize); empty = `opType`.
+  std::string specOp;
   std::string skipReason;
   tdl::AttrMap attrs;
   std::vector<std::string> outputNames; ///< node outputs ("" = omitted)

@@ -142,7 +142,8 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options) {
   if (!test.gradientGraph.empty())
     return runGradientGraphTest(test, options, std::move(result));
 
-  const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(test.opType);
+  const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(
+      test.specOp.empty() ? test.opType : test.specOp);
   for (const DataSet &set : test.dataSets)
     if (std::string why = randomReferenceReason(test, set); !why.empty())
       return skip(why);

@@ -270,6 +270,12 @@ inline std::vector<SampleCase> sampleCases() {
       {"Gather", {f32({4, 3}), i64({2, 2})}, {}, -4, 4},
       {"GatherGrad", {f32({3, 2, 2}), i64({2}), f32({3, 4, 2})},
        {{"axis", I(1)}}, -4, 4},
+      // Nearest upsampling by whole factors (// indices) and its gradient.
+      {"ResizeNearest", {f32({1, 2, 2, 3})}, {{"factors", Is({1, 1, 2, 3})}}},
+      {"ResizeNearest", {f32({2, 3}), i64({2})}, {}, 0, 3, -1, 1,
+       {{1, {6, 3}}}},
+      {"ResizeNearestGrad", {f32({1, 2, 4, 9}), f32({1, 2, 2, 3})},
+       {{"factors", Is({1, 1, 2, 3})}}},
       {"Cast", {f32({5})}, {{"to", I(7)}}, 0, 3, -3, 3},
       {"Cast", {i64({4})}, {{"to", I(1)}}},
       {"Cast", {f32({4})}, {{"to", I(9)}}, 0, 3, -1, 1},
