@@ -37,9 +37,9 @@ and batch, in float64 (relative difference 1e-3):
 
 ``--only NAME`` runs one model. ctest registers ``lstm``, ``transformer``,
 ``padded_cnn`` and ``resnet18`` (e2e.torch_exported.<name>), and
-``wide_resnet50_2`` (2.4 minutes on the shared 2-core VM, most of it the
-export, tofuc's import of 0.5 GB of float64 weights and torch's float64
-step) when configured with ``-DTOFU_SLOW_TESTS=ON``.
+``wide_resnet50_2`` (about 41 s on the idle 2-core VM: the export, tofuc's
+import of 0.5 GB of float64 weights, one float64 step in tofu-run and in
+torch).
 
 Gradients are compared element-wise (``E.rel_diff``: the largest absolute
 difference over the reference's largest magnitude).
