@@ -12,7 +12,9 @@ mpi, as k processes under ``mpirun -np k``. Proves that:
   (max|a-b| / max|b| per tensor); training changed the weights (so the
   comparison is not vacuous);
 * in every run the measured comm bytes equal the planned bytes, per device
-  and in total.
+  and in total;
+* in every run each device's measured peak memory (the highest arena byte
+  touched) lies within 5% below its planned peak.
 
 Sizes (``--size small``, what ctest runs; ``--size full``, what
 bench/k_matrix.sh runs and records):
@@ -160,6 +162,13 @@ def main():
                     if not bytes_ok:
                         failures.append(f"{name} {part} k={k} {mode}: measured comm bytes "
                                         f"{comm} differ from the plan")
+                    # The highest arena byte each device touched: never above
+                    # its planned peak, and within 5% of it (issue 6).
+                    for p in rep["peak_bytes"]:
+                        if not 0.95 * p["planned"] <= p["measured"] <= p["planned"]:
+                            failures.append(f"{name} {part} k={k} {mode}: device {p['device']} "
+                                            f"measured peak {p['measured']} B is not within 5% "
+                                            f"below its planned {p['planned']} B")
                     os.remove(saved)  # WResNet's are 94 MB each
     E.check(not failures, "\n  " + "\n  ".join(failures))
 
