@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaSchedule.h"
+#include "tofu/runtime/MatMulBatchOffsets.h"
 
 #include <algorithm>
 #include <map>
@@ -120,48 +121,14 @@ DevicePointer at(const Plan &plan, int32_t d, int32_t buffer,
   return {d, b.offset + static_cast<uint64_t>(elementOffset) * es};
 }
 
-/// Per batch element of Y, the local element offset of the matrix of X
-/// (port of batchOffsets in runtime/lib/KernelsMatMul.cpp).
+/// Per batch element of Y, the local element offset of the matrix of X.
 std::string batchOffsets(const Operand &Y, size_t yBatch, const Operand &X,
                          size_t xBatch, int64_t matrix, const char *what,
                          std::vector<int64_t> &offsets) {
-  std::vector<std::vector<int64_t>> contrib(yBatch);
-  int64_t stride = matrix;
-  for (size_t j = xBatch; j-- > 0;) {
-    size_t i = j + (yBatch - xBatch);
-    int64_t gx = X.global[j], gy = Y.global[i];
-    if (gx != gy && gx != 1)
-      return std::string(what) + ": batch dimension " + std::to_string(j) +
-             " is not broadcastable";
-    for (int64_t k = 0; k < Y.shape[i]; ++k) {
-      int64_t global = (gx == 1 && gy != 1) ? 0 : Y.lo[i] + k;
-      int64_t local = global - X.lo[j];
-      if (local < 0 || local >= X.shape[j])
-        return std::string(what) + " lacks batch index " +
-               std::to_string(global) + " of dimension " + std::to_string(j);
-      contrib[i].push_back(local * stride);
-    }
-    stride *= X.shape[j];
-  }
-  for (size_t i = 0; i < yBatch - xBatch; ++i)
-    contrib[i].assign(Y.shape[i], 0);
-  int64_t n = 1;
-  for (size_t i = 0; i < yBatch; ++i)
-    n *= Y.shape[i];
-  offsets.assign(n, 0);
-  std::vector<int64_t> idx(yBatch, 0);
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t off = 0;
-    for (size_t i = 0; i < yBatch; ++i)
-      off += contrib[i][idx[i]];
-    offsets[e] = off;
-    for (size_t i = yBatch; i-- > 0;) {
-      if (++idx[i] < Y.shape[i])
-        break;
-      idx[i] = 0;
-    }
-  }
-  return "";
+  bool missingIndex = false;
+  return tofu::runtime::matMulBatchOffsets(
+      {Y.lo, Y.shape, Y.global}, yBatch, {X.lo, X.shape, X.global}, xBatch,
+      matrix, what, offsets, missingIndex);
 }
 
 /// Whether consecutive entries differ by one stride (returned).

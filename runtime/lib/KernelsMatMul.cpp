@@ -17,6 +17,7 @@
 #include "Blas.h"
 #include "FloatKernel.h"
 #include "tofu/runtime/Kernels.h"
+#include "tofu/runtime/MatMulBatchOffsets.h"
 
 using namespace tofu::runtime;
 using tofu::plan::DType;
@@ -30,53 +31,16 @@ std::string dims(const std::vector<int64_t> &s) {
   return r + "]";
 }
 
-/// Local flat offset of one operand's batch element for each local batch
-/// element of Y (odometer over Y's local batch box).
+/// matMulBatchOffsets on two views; a box that lacks a batch index is an
+/// unsupported configuration (the interpreter runs the share).
 std::string batchOffsets(const TensorView &Y, size_t yBatch,
                          const TensorView &X, size_t xBatch, int64_t matrix,
                          const char *what, std::vector<int64_t> &offsets) {
-  // contrib[i][k]: offset of Y's local batch index k in dimension i.
-  std::vector<std::vector<int64_t>> contrib(yBatch);
-  int64_t stride = matrix;
-  for (size_t j = xBatch; j-- > 0;) {
-    size_t i = j + (yBatch - xBatch);
-    int64_t gx = X.globalShape[j], gy = Y.globalShape[i];
-    if (gx != gy && gx != 1)
-      return std::string(what) + ": batch dimension " + std::to_string(j) +
-             " has global extent " + std::to_string(gx) +
-             ", not broadcastable to " + std::to_string(gy);
-    for (int64_t k = 0; k < Y.shape[i]; ++k) {
-      int64_t global = (gx == 1 && gy != 1) ? 0 : Y.lo[i] + k;
-      int64_t local = global - X.lo[j];
-      if (local < 0 || local >= X.shape[j])
-        return unsupportedConfiguration(
-            std::string(what) + " lacks batch index " + std::to_string(global) +
-            " of dimension " + std::to_string(j) + " (holds [" +
-            std::to_string(X.lo[j]) + ", " +
-            std::to_string(X.lo[j] + X.shape[j]) + "))");
-      contrib[i].push_back(local * stride);
-    }
-    stride *= X.shape[j];
-  }
-  for (size_t i = 0; i < yBatch - xBatch; ++i)
-    contrib[i].assign(Y.shape[i], 0);
-  int64_t n = 1;
-  for (size_t i = 0; i < yBatch; ++i)
-    n *= Y.shape[i];
-  offsets.assign(n, 0);
-  std::vector<int64_t> idx(yBatch, 0);
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t off = 0;
-    for (size_t i = 0; i < yBatch; ++i)
-      off += contrib[i][idx[i]];
-    offsets[e] = off;
-    for (size_t i = yBatch; i-- > 0;) {
-      if (++idx[i] < Y.shape[i])
-        break;
-      idx[i] = 0;
-    }
-  }
-  return "";
+  bool missingIndex = false;
+  std::string err = matMulBatchOffsets(
+      {Y.lo, Y.shape, Y.globalShape}, yBatch, {X.lo, X.shape, X.globalShape},
+      xBatch, matrix, what, offsets, missingIndex);
+  return missingIndex ? unsupportedConfiguration(err) : err;
 }
 
 template <typename T> std::string matMul(const KernelArgs &args) {
