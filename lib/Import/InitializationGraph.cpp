@@ -38,16 +38,6 @@ std::string nodeLabel(const onnx::NodeProto &node) {
   return "node '" + name + "' (" + node.op_type() + ") of " + kWhere.str();
 }
 
-tdl::DenseTensor toDense(const TensorData &data) {
-  tdl::DenseTensor dense;
-  dense.type = data.type;
-  int64_t n = data.numElements();
-  dense.data.reserve(n);
-  for (int64_t k = 0; k < n; ++k)
-    dense.data.push_back(data.valueAt(k));
-  return dense;
-}
-
 /// The bytes of `dense` in the layout of its element type (every TDL
 /// element type, converted as the runtime stores it). `what` is unused now
 /// that every type has a layout; kept for the callers' messages.
@@ -197,7 +187,7 @@ llvm::Expected<tdl::DenseTensor> constantOf(const onnx::NodeProto &node) {
     auto data = convertOnnxTensor(tensor, where);
     if (!data)
       return data.takeError();
-    return toDense(*data);
+    return data->toDense();
   }
   return fail(where + ": only 'value', 'value_float(s)' and 'value_int(s)' "
                       "Constants are supported");
@@ -243,7 +233,7 @@ llvm::Expected<bool> applyInitializationGraph(onnx::ModelProto &model,
     auto data = read(*init);
     if (!data)
       return data.takeError();
-    values[name] = toDense(*data);
+    values[name] = data->toDense();
     return llvm::Error::success();
   };
 
@@ -303,7 +293,7 @@ llvm::Expected<bool> applyInitializationGraph(onnx::ModelProto &model,
                                      newConstants))
       return std::move(err);
     for (auto &[name, data] : newConstants)
-      values[name] = toDense(data);
+      values[name] = data.toDense();
 
     if (!isFoldableOp(node.op_type()) &&
         !tdl::SpecLibrary::builtin().lookup(node.op_type()))
@@ -328,26 +318,15 @@ llvm::Expected<bool> applyInitializationGraph(onnx::ModelProto &model,
       types.pop_back();
       inputs.pop_back();
     }
-    std::optional<tdl::DenseTensor> valueAttr;
-    onnx::NodeProto plain = node;
-    if (node.op_type() == "ConstantOfShape") {
-      plain.clear_attribute();
-      for (const auto &attr : node.attribute()) {
-        if (attr.name() != "value") {
-          *plain.add_attribute() = attr;
-          continue;
-        }
-        auto data = convertOnnxTensor(attr.t(), where + ": attribute 'value'");
-        if (!data)
-          return data.takeError();
-        valueAttr = toDense(*data);
-      }
-    }
+    onnx::NodeProto plain;
+    auto valueAttr = takeConstantOfShapeValue(node, plain, where);
+    if (!valueAttr)
+      return valueAttr.takeError();
     auto attrs = convertOnnxAttributes(plain, node.name());
     if (!attrs)
       return attrs.takeError();
     auto outputs = evaluateOpOnce(node.op_type(), *attrs, types, inputs,
-                                  valueAttr ? &*valueAttr : nullptr,
+                                  *valueAttr ? &**valueAttr : nullptr,
                                   node.output_size());
     if (!outputs)
       return fail(where + ": evaluating it while compiling failed: " +

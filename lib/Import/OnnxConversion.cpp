@@ -121,6 +121,37 @@ double TensorData::valueAt(int64_t index) const {
                               static_cast<plan::DType>(type.elem), index);
 }
 
+tdl::DenseTensor TensorData::toDense() const {
+  tdl::DenseTensor dense;
+  dense.type = type;
+  int64_t n = numElements();
+  dense.data.reserve(n);
+  for (int64_t k = 0; k < n; ++k)
+    dense.data.push_back(valueAt(k));
+  return dense;
+}
+
+llvm::Expected<std::optional<tdl::DenseTensor>>
+takeConstantOfShapeValue(const onnx::NodeProto &node, onnx::NodeProto &plain,
+                         llvm::StringRef where) {
+  plain = node;
+  std::optional<tdl::DenseTensor> value;
+  if (node.op_type() != "ConstantOfShape")
+    return value;
+  plain.clear_attribute();
+  for (const auto &attr : node.attribute()) {
+    if (attr.name() != "value") {
+      *plain.add_attribute() = attr;
+      continue;
+    }
+    auto data = convertOnnxTensor(attr.t(), where.str() + ": attribute 'value'");
+    if (!data)
+      return data.takeError();
+    value = data->toDense();
+  }
+  return value;
+}
+
 /// Copies a repeated typed field into `out`, converting each value to `T`.
 template <typename T, typename Field>
 static void copyField(const Field &field, std::vector<uint8_t> &out) {

@@ -265,17 +265,6 @@ OnnxImporter::importInitializer(const onnx::TensorProto &tensor,
                            data->bytes.size()));
 }
 
-/// The evaluator's form (float64 values) of converted tensor data.
-static tdl::DenseTensor toDenseTensor(const TensorData &data) {
-  tdl::DenseTensor dense;
-  dense.type = data.type;
-  int64_t n = data.numElements();
-  dense.data.reserve(n);
-  for (int64_t k = 0; k < n; ++k)
-    dense.data.push_back(data.valueAt(k));
-  return dense;
-}
-
 /// The number of bytes `tensor`'s dims and element type need.
 static llvm::Expected<uint64_t> tensorBytes(const onnx::TensorProto &tensor,
                                             StringRef what) {
@@ -334,7 +323,7 @@ llvm::Error OnnxImporter::importWeight(const onnx::TensorProto &init) {
         data.type.elem = elemType;
         data.type.dims.assign(dims.begin(), dims.end());
         data.bytes.assign(external->bytes.begin(), external->bytes.end());
-        constants[init.name()] = {toDenseTensor(data), /*foldable=*/false};
+        constants[init.name()] = {data.toDense(), /*foldable=*/false};
       }
     }
   } else {
@@ -344,7 +333,7 @@ llvm::Error OnnxImporter::importWeight(const onnx::TensorProto &init) {
     value = *dense;
     if (dense->getNumElements() <= kMaxConstElements) {
       if (auto data = convertOnnxTensor(init, what))
-        constants[init.name()] = {toDenseTensor(*data), /*foldable=*/false};
+        constants[init.name()] = {data->toDense(), /*foldable=*/false};
       else
         llvm::consumeError(data.takeError());
     }
@@ -457,7 +446,7 @@ llvm::Error OnnxImporter::importConstantNode(const onnx::NodeProto &node,
   auto data = convertOnnxTensor(*tensor, where);
   if (!data)
     return error(llvm::toString(data.takeError()));
-  constants[node.output(0)] = {toDenseTensor(*data), /*foldable=*/true};
+  constants[node.output(0)] = {data->toDense(), /*foldable=*/true};
   return llvm::Error::success();
 }
 
@@ -576,26 +565,15 @@ llvm::Expected<bool> OnnxImporter::tryFold(const onnx::NodeProto &node,
     types.pop_back();
     inputs.pop_back();
   }
-  std::optional<tdl::DenseTensor> valueAttr;
-  onnx::NodeProto plain = node;
-  if (op == "ConstantOfShape") {
-    plain.clear_attribute();
-    for (const auto &attr : node.attribute()) {
-      if (attr.name() != "value") {
-        *plain.add_attribute() = attr;
-        continue;
-      }
-      auto data = convertOnnxTensor(attr.t(), where + ": attribute 'value'");
-      if (!data)
-        return error(llvm::toString(data.takeError()));
-      valueAttr = toDenseTensor(*data);
-    }
-  }
+  onnx::NodeProto plain;
+  auto valueAttr = takeConstantOfShapeValue(node, plain, where);
+  if (!valueAttr)
+    return error(llvm::toString(valueAttr.takeError()));
   auto attrs = convertOnnxAttributes(plain, node.name());
   if (!attrs)
     return error(llvm::toString(attrs.takeError()));
   auto folded = foldOp(op, *attrs, types, inputs,
-                       valueAttr ? &*valueAttr : nullptr, node.output_size());
+                       *valueAttr ? &**valueAttr : nullptr, node.output_size());
   if (!folded)
     return error(where + ": folding at import failed: " +
                  llvm::toString(folded.takeError()));
@@ -1000,7 +978,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       auto data = readSmallTensor(init);
       if (!data)
         return data.takeError();
-      constants[init.name()] = {toDenseTensor(*data), /*foldable=*/true};
+      constants[init.name()] = {data->toDense(), /*foldable=*/true};
     }
 
   SmallVector<InputOp> labelInputs;
@@ -1101,7 +1079,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                                        rankOf, newConstants))
         return error(llvm::toString(std::move(err)));
       for (auto &[name, data] : newConstants)
-        constants[name] = {toDenseTensor(data), /*foldable=*/true};
+        constants[name] = {data.toDense(), /*foldable=*/true};
     }
     if (node.op_type() == "Constant") {
       if (auto err = importConstantNode(node, where))

@@ -68,6 +68,8 @@ struct TensorData {
   int64_t numElements() const;
   /// Element `index` as a double (exact for Bool and for I64 up to 2^53).
   double valueAt(int64_t index) const;
+  /// The TDL evaluator's form: every element as a double (valueAt).
+  tdl::DenseTensor toDense() const;
 };
 
 /// The contents of `tensor`, from raw_data or from the typed field of its
@@ -76,6 +78,13 @@ struct TensorData {
 /// errors naming `what`.
 llvm::Expected<TensorData> convertOnnxTensor(const onnx::TensorProto &tensor,
                                              llvm::StringRef what);
+
+/// Copies `node` into `plain` without ConstantOfShape's `value` attribute (a
+/// tensor, which TDL attributes cannot hold) and returns that value, if the
+/// node is a ConstantOfShape that has one. Errors name `where`.
+llvm::Expected<std::optional<tdl::DenseTensor>>
+takeConstantOfShapeValue(const onnx::NodeProto &node, onnx::NodeProto &plain,
+                         llvm::StringRef where);
 
 } // namespace tofu
 
