@@ -9,7 +9,11 @@
 #   CPU kernel   native (a registered kernel), interpreted (the runtime evaluates
 #                the lowered TDL expression) or none (`--list-ops`; specs whose
 #                output is opaque(...) need a native kernel)
-#   CUDA kernel  the ops runtime/cuda implements (status("Op") in its .cu files)
+#   CUDA kernel  how tofu-run --backend cuda runs the op: cuBLAS / cuDNN (the
+#                mappings of runtime/cuda/CudaSchedule.cpp), generated (tofuc
+#                --cuda-arch generates a kernel from the spec's expression; not
+#                for opaque specs), hand-written (status("Op") in runtime/cuda's
+#                .cu files), or none
 #   node tests   ONNX backend node tests passing on the CPU backend / single-node
 #                tests of the op (the report of `tofu-onnx-node-tests --report`)
 #
@@ -186,6 +190,18 @@ def opaque_specs(spec_dir):
     return opaque
 
 
+# Ops the CUDA schedule maps to a library (runtime/cuda/CudaSchedule.cpp);
+# Conv and its gradients fall back to their generated kernel where cuDNN's
+# mapping does not apply.
+CUDA_LIBRARY = {
+    "MatMul": "cuBLAS",
+    "Gemm": "cuBLAS",
+    "Conv": "cuDNN or generated",
+    "ConvGradInput": "cuDNN or generated",
+    "ConvGradWeight": "cuDNN or generated",
+}
+
+
 def cuda_ops(cuda_dir):
     ops = set()
     for path in sorted(glob.glob(os.path.join(cuda_dir, "*.cu"))):
@@ -228,6 +244,15 @@ def generate(args):
         os.unlink(tmp.name)
     ops = onnx_ops()
 
+    def cuda_of(op):
+        if op in CUDA_LIBRARY:
+            return CUDA_LIBRARY[op]
+        if op in specs and op not in opaque:
+            return "generated"
+        if op in cuda:
+            return "hand-written"
+        return "—"
+
     def cpu_of(op):
         kind = listed.get(op, (False, False, "none"))[2]
         if kind == "interpreted" and op in opaque:
@@ -251,12 +276,12 @@ def generate(args):
         counts["grad"] += has_grad
         counts["cpu"] += cpu in ("native", "interpreted")
         counts["native"] += cpu == "native"
-        counts["cuda"] += op in cuda
+        counts["cuda"] += cuda_of(op) != "—"
         counts["tested"] += total > 0
         counts["fully passing"] += total > 0 and passed == total
         rows.append(f"| {op} | {ops[op]} | {'yes' if has_spec else '—'} | "
                     f"{'yes' if has_grad else '—'} | {cpu} | "
-                    f"{'yes' if op in cuda else '—'} | {tests} | {note} |")
+                    f"{cuda_of(op)} | {tests} | {note} |")
 
     internal = sorted(set(specs) - set(ops))
     out = []
@@ -270,7 +295,10 @@ def generate(args):
                f"partitioned and trained; a gradient rule to be trained through; "
                f"a CPU kernel to run on tofu-run's CPU backend: *native* (a "
                f"hand-written kernel) or *interpreted* (the runtime evaluates the "
-               f"spec's lowered expression).")
+               f"spec's lowered expression). *CUDA kernel* says how "
+               f"`tofu-run --backend cuda` would run it (generated kernels take float32, "
+               f"int64 and bool operands): none of these has run on a GPU yet "
+               f"([Cuda.md](Cuda.md)).")
     out.append("")
     out.append("*Node tests*: ONNX backend node tests "
                "(`/usr/share/libonnx-testdata/data/node`) passing on the CPU "
@@ -300,7 +328,7 @@ def generate(args):
     for op in internal:
         has_grad = listed.get(op, (False, False, "none"))[1]
         out.append(f"| {op} | {'yes' if has_grad else '—'} | {cpu_of(op)} | "
-                   f"{'yes' if op in cuda else '—'} |")
+                   f"{cuda_of(op)} |")
     out.append("")
     return "\n".join(out)
 
