@@ -117,6 +117,21 @@ struct Descriptors {
   }
 };
 
+/// The first of cuDNN's ranked algorithms `perf[0, found)` that succeeded and
+/// fits in `limit` bytes of workspace: its algorithm and workspace size;
+/// false if none does.
+template <typename Perf>
+bool firstFitting(const Perf *perf, int found, size_t limit, int &algo,
+                  size_t &workspace) {
+  for (int i = 0; i < found; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) {
+      algo = static_cast<int>(perf[i].algo);
+      workspace = perf[i].memory;
+      return true;
+    }
+  return false;
+}
+
 } // namespace
 
 ConvRunner::~ConvRunner() {
@@ -170,33 +185,21 @@ std::string ConvRunner::choose(const ConvShape &shape, ConvDirection dir,
     cudnnConvolutionFwdAlgoPerf_t perf[kMax];
     TOFU_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(
         handle, d.x, d.w, d.conv, d.y, kMax, &found, perf));
-    for (int i = 0; i < found && !chosen; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) {
-        choice = {static_cast<int>(perf[i].algo), perf[i].memory};
-        chosen = true;
-      }
+    chosen = firstFitting(perf, found, limit, choice.algo, choice.workspace);
     break;
   }
   case ConvDirection::BackwardData: {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
     TOFU_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         handle, d.w, d.y, d.conv, d.x, kMax, &found, perf));
-    for (int i = 0; i < found && !chosen; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) {
-        choice = {static_cast<int>(perf[i].algo), perf[i].memory};
-        chosen = true;
-      }
+    chosen = firstFitting(perf, found, limit, choice.algo, choice.workspace);
     break;
   }
   case ConvDirection::BackwardFilter: {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
     TOFU_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         handle, d.x, d.y, d.conv, d.w, kMax, &found, perf));
-    for (int i = 0; i < found && !chosen; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) {
-        choice = {static_cast<int>(perf[i].algo), perf[i].memory};
-        chosen = true;
-      }
+    chosen = firstFitting(perf, found, limit, choice.algo, choice.workspace);
     break;
   }
   }
