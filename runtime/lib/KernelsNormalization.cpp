@@ -115,17 +115,22 @@ template <typename T> struct BatchNorm {
     return "";
   }
 
-  std::string param(const TensorView &v, const TensorView &out,
+  /// Checks that [C] view `v` holds channels [c0, c0 + n) of the C
+  /// channels and binds `p` to it.
+  std::string param(const TensorView &v, int64_t C, int64_t c0, int64_t n,
                     const char *what, ChannelParam<T> &p) const {
-    if (!isFloat<T>(v) || v.globalShape.size() != 1 ||
-        v.globalShape[0] != out.globalShape[1])
+    if (!isFloat<T>(v) || v.globalShape.size() != 1 || v.globalShape[0] != C)
       return std::string(what) + " must be a " + floatName<T>() + " tensor [C]";
-    if (!holds(v, 0, out.lo[1]) ||
-        (out.shape[1] > 0 && !holds(v, 0, out.lo[1] + out.shape[1] - 1)))
+    if (!holds(v, 0, c0) || (n > 0 && !holds(v, 0, c0 + n - 1)))
       return unsupportedConfiguration(std::string(what) +
                                       " does not hold the output's channels");
     p.view = &v;
     return "";
+  }
+  /// param for the channels of [N, C, *S] box `out`.
+  std::string param(const TensorView &v, const TensorView &out,
+                    const char *what, ChannelParam<T> &p) const {
+    return param(v, out.globalShape[1], out.lo[1], out.shape[1], what, p);
   }
 
   /// Sum over the whole batch of channel c of f(x-offset) for view `v`
@@ -257,10 +262,6 @@ template <typename T> std::string batchNormalization(const KernelArgs &args) {
             "X does not hold the whole batch of the statistic's channels");
     }
   }
-  // The channel box as a [N, C] view for BatchNorm::param.
-  TensorView channels = x;
-  channels.lo = {0, c0};
-  channels.shape = {0, numChannels};
   // Y reads scale and B, and input_mean / input_var only in inference mode;
   // each running statistic reads its own input statistic. So a training-mode
   // share of Y may come without the statistics.
@@ -272,7 +273,8 @@ template <typename T> std::string batchNormalization(const KernelArgs &args) {
         std::tuple{3, &mean, "input_mean", inferenceY || rm},
         std::tuple{4, &var, "input_var", inferenceY || rv}})
     if (needed)
-      if (std::string err = bn.param(args.inputs[i], channels, what, *p);
+      if (std::string err = bn.param(args.inputs[i], x.globalShape[1], c0,
+                                     numChannels, what, *p);
           !err.empty())
         return err;
   for (const TensorView *stat : {rm, rv})
