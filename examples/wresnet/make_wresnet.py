@@ -23,10 +23,10 @@ Graph (opset 17)::
 
 The stride sits on the 3x3 convolution (ResNet v1.5, as torchvision). Convolutions
 have no bias; BatchNormalization runs in training mode (``training_mode=1``,
-batch statistics; its running_mean and running_var outputs are not used), or
-with ``--batchnorm inference`` on the running statistics (``training_mode=0``:
-an element-wise op; tofu-run's CPU backend interprets training-mode
-BatchNormalization with per-element batch sums, far too slow for tests). Weights: convolutions normal with
+batch statistics; tofuc's training step writes its running_mean and
+running_var outputs back into the running statistics), or with
+``--batchnorm inference`` on the running statistics (``training_mode=0``: an
+element-wise op). Weights: convolutions normal with
 std sqrt(2 / fan_in) (He), BN scale 1, bias 0, running mean 0, variance 1; the
 classifier [classes, 2048W] + [classes].
 
