@@ -79,6 +79,12 @@ evaluateOp(llvm::StringRef opType, const tdl::AttrMap &attrs,
            const tdl::DenseTensor *valueAttr, unsigned numOutputs,
            bool anySpec, int64_t maxElements) {
   using Result = std::optional<std::vector<tdl::DenseTensor>>;
+  // Trailing absent operands are simply omitted.
+  while (!inputTypes.empty() && !inputTypes.back()) {
+    inputTypes = inputTypes.drop_back();
+    inputValues = inputValues.take_front(
+        std::min(inputValues.size(), inputTypes.size()));
+  }
   auto scalarInput = [&](unsigned i) -> const tdl::DenseTensor * {
     if (i >= inputValues.size() || !inputValues[i])
       return nullptr;

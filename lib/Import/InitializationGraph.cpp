@@ -314,19 +314,13 @@ llvm::Expected<bool> applyInitializationGraph(onnx::ModelProto &model,
       types.push_back(value.type);
       inputs.push_back(&value);
     }
-    while (!types.empty() && !types.back()) {
-      types.pop_back();
-      inputs.pop_back();
-    }
-    onnx::NodeProto plain;
-    auto valueAttr = takeConstantOfShapeValue(node, plain, where);
-    if (!valueAttr)
-      return valueAttr.takeError();
-    auto attrs = convertOnnxAttributes(plain, node.name());
+    auto attrs = convertEvaluatedNodeAttributes(node, where);
     if (!attrs)
       return attrs.takeError();
-    auto outputs = evaluateOpOnce(node.op_type(), *attrs, types, inputs,
-                                  *valueAttr ? &**valueAttr : nullptr,
+    auto outputs = evaluateOpOnce(node.op_type(), attrs->attrs, types, inputs,
+                                  attrs->constantOfShapeValue
+                                      ? &*attrs->constantOfShapeValue
+                                      : nullptr,
                                   node.output_size());
     if (!outputs)
       return fail(where + ": evaluating it while compiling failed: " +

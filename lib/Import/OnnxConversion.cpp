@@ -131,25 +131,30 @@ tdl::DenseTensor TensorData::toDense() const {
   return dense;
 }
 
-llvm::Expected<std::optional<tdl::DenseTensor>>
-takeConstantOfShapeValue(const onnx::NodeProto &node, onnx::NodeProto &plain,
-                         llvm::StringRef where) {
-  plain = node;
-  std::optional<tdl::DenseTensor> value;
-  if (node.op_type() != "ConstantOfShape")
-    return value;
-  plain.clear_attribute();
-  for (const auto &attr : node.attribute()) {
-    if (attr.name() != "value") {
-      *plain.add_attribute() = attr;
-      continue;
+llvm::Expected<EvaluatedNodeAttributes>
+convertEvaluatedNodeAttributes(const onnx::NodeProto &node,
+                               llvm::StringRef where) {
+  EvaluatedNodeAttributes result;
+  onnx::NodeProto plain = node;
+  if (node.op_type() == "ConstantOfShape") {
+    plain.clear_attribute();
+    for (const auto &attr : node.attribute()) {
+      if (attr.name() != "value") {
+        *plain.add_attribute() = attr;
+        continue;
+      }
+      auto data =
+          convertOnnxTensor(attr.t(), where.str() + ": attribute 'value'");
+      if (!data)
+        return data.takeError();
+      result.constantOfShapeValue = data->toDense();
     }
-    auto data = convertOnnxTensor(attr.t(), where.str() + ": attribute 'value'");
-    if (!data)
-      return data.takeError();
-    value = data->toDense();
   }
-  return value;
+  auto attrs = convertOnnxAttributes(plain, node.name());
+  if (!attrs)
+    return attrs.takeError();
+  result.attrs = std::move(*attrs);
+  return result;
 }
 
 /// Copies a repeated typed field into `out`, converting each value to `T`.

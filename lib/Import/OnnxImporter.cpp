@@ -560,20 +560,14 @@ llvm::Expected<bool> OnnxImporter::tryFold(const onnx::NodeProto &node,
     types.push_back(*type);
     inputs.push_back(nullptr);
   }
-  // Trailing absent inputs are simply omitted.
-  while (!types.empty() && !types.back()) {
-    types.pop_back();
-    inputs.pop_back();
-  }
-  onnx::NodeProto plain;
-  auto valueAttr = takeConstantOfShapeValue(node, plain, where);
-  if (!valueAttr)
-    return error(llvm::toString(valueAttr.takeError()));
-  auto attrs = convertOnnxAttributes(plain, node.name());
+  auto attrs = convertEvaluatedNodeAttributes(node, where);
   if (!attrs)
     return error(llvm::toString(attrs.takeError()));
-  auto folded = foldOp(op, *attrs, types, inputs,
-                       *valueAttr ? &**valueAttr : nullptr, node.output_size());
+  auto folded = foldOp(op, attrs->attrs, types, inputs,
+                       attrs->constantOfShapeValue
+                           ? &*attrs->constantOfShapeValue
+                           : nullptr,
+                       node.output_size());
   if (!folded)
     return error(where + ": folding at import failed: " +
                  llvm::toString(folded.takeError()));

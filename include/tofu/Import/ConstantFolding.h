@@ -41,7 +41,8 @@ bool foldsFromTypesOnly(llvm::StringRef opType);
 
 /// Evaluates the foldable op `opType` (ONNX semantics at opset 13+, after
 /// the importer's opset normalization). `inputTypes` has one entry per
-/// operand (nullopt = absent); `inputValues` the values of the operands
+/// operand (nullopt = absent; trailing absent operands are ignored);
+/// `inputValues` the values of the operands
 /// (nullptr = unknown or absent; only Shape and Size accept unknown values).
 /// `valueAttr` is ConstantOfShape's `value` tensor attribute, if given.
 /// Returns the outputs, or std::nullopt when the result would exceed

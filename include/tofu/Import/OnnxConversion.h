@@ -79,12 +79,19 @@ struct TensorData {
 llvm::Expected<TensorData> convertOnnxTensor(const onnx::TensorProto &tensor,
                                              llvm::StringRef what);
 
-/// Copies `node` into `plain` without ConstantOfShape's `value` attribute (a
-/// tensor, which TDL attributes cannot hold) and returns that value, if the
-/// node is a ConstantOfShape that has one. Errors name `where`.
-llvm::Expected<std::optional<tdl::DenseTensor>>
-takeConstantOfShapeValue(const onnx::NodeProto &node, onnx::NodeProto &plain,
-                         llvm::StringRef where);
+/// What the import-time evaluators (ConstantFolding.h) need of a node's
+/// attributes: the TDL attribute map, and ConstantOfShape's `value` tensor
+/// (which TDL attributes cannot hold) apart.
+struct EvaluatedNodeAttributes {
+  tdl::AttrMap attrs;
+  std::optional<tdl::DenseTensor> constantOfShapeValue;
+};
+
+/// The attributes of `node` as the import-time evaluators take them. Errors
+/// name `where` (or the node, for an unsupported attribute kind).
+llvm::Expected<EvaluatedNodeAttributes>
+convertEvaluatedNodeAttributes(const onnx::NodeProto &node,
+                               llvm::StringRef where);
 
 } // namespace tofu
 
