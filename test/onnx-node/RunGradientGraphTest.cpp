@@ -10,52 +10,18 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Compare.h"
-#include "RunNodeTest.h"
+#include "RunGraphOps.h"
 
-#include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Import/OnnxImporter.h"
 #include "tofu/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringMap.h"
-
-#include <cstring>
 
 using namespace mlir;
 
 namespace tofu::nodetest {
-
-/// The initial value of a parameter or constant (f32 or i64).
-static std::optional<TensorData> paramValue(ParamOp param) {
-  auto dense = dyn_cast_or_null<DenseElementsAttr>(param.getValueAttr());
-  auto type = cast<RankedTensorType>(param.getResult().getType());
-  if (!dense)
-    return std::nullopt;
-  auto tdlType = toTdlType(type);
-  if (!tdlType) {
-    llvm::consumeError(tdlType.takeError());
-    return std::nullopt;
-  }
-  TensorData data;
-  data.type = *tdlType;
-  auto append = [&](const void *p, size_t n) {
-    const uint8_t *bytes = static_cast<const uint8_t *>(p);
-    data.bytes.insert(data.bytes.end(), bytes, bytes + n);
-  };
-  if (type.getElementType().isF32()) {
-    for (float v : dense.getValues<float>())
-      append(&v, sizeof v);
-  } else if (type.getElementType().isInteger(64)) {
-    for (int64_t v : dense.getValues<int64_t>())
-      append(&v, sizeof v);
-  } else {
-    return std::nullopt;
-  }
-  return data;
-}
 
 TestResult runGradientGraphTest(const NodeTest &test, const RunOptions &options,
                                 TestResult result) {
@@ -87,9 +53,8 @@ TestResult runGradientGraphTest(const NodeTest &test, const RunOptions &options,
 
   std::string how;
   for (const DataSet &set : test.dataSets) {
-    llvm::StringMap<TensorData> inputs;
     size_t index = 0;
-    llvm::DenseMap<Value, TensorData> values;
+    GraphValues values;
     for (Operation &op : func.getBody().front()) {
       if (auto input = dyn_cast<InputOp>(op)) {
         // The importer creates one tofu.input per graph input, in order.
@@ -101,7 +66,7 @@ TestResult runGradientGraphTest(const NodeTest &test, const RunOptions &options,
         continue;
       }
       if (auto param = dyn_cast<ParamOp>(op)) {
-        auto data = paramValue(param);
+        auto data = paramInitialValue(param);
         if (!data)
           return finish(TestResult::Status::Fail,
                         "parameter '" + param.getSymName().str() +
@@ -128,28 +93,9 @@ TestResult runGradientGraphTest(const NodeTest &test, const RunOptions &options,
       auto compute = dyn_cast<ComputeOp>(op);
       if (!compute)
         continue;
-      auto instance = instantiate(compute);
-      if (!instance)
-        return finish(TestResult::Status::Fail,
-                      set.name + ": " + compute.getName().str() + ": " +
-                          llvm::toString(instance.takeError()));
-      std::vector<std::optional<TensorData>> operands;
-      for (Value v : compute.getInputs())
-        operands.push_back(values.lookup(v));
-      std::vector<TensorData> results;
-      std::string opHow;
-      std::string err =
-          runInstance(options.backend, *instance, operands, results, opHow);
-      if (!err.empty()) {
-        if (skipCategory(err) != "other")
-          return finish(TestResult::Status::Skip, err);
-        return finish(TestResult::Status::Fail,
-                      set.name + ": " + compute.getName().str() + ": " + err);
-      }
-      if (how.empty() || opHow != "native")
-        how = opHow;
-      for (auto [r, data] : llvm::zip(compute->getResults(), results))
-        values[r] = std::move(data);
+      if (auto outcome =
+              runGraphComputeOp(compute, options.backend, set.name, values, how))
+        return finish(outcome->first, outcome->second);
     }
   }
   result.how = how;

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Compare.h"
-#include "RunNodeTest.h"
+#include "RunGraphOps.h"
 
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Import/RecurrentUnrolling.h"
@@ -16,36 +16,12 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/DenseMap.h"
 
 #include <onnx/onnx_pb.h>
-
-#include <cstring>
 
 using namespace mlir;
 
 namespace tofu::nodetest {
-
-/// The contents of a constant parameter (the unrolling's shape operands).
-static std::optional<TensorData> paramData(ParamOp param) {
-  auto dense = dyn_cast_or_null<DenseElementsAttr>(param.getValueAttr());
-  auto type = dyn_cast<RankedTensorType>(param.getResult().getType());
-  if (!dense || !type || !type.getElementType().isInteger(64))
-    return std::nullopt;
-  auto tdlType = toTdlType(type);
-  if (!tdlType) {
-    llvm::consumeError(tdlType.takeError());
-    return std::nullopt;
-  }
-  TensorData data;
-  data.type = *tdlType;
-  for (int64_t v : dense.getValues<int64_t>()) {
-    uint8_t bytes[sizeof(int64_t)];
-    std::memcpy(bytes, &v, sizeof v);
-    data.bytes.insert(data.bytes.end(), bytes, bytes + sizeof v);
-  }
-  return data;
-}
 
 TestResult runUnrolledNodeTest(const NodeTest &test, const RunOptions &options,
                                TestResult result) {
@@ -69,7 +45,7 @@ TestResult runUnrolledNodeTest(const NodeTest &test, const RunOptions &options,
     module->push_back(func);
     builder.setInsertionPointToStart(func.addEntryBlock());
 
-    llvm::DenseMap<Value, TensorData> values;
+    GraphValues values;
     SmallVector<Value> operands;
     for (auto [i, input] : llvm::enumerate(set.inputs)) {
       if (!input) {
@@ -96,38 +72,20 @@ TestResult runUnrolledNodeTest(const NodeTest &test, const RunOptions &options,
     // Run the cells' ops in order.
     for (Operation &op : func.getBody().front()) {
       if (auto param = dyn_cast<ParamOp>(op)) {
-        auto data = paramData(param);
+        auto data = paramInitialValue(param);
         if (!data)
           return finish(TestResult::Status::Fail,
-                        "unrolling made a non-int64 constant");
+                        "unrolling made a constant that is neither f32 nor "
+                        "i64");
         values[param.getResult()] = std::move(*data);
         continue;
       }
       auto compute = dyn_cast<ComputeOp>(op);
       if (!compute)
         continue;
-      auto instance = instantiate(compute);
-      if (!instance)
-        return finish(TestResult::Status::Fail,
-                      set.name + ": " + compute.getName().str() + ": " +
-                          llvm::toString(instance.takeError()));
-      std::vector<std::optional<TensorData>> inputs;
-      for (Value v : compute.getInputs())
-        inputs.push_back(values.lookup(v));
-      std::vector<TensorData> results;
-      std::string opHow;
-      std::string err =
-          runInstance(options.backend, *instance, inputs, results, opHow);
-      if (!err.empty()) {
-        if (skipCategory(err) != "other")
-          return finish(TestResult::Status::Skip, err);
-        return finish(TestResult::Status::Fail,
-                      set.name + ": " + compute.getName().str() + ": " + err);
-      }
-      if (how.empty() || opHow != "native")
-        how = opHow;
-      for (auto [r, data] : llvm::zip(compute->getResults(), results))
-        values[r] = std::move(data);
+      if (auto outcome =
+              runGraphComputeOp(compute, options.backend, set.name, values, how))
+        return finish(outcome->first, outcome->second);
     }
 
     for (size_t o = 0; o < set.expected.size(); ++o) {
