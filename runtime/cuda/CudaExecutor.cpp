@@ -430,6 +430,9 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
                               pointer(op.src), sizeof(float),
                               cudaMemcpyDeviceToDevice, stream));
     return "";
+  case CudaOp::Kind::Send:
+  case CudaOp::Kind::Recv:
+    return "an NCCL call in a one-process schedule (a bug)";
   }
   return "unknown schedule op";
 }

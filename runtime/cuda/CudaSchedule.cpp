@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaSchedule.h"
+#include "CudaByteHazards.h"
 #include "tofu/runtime/MatMulBatchOffsets.h"
 
 #include <algorithm>
@@ -432,60 +433,8 @@ std::string mapPiece(const Plan &plan, const DeviceMapping &mapping,
   return "";
 }
 
-/// A byte range of a plan device's slice that an instruction reads or writes.
-struct Access {
-  int32_t device;
-  uint64_t lo, hi;
-  bool write;
-};
-
-/// Interval map over one device slice: per byte range the last writer and
-/// the readers since (schedule positions).
-class HazardMap {
-public:
-  explicit HazardMap(uint64_t bytes) { segs[0] = Seg{bytes, -1, {}}; }
-  /// Calls `dep(position)` for every earlier access `a` conflicts with,
-  /// then records `a` as made by `pos`.
-  template <typename Fn> void access(uint64_t lo, uint64_t hi, bool write,
-                                     int32_t pos, Fn dep) {
-    if (lo >= hi)
-      return;
-    split(lo);
-    split(hi);
-    for (auto it = segs.find(lo); it != segs.end() && it->first < hi; ++it) {
-      Seg &s = it->second;
-      if (s.writer >= 0)
-        dep(s.writer);
-      if (write) {
-        for (int32_t r : s.readers)
-          dep(r);
-        s.writer = pos;
-        s.readers.clear();
-      } else if (s.readers.empty() || s.readers.back() != pos) {
-        s.readers.push_back(pos);
-      }
-    }
-  }
-
-private:
-  struct Seg {
-    uint64_t end;
-    int32_t writer;
-    std::vector<int32_t> readers;
-  };
-  void split(uint64_t at) {
-    auto it = segs.upper_bound(at);
-    if (it == segs.begin())
-      return;
-    --it;
-    if (it->first == at || it->second.end <= at)
-      return;
-    Seg tail = it->second;
-    it->second.end = at;
-    segs[at] = tail;
-  }
-  std::map<uint64_t, Seg> segs;
-};
+using Access = ByteAccess;
+using HazardMap = ByteHazardMap;
 
 /// The merged order of the CPU backend: (device, program index).
 std::vector<std::pair<int32_t, int32_t>> mergedOrder(const Plan &plan) {
@@ -547,11 +496,6 @@ std::vector<Access> accessesOf(const Plan &plan, const DeviceMapping &mapping,
   }
   add(d, in.dst, true);
   return acc;
-}
-
-bool conflict(const Access &a, const Access &b) {
-  return a.device == b.device && (a.write || b.write) && a.lo < b.hi &&
-         b.lo < a.hi;
 }
 
 int32_t streamId(int32_t device, StreamKind kind) {
@@ -1039,6 +983,18 @@ std::string tofu::cuda::validateSchedule(const Plan &plan,
   return "";
 }
 
+std::vector<ByteAccess> tofu::cuda::entryAccesses(const Plan &plan,
+                                                 const DeviceMapping &mapping,
+                                                 const ScheduledInstr &entry) {
+  std::vector<ByteAccess> acc;
+  for (int32_t i = entry.firstIndex; i <= entry.index; ++i) {
+    auto more = accessesOf(plan, mapping, entry.device,
+                           plan.devices[entry.device].instrs[i]);
+    acc.insert(acc.end(), more.begin(), more.end());
+  }
+  return acc;
+}
+
 std::string tofu::cuda::describeSchedule(const Plan &plan,
                                          const Schedule &schedule) {
   std::string out;
@@ -1056,7 +1012,10 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
     out += std::to_string(s) + ": d" + std::to_string(e.device) + " #" +
            std::to_string(e.firstIndex) +
            (e.firstIndex != e.index ? "-" + std::to_string(e.index) : "") +
-           (e.stream == StreamKind::Comm ? " comm" : " compute") + " " +
+           (e.stream == StreamKind::Comm   ? " comm"
+            : e.stream == StreamKind::Nccl ? " nccl"
+                                           : " compute") +
+           " " +
            (in.kind == Instr::Kind::Compute ? in.kernel
             : in.kind == Instr::Kind::Fetch ? "Fetch"
                                             : "Reduce");
@@ -1101,6 +1060,14 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
         break;
       case CudaOp::Kind::SaveLoss:
         out += " save-loss";
+        break;
+      case CudaOp::Kind::Send:
+      case CudaOp::Kind::Recv:
+        out += std::string(op.kind == CudaOp::Kind::Send ? " ncclSend(to "
+                                                         : " ncclRecv(from ") +
+               "rank " + std::to_string(op.peer) + ", " +
+               std::to_string(op.bytes) + " bytes, transfer " +
+               std::to_string(op.transfer) + ")";
         break;
       }
     }

@@ -40,6 +40,7 @@
 #ifndef TOFU_RUNTIME_CUDA_CUDASCHEDULE_H
 #define TOFU_RUNTIME_CUDA_CUDASCHEDULE_H
 
+#include "CudaByteHazards.h"
 #include "tofu/runtime/Plan.h"
 
 #include <array>
@@ -84,7 +85,10 @@ struct DevicePointer {
   uint64_t offset = 0;
 };
 
-enum class StreamKind : uint8_t { Compute = 0, Comm = 1 };
+/// A plan device's compute or communication stream; `Nccl` is the one
+/// stream per process of a multi-process schedule (CudaNcclSchedule.h) that
+/// carries every NCCL send and receive of that process.
+enum class StreamKind : uint8_t { Compute = 0, Comm = 1, Nccl = 2 };
 
 /// How a contiguous copy crosses devices.
 enum class CopyPath : uint8_t {
@@ -114,6 +118,8 @@ struct CudaOp {
     Zero,      ///< `bytes` zero bytes at dst (cudaMemsetAsync)
     BoxAdd,    ///< dst box += src box (element type `dtype`)
     SaveLoss,  ///< copy the loss (4 bytes at src) to the per-GPU loss slot
+    Send,      ///< ncclSend `bytes` at src to rank `peer` (multi-process)
+    Recv,      ///< ncclRecv `bytes` from rank `peer` into dst (multi-process)
   };
   Kind kind = Kind::Kernel;
   int32_t launch = -1;
@@ -136,6 +142,9 @@ struct CudaOp {
   BoxMove box;
   plan::DType dtype = plan::DType::F32;
   uint32_t elementSize = 4;
+  // Send/Recv: the other rank and the transfer's position in the global
+  // order of NCCL transfers (CudaNcclSchedule.h).
+  int32_t peer = -1, transfer = -1;
 };
 
 /// One plan instruction as issued.
@@ -173,6 +182,13 @@ std::string buildSchedule(const plan::Plan &plan, int32_t numGpus,
 /// either side) ordered before a later one by stream order and events.
 /// Returns "" or what is wrong.
 std::string validateSchedule(const plan::Plan &plan, const Schedule &schedule);
+
+/// The bytes schedule entry `entry` reads and writes, by plan device:
+/// the whole buffers of its instructions (a Fetch/Reduce piece reads its
+/// whole source buffer) and its device's Reduce scratch.
+std::vector<ByteAccess> entryAccesses(const plan::Plan &plan,
+                                      const DeviceMapping &mapping,
+                                      const ScheduledInstr &entry);
 
 /// One line per scheduled instruction (stream, waits, calls), for
 /// `tofu-run --dump-cuda-schedule` and test failure messages.

@@ -674,6 +674,9 @@ private:
       case CudaOp::Kind::SaveLoss:
         std::memcpy(&lossSlot, ptr(op.src), sizeof(float));
         break;
+      case CudaOp::Kind::Send:
+      case CudaOp::Kind::Recv:
+        return "an NCCL call in a one-process schedule";
       }
     }
     return "";
