@@ -785,14 +785,14 @@ std::string tofu::cuda::describeRankSchedule(const Plan &plan,
              std::to_string(ms.stagingOffset[p] + ms.stagingBytes[p]) +
              ") of its slice\n";
   // describeSchedule names an entry by its device's instruction; a sending
-  // entry is shown under the receiving instruction it serves.
+  // entry is named by the source device and the receiving instruction it
+  // serves ("d4 sends for d2 #0 nccl Fetch : ...").
   Schedule named = rs.schedule;
   for (size_t p = 0; p < named.instrs.size(); ++p)
     if (rs.sends[p] >= 0)
       named.instrs[p].device = ms.global.instrs[rs.origin[p]].device;
-  std::string body = describeSchedule(plan, named);
-  // Only this rank's devices' placement lines.
-  size_t cut = 0;
+  const std::string body = describeSchedule(plan, named);
+  size_t cut = 0, entry = 0;
   std::string kept;
   while (cut < body.size()) {
     size_t end = body.find('\n', cut);
@@ -801,10 +801,17 @@ std::string tofu::cuda::describeRankSchedule(const Plan &plan,
     std::string line = body.substr(cut, end - cut);
     cut = end + 1;
     if (line.rfind("device ", 0) == 0) {
-      int32_t d = std::atoi(line.c_str() + 7);
-      if (ms.rankOf(d) != rank)
-        continue;
+      // Only this rank's devices' placement lines.
+      if (ms.rankOf(std::atoi(line.c_str() + 7)) == rank)
+        kept += line + "\n";
+      continue;
     }
+    if (entry < rs.sends.size() && rs.sends[entry] >= 0) {
+      const std::string prefix = std::to_string(entry) + ": ";
+      line = prefix + "d" + std::to_string(rs.schedule.instrs[entry].device) +
+             " sends for " + line.substr(prefix.size());
+    }
+    ++entry;
     kept += line + "\n";
   }
   return out + kept;

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaNcclSchedule.h"
 #include "CudaSchedule.h"
 #include "CudaRunPlugin.h"
 #include <dlfcn.h>
@@ -57,7 +58,8 @@ const char *kUsage =
     "                [--dump-plan] [--kernels native|interpreter]\n"
     "                [--trace trace.json] [--data DIR] [--resume FILE]\n"
     "                [--quiet] [--comm-timeout S] [--devices N]\n"
-    "                [--no-cuda-graph] [--dump-cuda-schedule]\n"
+    "                [--no-cuda-graph] [--nccl-timeout S]\n"
+    "                [--dump-cuda-schedule [--ranks W --rank R]]\n"
     "\n"
     "  --steps N          training steps to run (default 10)\n"
     "  --backend B        auto (default: the CPU backend), cpu, or cuda (a\n"
@@ -69,7 +71,14 @@ const char *kUsage =
     "                     the step captured as a CUDA graph\n"
     "  --dump-cuda-schedule  print what --backend cuda would issue on\n"
     "                     --devices N GPUs (streams, events, calls) or why it\n"
-    "                     refuses the plan, and exit (needs no GPU)\n"
+    "                     refuses the plan, and exit (needs no GPU); with\n"
+    "                     --ranks W --rank R: what rank R of W processes\n"
+    "                     (mpirun -np W ... --backend cuda) would issue, its\n"
+    "                     NCCL sends and receives included\n"
+    "  --nccl-timeout S   cuda, one process per GPU: a step whose streams or\n"
+    "                     NCCL calls make no progress for S seconds (default\n"
+    "                     300), or an NCCL error, aborts every rank with a\n"
+    "                     message naming the rank, peer and instruction\n"
     "  --report FILE      write a JSON report (loss, time, memory, bytes)\n"
     "  --save FILE        write the trained weights into the plan's ONNX model,\n"
     "                     and the optimizer state and step count next to it\n"
@@ -120,6 +129,9 @@ struct Options {
   bool dumpPlan = false, quiet = false;
   int32_t devices = 0; ///< --devices (0 = one GPU per plan device)
   bool noCudaGraph = false, dumpCudaSchedule = false;
+  /// --ranks W --rank R with --dump-cuda-schedule (0 = one process).
+  int32_t dumpRanks = 0, dumpRank = -1;
+  double ncclTimeout = 300;
   double commTimeout = ProcessGroup::kDefaultTimeoutSeconds;
   /// --test-fail R:N[:stall] (for failure tests, not in --help): rank R
   /// dies (or stalls) after running N instructions.
@@ -246,6 +258,30 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
       opts.noCudaGraph = true;
     } else if (a == "--dump-cuda-schedule") {
       opts.dumpCudaSchedule = true;
+    } else if (a == "--ranks" || a == "--rank") {
+      std::string v;
+      if (!(err = value(v)).empty())
+        return err;
+      char *end = nullptr;
+      errno = 0;
+      long n = std::strtol(v.c_str(), &end, 10);
+      const long lo = a == "--ranks" ? 1 : 0;
+      if (v.empty() || *end != '\0' || errno != 0 || n < lo || n > 65536)
+        return a + " expects " +
+               (a == "--ranks" ? "a positive number of processes"
+                               : "a rank >= 0") +
+               ", got '" + v + "'";
+      (a == "--ranks" ? opts.dumpRanks : opts.dumpRank) =
+          static_cast<int32_t>(n);
+    } else if (a == "--nccl-timeout") {
+      std::string v;
+      if (!(err = value(v)).empty())
+        return err;
+      char *end = nullptr;
+      double s = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(s > 0) || s > 1e9)
+        return "--nccl-timeout expects seconds > 0, got '" + v + "'";
+      opts.ncclTimeout = s;
     } else if (a == "--quiet") {
       opts.quiet = true;
     } else if (a == "--help" || a == "-h") {
@@ -263,6 +299,15 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
   if (opts.planPath.empty())
     return "no plan file given (usage: tofu-run plan.bin [options]; see "
            "--help)";
+  if ((opts.dumpRanks || opts.dumpRank >= 0) &&
+      !(opts.dumpCudaSchedule && opts.dumpRanks && opts.dumpRank >= 0))
+    return "--ranks W and --rank R go together, with --dump-cuda-schedule "
+           "(the schedule of rank R of W processes)";
+  if (opts.dumpRanks && opts.dumpRank >= opts.dumpRanks)
+    return "--rank " + std::to_string(opts.dumpRank) + " is not below --ranks " +
+           std::to_string(opts.dumpRanks);
+  if (opts.dumpRanks && opts.devices)
+    return "--devices does not apply with --ranks (each process runs one GPU)";
   if ((opts.devices || opts.noCudaGraph) && opts.backend != "cuda" &&
       !opts.dumpCudaSchedule)
     return std::string(opts.devices ? "--devices" : "--no-cuda-graph") +
@@ -495,6 +540,23 @@ int run(int argc, char **argv) {
       std::fputc('\n', stdout);
     printCudaSummary(plan.cuda);
     return group.finish().empty() ? 0 : 1;
+  }
+  if (opts.dumpCudaSchedule && opts.dumpRanks) {
+    tofu::cuda::MultiProcessSchedule schedule;
+    if (std::string err = tofu::cuda::buildMultiProcessSchedule(
+            plan, opts.dumpRanks, schedule);
+        !err.empty())
+      return fail(err);
+    if (std::string err =
+            tofu::cuda::validateMultiProcessSchedule(plan, schedule);
+        !err.empty())
+      return fail("the multi-process CUDA schedule is wrong (a bug; report "
+                  "it with the plan): " + err);
+    std::fputs(
+        tofu::cuda::describeRankSchedule(plan, schedule, opts.dumpRank)
+            .c_str(),
+        stdout);
+    return 0;
   }
   if (opts.dumpCudaSchedule) {
     tofu::cuda::Schedule schedule;
