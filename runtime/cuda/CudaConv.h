@@ -64,6 +64,8 @@ public:
   /// How many algorithm choices were made (cache misses) and reused.
   int64_t algorithmSearches() const { return searches; }
   int64_t algorithmCacheHits() const { return hits; }
+  /// Bytes of workspace allocated (the largest the chosen algorithms need).
+  size_t workspaceAllocated() const { return workspaceBytes; }
 
 private:
   struct Choice {

@@ -554,6 +554,13 @@ void CudaExecutor::setDataSource(DataSource source) {
 std::string CudaExecutor::init() { return impl->init(); }
 std::string CudaExecutor::runStep(int64_t step) { return impl->runStep(step); }
 int64_t CudaExecutor::graphReplays() const { return impl->replays; }
+std::vector<uint64_t> CudaExecutor::workspaceBytes() const {
+  std::vector<uint64_t> bytes(impl->plan.devices.size(), 0);
+  for (size_t d = 0; d < impl->devices.size(); ++d)
+    if (impl->devices[d].conv)
+      bytes[d] = impl->devices[d].conv->workspaceAllocated();
+  return bytes;
+}
 const Schedule &CudaExecutor::schedule() const { return impl->schedule; }
 
 std::string CudaExecutor::lastLoss(double &loss) const {

@@ -69,6 +69,8 @@ public:
   /// Copies buffer `buffer` of plan device `device` to the host.
   std::string readBuffer(int32_t device, int32_t buffer,
                          std::vector<uint8_t> &bytes) const;
+  /// Per plan device, the bytes of cuDNN workspace its ConvRunner holds.
+  std::vector<uint64_t> workspaceBytes() const;
   /// Steps replayed from the captured graph so far.
   int64_t graphReplays() const;
   const Schedule &schedule() const;

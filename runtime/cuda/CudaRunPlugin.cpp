@@ -1,6 +1,6 @@
 //===- CudaRunPlugin.cpp - tofu-run's --backend cuda, as a plugin ---------===//
 //
-// See CudaRunPlugin.h. The step loop of tofu-run for CudaExecutor.
+// See CudaRunPlugin.h. CudaExecutor behind the TrainingBackend interface.
 //
 //===----------------------------------------------------------------------===//
 
@@ -8,12 +8,7 @@
 
 #include "CudaExecutor.h"
 #include "CudaSchedule.h"
-
-#include "tofu/runtime/NpyData.h"
-#include "tofu/runtime/RunReport.h"
-
-#include <chrono>
-#include <cstdio>
+#include "CudaTraffic.h"
 
 using namespace tofu::cuda;
 using namespace tofu::plan;
@@ -21,94 +16,88 @@ using namespace tofu::runtime;
 
 namespace {
 
-int64_t batchSizeOf(const Plan &plan) {
-  if (plan.batchSize > 0)
-    return plan.batchSize;
-  for (const TensorInfo &t : plan.tensors)
-    if (t.role == TensorRole::Input && !t.shape.empty())
-      return t.shape[0];
-  return 0;
-}
+class CudaTrainingBackend : public TrainingBackend {
+public:
+  CudaTrainingBackend(const Plan &plan, const CudaBackendOptions &options)
+      : plan(plan), options(options), exec(plan, runOptions(options)) {}
 
-int run(const CudaRunRequest &request, std::string &error) {
-  const Plan &plan = *request.plan;
-  const int64_t startStep = request.startStep;
-  auto failed = [&error](const std::string &msg) {
-    error = msg;
-    return 1;
-  };
-  CudaRunOptions options;
-  options.numGpus = request.devices;
-  options.useGraph = request.useGraph;
-  CudaExecutor exec(plan, options);
-  NpyDataset dataset(plan);
-  if (!request.dataDir.empty()) {
-    if (std::string err = dataset.open(request.dataDir); !err.empty())
-      return failed(err);
-    exec.setDataSource([&dataset](int32_t tensor, const Box &region,
-                                  int64_t step, void *out) {
-      return dataset.fill(tensor, region, step, out);
-    });
+  const char *name() const override { return "cuda"; }
+  void setDataSource(CpuExecutor::DataSource source) override {
+    exec.setDataSource(std::move(source));
   }
-  if (std::string err = exec.init(); !err.empty())
-    return failed(err);
-  const int64_t batch = batchSizeOf(plan);
-  const DeviceMapping &mapping = exec.schedule().mapping;
-  if (!request.quiet) {
-    std::printf("tofu-run: %s (producer '%s', partitioner '%s')\n",
-                request.planPath.c_str(), plan.producer.c_str(),
-                plan.partitioner.c_str());
-    std::printf("devices %u on %d GPU%s  tensors %zu  batch %lld  backend "
-                "cuda (%s)\n",
-                plan.numDevices, mapping.numGpus,
-                mapping.numGpus == 1 ? "" : "s", plan.tensors.size(),
-                static_cast<long long>(batch),
-                !request.useGraph ? "eager" : "CUDA graph from step 2");
-    std::printf("allocated bytes per GPU:");
+  void watch(int32_t, int32_t) override {}
+  void setObserver(CpuExecutor::Observer) override {}
+  std::string init() override {
+    if (std::string err = exec.init(); !err.empty())
+      return err;
+    traffic = countTraffic(plan, exec.schedule());
+    return "";
+  }
+  std::string describe() const override {
+    const DeviceMapping &mapping = exec.schedule().mapping;
+    std::string out =
+        "devices " + std::to_string(plan.numDevices) + " on " +
+        std::to_string(mapping.numGpus) +
+        (mapping.numGpus == 1 ? " GPU" : " GPUs") + "  tensors " +
+        std::to_string(plan.tensors.size()) + "  batch " +
+        std::to_string(planBatchSize(plan)) + "  backend cuda (" +
+        (options.useGraph ? "CUDA graph from step 2" : "eager") + ")\n";
+    out += "allocated bytes per GPU:";
     for (uint64_t b : mapping.gpuBytes)
-      std::printf(" %llu", static_cast<unsigned long long>(b));
-    std::printf("\n");
+      out += " " + std::to_string(b);
+    return out + "\n";
   }
-  RunReport report;
-  report.devices = plan.numDevices;
-  report.backend = "cuda";
-  report.batchSize = batch;
-  double totalSeconds = 0;
-  for (int64_t s = 0; s < request.steps; ++s) {
-    auto t0 = std::chrono::steady_clock::now();
-    if (std::string err = exec.runStep(startStep + s); !err.empty())
-      return failed("step " + std::to_string(startStep + s + 1) + ": " + err);
-    double secs = std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - t0)
-                      .count();
-    totalSeconds += secs;
-    double loss = 0;
-    if (std::string err = exec.lastLoss(loss); !err.empty())
-      return failed("step " + std::to_string(startStep + s + 1) + ": " + err);
-    report.steps.push_back({loss, secs, plan.commBytes});
-    if (!request.quiet)
-      std::printf("step %lld  loss %.6f  %.4f s\n",
-                  static_cast<long long>(startStep + s + 1), loss, secs);
+  std::string runStep(int64_t step) override { return exec.runStep(step); }
+  std::string lastLoss(double &loss) override { return exec.lastLoss(loss); }
+  std::string snapshots(BufferSource &) override {
+    return "not supported with --backend cuda yet";
   }
-  report.samplesPerSecond =
-      totalSeconds > 0 ? static_cast<double>(batch) * request.steps / totalSeconds
-                       : 0;
-  if (!request.quiet)
-    std::printf("samples/s %.1f  (%lld steps, %.4f s, %lld replayed from the "
-                "CUDA graph)\n",
-                report.samplesPerSecond, static_cast<long long>(request.steps),
-                totalSeconds, static_cast<long long>(exec.graphReplays()));
-  if (!request.reportPath.empty())
-    if (std::string err = report.write(request.reportPath); !err.empty())
-      return failed(err);
-  return 0;
-}
+  std::string currentValues(BufferSource &) override {
+    return "not supported with --backend cuda yet";
+  }
+  std::vector<uint64_t> commBytesPerDevice() const override {
+    return traffic.receivedPerDevice;
+  }
+  std::vector<uint64_t> measuredPeakBytes() const override {
+    // What the executor allocated for each plan device: its slice of its
+    // GPU's allocation (planned arena, Reduce scratch, alignment) and the
+    // cuDNN workspace of its ConvRunner.
+    std::vector<uint64_t> bytes = exec.workspaceBytes();
+    for (size_t d = 0; d < bytes.size(); ++d)
+      bytes[d] += exec.schedule().mapping.devices[d].sliceBytes;
+    return bytes;
+  }
+  std::string runNote() const override {
+    return ", " + std::to_string(exec.graphReplays()) +
+           " replayed from the CUDA graph";
+  }
+  std::string finalLines() const override {
+    return describeTraffic(traffic) + "\n";
+  }
+
+private:
+  static CudaRunOptions runOptions(const CudaBackendOptions &options) {
+    CudaRunOptions run;
+    run.numGpus = options.devices;
+    run.useGraph = options.useGraph;
+    return run;
+  }
+
+  const Plan &plan;
+  CudaBackendOptions options;
+  CudaExecutor exec;
+  ScheduleTraffic traffic;
+};
 
 } // namespace
 
-extern "C" int tofuCudaRun(const CudaRunRequest &request, std::string &error) {
+extern "C" int tofuCudaBackend(const Plan &plan,
+                               const CudaBackendOptions &options,
+                               std::unique_ptr<TrainingBackend> &backend,
+                               std::string &error) {
   try {
-    return run(request, error);
+    backend = std::make_unique<CudaTrainingBackend>(plan, options);
+    return 0;
   } catch (const std::exception &e) {
     error = std::string("--backend cuda: ") + e.what();
     return 1;

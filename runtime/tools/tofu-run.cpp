@@ -31,6 +31,7 @@
 #include "tofu/runtime/RunReport.h"
 #include "tofu/runtime/TensorAssembly.h"
 #include "tofu/runtime/TraceRecorder.h"
+#include "tofu/runtime/TrainingBackend.h"
 #include "tofu/runtime/TrainingCheckpoint.h"
 
 #include <algorithm>
@@ -327,15 +328,6 @@ std::string paramLabel(const TensorInfo &t) {
   return t.paramName.empty() ? t.name : t.paramName;
 }
 
-int64_t batchSizeOf(const Plan &plan) {
-  if (plan.batchSize > 0)
-    return plan.batchSize;
-  for (const TensorInfo &t : plan.tensors)
-    if (t.role == TensorRole::Input && !t.shape.empty())
-      return t.shape[0];
-  return 0;
-}
-
 /// Whether --dump writes `t` after each step (inputs, labels and the full
 /// gradients of parameters).
 bool dumpedEachStep(const TensorInfo &t) {
@@ -345,14 +337,14 @@ bool dumpedEachStep(const TensorInfo &t) {
 
 /// Watches the owned buffers of every tensor that --dump writes from a step,
 /// on every device, or on `onlyDevice` alone when it is >= 0.
-void watchDumped(const Plan &plan, CpuExecutor &exec, int onlyDevice) {
+void watchDumped(const Plan &plan, TrainingBackend &backend, int onlyDevice) {
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     if (onlyDevice >= 0 && d != static_cast<size_t>(onlyDevice))
       continue;
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
       if (dumpedEachStep(plan.tensors[buffers[b].tensor]) && buffers[b].owned)
-        exec.watch(static_cast<int32_t>(d), static_cast<int32_t>(b));
+        backend.watch(static_cast<int32_t>(d), static_cast<int32_t>(b));
     }
   }
 }
@@ -403,14 +395,6 @@ std::string dumpInitialParams(const Plan &plan, const BufferSource &init,
   return "";
 }
 
-/// The snapshots of the watched buffers from the last step.
-BufferSource snapshotValues(const CpuExecutor &exec) {
-  return [&exec](int32_t d, int32_t b) -> const uint8_t * {
-    const std::vector<uint8_t> *s = exec.snapshot(d, b);
-    return s ? s->data() : nullptr;
-  };
-}
-
 /// Writes input.<name>.npy and grad.<param>.npy from a step's snapshots.
 std::string dumpStep(const Plan &plan, const BufferSource &snap,
                      const std::string &dir) {
@@ -440,58 +424,111 @@ std::vector<bool> updatedParams(const Plan &plan) {
   return updated;
 }
 
-/// --backend cuda: CudaExecutor (runtime/cuda/CudaExecutor.h).
-int runCuda(const Options &opts, const Plan &plan, int64_t startStep) {
-  for (auto [given, flag] :
-       {std::pair{!opts.savePath.empty(), "--save"},
-        {!opts.dumpDir.empty(), "--dump"},
-        {!opts.tracePath.empty(), "--trace"},
-        {opts.kernels != "native", "--kernels"},
-        {opts.testFailRank >= 0, "--test-fail"}})
-    if (given)
-      return fail(std::string(flag) +
-                  " is not supported with --backend cuda yet; use --backend "
-                  "cpu for it");
+/// The CPU backend: CpuExecutor running every device of the plan, or one of
+/// them per process (mpirun, torchrun) with its transport.
+class CpuTrainingBackend : public TrainingBackend {
+public:
+  CpuTrainingBackend(const Plan &plan, const ProcessGroup &group)
+      : plan(plan), group(group), exec(plan) {}
+  CpuExecutor &executor() { return exec; }
+
+  const char *name() const override { return "cpu"; }
+  void setDataSource(CpuExecutor::DataSource source) override {
+    exec.setDataSource(std::move(source));
+  }
+  void watch(int32_t device, int32_t buffer) override {
+    exec.watch(device, buffer);
+  }
+  void setObserver(CpuExecutor::Observer observer) override {
+    exec.setObserver(std::move(observer));
+  }
+  std::string init() override {
+    if (std::string err = exec.init(); !err.empty())
+      return err;
+    if (std::string err = exec.watchLoss(); !err.empty())
+      return err + "; cannot report the loss";
+    return "";
+  }
+  std::string describe() const override {
+    std::string out = "devices " + std::to_string(plan.numDevices) +
+                      "  tensors " + std::to_string(plan.tensors.size()) +
+                      "  batch " + std::to_string(planBatchSize(plan)) +
+                      "  backend cpu\n";
+    if (group.multiProcess())
+      out += "processes " + std::to_string(group.worldSize()) + " (" +
+             group.launcher() + ", " + group.getTransport()->kind() +
+             " transport), one per device\n";
+    out += "planned peak bytes per device:";
+    for (const DeviceProgram &d : plan.devices)
+      out += " " + std::to_string(d.peakBytes);
+    out += "\nplanned comm bytes per step: " + std::to_string(plan.commBytes) +
+           "\n";
+    return out;
+  }
+  std::string runStep(int64_t step) override { return exec.runStep(step); }
+  std::string lastLoss(double &loss) override { return exec.lastLoss(loss); }
+  std::string snapshots(BufferSource &source) override {
+    source = [this](int32_t d, int32_t b) -> const uint8_t * {
+      const std::vector<uint8_t> *s = exec.snapshot(d, b);
+      return s ? s->data() : nullptr;
+    };
+    return "";
+  }
+  std::string currentValues(BufferSource &source) override {
+    source = [this](int32_t d, int32_t b) { return exec.bufferData(d, b); };
+    return "";
+  }
+  std::vector<uint64_t> commBytesPerDevice() const override {
+    return exec.commBytesPerDevice();
+  }
+  std::vector<uint64_t> measuredPeakBytes() const override {
+    return exec.measuredPeakBytes();
+  }
+
+private:
+  const Plan &plan;
+  const ProcessGroup &group;
+  CpuExecutor exec;
+};
+
+/// --backend cuda: the CUDA executor from the plugin next to this binary
+/// (runtime/cuda/CudaRunPlugin.h), loaded only here: linking cuBLAS/cuDNN
+/// into tofu-run would slow every start.
+std::string loadCudaBackend(const Options &opts, const Plan &plan,
+                            std::unique_ptr<TrainingBackend> &backend) {
 #ifndef TOFU_RUN_HAVE_CUDA
+  (void)opts;
   (void)plan;
-  (void)startStep;
-  return fail("--backend cuda: this tofu-run was built without the CUDA "
-              "executor (CMake found no CUDA toolkit with cuBLAS and cuDNN); "
-              "rebuild on a machine with them, or use --backend cpu");
+  (void)backend;
+  return "--backend cuda: this tofu-run was built without the CUDA "
+         "executor (CMake found no CUDA toolkit with cuBLAS and cuDNN); "
+         "rebuild on a machine with them, or use --backend cpu";
 #else
-  // The executor lives in a plugin next to this binary, loaded only here:
-  // linking cuBLAS/cuDNN into tofu-run would slow every start.
   std::error_code ec;
   std::filesystem::path self =
       std::filesystem::read_symlink("/proc/self/exe", ec);
   std::string path =
       (ec ? std::filesystem::path(".") : self.parent_path()) /
       TOFU_RUN_CUDA_PLUGIN;
+  // Never closed: the backend's code lives in it until the process ends.
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
-    return fail(std::string("--backend cuda: cannot load the CUDA executor "
-                            "plugin: ") +
-                dlerror() +
-                "; it is built with tofu-run where CMake finds the CUDA "
-                "toolkit, cuBLAS and cuDNN (use --backend cpu otherwise)");
-  auto *entry = reinterpret_cast<tofu::cuda::CudaRunFn>(
-      dlsym(handle, "tofuCudaRun"));
+    return std::string("--backend cuda: cannot load the CUDA executor "
+                       "plugin: ") +
+           dlerror() +
+           "; it is built with tofu-run where CMake finds the CUDA "
+           "toolkit, cuBLAS and cuDNN (use --backend cpu otherwise)";
+  auto *entry = reinterpret_cast<tofu::cuda::CudaBackendFn>(
+      dlsym(handle, "tofuCudaBackend"));
   if (!entry)
-    return fail("--backend cuda: " + path + " has no entry point tofuCudaRun");
-  tofu::cuda::CudaRunRequest request;
-  request.plan = &plan;
-  request.planPath = opts.planPath;
-  request.devices = opts.devices;
-  request.useGraph = !opts.noCudaGraph;
-  request.steps = opts.steps;
-  request.startStep = startStep;
-  request.quiet = opts.quiet;
-  request.reportPath = opts.reportPath;
-  request.dataDir = opts.dataDir;
+    return "--backend cuda: " + path + " has no entry point tofuCudaBackend";
+  tofu::cuda::CudaBackendOptions options;
+  options.devices = opts.devices;
+  options.useGraph = !opts.noCudaGraph;
   std::string err;
-  if (entry(request, err) != 0)
-    return fail(err);
-  return 0;
+  if (entry(plan, options, backend, err) != 0)
+    return err;
+  return "";
 #endif
 }
 
@@ -585,15 +622,36 @@ int run(int argc, char **argv) {
             resumeCheckpoint(opts.resumePath, plan, startStep);
         !err.empty())
       return failOnEveryRank(err);
+
+  std::unique_ptr<TrainingBackend> backend;
   if (opts.backend == "cuda") {
     if (group.multiProcess())
       return failOnEveryRank(
           "--backend cuda runs all plan devices in one process (several "
           "GPUs, or virtual devices with --devices); one process per GPU "
           "(mpirun, torchrun) is not implemented yet");
-    return runCuda(opts, plan, startStep);
+    for (auto [given, flag] :
+         {std::pair{!opts.savePath.empty(), "--save"},
+          {!opts.dumpDir.empty(), "--dump"},
+          {!opts.tracePath.empty(), "--trace"},
+          {opts.kernels != "native", "--kernels"},
+          {opts.testFailRank >= 0, "--test-fail"}})
+      if (given)
+        return fail(std::string(flag) +
+                    " is not supported with --backend cuda yet; use "
+                    "--backend cpu for it");
+    if (std::string err = loadCudaBackend(opts, plan, backend); !err.empty())
+      return fail(err);
+  } else {
+    auto cpu = std::make_unique<CpuTrainingBackend>(plan, group);
+    CpuExecutor &exec = cpu->executor();
+    exec.preferInterpreter(opts.kernels == "interpreter");
+    if (group.multiProcess())
+      exec.setTransport(group.getTransport());
+    if (opts.testFailRank == group.rank())
+      exec.failAfter(opts.testFailAfter, opts.testFailStall);
+    backend = std::move(cpu);
   }
-  const std::string backend = "cpu";
 
   // Validate output locations before spending time on training.
   if (!opts.savePath.empty() && plan.onnxModel.empty())
@@ -629,99 +687,78 @@ int run(int argc, char **argv) {
         return fail("--dump: " + err);
   }
 
-  const int64_t batch = batchSizeOf(plan);
-  if (!opts.quiet) {
-    std::printf("tofu-run: %s (producer '%s', partitioner '%s')\n",
-                opts.planPath.c_str(), plan.producer.c_str(),
-                plan.partitioner.c_str());
-    std::printf("devices %u  tensors %zu  batch %lld  backend %s\n",
-                plan.numDevices, plan.tensors.size(),
-                static_cast<long long>(batch), backend.c_str());
-    if (group.multiProcess())
-      std::printf("processes %d (%s, %s transport), one per device\n",
-                  group.worldSize(), group.launcher().c_str(),
-                  group.getTransport()->kind());
-    std::printf("planned peak bytes per device:");
-    for (const DeviceProgram &d : plan.devices)
-      std::printf(" %llu", static_cast<unsigned long long>(d.peakBytes));
-    std::printf("\nplanned comm bytes per step: %llu\n",
-                static_cast<unsigned long long>(plan.commBytes));
-  }
-
   NpyDataset dataset(plan);
-  CpuExecutor exec(plan);
-  exec.preferInterpreter(opts.kernels == "interpreter");
-  if (group.multiProcess())
-    exec.setTransport(group.getTransport());
-  if (opts.testFailRank == group.rank())
-    exec.failAfter(opts.testFailAfter, opts.testFailStall);
   if (!opts.dataDir.empty()) {
     if (std::string err = dataset.open(opts.dataDir); !err.empty())
       return fail(err);
-    exec.setDataSource([&dataset](int32_t tensor, const Box &region,
-                                  int64_t step, void *out) {
+    backend->setDataSource([&dataset](int32_t tensor, const Box &region,
+                                      int64_t step, void *out) {
       return dataset.fill(tensor, region, step, out);
     });
-    if (!opts.quiet)
-      std::printf("data: %lld batches from %s\n",
-                  static_cast<long long>(dataset.numBatches()),
-                  opts.dataDir.c_str());
   }
-  if (std::string err = exec.init(); !err.empty())
-    return fail(err);
-  if (std::string err = exec.watchLoss(); !err.empty())
-    return fail(err + "; cannot report the loss");
   if (!opts.dumpDir.empty())
-    watchDumped(plan, exec, group.multiProcess() ? group.rank() : -1);
+    watchDumped(plan, *backend, group.multiProcess() ? group.rank() : -1);
   std::unique_ptr<TraceRecorder> trace;
   if (!opts.tracePath.empty()) {
     trace = std::make_unique<TraceRecorder>(
         plan, group.multiProcess() ? group.rank() : -1);
-    exec.setObserver([&trace](const CpuExecutor::ExecutedInstr &e) {
+    backend->setObserver([&trace](const CpuExecutor::ExecutedInstr &e) {
       trace->record(e);
     });
-    // One process per device: time 0 is the same moment on every rank.
-    if (group.multiProcess()) {
-      if (std::string err = group.barrier(); !err.empty())
-        return fail("--trace: " + err);
-      trace->restartClock();
-    }
+  }
+  if (std::string err = backend->init(); !err.empty())
+    return fail(err);
+
+  const int64_t batch = planBatchSize(plan);
+  if (!opts.quiet) {
+    std::printf("tofu-run: %s (producer '%s', partitioner '%s')\n",
+                opts.planPath.c_str(), plan.producer.c_str(),
+                plan.partitioner.c_str());
+    std::fputs(backend->describe().c_str(), stdout);
+    if (!opts.dataDir.empty())
+      std::printf("data: %lld batches from %s\n",
+                  static_cast<long long>(dataset.numBatches()),
+                  opts.dataDir.c_str());
+  }
+  // One process per device: time 0 of the trace is the same moment on
+  // every rank.
+  if (trace && group.multiProcess()) {
+    if (std::string err = group.barrier(); !err.empty())
+      return fail("--trace: " + err);
+    trace->restartClock();
   }
 
   RunReport report;
   report.devices = plan.numDevices;
-  report.backend = backend;
+  report.backend = backend->name();
   report.batchSize = batch;
   double totalSeconds = 0;
   for (int64_t s = 0; s < opts.steps; ++s) {
+    const std::string stepName = "step " + std::to_string(startStep + s + 1);
     if (trace)
       trace->beginStep(s);
     auto t0 = std::chrono::steady_clock::now();
-    if (std::string err = exec.runStep(startStep + s); !err.empty())
-      return fail("step " + std::to_string(startStep + s + 1) + ": " + err);
+    if (std::string err = backend->runStep(startStep + s); !err.empty())
+      return fail(stepName + ": " + err);
     double secs = std::chrono::duration<double>(
                       std::chrono::steady_clock::now() - t0)
                       .count();
     totalSeconds += secs;
     double loss = 0;
     if (leader)
-      if (std::string err = exec.lastLoss(loss); !err.empty())
-        return fail("step " + std::to_string(startStep + s + 1) + ": " + err);
-    uint64_t stepComm = exec.commBytesTotal();
-    if (group.multiProcess()) {
-      std::vector<uint64_t> perRank;
-      if (std::string err = group.gather(
-              exec.commBytesPerDevice()[group.rank()], perRank);
+      if (std::string err = backend->lastLoss(loss); !err.empty())
+        return fail(stepName + ": " + err);
+    std::vector<uint64_t> received = backend->commBytesPerDevice();
+    if (group.multiProcess())
+      if (std::string err = group.gather(received[group.rank()], received);
           !err.empty())
-        return fail("step " + std::to_string(startStep + s + 1) + ": " + err);
-      stepComm = 0;
-      for (uint64_t b : perRank)
-        stepComm += b;
-    }
+        return fail(stepName + ": " + err);
+    uint64_t stepComm = 0;
+    for (uint64_t b : received)
+      stepComm += b;
     report.steps.push_back({loss, secs, stepComm});
     if (!opts.quiet)
-      std::printf("step %lld  loss %.6f  %.4f s\n",
-                  static_cast<long long>(startStep + s + 1), loss, secs);
+      std::printf("%s  loss %.6f  %.4f s\n", stepName.c_str(), loss, secs);
     if (!opts.dumpDir.empty()) {
       // Step 1 in DIR itself, later steps in DIR/step<N>/.
       std::string dir = opts.dumpDir;
@@ -732,7 +769,9 @@ int run(int argc, char **argv) {
         if (ec)
           return fail("--dump: cannot create '" + dir + "': " + ec.message());
       }
-      BufferSource snap = snapshotValues(exec);
+      BufferSource snap;
+      if (std::string err = backend->snapshots(snap); !err.empty())
+        return fail("--dump: " + err);
       if (group.multiProcess()) {
         const int32_t me = group.rank();
         if (std::string err = group.gatherOwnedBuffers(
@@ -752,8 +791,8 @@ int run(int argc, char **argv) {
   report.samplesPerSecond =
       totalSeconds > 0 ? static_cast<double>(batch) * opts.steps / totalSeconds
                        : 0;
-  std::vector<uint64_t> peaks = exec.measuredPeakBytes();
-  std::vector<uint64_t> received = exec.commBytesPerDevice();
+  std::vector<uint64_t> peaks = backend->measuredPeakBytes();
+  std::vector<uint64_t> received = backend->commBytesPerDevice();
   if (group.multiProcess()) {
     // Each process measured its own device; rank 0 gathers them.
     if (std::string err = group.gather(peaks[group.rank()], peaks);
@@ -765,23 +804,30 @@ int run(int argc, char **argv) {
   }
   uint64_t receivedTotal = 0;
   for (size_t d = 0; leader && d < plan.devices.size(); ++d) {
-    report.peakBytes.push_back({plan.devices[d].peakBytes, peaks[d]});
-    report.commPerDevice.push_back({plan.devices[d].commBytes, received[d]});
-    receivedTotal += received[d];
+    if (d < peaks.size())
+      report.peakBytes.push_back({plan.devices[d].peakBytes, peaks[d]});
+    if (d < received.size()) {
+      report.commPerDevice.push_back({plan.devices[d].commBytes, received[d]});
+      receivedTotal += received[d];
+    }
   }
   report.commBytes = {plan.commBytes, receivedTotal};
 
   if (!opts.quiet) {
-    std::printf("samples/s %.1f  (%lld steps, %.4f s)\n",
+    std::printf("samples/s %.1f  (%lld steps, %.4f s%s)\n",
                 report.samplesPerSecond, static_cast<long long>(opts.steps),
-                totalSeconds);
-    std::printf("peak bytes per device (planned/measured):");
-    for (const auto &p : report.peakBytes)
-      std::printf(" %llu/%llu", static_cast<unsigned long long>(p.planned),
-                  static_cast<unsigned long long>(p.measured));
-    std::printf("\ncomm bytes per step: planned %llu  measured %llu\n",
+                totalSeconds, backend->runNote().c_str());
+    if (!report.peakBytes.empty()) {
+      std::printf("peak bytes per device (planned/measured):");
+      for (const auto &p : report.peakBytes)
+        std::printf(" %llu/%llu", static_cast<unsigned long long>(p.planned),
+                    static_cast<unsigned long long>(p.measured));
+      std::printf("\n");
+    }
+    std::printf("comm bytes per step: planned %llu  measured %llu\n",
                 static_cast<unsigned long long>(report.commBytes.planned),
                 static_cast<unsigned long long>(report.commBytes.measured));
+    std::fputs(backend->finalLines().c_str(), stdout);
   }
   if (leader && report.commBytes.planned != report.commBytes.measured)
     std::fprintf(stderr,
@@ -806,9 +852,9 @@ int run(int argc, char **argv) {
         return fail("--trace: " + err);
   }
   if (!opts.savePath.empty()) {
-    BufferSource live = [&exec](int32_t d, int32_t b) {
-      return exec.bufferData(d, b);
-    };
+    BufferSource live;
+    if (std::string err = backend->currentValues(live); !err.empty())
+      return fail("--save: " + err);
     // One process per device: rank 0 gathers the trained shards and the
     // optimizer state.
     std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>> gathered;
@@ -820,8 +866,7 @@ int run(int argc, char **argv) {
               [&updated, &plan](int32_t t) {
                 return updated[t] || plan.tensors[t].role == TensorRole::State;
               },
-              [&exec, me](int32_t b) { return exec.bufferData(me, b); },
-              gathered);
+              [&live, me](int32_t b) { return live(me, b); }, gathered);
           !err.empty())
         return fail("--save: " + err);
       live = gatheredValues(gathered);
@@ -839,7 +884,6 @@ int run(int argc, char **argv) {
     return fail(err);
   return 0;
 }
-
 } // namespace
 
 int main(int argc, char **argv) {

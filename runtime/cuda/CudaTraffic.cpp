@@ -1,0 +1,56 @@
+//===- CudaTraffic.cpp - Bytes a CUDA step moves, from its schedule -------===//
+//
+// See CudaTraffic.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTraffic.h"
+
+using namespace tofu::cuda;
+using namespace tofu::plan;
+
+ScheduleTraffic tofu::cuda::countTraffic(const Plan &plan,
+                                         const Schedule &schedule) {
+  ScheduleTraffic traffic;
+  traffic.receivedPerDevice.assign(plan.devices.size(), 0);
+  for (const ScheduledInstr &e : schedule.instrs)
+    for (const CudaOp &op : e.ops) {
+      uint64_t bytes = 0;
+      if (op.kind == CudaOp::Kind::Copy) {
+        bytes = op.bytes;
+      } else if (op.kind == CudaOp::Kind::BoxCopy ||
+                 op.kind == CudaOp::Kind::BoxAdd) {
+        uint64_t elements = 1;
+        for (int32_t r = 0; r < op.box.rank; ++r)
+          elements *= static_cast<uint64_t>(op.box.region[r]);
+        bytes = elements * op.elementSize;
+      } else {
+        continue;
+      }
+      traffic.byPath[static_cast<size_t>(op.path)] += bytes;
+      if (op.src.device != op.dst.device)
+        traffic.receivedPerDevice[op.dst.device] += bytes;
+    }
+  return traffic;
+}
+
+const char *tofu::cuda::copyPathName(CopyPath path) {
+  switch (path) {
+  case CopyPath::SameDevice:
+    return "same device";
+  case CopyPath::SameGpu:
+    return "same GPU";
+  case CopyPath::Peer:
+    return "peer";
+  }
+  return "?";
+}
+
+std::string tofu::cuda::describeTraffic(const ScheduleTraffic &traffic) {
+  std::string out = "copied bytes per step by path:";
+  for (size_t p = 0; p < traffic.byPath.size(); ++p)
+    out += std::string(p ? "," : "") + " " +
+           copyPathName(static_cast<CopyPath>(p)) + " " +
+           std::to_string(traffic.byPath[p]);
+  return out;
+}
