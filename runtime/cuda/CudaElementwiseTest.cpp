@@ -9,6 +9,8 @@
 
 #include "CudaDevice.h"
 #include "CudaElementwise.h"
+#include "CudaGpuTestSupport.h"
+#include "TestSupport.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <cuda_runtime_api.h>
@@ -20,45 +22,11 @@
 
 using namespace tofu;
 using tofu::plan::Attr;
+using tofu::test::DeviceArray;
+using tofu::test::floatAttr;
+using tofu::test::randomFloats;
 
 namespace {
-
-/// A device copy of a host vector, freed on destruction.
-class DeviceArray {
-public:
-  explicit DeviceArray(const std::vector<float> &host) : n(host.size()) {
-    EXPECT_EQ(cudaMalloc(&ptr, n * sizeof(float) + 1), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(ptr, host.data(), n * sizeof(float),
-                         cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  explicit DeviceArray(size_t n) : n(n) {
-    EXPECT_EQ(cudaMalloc(&ptr, n * sizeof(float) + 1), cudaSuccess);
-  }
-  ~DeviceArray() { cudaFree(ptr); }
-  float *get() const { return static_cast<float *>(ptr); }
-  std::vector<float> toHost() const {
-    std::vector<float> h(n);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr, n * sizeof(float),
-                         cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return h;
-  }
-
-private:
-  void *ptr = nullptr;
-  size_t n;
-};
-
-std::vector<float> randomVector(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(gen);
-  return v;
-}
 
 /// Runs CPU kernel `name` on host copies of `inputs`.
 std::vector<float> cpuKernel(const std::string &name,
@@ -85,19 +53,11 @@ std::vector<float> cpuKernel(const std::string &name,
   return out;
 }
 
-Attr floatAttr(const char *name, double v) {
-  Attr a;
-  a.name = name;
-  a.kind = Attr::Kind::Float;
-  a.f = v;
-  return a;
-}
-
 class CudaElementwise : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(CudaElementwise, ReluMatchesCpu) {
   size_t n = GetParam();
-  auto x = randomVector(n, 1);
+  auto x = randomFloats(n, 1);
   DeviceArray dx(x), dy(n);
   ASSERT_EQ(cuda::relu(dx.get(), dy.get(), n), "");
   EXPECT_EQ(dy.toHost(), cpuKernel("Relu", {x}, {}));
@@ -105,7 +65,7 @@ TEST_P(CudaElementwise, ReluMatchesCpu) {
 
 TEST_P(CudaElementwise, ReluGradMatchesCpu) {
   size_t n = GetParam();
-  auto g = randomVector(n, 2), x = randomVector(n, 3);
+  auto g = randomFloats(n, 2), x = randomFloats(n, 3);
   DeviceArray dg(g), dx(x), out(n);
   ASSERT_EQ(cuda::reluGrad(dg.get(), dx.get(), out.get(), n), "");
   EXPECT_EQ(out.toHost(), cpuKernel("ReluGrad", {g, x}, {}));
@@ -113,7 +73,7 @@ TEST_P(CudaElementwise, ReluGradMatchesCpu) {
 
 TEST_P(CudaElementwise, SGDUpdateMatchesCpu) {
   size_t n = GetParam();
-  auto w = randomVector(n, 4), g = randomVector(n, 5);
+  auto w = randomFloats(n, 4), g = randomFloats(n, 5);
   DeviceArray dw(w), dg(g), out(n);
   ASSERT_EQ(cuda::sgdUpdate(dw.get(), dg.get(), 0.05f, out.get(), n), "");
   EXPECT_EQ(out.toHost(),
@@ -122,7 +82,7 @@ TEST_P(CudaElementwise, SGDUpdateMatchesCpu) {
 
 TEST_P(CudaElementwise, AddMatchesCpu) {
   size_t n = GetParam();
-  auto a = randomVector(n, 6), b = randomVector(n, 7);
+  auto a = randomFloats(n, 6), b = randomFloats(n, 7);
   DeviceArray da(a), db(b), out(n);
   ASSERT_EQ(cuda::add(da.get(), db.get(), out.get(), n), "");
   EXPECT_EQ(out.toHost(), cpuKernel("Add", {a, b}, {}));
@@ -130,7 +90,7 @@ TEST_P(CudaElementwise, AddMatchesCpu) {
 
 TEST_P(CudaElementwise, ScaleMatchesCpu) {
   size_t n = GetParam();
-  auto x = randomVector(n, 8);
+  auto x = randomFloats(n, 8);
   DeviceArray dx(x), out(n);
   ASSERT_EQ(cuda::scale(dx.get(), -0.75f, out.get(), n), "");
   EXPECT_EQ(out.toHost(), cpuKernel("Scale", {x}, {floatAttr("alpha", -0.75)}));
@@ -155,19 +115,5 @@ TEST(CudaDevice, QueryListsDevices) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::vector<cuda::DeviceInfo> devices;
-  std::string why;
-  if (!cuda::queryDevices(devices, why)) {
-    std::fprintf(stderr, "error: %s\n", why.c_str());
-    return 1;
-  }
-  if (devices.empty()) {
-    std::printf("SKIPPED: %s; the CUDA kernel tests need a GPU\n",
-                why.c_str());
-    return 77;
-  }
-  std::printf("running on %s (sm_%d%d)\n", devices[0].name.c_str(),
-              devices[0].computeMajor, devices[0].computeMinor);
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return tofu::test::runGpuTests(argc, argv, "the CUDA kernel tests");
 }

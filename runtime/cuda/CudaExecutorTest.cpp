@@ -24,6 +24,7 @@
 
 #include "CudaExecutor.h"
 #include "CudaSchedule.h"
+#include "CudaTestPlans.h"
 
 #include "tofu/runtime/CpuBackend.h"
 
@@ -39,69 +40,24 @@
 
 using namespace tofu::cuda;
 using namespace tofu::plan;
+using namespace tofu::test;
 using tofu::runtime::CpuExecutor;
 
 namespace {
 
-std::string tofuc, nvcc, python, examples, workdir, arch;
 int gpuCount = 0;
-std::map<std::string, Plan> plans;
-std::map<std::string, std::string> planErrors;
 
-int shell(const std::string &cmd) {
-  std::fprintf(stderr, "+ %s\n", cmd.c_str());
-  return std::system(cmd.c_str());
-}
-
-void compilePlans() {
-  std::filesystem::create_directories(workdir);
-  struct Model {
-    std::string name, generator, args;
-    std::vector<int> ks;
-  };
-  const std::vector<Model> models = {
-      {"mlp", "", "", {1, 8}},
-      {"rnn", "rnn/make_rnn.py",
-       "--layers 2 --hidden 16 --batch 4 --vocab 32 --steps 4", {8}},
-      {"gpt", "transformer/make_gpt.py",
-       "--layers 2 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 2", {8}},
-  };
-  for (const Model &m : models) {
-    std::string onnx = m.name == "mlp" ? examples + "/mlp/mlp.onnx"
-                                       : workdir + "/" + m.name + ".onnx";
-    if (m.name != "mlp" &&
-        shell(python + " " + examples + "/" + m.generator + " " + m.args +
-              " -o " + onnx) != 0) {
-      for (int k : m.ks)
-        planErrors[m.name + "-" + std::to_string(k)] = "the generator failed";
-      continue;
-    }
-    for (int k : m.ks) {
-      std::string name = m.name + "-" + std::to_string(k);
-      std::string out = workdir + "/" + name + ".bin";
-      if (shell(tofuc + " " + onnx + " --gpus " + std::to_string(k) +
-                " --cuda-arch " + arch + " --nvcc " + nvcc + " -o " + out) !=
-          0) {
-        planErrors[name] = "tofuc failed";
-        continue;
-      }
-      Plan plan;
-      if (std::string err = readPlan(out, plan); !err.empty()) {
-        planErrors[name] = err;
-        continue;
-      }
-      plans[name] = std::move(plan);
-    }
+/// The losses of `steps` steps of an initialized executor (CPU or CUDA).
+template <typename Executor>
+std::vector<double> stepLosses(Executor &exec, int steps) {
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_EQ(exec.runStep(s), "");
+    double loss = 0;
+    EXPECT_EQ(exec.lastLoss(loss), "");
+    losses.push_back(loss);
   }
-}
-
-const Plan *planNamed(const std::string &name) {
-  auto it = plans.find(name);
-  if (it == plans.end()) {
-    ADD_FAILURE() << name << ": " << planErrors[name];
-    return nullptr;
-  }
-  return &it->second;
+  return losses;
 }
 
 std::vector<double> cpuLosses(const Plan &plan, int steps, bool interpret,
@@ -109,31 +65,15 @@ std::vector<double> cpuLosses(const Plan &plan, int steps, bool interpret,
   CpuExecutor local(plan);
   CpuExecutor &exec = keep ? *keep : local;
   exec.preferInterpreter(interpret);
-  std::vector<double> losses;
   EXPECT_EQ(exec.init(), "");
   EXPECT_EQ(exec.watchLoss(), "");
-  for (int s = 0; s < steps; ++s) {
-    EXPECT_EQ(exec.runStep(s), "");
-    double loss = 0;
-    EXPECT_EQ(exec.lastLoss(loss), "");
-    losses.push_back(loss);
-  }
-  return losses;
+  return stepLosses(exec, steps);
 }
 
 std::vector<double> gpuLosses(CudaExecutor &exec, int steps) {
-  std::vector<double> losses;
   std::string err = exec.init();
   EXPECT_EQ(err, "");
-  if (!err.empty())
-    return losses;
-  for (int s = 0; s < steps; ++s) {
-    EXPECT_EQ(exec.runStep(s), "");
-    double loss = 0;
-    EXPECT_EQ(exec.lastLoss(loss), "");
-    losses.push_back(loss);
-  }
-  return losses;
+  return err.empty() ? stepLosses(exec, steps) : std::vector<double>();
 }
 
 void expectClose(const std::vector<double> &a, const std::vector<double> &b,
@@ -146,15 +86,15 @@ void expectClose(const std::vector<double> &a, const std::vector<double> &b,
 
 TEST(CudaExecutor, MlpLossesMatchTheCpuBackend) {
   for (const char *name : {"mlp-1", "mlp-8"}) {
-    const Plan *plan = planNamed(name);
-    if (!plan)
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
       continue;
-    std::vector<double> cpu = cpuLosses(*plan, 4, false);
+    std::vector<double> cpu = cpuLosses(plan, 4, false);
     for (bool graph : {false, true}) {
       CudaRunOptions options;
       options.numGpus = 1;
       options.useGraph = graph;
-      CudaExecutor exec(*plan, options);
+      CudaExecutor exec(plan, options);
       std::vector<double> gpu = gpuLosses(exec, 4);
       expectClose(gpu, cpu,
                   std::string(name) + (graph ? " graph" : " eager"));
@@ -165,50 +105,37 @@ TEST(CudaExecutor, MlpLossesMatchTheCpuBackend) {
 
 TEST(CudaExecutor, ParametersMatchTheTdlInterpreter) {
   for (const char *name : {"mlp-1", "mlp-8", "rnn-8", "gpt-8"}) {
-    const Plan *plan = planNamed(name);
-    if (!plan)
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
       continue;
-    CpuExecutor cpu(*plan);
-    cpuLosses(*plan, 2, /*interpret=*/true, &cpu);
+    CpuExecutor cpu(plan);
+    cpuLosses(plan, 2, /*interpret=*/true, &cpu);
     CudaRunOptions options;
     options.numGpus = 1;
-    CudaExecutor gpu(*plan, options);
+    CudaExecutor gpu(plan, options);
     gpuLosses(gpu, 2);
-    size_t compared = 0;
-    for (size_t d = 0; d < plan->devices.size(); ++d) {
-      const auto &buffers = plan->devices[d].buffers;
-      for (size_t b = 0; b < buffers.size(); ++b) {
-        const TensorInfo &t = plan->tensors[buffers[b].tensor];
-        if (t.role != TensorRole::Param || !buffers[b].owned ||
-            t.dtype != DType::F32)
-          continue;
-        std::vector<uint8_t> bytes;
-        ASSERT_EQ(gpu.readBuffer(static_cast<int32_t>(d),
-                                 static_cast<int32_t>(b), bytes),
-                  "");
-        const float *g = reinterpret_cast<const float *>(bytes.data());
-        const float *c = reinterpret_cast<const float *>(
-            cpu.bufferData(static_cast<int32_t>(d), static_cast<int32_t>(b)));
-        for (size_t i = 0; i < bytes.size() / 4; ++i)
-          ASSERT_NEAR(g[i], c[i], 1e-5 + 1e-4 * std::fabs(c[i]))
-              << name << " device " << d << " " << t.name << " element " << i;
-        ++compared;
-      }
-    }
-    EXPECT_GT(compared, 0u) << name;
+    std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>> read;
+    expectParametersMatch(
+        plan,
+        [&gpu, &read](int32_t d, int32_t b) -> const uint8_t * {
+          std::vector<uint8_t> &bytes = read[{d, b}];
+          EXPECT_EQ(gpu.readBuffer(d, b, bytes), "");
+          return bytes.data();
+        },
+        [&cpu](int32_t d, int32_t b) { return cpu.bufferData(d, b); }, name);
   }
 }
 
 TEST(CudaExecutor, TwoGpusGiveTheSameLosses) {
   if (gpuCount < 2)
     GTEST_SKIP() << "needs 2 GPUs, " << gpuCount << " visible";
-  const Plan *plan = planNamed("mlp-8");
-  if (!plan)
+  const Plan &plan = planNamed("mlp-8");
+  if (plan.devices.empty())
     return;
   CudaRunOptions one, two;
   one.numGpus = 1;
   two.numGpus = 2;
-  CudaExecutor a(*plan, one), b(*plan, two);
+  CudaExecutor a(plan, one), b(plan, two);
   expectClose(gpuLosses(b, 3), gpuLosses(a, 3), "mlp-8 on 2 GPUs");
 }
 
@@ -216,29 +143,16 @@ TEST(CudaExecutor, TwoGpusGiveTheSameLosses) {
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--tofuc")
-      tofuc = value;
-    else if (flag == "--nvcc")
-      nvcc = value;
-    else if (flag == "--python")
-      python = value;
-    else if (flag == "--examples")
-      examples = value;
-    else if (flag == "--workdir")
-      workdir = value;
-    else {
-      std::fprintf(stderr, "unknown argument %s\n", flag.c_str());
-      return 2;
-    }
+  if (std::string err = parseCudaTestArgs(argc, argv); !err.empty()) {
+    std::fprintf(stderr, "tofu-cuda-executor-tests: %s\n", err.c_str());
+    return 2;
   }
   std::string why = describeGpus(gpuCount);
   if (gpuCount == 0) {
     std::printf("SKIPPED: no GPU (%s)\n", why.c_str());
     return 77;
   }
-  if (nvcc.empty() || nvcc.find("NOTFOUND") != std::string::npos) {
+  if (!haveNvcc()) {
     std::printf("SKIPPED: no nvcc; the plans need tofuc --cuda-arch\n");
     return 77;
   }
@@ -247,8 +161,9 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "cudaGetDeviceProperties(0) failed\n");
     return 1;
   }
-  arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+  const std::string arch =
+      "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
   std::printf("GPUs:\n%s(plans compiled for %s)\n", why.c_str(), arch.c_str());
-  compilePlans();
+  compileExamplePlans({{"mlp", {1, 8}}, {"rnn", {8}}, {"gpt", {8}}}, arch);
   return RUN_ALL_TESTS();
 }

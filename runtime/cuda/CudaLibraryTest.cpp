@@ -8,6 +8,8 @@
 #include "CudaBlas.h"
 #include "CudaConv.h"
 #include "CudaDevice.h"
+#include "CudaGpuTestSupport.h"
+#include "TestSupport.h"
 #include "tofu/runtime/ComputeKernel.h"
 
 #include <cuda_runtime_api.h>
@@ -20,63 +22,22 @@
 using namespace tofu;
 using tofu::plan::Attr;
 using tofu::plan::DType;
+using tofu::test::DeviceArray;
+using tofu::test::intAttr;
+using tofu::test::intsAttr;
 
 namespace {
 
-/// A device copy of a host vector, freed on destruction.
-class DeviceArray {
-public:
-  explicit DeviceArray(const std::vector<float> &host) : n(host.size()) {
-    EXPECT_EQ(cudaMalloc(&ptr, n * sizeof(float) + 4), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(ptr, host.data(), n * sizeof(float),
-                         cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  ~DeviceArray() { cudaFree(ptr); }
-  float *get() const { return static_cast<float *>(ptr); }
-  std::vector<float> toHost() const {
-    std::vector<float> h(n);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr, n * sizeof(float),
-                         cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return h;
-  }
-
-private:
-  void *ptr = nullptr;
-  size_t n;
-};
+/// Random inputs in [-1, 1).
+std::vector<float> unitRandoms(size_t n, uint32_t seed) {
+  return tofu::test::randomFloats(n, seed, -1.0f, 1.0f);
+}
 
 int64_t count(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
   return n;
-}
-
-std::vector<float> randomVector(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(gen);
-  return v;
-}
-
-Attr ints(const char *name, std::vector<int64_t> v) {
-  Attr a;
-  a.name = name;
-  a.kind = Attr::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-Attr integer(const char *name, int64_t v) {
-  Attr a;
-  a.name = name;
-  a.kind = Attr::Kind::Int;
-  a.i = v;
-  return a;
 }
 
 /// Runs CPU op `op` on whole tensors.
@@ -110,7 +71,7 @@ TEST(CudaBlas, GemmMatchesCpuMatMul) {
   ASSERT_EQ(blas.init(), "");
   for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
                          {7, 13, 5}, {64, 128, 96}, {257, 33, 129}}) {
-    auto a = randomVector(m * k, 1), b = randomVector(k * n, 2);
+    auto a = unitRandoms(m * k, 1), b = unitRandoms(k * n, 2);
     DeviceArray da(a), db(b), dc(std::vector<float>(m * n, 0));
     cuda::GemmShape g;
     g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = n, g.ldc = n;
@@ -127,7 +88,7 @@ TEST(CudaBlas, TransposedGemmMatchesCpuGemm) {
   const int64_t m = 31, k = 17, n = 23;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      auto a = randomVector(m * k, 3), b = randomVector(k * n, 4);
+      auto a = unitRandoms(m * k, 3), b = unitRandoms(k * n, 4);
       DeviceArray da(a), db(b), dc(std::vector<float>(m * n, 0));
       cuda::GemmShape g;
       g.transA = ta, g.transB = tb;
@@ -147,7 +108,7 @@ TEST(CudaBlas, TransposedGemmMatchesCpuGemm) {
       alpha.f = 0.5;
       expectClose(dc.toHost(),
                   cpu("Gemm",
-                      {alpha, integer("transA", ta), integer("transB", tb)},
+                      {alpha, intAttr("transA", ta), intAttr("transB", tb)},
                       {{a, as}, {b, bs}}, {m, n}),
                   std::string("Gemm transA ") + (ta ? "1" : "0") +
                       " transB " + (tb ? "1" : "0"));
@@ -158,7 +119,7 @@ TEST(CudaBlas, BatchedGemmMatchesCpuMatMul) {
   cuda::BlasHandle blas;
   ASSERT_EQ(blas.init(), "");
   const int64_t batch = 6, m = 9, k = 40, n = 11;
-  auto a = randomVector(batch * m * k, 5), b = randomVector(batch * k * n, 6);
+  auto a = unitRandoms(batch * m * k, 5), b = unitRandoms(batch * k * n, 6);
   DeviceArray da(a), db(b), dc(std::vector<float>(batch * m * n, 0));
   cuda::GemmShape g;
   g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = n, g.ldc = n;
@@ -191,9 +152,9 @@ cuda::ConvShape shapeOf(const ConvCase &c) {
 
 std::vector<Attr> attrsOf(const ConvCase &c) {
   std::vector<int64_t> kernel(c.w.begin() + 2, c.w.end());
-  return {ints("dilations", c.dilations), integer("group", c.group),
-          ints("kernel_shape", kernel), ints("pads", c.pads),
-          ints("strides", c.strides)};
+  return {intsAttr("dilations", c.dilations), intAttr("group", c.group),
+          intsAttr("kernel_shape", kernel), intsAttr("pads", c.pads),
+          intsAttr("strides", c.strides)};
 }
 
 const std::vector<ConvCase> kConvCases = {
@@ -208,8 +169,8 @@ TEST(CudaConv, ThreeDirectionsMatchCpuKernels) {
   for (const ConvCase &c : kConvCases) {
     cuda::ConvShape s = shapeOf(c);
     std::vector<int64_t> y = s.y();
-    auto x = randomVector(count(c.x), 7), w = randomVector(count(c.w), 8),
-         dy = randomVector(count(y), 9);
+    auto x = unitRandoms(count(c.x), 7), w = unitRandoms(count(c.w), 8),
+         dy = unitRandoms(count(y), 9);
     DeviceArray dx(x), dw(w), ddy(dy), out(std::vector<float>(count(y))),
         gradX(std::vector<float>(count(c.x))),
         gradW(std::vector<float>(count(c.w)));
@@ -230,7 +191,7 @@ TEST(CudaConv, ThreeDirectionsMatchCpuKernels) {
   // One algorithm search per (shape, direction); later calls hit the cache.
   EXPECT_EQ(conv.algorithmSearches(), 3 * int64_t(kConvCases.size()));
   cuda::ConvShape s = shapeOf(kConvCases[0]);
-  auto x = randomVector(count(s.x), 1), w = randomVector(count(s.w), 2);
+  auto x = unitRandoms(count(s.x), 1), w = unitRandoms(count(s.w), 2);
   DeviceArray dx(x), dw(w), out(std::vector<float>(count(s.y())));
   ASSERT_EQ(conv.forward(s, dx.get(), dw.get(), out.get()), "");
   EXPECT_EQ(conv.algorithmSearches(), 3 * int64_t(kConvCases.size()));
@@ -249,19 +210,5 @@ TEST(CudaConv, AsymmetricPadsAreRefused) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::vector<cuda::DeviceInfo> devices;
-  std::string why;
-  if (!cuda::queryDevices(devices, why)) {
-    std::fprintf(stderr, "error: %s\n", why.c_str());
-    return 1;
-  }
-  if (devices.empty()) {
-    std::printf("SKIPPED: %s; the cuBLAS/cuDNN tests need a GPU\n",
-                why.c_str());
-    return 77;
-  }
-  std::printf("running on %s (sm_%d%d)\n", devices[0].name.c_str(),
-              devices[0].computeMajor, devices[0].computeMinor);
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return tofu::test::runGpuTests(argc, argv, "the cuBLAS/cuDNN tests");
 }

@@ -29,10 +29,10 @@ struct CudaBackendOptions {
 
 /// The plugin's entry point: 0 with `backend` set (not yet initialized), or
 /// non-zero with `error` set (one line). `plan` must outlive the backend.
-using CudaBackendFn = int (*)(const plan::Plan &plan,
-                              const CudaBackendOptions &options,
-                              std::unique_ptr<runtime::TrainingBackend> &backend,
-                              std::string &error);
+using CudaBackendFn =
+    int (*)(const plan::Plan &plan, const CudaBackendOptions &options,
+            std::unique_ptr<runtime::TrainingBackend> &backend,
+            std::string &error);
 
 } // namespace tofu::cuda
 

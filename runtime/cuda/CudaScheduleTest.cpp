@@ -22,6 +22,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaSchedule.h"
+#include "CudaTestPlans.h"
+#include "CudaTraffic.h"
 
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/SyntheticData.h"
@@ -43,79 +45,9 @@
 
 using namespace tofu::cuda;
 using namespace tofu::plan;
+using namespace tofu::test;
 
 namespace {
-
-std::string tofuc, nvcc, python, examples, workdir, hostCxx;
-/// name -> plan ("mlp-1", "mlp-8", ...); absent when compiling failed.
-std::map<std::string, Plan> plans;
-std::map<std::string, std::string> planErrors;
-
-int shell(const std::string &cmd) {
-  std::fprintf(stderr, "+ %s\n", cmd.c_str());
-  return std::system(cmd.c_str());
-}
-
-/// Writes the example models and compiles each for k = 1 and k = 8.
-void compilePlans() {
-  std::filesystem::create_directories(workdir);
-  struct Model {
-    std::string name, generator, args, tofucArgs;
-    std::vector<int> ks; ///< nvcc takes seconds per plan: only what is used
-  };
-  const std::vector<Model> models = {
-      {"mlp", "", "", "", {1, 8}},
-      {"rnn", "rnn/make_rnn.py",
-       "--layers 2 --hidden 16 --batch 4 --vocab 32 --steps 4", "", {8}},
-      {"gpt", "transformer/make_gpt.py",
-       "--layers 2 --hidden 16 --heads 2 --seq 8 --vocab 32 --batch 2", "",
-       {8}},
-      // WResNet-50 is left out: nvcc needs over a minute for its kernels.
-      {"cnn", "", "", "", {1, 8}},
-  };
-  for (const Model &m : models) {
-    std::string onnx = workdir + "/" + m.name + ".onnx";
-    if (m.name == "mlp")
-      onnx = examples + "/mlp/mlp.onnx";
-    else if (m.name == "cnn")
-      onnx = examples + "/cnn/cnn.onnx";
-    else if (shell(python + " " + examples + "/" + m.generator + " " + m.args +
-                   " -o " + onnx + " > " + workdir + "/" + m.name +
-                   ".gen.log 2>&1") != 0) {
-      for (int k : m.ks)
-        planErrors[m.name + "-" + std::to_string(k)] =
-            "the generator failed (" + workdir + "/" + m.name + ".gen.log)";
-      continue;
-    }
-    for (int k : m.ks) {
-      std::string name = m.name + "-" + std::to_string(k);
-      std::string out = workdir + "/" + name + ".bin";
-      std::string log = workdir + "/" + name + ".log";
-      if (shell(tofuc + " " + onnx + " --gpus " + std::to_string(k) +
-                " --cuda-arch sm_80 --nvcc " + nvcc + " " + m.tofucArgs +
-                " -o " + out + " > " + log + " 2>&1") != 0) {
-        planErrors[name] = "tofuc failed (" + log + ")";
-        continue;
-      }
-      Plan plan;
-      if (std::string err = readPlan(out, plan); !err.empty()) {
-        planErrors[name] = err;
-        continue;
-      }
-      plans[name] = std::move(plan);
-    }
-  }
-}
-
-const Plan &planNamed(const std::string &name) {
-  auto it = plans.find(name);
-  if (it == plans.end()) {
-    ADD_FAILURE() << name << ": " << planErrors[name];
-    static Plan empty;
-    return empty;
-  }
-  return it->second;
-}
 
 /// Builds and validates; fails the test on either error.
 Schedule scheduled(const std::string &name, int32_t gpus) {
@@ -292,6 +224,13 @@ TEST(CudaSchedule, VirtualDevicesSplitMemoryAndAvoidPeerCopies) {
         peer += op.path == CopyPath::Peer;
       }
   EXPECT_GT(peer, 0u);
+  // The traffic by path: no peer bytes on one GPU; on two, the peer bytes
+  // of the copies counted above.
+  EXPECT_EQ(countTraffic(plan, one).byPath[size_t(CopyPath::Peer)], 0u);
+  EXPECT_GT(countTraffic(plan, one).byPath[size_t(CopyPath::SameGpu)], 0u);
+  EXPECT_GT(countTraffic(plan, two).byPath[size_t(CopyPath::Peer)], 0u);
+  EXPECT_EQ(countTraffic(plan, one).receivedPerDevice,
+            countTraffic(plan, two).receivedPerDevice);
   // Bad GPU counts.
   DeviceMapping m;
   EXPECT_NE(mapDevices(plan, 0, m).find("runs on 1 to 8 GPUs"),
@@ -498,11 +437,13 @@ public:
   std::string init(const std::string &tag) {
     // One host library per plan (`tag`), compiled once per test run.
     static std::set<std::string> compiled;
-    std::string src = workdir + "/" + tag + ".host.cpp";
-    std::string so = workdir + "/" + tag + ".host.so";
+    const CudaTestArgs &args = cudaTestArgs;
+    std::string src = args.workdir + "/" + tag + ".host.cpp";
+    std::string so = args.workdir + "/" + tag + ".host.so";
     if (!compiled.count(tag)) {
       std::ofstream(src) << plan.cuda.source;
-      if (shell(hostCxx + " -std=c++17 -O1 -ffp-contract=off -fPIC -shared "
+      if (shell(args.hostCxx +
+                " -std=c++17 -O1 -ffp-contract=off -fPIC -shared "
                           "-w -o " + so + " " + src) != 0)
         return "compiling the generated source as C++ failed";
       compiled.insert(tag);
@@ -715,26 +656,15 @@ void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
     EXPECT_NEAR(emu.loss(), want, 1e-5 + 1e-4 * std::fabs(want))
         << name << " on " << gpus << " GPUs, step " << step + 1;
   }
-  size_t compared = 0;
-  for (size_t d = 0; d < plan.devices.size(); ++d) {
-    const auto &buffers = plan.devices[d].buffers;
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      const TensorInfo &t = plan.tensors[buffers[b].tensor];
-      if (t.role != TensorRole::Param || !buffers[b].owned ||
-          t.dtype != DType::F32)
-        continue;
-      const float *g = reinterpret_cast<const float *>(
-          emu.buffer(static_cast<int32_t>(d), static_cast<int32_t>(b)));
-      const float *c = reinterpret_cast<const float *>(
-          cpu.bufferData(static_cast<int32_t>(d), static_cast<int32_t>(b)));
-      for (size_t i = 0; i < buffers[b].bytes / 4; ++i)
-        ASSERT_NEAR(g[i], c[i], 1e-5 + 1e-4 * std::fabs(c[i]))
-            << name << " on " << gpus << " GPUs: device " << d << " "
-            << t.name << " element " << i;
-      ++compared;
-    }
-  }
-  EXPECT_GT(compared, 0u) << name;
+  // The traffic counted from the schedule is what the CPU backend measured
+  // (bytes received from other devices, per device).
+  EXPECT_EQ(countTraffic(plan, s).receivedPerDevice, cpu.commBytesPerDevice())
+      << name << " on " << gpus << " GPUs";
+  expectParametersMatch(
+      plan,
+      [&emu](int32_t d, int32_t b) { return emu.buffer(d, b); },
+      [&cpu](int32_t d, int32_t b) { return cpu.bufferData(d, b); },
+      name + " on " + std::to_string(gpus) + " GPUs");
 }
 
 TEST(CudaScheduleOnHost, MlpMatchesTheCpuBackend) {
@@ -780,36 +710,20 @@ TEST(CudaScheduleOnHost, AMissingWaitChangesTheResult) {
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--tofuc")
-      tofuc = value;
-    else if (flag == "--nvcc")
-      nvcc = value;
-    else if (flag == "--python")
-      python = value;
-    else if (flag == "--examples")
-      examples = value;
-    else if (flag == "--workdir")
-      workdir = value;
-    else if (flag == "--host-cxx")
-      hostCxx = value;
-    else {
-      std::fprintf(stderr, "unknown argument %s\n", flag.c_str());
-      return 2;
-    }
-  }
-  if (tofuc.empty() || python.empty() || examples.empty() || workdir.empty() ||
-      hostCxx.empty()) {
-    std::fprintf(stderr, "usage: tofu-cuda-schedule-tests --tofuc T --nvcc N "
-                         "--python P --examples DIR --workdir DIR "
-                         "--host-cxx CXX\n");
+  if (std::string err = parseCudaTestArgs(argc, argv); !err.empty()) {
+    std::fprintf(stderr, "tofu-cuda-schedule-tests: %s\n", err.c_str());
     return 2;
   }
-  if (nvcc.empty() || nvcc.find("NOTFOUND") != std::string::npos) {
+  if (cudaTestArgs.hostCxx.empty()) {
+    std::fprintf(stderr, "tofu-cuda-schedule-tests: --host-cxx is needed\n");
+    return 2;
+  }
+  if (!haveNvcc()) {
     std::printf("SKIPPED: no nvcc; the plans need tofuc --cuda-arch\n");
     return 77;
   }
-  compilePlans();
+  compileExamplePlans({{"mlp", {1, 8}}, {"rnn", {8}}, {"gpt", {8}},
+                       {"cnn", {1, 8}}},
+                      "sm_80");
   return RUN_ALL_TESTS();
 }

@@ -1,4 +1,4 @@
-//===- CudaTraffic.h - Bytes a CUDA step moves, from its schedule -*- C++ -*-===//
+//===- CudaTraffic.h - Bytes a CUDA step moves ------------------*- C++ -*-===//
 //
 // The CUDA executor issues the same copies every step (the plan is static),
 // so the bytes it moves are counted exactly from the schedule: per plan

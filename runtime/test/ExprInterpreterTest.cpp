@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestSupport.h"
 #include "tofu/runtime/ComputeKernel.h"
 #include "tofu/runtime/ExprProgramCheck.h"
 
@@ -17,6 +18,7 @@
 
 using namespace tofu::runtime;
 using namespace tofu::plan;
+using tofu::test::randomFloats;
 
 namespace {
 
@@ -81,15 +83,6 @@ struct Builder {
   }
 };
 
-std::vector<float> randoms(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(gen);
-  return v;
-}
-
 /// Y[m, n] = sum_k A[m, k] * B[k, n].
 ExprProgram matmulProgram(int64_t M, int64_t N, int64_t K) {
   Builder b;
@@ -107,7 +100,7 @@ TEST(ExprInterpreter, ElementwiseWithBroadcastConstant) {
   int32_t relu = b.call(Function::Max, {x, b.c(0)});
   int32_t y = b.bin(BinaryOp::Add, b.bin(BinaryOp::Mul, relu, b.c(2)), b.v(j));
   ExprProgram prog = b.done(y, {i, j});
-  std::vector<float> X = randoms(12, 1), Y(12, -7);
+  std::vector<float> X = randomFloats(12, 1), Y(12, -7);
   ComputePath used = ComputePath::Auto;
   ASSERT_EQ(runCompute("NoSuchKernel", {},
                        {TensorView::whole(X.data(), DType::F32, {3, 4})},
@@ -123,7 +116,7 @@ TEST(ExprInterpreter, ElementwiseWithBroadcastConstant) {
 TEST(ExprInterpreter, MatMulWholeAndPartialRanges) {
   const int64_t M = 5, N = 6, K = 7;
   ExprProgram prog = matmulProgram(M, N, K);
-  std::vector<float> A = randoms(M * K, 2), B = randoms(K * N, 3);
+  std::vector<float> A = randomFloats(M * K, 2), B = randomFloats(K * N, 3);
   auto ref = [&](int64_t m, int64_t n, int64_t k0, int64_t k1) {
     double s = 0;
     for (int64_t k = k0; k < k1; ++k)
@@ -179,7 +172,8 @@ TEST(ExprInterpreter, MatMulWholeAndPartialRanges) {
 TEST(ExprInterpreter, LargeMatMulIsFast) {
   const int64_t M = 64, N = 128, K = 128;
   ExprProgram prog = matmulProgram(M, N, K);
-  std::vector<float> A = randoms(M * K, 4), B = randoms(K * N, 5), Y(M * N);
+  std::vector<float> A = randomFloats(M * K, 4), B = randomFloats(K * N, 5),
+                     Y(M * N);
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(runCompute("X", {},
                        {TensorView::whole(A.data(), DType::F32, {M, K}),
@@ -237,7 +231,7 @@ TEST(ExprInterpreter, NestedReductionsMaxAndFloorIndex) {
   int32_t half = b.bin(BinaryOp::Div, b.v(i), b.c(2)); // floor by Access
   int32_t extra = b.at(0, {b.v(i), half, b.c(0)});
   ExprProgram prog = b.done(b.bin(BinaryOp::Add, outer, extra), {i});
-  std::vector<float> X = randoms(24, 6), Y(4);
+  std::vector<float> X = randomFloats(24, 6), Y(4);
   ASSERT_EQ(runCompute("X", {},
                        {TensorView::whole(X.data(), DType::F32, {4, 3, 2})},
                        {TensorView::whole(Y.data(), DType::F32, {4})}, {prog},
@@ -407,7 +401,7 @@ TEST(ComputeKernel, NativeAndInterpreterAgree) {
   int32_t i = b.var(6);
   ExprProgram prog =
       b.done(b.call(Function::Max, {b.at(0, {b.v(i)}), b.c(0)}), {i});
-  std::vector<float> X = randoms(6, 9), Y1(6), Y2(6);
+  std::vector<float> X = randomFloats(6, 9), Y1(6), Y2(6);
   ComputePath used;
   ASSERT_EQ(runCompute("Relu", {}, {TensorView::whole(X.data(), DType::F32, {6})},
                        {TensorView::whole(Y1.data(), DType::F32, {6})}, {prog},

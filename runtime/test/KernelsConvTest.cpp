@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestSupport.h"
 #include "tofu/runtime/ComputeKernel.h"
 
 #include <gtest/gtest.h>
@@ -24,6 +25,8 @@ using namespace tofu::runtime;
 using tofu::plan::Attr;
 using tofu::plan::Box;
 using tofu::plan::DType;
+using tofu::test::intAttr;
+using tofu::test::intsAttr;
 
 namespace {
 
@@ -116,21 +119,6 @@ void expectBox(const std::vector<T> &got, const Tensor &want, const Box &b) {
   ASSERT_EQ(got.size(), w.size());
   for (size_t i = 0; i < w.size(); ++i)
     ASSERT_NEAR(got[i], w[i], tol * (1 + std::fabs(w[i]))) << "element " << i;
-}
-
-Attr ints(const char *name, Shape v) {
-  Attr a;
-  a.name = name;
-  a.kind = Attr::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-Attr integer(const char *name, int64_t v) {
-  Attr a;
-  a.name = name;
-  a.kind = Attr::Kind::Int;
-  a.i = v;
-  return a;
 }
 
 //===----------------------------------------------------------------------===//
@@ -275,9 +263,9 @@ struct ConvCase {
     return s;
   }
   std::vector<Attr> attrs() const {
-    return {ints("strides", strides), ints("pads", pads),
-            ints("dilations", dilations), integer("group", G),
-            ints("kernel_shape", k)};
+    return {intsAttr("strides", strides), intsAttr("pads", pads),
+            intsAttr("dilations", dilations), intAttr("group", G),
+            intsAttr("kernel_shape", k)};
   }
   std::string describe() const {
     auto l = [](const Shape &s) {
@@ -634,12 +622,13 @@ TYPED_TEST(ConvKernels, AttributeErrors) {
                        {TensorView::whole(ySame.data(), kDType<T>, {1, 2, 5})},
                        {}, {}),
             "");
-  EXPECT_NE(run({ints("kernel_shape", {2})}, c.yShape()).find("kernel_shape"),
+  EXPECT_NE(run({intsAttr("kernel_shape", {2})}, c.yShape())
+                .find("kernel_shape"),
             std::string::npos);
   EXPECT_NE(run({}, {1, 2, 4}).find("output extent 4"), std::string::npos);
-  EXPECT_NE(run({integer("group", 2)}, c.yShape()).find("input channels"),
+  EXPECT_NE(run({intAttr("group", 2)}, c.yShape()).find("input channels"),
             std::string::npos);
-  EXPECT_NE(run({ints("strides", {0})}, c.yShape()).find("positive"),
+  EXPECT_NE(run({intsAttr("strides", {0})}, c.yShape()).find("positive"),
             std::string::npos);
 }
 

@@ -1,6 +1,7 @@
 //===- TestPlans.cpp - Hand-built plans for the runtime tests -------------===//
 
 #include "TestPlans.h"
+#include "TestSupport.h"
 
 #include <cstring>
 
@@ -17,14 +18,6 @@ TensorInfo tensor(const char *name, DType dtype, std::vector<int64_t> shape,
   t.shape = std::move(shape);
   t.role = role;
   return t;
-}
-
-Attr floatAttr(const char *name, double v) {
-  Attr a;
-  a.name = name;
-  a.kind = Attr::Kind::Float;
-  a.f = v;
-  return a;
 }
 
 Instr compute(int64_t seq, const char *kernel, std::vector<int32_t> inputs,

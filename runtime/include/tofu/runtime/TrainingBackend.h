@@ -1,4 +1,4 @@
-//===- TrainingBackend.h - What tofu-run's step loop drives ------*- C++ -*-===//
+//===- TrainingBackend.h - What tofu-run's step loop drives -----*- C++ -*-===//
 //
 // tofu-run has one step loop (batch feeding, --resume, losses, --dump,
 // --trace, --save, the report) for every backend. A backend runs the plan's

@@ -1,0 +1,146 @@
+//===- CudaTestPlans.cpp - Example plans for the CUDA executor tests ------===//
+//
+// See CudaTestPlans.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestPlans.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+using namespace tofu::plan;
+using namespace tofu::test;
+
+CudaTestArgs tofu::test::cudaTestArgs;
+
+namespace {
+
+/// name -> plan ("mlp-1", "mlp-8", ...); absent when compiling failed.
+std::map<std::string, Plan> plans;
+std::map<std::string, std::string> planErrors;
+
+} // namespace
+
+std::string tofu::test::parseCudaTestArgs(int argc, char **argv) {
+  CudaTestArgs &a = cudaTestArgs;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--tofuc")
+      a.tofuc = value;
+    else if (flag == "--nvcc")
+      a.nvcc = value;
+    else if (flag == "--python")
+      a.python = value;
+    else if (flag == "--examples")
+      a.examples = value;
+    else if (flag == "--workdir")
+      a.workdir = value;
+    else if (flag == "--host-cxx")
+      a.hostCxx = value;
+    else
+      return "unknown argument " + flag;
+  }
+  if (a.tofuc.empty() || a.python.empty() || a.examples.empty() ||
+      a.workdir.empty())
+    return "usage: --tofuc T --nvcc N --python P --examples DIR --workdir DIR "
+           "[--host-cxx CXX]";
+  return "";
+}
+
+bool tofu::test::haveNvcc() {
+  return !cudaTestArgs.nvcc.empty() &&
+         cudaTestArgs.nvcc.find("NOTFOUND") == std::string::npos;
+}
+
+int tofu::test::shell(const std::string &cmd) {
+  std::fprintf(stderr, "+ %s\n", cmd.c_str());
+  return std::system(cmd.c_str());
+}
+
+void tofu::test::compileExamplePlans(const std::vector<ExampleModel> &models,
+                                     const std::string &arch) {
+  const CudaTestArgs &a = cudaTestArgs;
+  std::filesystem::create_directories(a.workdir);
+  // The generated models, small (WResNet-50 is left out: nvcc needs over a
+  // minute for its kernels).
+  const std::map<std::string, std::string> generators = {
+      {"rnn", "rnn/make_rnn.py --layers 2 --hidden 16 --batch 4 --vocab 32 "
+              "--steps 4"},
+      {"gpt", "transformer/make_gpt.py --layers 2 --hidden 16 --heads 2 "
+              "--seq 8 --vocab 32 --batch 2"},
+  };
+  for (const ExampleModel &m : models) {
+    std::string onnx = a.workdir + "/" + m.name + ".onnx";
+    auto generator = generators.find(m.name);
+    if (generator == generators.end()) {
+      onnx = a.examples + "/" + m.name + "/" + m.name + ".onnx";
+    } else if (shell(a.python + " " + a.examples + "/" + generator->second +
+                     " -o " + onnx + " > " + a.workdir + "/" + m.name +
+                     ".gen.log 2>&1") != 0) {
+      for (int k : m.ks)
+        planErrors[m.name + "-" + std::to_string(k)] =
+            "the generator failed (" + a.workdir + "/" + m.name + ".gen.log)";
+      continue;
+    }
+    for (int k : m.ks) {
+      std::string name = m.name + "-" + std::to_string(k);
+      std::string out = a.workdir + "/" + name + ".bin";
+      std::string log = a.workdir + "/" + name + ".log";
+      if (shell(a.tofuc + " " + onnx + " --gpus " + std::to_string(k) +
+                " --cuda-arch " + arch + " --nvcc " + a.nvcc + " -o " + out +
+                " > " + log + " 2>&1") != 0) {
+        planErrors[name] = "tofuc failed (" + log + ")";
+        continue;
+      }
+      Plan plan;
+      if (std::string err = readPlan(out, plan); !err.empty()) {
+        planErrors[name] = err;
+        continue;
+      }
+      plans[name] = std::move(plan);
+    }
+  }
+}
+
+const Plan &tofu::test::planNamed(const std::string &name) {
+  auto it = plans.find(name);
+  if (it == plans.end()) {
+    ADD_FAILURE() << name << ": " << planErrors[name];
+    static Plan empty;
+    return empty;
+  }
+  return it->second;
+}
+
+void tofu::test::expectParametersMatch(const Plan &plan,
+                                       const runtime::BufferSource &got,
+                                       const runtime::BufferSource &want,
+                                       const std::string &what) {
+  size_t compared = 0;
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const auto &buffers = plan.devices[d].buffers;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const TensorInfo &t = plan.tensors[buffers[b].tensor];
+      if (t.role != TensorRole::Param || !buffers[b].owned ||
+          t.dtype != DType::F32)
+        continue;
+      const auto *g = reinterpret_cast<const float *>(
+          got(static_cast<int32_t>(d), static_cast<int32_t>(b)));
+      const auto *w = reinterpret_cast<const float *>(
+          want(static_cast<int32_t>(d), static_cast<int32_t>(b)));
+      ASSERT_NE(g, nullptr) << what << ": device " << d << " " << t.name;
+      ASSERT_NE(w, nullptr) << what << ": device " << d << " " << t.name;
+      for (size_t i = 0; i < buffers[b].bytes / 4; ++i)
+        ASSERT_NEAR(g[i], w[i], 1e-5 + 1e-4 * std::fabs(w[i]))
+            << what << ": device " << d << " " << t.name << " element " << i;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0u) << what;
+}

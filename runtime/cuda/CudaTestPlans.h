@@ -1,0 +1,63 @@
+//===- CudaTestPlans.h - Example plans for the CUDA tests -------*- C++ -*-===//
+//
+// The set-up shared by the schedule tests (CudaScheduleTest.cpp, no GPU)
+// and the executor's GPU tests (CudaExecutorTest.cpp): the command line
+// (tofuc, nvcc, Python, the examples and a work directory), tofuc compiling
+// the example models with --cuda-arch, the compiled plans by name
+// ("mlp-8"), and the comparison of parameters with the CPU backend's.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_RUNTIME_CUDA_CUDATESTPLANS_H
+#define TOFU_RUNTIME_CUDA_CUDATESTPLANS_H
+
+#include "tofu/runtime/Plan.h"
+#include "tofu/runtime/TensorAssembly.h"
+
+#include <string>
+#include <vector>
+
+namespace tofu::test {
+
+/// The test binary's arguments.
+struct CudaTestArgs {
+  std::string tofuc, nvcc, python, examples, workdir;
+  std::string hostCxx; ///< --host-cxx (the host emulator compiles with it)
+};
+/// Set by `parseCudaTestArgs`.
+extern CudaTestArgs cudaTestArgs;
+
+/// Parses `--tofuc T --nvcc N --python P --examples DIR --workdir DIR
+/// [--host-cxx CXX]` (after gtest removed its flags) into `cudaTestArgs`;
+/// "" or what is wrong.
+std::string parseCudaTestArgs(int argc, char **argv);
+/// Whether CMake found nvcc (tofuc --cuda-arch needs it).
+bool haveNvcc();
+
+/// Runs `cmd` with the shell, echoing it on stderr; its exit status.
+int shell(const std::string &cmd);
+
+/// An example model and the device counts to compile it for.
+struct ExampleModel {
+  std::string name; ///< "mlp", "cnn", "rnn" (2 layers, hidden 16) or "gpt"
+  std::vector<int> ks;
+};
+/// Writes the models (the generated ones with small sizes) into the work
+/// directory and compiles each for its device counts with
+/// `--cuda-arch arch`; a failure is kept and reported by `planNamed`.
+void compileExamplePlans(const std::vector<ExampleModel> &models,
+                         const std::string &arch);
+/// The plan compiled as `name` ("mlp-8"); adds a test failure and returns
+/// an empty plan (no devices) when it was not compiled.
+const plan::Plan &planNamed(const std::string &name);
+
+/// Compares every owned f32 Param buffer of `got` with `want` within fp32
+/// tolerance (1e-5 + 1e-4 |want|); fails the test on the first difference
+/// and when there is no parameter at all.
+void expectParametersMatch(const plan::Plan &plan,
+                           const runtime::BufferSource &got,
+                           const runtime::BufferSource &want,
+                           const std::string &what);
+
+} // namespace tofu::test
+
+#endif // TOFU_RUNTIME_CUDA_CUDATESTPLANS_H
