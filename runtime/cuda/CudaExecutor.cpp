@@ -11,6 +11,7 @@
 #include "CudaBlas.h"
 #include "CudaConv.h"
 #include "CudaDiagnostics.h"
+#include "CudaMultiFetchTables.h"
 #include "CudaSchedule.h"
 #include "CudaTransferKernels.h"
 
@@ -184,7 +185,9 @@ std::string CudaExecutor::Impl::init() {
     TOFU_CUDA(cudaSetDevice(gpu.ordinal));
     size_t freeBytes = 0, totalBytes = 0;
     TOFU_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
-    const uint64_t want = schedule.mapping.gpuBytes[g];
+    // The slices, then the MultiFetch piece tables.
+    const uint64_t want =
+        schedule.mapping.gpuBytes[g] + schedule.tableBytes[g];
     if (want > freeBytes)
       return outOfMemoryMessage(gpu.ordinal, gpu.name, want, freeBytes,
                                 totalBytes, plan.numDevices);
@@ -206,6 +209,21 @@ std::string CudaExecutor::Impl::init() {
     gpu.step = static_cast<unsigned long long *>(control);
     gpu.error = gpu.step + 1;
     gpu.lossSlot = reinterpret_cast<float *>(gpu.error + kErrorWords);
+  }
+  // The MultiFetch/MultiReduce piece tables, written once (a graph replays
+  // them), with the addresses of the destination and every source.
+  for (const MultiFetchTable &t : schedule.tables) {
+    std::vector<uint8_t> bytes;
+    resolveMultiFetchTable(
+        t,
+        [&](const DevicePointer &p) {
+          return reinterpret_cast<uint64_t>(pointer(p));
+        },
+        bytes);
+    TOFU_CUDA(cudaSetDevice(gpus[t.gpu].ordinal));
+    TOFU_CUDA(cudaMemcpy(gpus[t.gpu].memory + schedule.mapping.gpuBytes[t.gpu] +
+                             t.offset,
+                         bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
   }
   // The generated kernels (loaded once for every device).
   if (!plan.cuda.cubin.empty()) {
@@ -244,6 +262,29 @@ std::string CudaExecutor::Impl::init() {
       }
       TOFU_CUDA(cudaSetDevice(dst));
       cudaError_t err = cudaDeviceEnablePeerAccess(src, 0);
+      if (err == cudaErrorPeerAccessAlreadyEnabled)
+        cudaGetLastError();
+      else if (err != cudaSuccess)
+        return cudaFailure("cudaDeviceEnablePeerAccess", err);
+    }
+  // Peer access for every GPU a piece table reads (the kernel reads its
+  // sources in place).
+  for (const MultiFetchTable &t : schedule.tables)
+    for (const DevicePointer &src : t.sources) {
+      int dst = gpus[t.gpu].ordinal, from = gpuOf(src.device);
+      if (dst == from)
+        continue;
+      int can = 0;
+      TOFU_CUDA(cudaDeviceCanAccessPeer(&can, dst, from));
+      if (!can)
+        return "GPU " + std::to_string(dst) + " cannot access GPU " +
+               std::to_string(from) + "'s memory (no peer access), which " +
+               "the MultiFetch kernel of device " +
+               std::to_string(t.dst.device) + " needs; run on GPUs with " +
+               "peer access (NVLink or one PCIe switch) or on fewer GPUs " +
+               "with --devices";
+      TOFU_CUDA(cudaSetDevice(dst));
+      cudaError_t err = cudaDeviceEnablePeerAccess(from, 0);
       if (err == cudaErrorPeerAccessAlreadyEnabled)
         cudaGetLastError();
       else if (err != cudaSuccess)
@@ -425,6 +466,15 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
     if (op.bytes)
       TOFU_CUDA(cudaMemsetAsync(pointer(op.dst), 0, op.bytes, stream));
     return "";
+  case CudaOp::Kind::MultiFetch:
+  case CudaOp::Kind::MultiReduce: {
+    const MultiFetchTable &t = schedule.tables[op.table];
+    Gpu &gpu = gpus[t.gpu];
+    return launchMultiFetch(gpu.memory + schedule.mapping.gpuBytes[t.gpu] +
+                                t.offset,
+                            t.header.items, int64_t(gpu.multiprocessors) * 32,
+                            stream);
+  }
   case CudaOp::Kind::SaveLoss:
     TOFU_CUDA(cudaMemcpyAsync(gpus[schedule.mapping.devices[0].gpu].lossSlot,
                               pointer(op.src), sizeof(float),

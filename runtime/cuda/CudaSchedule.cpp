@@ -6,6 +6,7 @@
 
 #include "CudaSchedule.h"
 #include "CudaByteHazards.h"
+#include "CudaMultiFetchTables.h"
 #include "tofu/runtime/MatMulBatchOffsets.h"
 
 #include <algorithm>
@@ -489,7 +490,7 @@ std::vector<Access> accessesOf(const Plan &plan, const DeviceMapping &mapping,
   for (const Piece &p : in.pieces)
     if (p.region.numElements() > 0)
       add(p.device, p.buffer, false);
-  if (in.kind == Instr::Kind::Reduce) {
+  if (in.kind == Instr::Kind::Reduce && !runsAsOneLaunch(plan, d, in)) {
     const DevicePlacement &pl = mapping.devices[d];
     acc.push_back({d, pl.scratchOffset,
                    pl.scratchOffset + bufs[in.dst].bytes, true});
@@ -533,7 +534,7 @@ std::string tofu::cuda::mapDevices(const Plan &plan, int32_t numGpus,
     pl.arenaBytes = plan.devices[p].peakBytes;
     uint64_t scratch = 0;
     for (const Instr &in : plan.devices[p].instrs)
-      if (in.kind == Instr::Kind::Reduce)
+      if (in.kind == Instr::Kind::Reduce && !runsAsOneLaunch(plan, p, in))
         scratch = std::max(scratch, plan.devices[p].buffers[in.dst].bytes);
     pl.scratchOffset = alignUp(pl.arenaBytes);
     pl.scratchBytes = alignUp(scratch);
@@ -551,6 +552,7 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
       !err.empty())
     return err;
   const DeviceMapping &mapping = schedule.mapping;
+  schedule.tableBytes.assign(numGpus, 0);
   const size_t k = plan.devices.size();
   if (plan.cuda.arch.empty())
     return "the plan has no CUDA kernels: compile it with tofuc --cuda-arch "
@@ -716,9 +718,13 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
         continue;
       }
       const bool reduce = in.kind == Instr::Kind::Reduce;
+      // One MultiFetch/MultiReduce launch, or per piece a copy or box op.
+      const bool oneLaunch = runsAsOneLaunch(plan, d, in);
+      if (oneLaunch)
+        mapMultiFetch(plan, schedule, d, in, s.ops);
       const DevicePlacement &pl = mapping.devices[d];
       const uint64_t target = reduce ? pl.scratchOffset : dst.offset;
-      if (reduce) {
+      if (reduce && !oneLaunch) {
         CudaOp zero;
         zero.kind = CudaOp::Kind::Zero;
         zero.dst = {d, target};
@@ -726,14 +732,14 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
         s.ops.push_back(zero);
       }
       for (const Piece &piece : in.pieces) {
-        if (piece.region.numElements() == 0)
+        if (oneLaunch || piece.region.numElements() == 0)
           continue;
         if (std::string why = mapPiece(plan, mapping, piece, dtype, d, target,
                                        dst.region, reduce, s.ops);
             !why.empty())
           refuse(reduce ? "Reduce" : "Fetch", d, i, why);
       }
-      if (reduce) {
+      if (reduce && !oneLaunch) {
         CudaOp copy;
         copy.kind = CudaOp::Kind::Copy;
         copy.src = {d, target};
@@ -861,6 +867,8 @@ std::string tofu::cuda::validateSchedule(const Plan &plan,
                " share memory on GPU " + std::to_string(a.gpu);
     }
   }
+  if (std::string err = checkMultiFetchTables(schedule); !err.empty())
+    return err;
   // Every instruction with work exactly once; the stream rule; op memory.
   std::map<std::pair<int32_t, int32_t>, int32_t> posOf;
   for (size_t s = 0; s < schedule.instrs.size(); ++s) {
@@ -913,6 +921,13 @@ std::string tofu::cuda::validateSchedule(const Plan &plan,
               inside(op.dst, dstN * op.elementSize);
         break;
       }
+      case CudaOp::Kind::MultiFetch:
+      case CudaOp::Kind::MultiReduce:
+        if (std::string err = checkMultiFetch(plan, schedule, e, op);
+            !err.empty())
+          return "schedule entry " + std::to_string(s) + " (" +
+                 where(plan, e.device, e.index) + "): " + err;
+        break;
       default:
         break;
       }
@@ -1006,6 +1021,16 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
            std::to_string(m.devices[p].base + m.devices[p].sliceBytes) +
            ") arena " + std::to_string(m.devices[p].arenaBytes) +
            " scratch " + std::to_string(m.devices[p].scratchBytes) + "\n";
+  for (size_t g = 0; g < schedule.tableBytes.size(); ++g)
+    if (schedule.tableBytes[g]) {
+      size_t n = 0;
+      for (const MultiFetchTable &t : schedule.tables)
+        n += t.gpu == static_cast<int32_t>(g);
+      out += "GPU " + std::to_string(g) + ": " + std::to_string(n) +
+             " MultiFetch piece tables, " +
+             std::to_string(schedule.tableBytes[g]) + " bytes after its " +
+             std::to_string(m.gpuBytes[g]) + " bytes of slices\n";
+    }
   for (size_t s = 0; s < schedule.instrs.size(); ++s) {
     const ScheduledInstr &e = schedule.instrs[s];
     const Instr &in = plan.devices[e.device].instrs[e.index];
@@ -1068,6 +1093,15 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
                "rank " + std::to_string(op.peer) + ", " +
                std::to_string(op.bytes) + " bytes, transfer " +
                std::to_string(op.transfer) + ")";
+      case CudaOp::Kind::MultiFetch:
+      case CudaOp::Kind::MultiReduce:
+        out += op.kind == CudaOp::Kind::MultiFetch ? " multi-fetch("
+                                                   : " multi-reduce(";
+        out += op.table >= 0 &&
+                       op.table < static_cast<int32_t>(schedule.tables.size())
+                   ? std::to_string(schedule.tables[op.table].pieces.size()) +
+                         " pieces)"
+                   : "no table)";
         break;
       }
     }

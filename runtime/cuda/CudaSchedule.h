@@ -41,6 +41,7 @@
 #define TOFU_RUNTIME_CUDA_CUDASCHEDULE_H
 
 #include "CudaByteHazards.h"
+#include "CudaMultiFetch.h"
 #include "tofu/runtime/Plan.h"
 
 #include <array>
@@ -120,9 +121,12 @@ struct CudaOp {
     SaveLoss,  ///< copy the loss (4 bytes at src) to the per-GPU loss slot
     Send,      ///< ncclSend `bytes` at src to rank `peer` (multi-process)
     Recv,      ///< ncclRecv `bytes` from rank `peer` into dst (multi-process)
+    MultiFetch,  ///< one launch copying every piece (Schedule::tables[table])
+    MultiReduce, ///< one launch writing dst = sum of the pieces (no scratch)
   };
   Kind kind = Kind::Kernel;
   int32_t launch = -1;
+  int32_t table = -1; ///< MultiFetch/MultiReduce: index in Schedule::tables
   // GEMM (row-major, as tofu::cuda::GemmShape); pointers are f32 arrays.
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
@@ -161,9 +165,26 @@ struct ScheduledInstr {
   std::vector<CudaOp> ops;
 };
 
+/// The piece table of one MultiFetch/MultiReduce launch (CudaMultiFetch.h),
+/// static for the whole run: the executor resolves its addresses and writes
+/// it once at init into GPU `gpu`'s table area (placed after that GPU's
+/// slices in its one allocation), at `offset` of that area.
+struct MultiFetchTable {
+  int32_t gpu = 0;
+  uint64_t offset = 0, bytes = 0;
+  /// header and pieces with `dst` / `src` left 0: the addresses are `dst`
+  /// and `sources[i]`, resolved by the executor (or the host emulator).
+  MultiFetchHeader header;
+  std::vector<MultiFetchPiece> pieces;
+  DevicePointer dst;
+  std::vector<DevicePointer> sources;
+};
+
 /// The whole step as the executor issues it.
 struct Schedule {
   DeviceMapping mapping;
+  std::vector<MultiFetchTable> tables;
+  std::vector<uint64_t> tableBytes;   ///< per GPU, after its slices
   std::vector<ScheduledInstr> instrs; ///< issue order
   /// The schedule entry writing the loss last (it ends with SaveLoss), -1
   /// when the plan has no loss.

@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaMultiFetchTables.h"
 #include "CudaSchedule.h"
 #include "CudaTestPlans.h"
 #include "CudaTraffic.h"
@@ -126,12 +127,10 @@ TEST(CudaSchedule, InstructionsBecomeTheRightCalls) {
       EXPECT_EQ(l.firstInstr + l.numInstrs - 1, e.index);
     }
     if (in.kind == Instr::Kind::Reduce) {
-      EXPECT_EQ(e.ops.front().kind, CudaOp::Kind::Zero);
-      // The scratch copied into dst (then the loss saved, if it is one).
-      size_t last = e.ops.size() - 1;
-      if (e.ops[last].kind == CudaOp::Kind::SaveLoss)
-        --last;
-      EXPECT_EQ(e.ops[last].kind, CudaOp::Kind::Copy);
+      // One MultiReduce launch (then the loss saved, if it is one).
+      EXPECT_EQ(e.ops.front().kind, CudaOp::Kind::MultiReduce);
+      EXPECT_EQ(e.ops.size() - (e.ops.back().kind == CudaOp::Kind::SaveLoss),
+                1u);
     }
   }
   EXPECT_EQ(gemmEntries, gemmInstrs);
@@ -198,9 +197,14 @@ TEST(CudaSchedule, VirtualDevicesSplitMemoryAndAvoidPeerCopies) {
     sum += pl.sliceBytes;
   }
   EXPECT_EQ(one.mapping.gpuBytes[0], sum);
+  // (MultiFetch tables read other virtual devices of the same GPU.)
   size_t sameGpu = 0;
   for (const ScheduledInstr &e : one.instrs)
     for (const CudaOp &op : e.ops) {
+      if (op.kind == CudaOp::Kind::MultiFetch ||
+          op.kind == CudaOp::Kind::MultiReduce)
+        for (const DevicePointer &src : one.tables[op.table].sources)
+          sameGpu += src.device != e.device;
       if (op.kind != CudaOp::Kind::Copy && op.kind != CudaOp::Kind::BoxCopy &&
           op.kind != CudaOp::Kind::BoxAdd)
         continue;
@@ -213,11 +217,19 @@ TEST(CudaSchedule, VirtualDevicesSplitMemoryAndAvoidPeerCopies) {
   Schedule two = scheduled("mlp-8", 2);
   for (size_t p = 0; p < 8; ++p)
     EXPECT_EQ(two.mapping.devices[p].gpu, p < 4 ? 0 : 1);
+  // (A MultiFetch table on a GPU reads the other GPU's half.)
   size_t peer = 0;
   for (const ScheduledInstr &e : two.instrs)
     for (const CudaOp &op : e.ops)
-      if (op.kind == CudaOp::Kind::Copy || op.kind == CudaOp::Kind::BoxCopy ||
-          op.kind == CudaOp::Kind::BoxAdd) {
+      if (op.kind == CudaOp::Kind::MultiFetch ||
+          op.kind == CudaOp::Kind::MultiReduce) {
+        const MultiFetchTable &t = two.tables[op.table];
+        EXPECT_EQ(t.gpu, two.mapping.devices[e.device].gpu);
+        for (const DevicePointer &src : t.sources)
+          peer += two.mapping.devices[src.device].gpu != t.gpu;
+      } else if (op.kind == CudaOp::Kind::Copy ||
+                 op.kind == CudaOp::Kind::BoxCopy ||
+                 op.kind == CudaOp::Kind::BoxAdd) {
         bool cross = two.mapping.devices[op.src.device].gpu !=
                      two.mapping.devices[op.dst.device].gpu;
         EXPECT_EQ(op.path == CopyPath::Peer, cross);
@@ -419,6 +431,271 @@ TEST(CudaSchedule, ConvolutionsGoToCudnnOrTheirGeneratedKernel) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// MultiFetch / MultiReduce (CudaMultiFetch.h, CudaMultiFetchTables.h)
+//===----------------------------------------------------------------------===//
+
+/// The plan's non-empty pieces of `in` and whether one of them is not one
+/// contiguous run of its source or destination buffer.
+size_t nonEmptyPieces(const Plan &plan, int32_t d, const Instr &in,
+                      bool &strided) {
+  auto ext = [](const Box &b) {
+    std::vector<int64_t> e;
+    for (size_t i = 0; i < b.lo.size(); ++i)
+      e.push_back(b.hi[i] - b.lo[i]);
+    return e;
+  };
+  auto oneRun = [](const std::vector<int64_t> &r,
+                   const std::vector<int64_t> &e) {
+    size_t j = 0;
+    while (j < r.size() && r[j] == 1)
+      ++j;
+    for (size_t i = j + 1; i < r.size(); ++i)
+      if (r[i] != e[i])
+        return false;
+    return true;
+  };
+  size_t n = 0;
+  strided = false;
+  for (const Piece &p : in.pieces) {
+    if (p.region.numElements() == 0)
+      continue;
+    ++n;
+    auto r = ext(p.region);
+    strided |= !oneRun(r, ext(plan.devices[p.device].buffers[p.buffer].region)) ||
+               !oneRun(r, ext(plan.devices[d].buffers[in.dst].region));
+  }
+  return n;
+}
+
+TEST(MultiFetch, FetchesAndReducesBecomeOneLaunch) {
+  // MLP, RNN and GPT at k = 8, on one GPU and on k: every Reduce is one
+  // MultiReduce, every Fetch of two or more pieces (or a strided one) one
+  // MultiFetch with the plan's pieces, a single contiguous piece a memcpy.
+  // The calls per Fetch/Reduce before (one per piece; a Reduce also a
+  // memset and a copy back) and now are printed and compared.
+  for (const char *name : {"mlp-8", "rnn-8", "gpt-8"}) {
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
+      continue;
+    for (int32_t gpus : {1, 8}) {
+      Schedule s = scheduled(name, gpus);
+      size_t before = 0, now = 0, multiFetch = 0, multiReduce = 0, memcpys = 0;
+      std::vector<uint64_t> tableBytes(gpus, 0);
+      for (const MultiFetchTable &t : s.tables)
+        tableBytes[t.gpu] += (t.bytes + kMultiFetchTableAlignment - 1) /
+                             kMultiFetchTableAlignment *
+                             kMultiFetchTableAlignment;
+      EXPECT_EQ(tableBytes, s.tableBytes) << name;
+      for (const ScheduledInstr &e : s.instrs) {
+        const Instr &in = plan.devices[e.device].instrs[e.index];
+        if (in.kind == Instr::Kind::Compute)
+          continue;
+        bool strided = false;
+        const size_t n = nonEmptyPieces(plan, e.device, in, strided);
+        std::vector<CudaOp> ops = e.ops;
+        if (!ops.empty() && ops.back().kind == CudaOp::Kind::SaveLoss)
+          ops.pop_back();
+        ASSERT_EQ(ops.size(), 1u)
+            << name << ": device " << e.device << " instruction " << e.index
+            << "\n"
+            << describeSchedule(plan, s);
+        const CudaOp &op = ops[0];
+        if (in.kind == Instr::Kind::Reduce) {
+          before += n + 2;
+          EXPECT_EQ(op.kind, CudaOp::Kind::MultiReduce);
+          multiReduce += op.kind == CudaOp::Kind::MultiReduce;
+        } else {
+          before += n;
+          const bool one = n >= 2 || strided;
+          EXPECT_EQ(op.kind, one ? CudaOp::Kind::MultiFetch : CudaOp::Kind::Copy)
+              << name << ": " << n << " pieces";
+          multiFetch += op.kind == CudaOp::Kind::MultiFetch;
+          memcpys += op.kind == CudaOp::Kind::Copy;
+        }
+        ++now;
+        if (op.kind == CudaOp::Kind::MultiFetch ||
+            op.kind == CudaOp::Kind::MultiReduce) {
+          const MultiFetchTable &t = s.tables[op.table];
+          EXPECT_EQ(t.pieces.size(), n);
+          EXPECT_EQ(t.gpu, s.mapping.devices[e.device].gpu);
+        }
+      }
+      // No Reduce needs a scratch any more.
+      for (const DevicePlacement &pl : s.mapping.devices)
+        EXPECT_EQ(pl.scratchBytes, 0u) << name;
+      std::printf("%s on %d GPU(s): Fetch/Reduce calls %zu before, %zu now "
+                  "(%zu MultiFetch, %zu MultiReduce, %zu memcpy); tables %zu, "
+                  "%llu bytes on GPU 0\n",
+                  name, gpus, before, now, multiFetch, multiReduce, memcpys,
+                  s.tables.size(),
+                  static_cast<unsigned long long>(s.tableBytes[0]));
+      EXPECT_GT(multiFetch, 0u) << name;
+      EXPECT_GT(multiReduce, 0u) << name;
+      EXPECT_LT(now, before) << name;
+    }
+  }
+}
+
+/// Makes a mutated Copy table self-consistent again (piece count, bytes,
+/// first items, item count), so that only the mutation itself is wrong.
+void refreshItems(MultiFetchTable &x) {
+  x.header.numPieces = static_cast<int32_t>(x.pieces.size());
+  x.bytes = multiFetchTableBytes(x.header.numPieces);
+  if (x.header.mode != MultiFetchMode::Copy)
+    return;
+  int64_t items = 0;
+  for (MultiFetchPiece &p : x.pieces) {
+    p.firstItem = items;
+    int64_t n = 1;
+    for (int32_t r = 0; r < x.header.rank; ++r)
+      n *= p.region[r];
+    items += n;
+  }
+  x.header.items = items;
+}
+
+TEST(MultiFetch, BrokenTablesFailValidation) {
+  const Plan &plan = planNamed("mlp-8");
+  if (plan.devices.empty())
+    return;
+  const Schedule good = scheduled("mlp-8", 2);
+  ASSERT_EQ(validateSchedule(plan, good), "");
+  // The first table of each kind with at least two pieces of rank >= 1.
+  int32_t fetch = -1, reduce = -1;
+  for (const ScheduledInstr &e : good.instrs)
+    for (const CudaOp &op : e.ops)
+      if (op.table >= 0 && good.tables[op.table].pieces.size() >= 2 &&
+          good.tables[op.table].header.rank >= 1) {
+        int32_t &which = op.kind == CudaOp::Kind::MultiFetch ? fetch : reduce;
+        if (which < 0)
+          which = op.table;
+      }
+  ASSERT_GE(fetch, 0);
+  ASSERT_GE(reduce, 0);
+  auto expectError = [&](const Schedule &bad, const std::string &what) {
+    std::string err = validateSchedule(plan, bad);
+    EXPECT_NE(err.find(what), std::string::npos)
+        << "expected '" << what << "', got '" << err << "'";
+  };
+  for (int32_t t : {fetch, reduce}) {
+    // A piece reading past its source device's slice.
+    {
+      Schedule bad = good;
+      MultiFetchTable &x = bad.tables[t];
+      x.sources[1].offset = bad.mapping.devices[x.sources[1].device].sliceBytes;
+      expectError(bad, "reads outside device");
+    }
+    // A piece past its source box.
+    {
+      Schedule bad = good;
+      bad.tables[t].pieces[0].srcStart[0] += bad.tables[t].pieces[0].srcExtents[0];
+      expectError(bad, "outside its source or destination box");
+    }
+    // The destination moved out of its buffer / slice.
+    {
+      Schedule bad = good;
+      bad.tables[t].dst.offset += 4;
+      expectError(bad, "destination lies outside");
+    }
+    // A piece missing (the table otherwise consistent: count, bytes, items).
+    {
+      Schedule bad = good;
+      MultiFetchTable &x = bad.tables[t];
+      x.pieces.pop_back();
+      x.sources.pop_back();
+      refreshItems(x);
+      expectError(bad, "misses the plan's piece");
+    }
+    // The pieces of a sum in another order (fp32 results would differ), or
+    // two pieces of a Fetch swapped in the table.
+    {
+      Schedule bad = good;
+      MultiFetchTable &x = bad.tables[t];
+      std::swap(x.sources[0], x.sources[1]);
+      std::swap(x.pieces[0].srcStart, x.pieces[1].srcStart);
+      std::swap(x.pieces[0].srcExtents, x.pieces[1].srcExtents);
+      std::swap(x.pieces[0].dstStart, x.pieces[1].dstStart);
+      std::swap(x.pieces[0].region, x.pieces[1].region);
+      refreshItems(x);
+      expectError(bad, "is not the plan's piece 0");
+    }
+    // The launch's items not covering the pieces.
+    {
+      Schedule bad = good;
+      bad.tables[t].header.items -= 1;
+      expectError(bad, "item count");
+    }
+    // A table outside its GPU's table area, and two tables overlapping.
+    {
+      Schedule bad = good;
+      bad.tables[t].offset = bad.tableBytes[bad.tables[t].gpu];
+      expectError(bad, "table area");
+    }
+  }
+  {
+    Schedule bad = good;
+    const MultiFetchTable &x = bad.tables[fetch];
+    for (MultiFetchTable &y : bad.tables)
+      if (&y != &x && y.gpu == x.gpu) {
+        y.offset = x.offset;
+        break;
+      }
+    expectError(bad, "overlap on GPU");
+  }
+  // Two Fetch pieces overlapping in the destination.
+  {
+    Schedule bad = good;
+    MultiFetchTable &x = bad.tables[fetch];
+    x.pieces[1] = x.pieces[0];
+    x.sources[1] = x.sources[0];
+    refreshItems(x);
+    expectError(bad, "overlap in the destination");
+  }
+  // A table on the wrong GPU.
+  {
+    Schedule bad = good;
+    MultiFetchTable &x = bad.tables[fetch];
+    x.gpu = 1 - x.gpu;
+    x.offset = bad.tableBytes[x.gpu];
+    bad.tableBytes[x.gpu] += x.bytes;
+    expectError(bad, "not on the destination's GPU");
+  }
+}
+
+TEST(MultiFetch, AReduceReadingItsDestinationKeepsTheScratch) {
+  // A source sharing bytes with the destination, laid out differently: one
+  // launch would read elements other items write, so the Reduce keeps the
+  // memset, per-piece adds and copy back through its scratch.
+  Plan plan = planNamed("mlp-8");
+  if (plan.devices.empty())
+    return;
+  int32_t device = -1;
+  for (size_t d = 0; d < plan.devices.size() && device < 0; ++d)
+    for (const Instr &in : plan.devices[d].instrs) {
+      if (in.kind != Instr::Kind::Reduce)
+        continue;
+      for (const Piece &p : in.pieces)
+        if (p.device == static_cast<int32_t>(d) && p.region.numElements() > 1) {
+          Buffer &dst = plan.devices[d].buffers[in.dst];
+          const Buffer &src = plan.devices[d].buffers[p.buffer];
+          ASSERT_TRUE(runsAsOneLaunch(plan, static_cast<int32_t>(d), in));
+          dst.offset = src.offset + 4; // overlapping, shifted by an element
+          EXPECT_FALSE(runsAsOneLaunch(plan, static_cast<int32_t>(d), in));
+          device = static_cast<int32_t>(d);
+          break;
+        }
+      if (device >= 0)
+        break;
+    }
+  ASSERT_GE(device, 0);
+  Schedule s;
+  ASSERT_EQ(buildSchedule(plan, 1, s), "");
+  EXPECT_GT(s.mapping.devices[device].scratchBytes, 0u);
+  EXPECT_GT(countOps(s, CudaOp::Kind::Zero), 0u);
+  EXPECT_GT(countOps(s, CudaOp::Kind::MultiReduce), 0u);
+}
+
 /// Runs a schedule on the host, as the executor would on GPUs: one byte
 /// array per GPU laid out by the mapping; generated kernels through their
 /// host drivers (the plan's CUDA source compiled as plain C++ and loaded
@@ -459,7 +736,19 @@ public:
     }
     mem.resize(s.mapping.numGpus);
     for (int32_t g = 0; g < s.mapping.numGpus; ++g)
-      mem[g].assign(s.mapping.gpuBytes[g], 0);
+      mem[g].assign(s.mapping.gpuBytes[g] + s.tableBytes[g], 0);
+    // The MultiFetch piece tables after the slices, as the executor writes
+    // them (with host addresses).
+    for (const MultiFetchTable &t : s.tables) {
+      std::vector<uint8_t> bytes;
+      resolveMultiFetchTable(
+          t,
+          [&](const DevicePointer &p) {
+            return reinterpret_cast<uint64_t>(ptr(p));
+          },
+          bytes);
+      std::memcpy(tableAt(t), bytes.data(), bytes.size());
+    }
     for (size_t d = 0; d < plan.devices.size(); ++d)
       for (const Buffer &b : plan.devices[d].buffers)
         if (!b.init.empty())
@@ -515,6 +804,8 @@ public:
   }
 
   float loss() const { return lossSlot; }
+  /// MultiFetch/MultiReduce launches run so far.
+  size_t multiFetchLaunches = 0;
   const uint8_t *buffer(int32_t d, int32_t b) {
     return ptr({d, plan.devices[d].buffers[b].offset});
   }
@@ -525,6 +816,9 @@ private:
   uint8_t *ptr(const DevicePointer &p) {
     const DevicePlacement &pl = s.mapping.devices[p.device];
     return mem[pl.gpu].data() + pl.base + p.offset;
+  }
+  uint8_t *tableAt(const MultiFetchTable &t) {
+    return mem[t.gpu].data() + s.mapping.gpuBytes[t.gpu] + t.offset;
   }
 
   std::string runEntry(const ScheduledInstr &e, int64_t step) {
@@ -618,6 +912,20 @@ private:
       case CudaOp::Kind::Send:
       case CudaOp::Kind::Recv:
         return "an NCCL call in a one-process schedule";
+      case CudaOp::Kind::MultiFetch:
+      case CudaOp::Kind::MultiReduce: {
+        // The kernel's element function on the table in emulated GPU
+        // memory, items in reverse order (they must not depend on order).
+        const uint8_t *table = tableAt(s.tables[op.table]);
+        MultiFetchHeader h;
+        std::memcpy(&h, table, sizeof(h));
+        const auto *pieces =
+            reinterpret_cast<const MultiFetchPiece *>(table + sizeof(h));
+        for (int64_t item = h.items; item-- > 0;)
+          multiFetchItem(h, pieces, item);
+        ++multiFetchLaunches;
+        break;
+      }
       }
     }
     return "";
@@ -665,6 +973,10 @@ void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
       [&emu](int32_t d, int32_t b) { return emu.buffer(d, b); },
       [&cpu](int32_t d, int32_t b) { return cpu.bufferData(d, b); },
       name + " on " + std::to_string(gpus) + " GPUs");
+  // The plan's Fetch/Reduce ran as MultiFetch/MultiReduce through the
+  // kernel's element function (CudaMultiFetch.h).
+  if (plan.devices.size() > 1)
+    EXPECT_GT(emu.multiFetchLaunches, 0u) << name;
 }
 
 TEST(CudaScheduleOnHost, MlpMatchesTheCpuBackend) {
