@@ -13,7 +13,9 @@
 //    cudaLibraryLoadData / cudaLibraryGetKernel: no link to libcuda, so
 //    tofu-run starts on machines without a driver) and launched with
 //    cudaLaunchKernel with the launch's buffers and int64 parameters; MatMul/Gemm through cuBLAS,
-//    Conv* through cuDNN (CudaBlas.h, CudaConv.h); Fetch/Reduce pieces as
+//    Conv* through cuDNN (CudaBlas.h, CudaConv.h); Fetch/Reduce as one
+//    MultiFetch/MultiReduce launch (CudaMultiFetch.cu, its piece table
+//    written once at init after the GPU's slices) or per piece as
 //    cudaMemcpyAsync (one GPU) / cudaMemcpyPeerAsync (two GPUs) or the box
 //    copy/add kernels of CudaTransferKernels.cu (through peer access);
 //  * step 1 runs eagerly (cuDNN picks its algorithms and workspaces), step

@@ -8,7 +8,7 @@
 //  * the placement of the k plan devices on N GPUs (`--devices N`): plan
 //    device p runs on GPU p * N / k as a virtual device with its own,
 //    disjoint slice of that GPU's one allocation (its planned arena, then
-//    its Reduce scratch);
+//    its Reduce scratch), the GPU's MultiFetch piece tables after them;
 //  * the issue order: the instructions of all devices merged as the CPU
 //    backend runs them (increasing seq, then device, then program order);
 //  * per instruction the stream (its device's compute stream for Compute
@@ -25,9 +25,12 @@
 //    strided batched GEMM (MatMul, Gemm; Gemm's C is first broadcast into
 //    Y by a runtime kernel), a cuDNN convolution (Conv, ConvGradInput,
 //    ConvGradWeight where the mapping applies, else their generated
-//    kernel), and for Fetch/Reduce per piece one contiguous memcpy
-//    (cudaMemcpyAsync on one GPU, cudaMemcpyPeerAsync between GPUs) or a
-//    strided box copy/add kernel (reading a peer GPU through UVA);
+//    kernel), and for a Fetch/Reduce one MultiFetch/MultiReduce launch
+//    over a static piece table (CudaMultiFetchTables.h: a Fetch of two or
+//    more pieces or a strided one, every Reduce), else per piece one
+//    contiguous memcpy (cudaMemcpyAsync on one GPU, cudaMemcpyPeerAsync
+//    between GPUs) or a strided box copy/add kernel (reading a peer GPU
+//    through UVA);
 //  * the refusal, before anything runs, of every op with no CUDA
 //    implementation (named, with the instruction that uses it).
 //
