@@ -42,9 +42,10 @@ public:
         std::to_string(plan.tensors.size()) + "  batch " +
         std::to_string(planBatchSize(plan)) + "  backend cuda (" +
         (options.useGraph ? "CUDA graph from step 2" : "eager") + ")\n";
-    out += "allocated bytes per GPU:";
-    for (uint64_t b : mapping.gpuBytes)
-      out += " " + std::to_string(b);
+    out += "allocated bytes per GPU:"; // slices + MultiFetch tables
+    for (size_t g = 0; g < mapping.gpuBytes.size(); ++g)
+      out += " " + std::to_string(mapping.gpuBytes[g] +
+                                  exec.schedule().tableBytes[g]);
     return out + "\n";
   }
   std::string runStep(int64_t step) override { return exec.runStep(step); }
