@@ -76,6 +76,10 @@ struct MultiFetchPiece {
   int64_t dstStart[kMultiFetchMaxRank] = {};
 };
 
+// The layout the kernel and the host share (no padding either side).
+static_assert(sizeof(MultiFetchHeader) == 96, "MultiFetchHeader layout");
+static_assert(sizeof(MultiFetchPiece) == 272, "MultiFetchPiece layout");
+
 /// Bytes of a table with `numPieces` pieces.
 inline uint64_t multiFetchTableBytes(int32_t numPieces) {
   return sizeof(MultiFetchHeader) +
