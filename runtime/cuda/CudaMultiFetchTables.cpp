@@ -87,6 +87,20 @@ bool tofu::cuda::runsAsOneLaunch(const Plan &plan, int32_t d,
     const std::vector<int64_t> region = extentsOf(p.region);
     strided |= !oneRun(region, extentsOf(src.region)) || !oneRun(region, dstExt);
   }
+  // Fetch pieces overlapping in dst: the CPU backend's later piece wins,
+  // which one launch (all pieces at once) cannot promise.
+  if (!reduce)
+    for (size_t a = 0; a < in.pieces.size(); ++a)
+      for (size_t b = 0; b < a; ++b) {
+        const Box &x = in.pieces[a].region, &y = in.pieces[b].region;
+        if (x.numElements() == 0 || y.numElements() == 0)
+          continue;
+        bool overlap = true;
+        for (size_t r = 0; r < x.lo.size(); ++r)
+          overlap &= x.lo[r] < y.hi[r] && y.lo[r] < x.hi[r];
+        if (overlap)
+          return false;
+      }
   return reduce || pieces >= 2 || strided;
 }
 

@@ -8,7 +8,8 @@
 //    one MultiFetch (a single contiguous piece stays a memcpy, which is
 //    cheaper); every Reduce of f32, i64 or bool becomes one MultiReduce. Not
 //    when a piece's source bytes overlap the destination's bytes with a
-//    different layout (one launch would read what it writes), nor past the
+//    different layout (one launch would read what it writes), nor when two
+//    Fetch pieces overlap (the CPU backend's later piece wins), nor past the
 //    kernel's rank: those keep the per-piece calls (and a Reduce its
 //    scratch);
 //  * `mapMultiFetch` builds the piece table (in plan piece order, which is

@@ -696,6 +696,39 @@ TEST(MultiFetch, AReduceReadingItsDestinationKeepsTheScratch) {
   EXPECT_GT(countOps(s, CudaOp::Kind::MultiReduce), 0u);
 }
 
+TEST(MultiFetch, AFetchOfOverlappingPiecesKeepsThePerPieceCalls) {
+  // The CPU backend copies pieces in order (a later one wins where two
+  // overlap); one launch cannot promise that, so such a Fetch keeps one
+  // call per piece.
+  Plan plan = planNamed("mlp-8");
+  if (plan.devices.empty())
+    return;
+  int32_t device = -1, index = -1;
+  for (size_t d = 0; d < plan.devices.size() && device < 0; ++d)
+    for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i) {
+      Instr &in = plan.devices[d].instrs[i];
+      if (in.kind != Instr::Kind::Fetch || in.pieces.size() < 2 ||
+          in.pieces[0].region.numElements() == 0)
+        continue;
+      ASSERT_TRUE(runsAsOneLaunch(plan, static_cast<int32_t>(d), in));
+      in.pieces[1] = in.pieces[0];
+      EXPECT_FALSE(runsAsOneLaunch(plan, static_cast<int32_t>(d), in));
+      device = static_cast<int32_t>(d);
+      index = static_cast<int32_t>(i);
+      break;
+    }
+  ASSERT_GE(device, 0);
+  Schedule s;
+  ASSERT_EQ(buildSchedule(plan, 1, s), "");
+  for (const ScheduledInstr &e : s.instrs)
+    if (e.device == device && e.index == index) {
+      ASSERT_EQ(e.ops.size(), 2u);
+      for (const CudaOp &op : e.ops)
+        EXPECT_TRUE(op.kind == CudaOp::Kind::Copy ||
+                    op.kind == CudaOp::Kind::BoxCopy);
+    }
+}
+
 /// Runs a schedule on the host, as the executor would on GPUs: one byte
 /// array per GPU laid out by the mapping; generated kernels through their
 /// host drivers (the plan's CUDA source compiled as plain C++ and loaded
