@@ -250,7 +250,8 @@ std::string tofu::cuda::buildMultiProcessSchedule(const Plan &plan,
            std::to_string(k) + " (mpirun -np, WORLD_SIZE) or compile the "
            "plan with tofuc --gpus " + std::to_string(worldSize);
   ms.worldSize = worldSize;
-  if (std::string err = buildSchedule(plan, worldSize, ms.global);
+  if (std::string err = buildSchedule(plan, worldSize, ms.global,
+                                      /*oneLaunchFetches=*/false);
       !err.empty())
     return err;
   DeviceMapping &m = ms.global.mapping;

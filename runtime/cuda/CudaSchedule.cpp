@@ -490,7 +490,8 @@ std::vector<Access> accessesOf(const Plan &plan, const DeviceMapping &mapping,
   for (const Piece &p : in.pieces)
     if (p.region.numElements() > 0)
       add(p.device, p.buffer, false);
-  if (in.kind == Instr::Kind::Reduce && !runsAsOneLaunch(plan, d, in)) {
+  if (in.kind == Instr::Kind::Reduce &&
+      !(mapping.oneLaunchFetches && runsAsOneLaunch(plan, d, in))) {
     const DevicePlacement &pl = mapping.devices[d];
     acc.push_back({d, pl.scratchOffset,
                    pl.scratchOffset + bufs[in.dst].bytes, true});
@@ -517,7 +518,8 @@ StreamKind streamFor(int32_t d, const Instr &in) {
 } // namespace
 
 std::string tofu::cuda::mapDevices(const Plan &plan, int32_t numGpus,
-                                   DeviceMapping &mapping) {
+                                   DeviceMapping &mapping,
+                                   bool oneLaunchFetches) {
   const int32_t k = static_cast<int32_t>(plan.devices.size());
   if (numGpus < 1 || numGpus > k)
     return "--devices " + std::to_string(numGpus) + ": a plan for " +
@@ -526,6 +528,7 @@ std::string tofu::cuda::mapDevices(const Plan &plan, int32_t numGpus,
            " GPUs (several plan devices share a GPU as virtual devices)";
   mapping = DeviceMapping();
   mapping.numGpus = numGpus;
+  mapping.oneLaunchFetches = oneLaunchFetches;
   mapping.gpuBytes.assign(numGpus, 0);
   mapping.devices.resize(k);
   for (int32_t p = 0; p < k; ++p) {
@@ -534,7 +537,8 @@ std::string tofu::cuda::mapDevices(const Plan &plan, int32_t numGpus,
     pl.arenaBytes = plan.devices[p].peakBytes;
     uint64_t scratch = 0;
     for (const Instr &in : plan.devices[p].instrs)
-      if (in.kind == Instr::Kind::Reduce && !runsAsOneLaunch(plan, p, in))
+      if (in.kind == Instr::Kind::Reduce &&
+          !(oneLaunchFetches && runsAsOneLaunch(plan, p, in)))
         scratch = std::max(scratch, plan.devices[p].buffers[in.dst].bytes);
     pl.scratchOffset = alignUp(pl.arenaBytes);
     pl.scratchBytes = alignUp(scratch);
@@ -546,9 +550,11 @@ std::string tofu::cuda::mapDevices(const Plan &plan, int32_t numGpus,
 }
 
 std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
-                                      Schedule &schedule) {
+                                      Schedule &schedule,
+                                      bool oneLaunchFetches) {
   schedule = Schedule();
-  if (std::string err = mapDevices(plan, numGpus, schedule.mapping);
+  if (std::string err = mapDevices(plan, numGpus, schedule.mapping,
+                                   oneLaunchFetches);
       !err.empty())
     return err;
   const DeviceMapping &mapping = schedule.mapping;
@@ -719,7 +725,8 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
       }
       const bool reduce = in.kind == Instr::Kind::Reduce;
       // One MultiFetch/MultiReduce launch, or per piece a copy or box op.
-      const bool oneLaunch = runsAsOneLaunch(plan, d, in);
+      const bool oneLaunch =
+          mapping.oneLaunchFetches && runsAsOneLaunch(plan, d, in);
       if (oneLaunch)
         mapMultiFetch(plan, schedule, d, in, s.ops);
       const DevicePlacement &pl = mapping.devices[d];

@@ -77,11 +77,15 @@ struct DeviceMapping {
   int32_t numGpus = 0;
   std::vector<DevicePlacement> devices; ///< one per plan device
   std::vector<uint64_t> gpuBytes;       ///< one allocation per GPU
+  /// Fetch/Reduce may run as one MultiFetch/MultiReduce launch
+  /// (runsAsOneLaunch); false for the multi-process schedule, whose remote
+  /// pieces become NCCL transfers (a Reduce then keeps its scratch).
+  bool oneLaunchFetches = true;
 };
 
 /// Places the plan's devices on `numGpus` GPUs (1 <= numGpus <= k).
 std::string mapDevices(const plan::Plan &plan, int32_t numGpus,
-                       DeviceMapping &mapping);
+                       DeviceMapping &mapping, bool oneLaunchFetches = true);
 
 /// Bytes of device memory, relative to plan device `device`'s slice.
 struct DevicePointer {
@@ -196,8 +200,10 @@ struct Schedule {
 
 /// Builds the schedule of `plan` on `numGpus` GPUs. Fails (with every op
 /// that has no CUDA implementation named) when the plan cannot run.
+/// `oneLaunchFetches` false keeps every Fetch/Reduce on per-piece calls
+/// (the multi-process schedule turns remote pieces into NCCL transfers).
 std::string buildSchedule(const plan::Plan &plan, int32_t numGpus,
-                          Schedule &schedule);
+                          Schedule &schedule, bool oneLaunchFetches = true);
 
 /// Checks `schedule` against the plan: placements disjoint and inside their
 /// GPU's allocation, every instruction with work present exactly once, the

@@ -24,6 +24,27 @@ ScheduleTraffic tofu::cuda::countTraffic(const Plan &plan,
         for (int32_t r = 0; r < op.box.rank; ++r)
           elements *= static_cast<uint64_t>(op.box.region[r]);
         bytes = elements * op.elementSize;
+      } else if (op.kind == CudaOp::Kind::MultiFetch ||
+                 op.kind == CudaOp::Kind::MultiReduce) {
+        // Per piece of the table, as the per-piece copies would count it.
+        const MultiFetchTable &t = schedule.tables[op.table];
+        for (size_t q = 0; q < t.pieces.size(); ++q) {
+          uint64_t elements = 1;
+          for (int32_t r = 0; r < t.header.rank; ++r)
+            elements *= static_cast<uint64_t>(t.pieces[q].region[r]);
+          const int32_t from = t.sources[q].device, to = t.dst.device;
+          const CopyPath path =
+              from == to ? CopyPath::SameDevice
+              : schedule.mapping.devices[from].gpu ==
+                      schedule.mapping.devices[to].gpu
+                  ? CopyPath::SameGpu
+                  : CopyPath::Peer;
+          traffic.byPath[static_cast<size_t>(path)] +=
+              elements * t.header.elementSize;
+          if (from != to)
+            traffic.receivedPerDevice[to] += elements * t.header.elementSize;
+        }
+        continue;
       } else {
         continue;
       }

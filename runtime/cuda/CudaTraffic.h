@@ -25,8 +25,9 @@ struct ScheduleTraffic {
   /// Per plan device, bytes its Fetch/Reduce pieces bring from other plan
   /// devices.
   std::vector<uint64_t> receivedPerDevice;
-  /// Bytes moved by Copy, BoxCopy and BoxAdd ops, indexed by CopyPath
-  /// (SameDevice, SameGpu, Peer).
+  /// Bytes moved by Copy, BoxCopy and BoxAdd ops and by the pieces of
+  /// MultiFetch/MultiReduce launches, indexed by CopyPath (SameDevice,
+  /// SameGpu, Peer).
   std::array<uint64_t, 3> byPath{};
 };
 
