@@ -37,28 +37,22 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// The element types the generated kernels' tofu_access/tofu_store handle;
-/// emitKernel refuses the others.
+/// Whether `t` names one of the plan's element types (every one of them has
+/// a load and a store in the prelude); emitKernel refuses other numbers.
 bool generatorHandles(DType t) {
-  return t == DType::F32 || t == DType::I64 || t == DType::Bool;
+  return static_cast<uint8_t>(t) < plan::kNumDTypes;
 }
 
-const char *dtypeCode(DType t) {
-  switch (t) {
-  case DType::F32: return "0";
-  case DType::I64: return "1";
-  case DType::Bool: return "2";
-  default: return "?";
-  }
+/// The prelude's template argument for `t`: its DType number.
+std::string dtypeCode(DType t) {
+  return std::to_string(static_cast<int>(t));
 }
 
 const char *dtypeName(DType t) {
-  switch (t) {
-  case DType::F32: return "f32";
-  case DType::I64: return "i64";
-  case DType::Bool: return "bool";
-  default: return plan::dtypeNumpyName(t);
-  }
+  static const char *names[] = {"f32", "i64", "bool", "f64", "i32",
+                                "i16", "i8",  "u8",   "u16", "u32",
+                                "u64", "f16", "bf16"};
+  return generatorHandles(t) ? names[static_cast<int>(t)] : "?";
 }
 
 /// An exact C++ literal for `v` (hexadecimal for finite values).
@@ -258,7 +252,7 @@ llvm::Error StageEmitter::place(int32_t id, Placed &result, int depth) {
         idx = idxName;
         global = globalName;
       }
-      value = "tofu_access<" + std::string(dtypeCode(operand.dtype)) + ", " +
+      value = "tofu_access<" + dtypeCode(operand.dtype) + ", " +
               std::to_string(rank) + ">(ptrs[" +
               std::to_string(layout.numPointers -
                              static_cast<int64_t>(kernel.operands.size()) +
@@ -409,13 +403,103 @@ TOFU_HD inline double tofu_uniform(double seed, double counter, uint64_t step) {
   return (double)(bits >> 11) * 0x1.0p-53;
 }
 
-// Element types: 0 f32, 1 i64, 2 bool (one byte).
+// Element types: the plan's DType numbers (runtime/include/tofu/runtime/
+// Plan.h): 0 f32, 1 i64, 2 bool (one byte), 3 f64, 4 i32, 5 i16, 6 i8, 7 u8,
+// 8 u16, 9 u32, 10 u64, 11 f16, 12 bf16. Conversions are those of the CPU
+// backend (runtime/include/tofu/runtime/ElementAccess.h), written once for
+// host and device so that both round alike, bit for bit: f16 and bf16 are
+// rounded from the double directly (one rounding, to nearest even) by
+// integer code rather than by cuda_fp16.h's conversions, whose double
+// paths are not specified to round once on every architecture.
+
+// The IEEE 754 format with `expBits` exponent and `mantBits` stored mantissa
+// bits nearest to `v` (ties to even), as bits: f16 (5, 10), bf16 (8, 7).
+TOFU_HD inline uint32_t tofu_encode_small_float(double v, int expBits,
+                                                int mantBits) {
+  uint64_t bits;
+  memcpy(&bits, &v, 8);
+  const uint32_t sign = (uint32_t)(bits >> 63) << (expBits + mantBits);
+  const uint64_t magnitude = bits & 0x7fffffffffffffffull;
+  const uint32_t expMax = (1u << expBits) - 1;
+  const uint32_t inf = sign | (expMax << mantBits);
+  if (magnitude >= 0x7ff0000000000000ull)
+    return magnitude == 0x7ff0000000000000ull ? inf
+                                              : inf | (1u << (mantBits - 1));
+  const int bias = (1 << (expBits - 1)) - 1;
+  const int emin = 1 - bias;
+  const int exp = (int)(magnitude >> 52) - 1023;
+  const uint64_t significand =
+      (magnitude & ((1ull << 52) - 1)) | (1ull << 52);
+  const int shift = exp >= emin ? 52 - mantBits : 52 - mantBits + emin - exp;
+  if (shift > 53 || exp == -1023)
+    return sign;
+  uint64_t q = significand >> shift;
+  const uint64_t rest = significand & ((1ull << shift) - 1);
+  const uint64_t half = 1ull << (shift - 1);
+  if (rest > half || (rest == half && (q & 1)))
+    ++q;
+  if (exp < emin)
+    return sign | (uint32_t)q;
+  int e = exp + bias;
+  if (q == (1ull << (mantBits + 1))) {
+    q >>= 1;
+    ++e;
+  }
+  if (e >= (int)expMax)
+    return inf;
+  return sign | ((uint32_t)e << mantBits) |
+         (uint32_t)(q & ((1ull << mantBits) - 1));
+}
+// The value of bits `h` of that format (exact).
+TOFU_HD inline double tofu_decode_small_float(uint32_t h, int expBits,
+                                              int mantBits) {
+  const uint32_t expMax = (1u << expBits) - 1;
+  const int bias = (1 << (expBits - 1)) - 1;
+  const bool negative = (h >> (expBits + mantBits)) & 1;
+  const uint32_t e = (h >> mantBits) & expMax;
+  const uint32_t m = h & ((1u << mantBits) - 1);
+  double v;
+  if (e == 0)
+    v = ldexp((double)m, 1 - bias - mantBits);
+  else if (e == expMax)
+    v = m ? tofu_from_bits(0x7ff8000000000000ull)
+          : tofu_from_bits(0x7ff0000000000000ull);
+  else
+    v = ldexp((double)(m | (1u << mantBits)), (int)e - bias - mantBits);
+  return negative ? -v : v;
+}
+// `v` truncated toward zero as 64-bit two's-complement bits (NaN 0, beyond
+// [-2^63, 2^64) saturated); narrower integer types keep the low bits.
+TOFU_HD inline uint64_t tofu_truncate_bits(double v) {
+  if (v != v)
+    return 0;
+  double t = trunc(v);
+  if (t >= 0) {
+    if (t >= 18446744073709551616.0)
+      return ~0ull;
+    return (uint64_t)t;
+  }
+  if (t <= -9223372036854775808.0)
+    return 1ull << 63;
+  return (uint64_t)(int64_t)t;
+}
+
 template <int DT> TOFU_HD inline double tofu_load(const void *p, int64_t i) {
-  if (DT == 0)
-    return (double)((const float *)p)[i];
-  if (DT == 1)
-    return (double)((const int64_t *)p)[i];
-  return ((const uint8_t *)p)[i] != 0 ? 1.0 : 0.0;
+  switch (DT) {
+  case 0: return (double)((const float *)p)[i];
+  case 1: return (double)((const int64_t *)p)[i];
+  case 2: return ((const uint8_t *)p)[i] != 0 ? 1.0 : 0.0;
+  case 3: return ((const double *)p)[i];
+  case 4: return (double)((const int32_t *)p)[i];
+  case 5: return (double)((const int16_t *)p)[i];
+  case 6: return (double)((const int8_t *)p)[i];
+  case 7: return (double)((const uint8_t *)p)[i];
+  case 8: return (double)((const uint16_t *)p)[i];
+  case 9: return (double)((const uint32_t *)p)[i];
+  case 10: return (double)((const uint64_t *)p)[i];
+  case 11: return tofu_decode_small_float(((const uint16_t *)p)[i], 5, 10);
+  default: return tofu_decode_small_float(((const uint16_t *)p)[i], 8, 7);
+  }
 }
 TOFU_HD inline int64_t tofu_to_i64(double v) {
   if (v != v)
@@ -426,19 +510,71 @@ TOFU_HD inline int64_t tofu_to_i64(double v) {
     return INT64_MIN;
   return (int64_t)v;
 }
+// Stores `v` converted to element type DT; returns the stored value.
 template <int DT> TOFU_HD inline double tofu_store(void *p, int64_t i, double v) {
-  if (DT == 0) {
+  switch (DT) {
+  case 0: {
     float f = (float)v;
     ((float *)p)[i] = f;
     return (double)f;
   }
-  if (DT == 1) {
+  case 1: {
     int64_t x = tofu_to_i64(v);
     ((int64_t *)p)[i] = x;
     return (double)x;
   }
-  ((uint8_t *)p)[i] = v != 0 ? 1 : 0;
-  return v != 0 ? 1.0 : 0.0;
+  case 2:
+    ((uint8_t *)p)[i] = v != 0 ? 1 : 0;
+    return v != 0 ? 1.0 : 0.0;
+  case 3:
+    ((double *)p)[i] = v;
+    return v;
+  case 4: {
+    int32_t x = (int32_t)(uint32_t)tofu_truncate_bits(v);
+    ((int32_t *)p)[i] = x;
+    return (double)x;
+  }
+  case 5: {
+    int16_t x = (int16_t)(uint16_t)tofu_truncate_bits(v);
+    ((int16_t *)p)[i] = x;
+    return (double)x;
+  }
+  case 6: {
+    int8_t x = (int8_t)(uint8_t)tofu_truncate_bits(v);
+    ((int8_t *)p)[i] = x;
+    return (double)x;
+  }
+  case 7: {
+    uint8_t x = (uint8_t)tofu_truncate_bits(v);
+    ((uint8_t *)p)[i] = x;
+    return (double)x;
+  }
+  case 8: {
+    uint16_t x = (uint16_t)tofu_truncate_bits(v);
+    ((uint16_t *)p)[i] = x;
+    return (double)x;
+  }
+  case 9: {
+    uint32_t x = (uint32_t)tofu_truncate_bits(v);
+    ((uint32_t *)p)[i] = x;
+    return (double)x;
+  }
+  case 10: {
+    uint64_t x = tofu_truncate_bits(v);
+    ((uint64_t *)p)[i] = x;
+    return (double)x;
+  }
+  case 11: {
+    uint16_t h = (uint16_t)tofu_encode_small_float(v, 5, 10);
+    ((uint16_t *)p)[i] = h;
+    return tofu_decode_small_float(h, 5, 10);
+  }
+  default: {
+    uint16_t h = (uint16_t)tofu_encode_small_float(v, 8, 7);
+    ((uint16_t *)p)[i] = h;
+    return tofu_decode_small_float(h, 8, 7);
+  }
+  }
 }
 
 // Records the first read inside a tensor but outside the local buffer:
@@ -558,11 +694,11 @@ tofu::cudagen::emitKernel(const KernelDescription &kernel,
   if (kernel.stages.empty())
     return fail("kernel " + name + " has no stages");
   auto unsupportedType = [&](DType t) {
-    return fail("kernel " + name + ": element type " +
-                plan::dtypeNumpyName(t) +
-                " is not supported by the CUDA kernel generator yet (it "
-                "handles float32, int64 and bool); compile without "
-                "--cuda-arch to run the plan on the CPU backend");
+    return fail("kernel " + name + ": element type number " +
+                llvm::Twine(static_cast<int>(t)) +
+                " is not one of the plan's element types (0 to " +
+                llvm::Twine(static_cast<int>(plan::kNumDTypes) - 1) +
+                "); the kernel description is corrupt");
   };
   for (const KernelOperand &o : kernel.operands)
     if (o.present && !generatorHandles(o.dtype))
