@@ -63,11 +63,15 @@ def build_mlp(features: int, hidden: int, classes: int) -> nn.Sequential:
 
 
 def export(path: str, batch: int, features: int, hidden: int, classes: int,
-           seed: int) -> None:
-    """Builds the model with weights from ``seed`` and exports it to ``path``."""
+           seed: int, double: bool = False) -> None:
+    """Builds the model with weights from ``seed`` and exports it to ``path``
+    (in float64 with ``double``: weights, input and loss)."""
     torch.manual_seed(seed)
     model = MLPWithLoss(build_mlp(features, hidden, classes)).eval()
     example_input = torch.randn(batch, features)
+    if double:
+        model = model.double()
+        example_input = example_input.double()
     example_labels = torch.randint(0, classes, (batch,), dtype=torch.int64)
     torch.onnx.export(
         model, (example_input, example_labels), path,
@@ -82,6 +86,8 @@ def main(argv=None) -> int:
     parser.add_argument("--hidden", type=int, default=128, help="hidden width H")
     parser.add_argument("--classes", type=int, default=10, help="classes C")
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed")
+    parser.add_argument("--double", action="store_true",
+                        help="export in float64 (model.double())")
     parser.add_argument("-o", "--output", required=True, metavar="PATH",
                         help="where to write the ONNX model")
     args = parser.parse_args(argv)
@@ -89,7 +95,7 @@ def main(argv=None) -> int:
         if getattr(args, name) <= 0:
             parser.error(f"--{name} must be positive")
     export(args.output, args.batch, args.features, args.hidden, args.classes,
-           args.seed)
+           args.seed, args.double)
     return 0
 
 

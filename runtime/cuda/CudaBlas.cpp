@@ -53,29 +53,105 @@ std::string checkShape(const GemmShape &g) {
 
 } // namespace
 
-// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
-// column-major view of a row-major X is X^T, so pass B first, then A, with
-// their own transposition flags, and swap M and N.
+namespace {
+
+const char *typeName(cudaDataType type) {
+  switch (type) {
+  case CUDA_R_32F: return "float32";
+  case CUDA_R_64F: return "float64";
+  case CUDA_R_16F: return "float16";
+  case CUDA_R_16BF: return "bfloat16";
+  default: return "this element type";
+  }
+}
+
+/// One GEMM (batch 1, strides unused) or a strided batched GEMM, dispatched
+/// on the element type.
+std::string run(const BlasHandle &blas, const GemmShape &g, cudaDataType type,
+                const void *a, int64_t strideA, const void *b, int64_t strideB,
+                void *c, int64_t strideC, int64_t batch, bool batched) {
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
+  // column-major view of a row-major X is X^T, so pass B first, then A, with
+  // their own transposition flags, and swap M and N.
+  const cublasOperation_t opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int m = static_cast<int>(g.n), n = static_cast<int>(g.m),
+            k = static_cast<int>(g.k), ldb = static_cast<int>(g.ldb),
+            lda = static_cast<int>(g.lda), ldc = static_cast<int>(g.ldc),
+            count = static_cast<int>(batch);
+  const float alphaF = static_cast<float>(g.alpha),
+              betaF = static_cast<float>(g.beta);
+  cublasStatus_t s;
+  const char *call;
+  switch (type) {
+  case CUDA_R_32F:
+    call = batched ? "cublasSgemmStridedBatched" : "cublasSgemm";
+    s = batched ? cublasSgemmStridedBatched(
+                      blas.get(), opB, opA, m, n, k, &alphaF,
+                      static_cast<const float *>(b), ldb, strideB,
+                      static_cast<const float *>(a), lda, strideA, &betaF,
+                      static_cast<float *>(c), ldc, strideC, count)
+                : cublasSgemm(blas.get(), opB, opA, m, n, k, &alphaF,
+                              static_cast<const float *>(b), ldb,
+                              static_cast<const float *>(a), lda, &betaF,
+                              static_cast<float *>(c), ldc);
+    break;
+  case CUDA_R_64F:
+    call = batched ? "cublasDgemmStridedBatched" : "cublasDgemm";
+    s = batched ? cublasDgemmStridedBatched(
+                      blas.get(), opB, opA, m, n, k, &g.alpha,
+                      static_cast<const double *>(b), ldb, strideB,
+                      static_cast<const double *>(a), lda, strideA, &g.beta,
+                      static_cast<double *>(c), ldc, strideC, count)
+                : cublasDgemm(blas.get(), opB, opA, m, n, k, &g.alpha,
+                              static_cast<const double *>(b), ldb,
+                              static_cast<const double *>(a), lda, &g.beta,
+                              static_cast<double *>(c), ldc);
+    break;
+  case CUDA_R_16F:
+  case CUDA_R_16BF:
+    // float32 accumulation (CUBLAS_COMPUTE_32F, not _FAST_TF32); C is
+    // rounded to the storage type once, at the end.
+    call = batched ? "cublasGemmStridedBatchedEx" : "cublasGemmEx";
+    s = batched ? cublasGemmStridedBatchedEx(
+                      blas.get(), opB, opA, m, n, k, &alphaF, b, type, ldb,
+                      strideB, a, type, lda, strideA, &betaF, c, type, ldc,
+                      strideC, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+                : cublasGemmEx(blas.get(), opB, opA, m, n, k, &alphaF, b, type,
+                               ldb, a, type, lda, &betaF, c, type, ldc,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    break;
+  default:
+    return std::string("cuBLAS GEMM is mapped for float32, float64, float16 "
+                       "and bfloat16, not ") +
+           typeName(type);
+  }
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return std::string(call) + " (" + typeName(type) +
+           ") failed: " + blasStatusName(s);
+  return "";
+}
+
+} // namespace
+
 std::string tofu::cuda::gemm(const BlasHandle &blas, const GemmShape &g,
-                             const float *a, const float *b, float *c) {
+                             cudaDataType type, const void *a, const void *b,
+                             void *c) {
   if (std::string err = checkShape(g); !err.empty())
     return err;
   if (g.m == 0 || g.n == 0)
     return "";
-  cublasStatus_t s = cublasSgemm(
-      blas.get(), g.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-      g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.n),
-      static_cast<int>(g.m), static_cast<int>(g.k), &g.alpha, b,
-      static_cast<int>(g.ldb), a, static_cast<int>(g.lda), &g.beta, c,
-      static_cast<int>(g.ldc));
-  if (s != CUBLAS_STATUS_SUCCESS)
-    return std::string("cublasSgemm failed: ") + blasStatusName(s);
-  return "";
+  return run(blas, g, type, a, 0, b, 0, c, 0, 1, false);
+}
+
+std::string tofu::cuda::gemm(const BlasHandle &blas, const GemmShape &g,
+                             const float *a, const float *b, float *c) {
+  return gemm(blas, g, CUDA_R_32F, a, b, c);
 }
 
 std::string tofu::cuda::gemmStridedBatched(
-    const BlasHandle &blas, const GemmShape &g, const float *a,
-    int64_t strideA, const float *b, int64_t strideB, float *c,
+    const BlasHandle &blas, const GemmShape &g, cudaDataType type,
+    const void *a, int64_t strideA, const void *b, int64_t strideB, void *c,
     int64_t strideC, int64_t batch) {
   if (std::string err = checkShape(g); !err.empty())
     return err;
@@ -84,14 +160,13 @@ std::string tofu::cuda::gemmStridedBatched(
            " is outside cuBLAS's 32-bit range";
   if (g.m == 0 || g.n == 0 || batch == 0)
     return "";
-  cublasStatus_t s = cublasSgemmStridedBatched(
-      blas.get(), g.transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-      g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.n),
-      static_cast<int>(g.m), static_cast<int>(g.k), &g.alpha, b,
-      static_cast<int>(g.ldb), strideB, a, static_cast<int>(g.lda), strideA,
-      &g.beta, c, static_cast<int>(g.ldc), strideC, static_cast<int>(batch));
-  if (s != CUBLAS_STATUS_SUCCESS)
-    return std::string("cublasSgemmStridedBatched failed: ") +
-           blasStatusName(s);
-  return "";
+  return run(blas, g, type, a, strideA, b, strideB, c, strideC, batch, true);
+}
+
+std::string tofu::cuda::gemmStridedBatched(
+    const BlasHandle &blas, const GemmShape &g, const float *a,
+    int64_t strideA, const float *b, int64_t strideB, float *c,
+    int64_t strideC, int64_t batch) {
+  return gemmStridedBatched(blas, g, CUDA_R_32F, a, strideA, b, strideB, c,
+                            strideC, batch);
 }

@@ -25,9 +25,10 @@ std::vector<int64_t> ConvShape::y() const {
 }
 
 bool ConvShape::operator<(const ConvShape &o) const {
-  return std::tie(x, w, padsBegin, padsEnd, strides, dilations, group) <
-         std::tie(o.x, o.w, o.padsBegin, o.padsEnd, o.strides, o.dilations,
-                  o.group);
+  return std::tie(x, w, padsBegin, padsEnd, strides, dilations, group,
+                  dataType) < std::tie(o.x, o.w, o.padsBegin, o.padsEnd,
+                                       o.strides, o.dilations, o.group,
+                                       o.dataType);
 }
 
 namespace {
@@ -35,6 +36,17 @@ namespace {
 std::string cudnnError(const char *what, cudnnStatus_t s) {
   return std::string(what) + " failed: " + cudnnGetErrorString(s);
 }
+
+/// cuDNN's alpha = 1 and beta = 0 for `type`: double for double data, float
+/// otherwise (float and half data compute in float).
+struct Scaling {
+  double d1 = 1, d0 = 0;
+  float f1 = 1, f0 = 0;
+  bool isDouble;
+  explicit Scaling(cudnnDataType_t type) : isDouble(type == CUDNN_DATA_DOUBLE) {}
+  const void *one() const { return isDouble ? static_cast<const void *>(&d1) : &f1; }
+  const void *zero() const { return isDouble ? static_cast<const void *>(&d0) : &f0; }
+};
 
 #define TOFU_CUDNN(call)                                                       \
   do {                                                                         \
@@ -95,21 +107,28 @@ struct Descriptors {
     TOFU_CUDNN(cudnnCreateTensorDescriptor(&y));
     TOFU_CUDNN(cudnnCreateFilterDescriptor(&w));
     TOFU_CUDNN(cudnnCreateConvolutionDescriptor(&conv));
-    TOFU_CUDNN(cudnnSetTensorNdDescriptor(x, CUDNN_DATA_FLOAT,
+    TOFU_CUDNN(cudnnSetTensorNdDescriptor(x, shape.dataType,
                                           static_cast<int>(xd.size()),
                                           xd.data(), xs.data()));
-    TOFU_CUDNN(cudnnSetTensorNdDescriptor(y, CUDNN_DATA_FLOAT,
+    TOFU_CUDNN(cudnnSetTensorNdDescriptor(y, shape.dataType,
                                           static_cast<int>(yd.size()),
                                           yd.data(), ys.data()));
-    TOFU_CUDNN(cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT,
+    TOFU_CUDNN(cudnnSetFilterNdDescriptor(w, shape.dataType,
                                           CUDNN_TENSOR_NCHW,
                                           static_cast<int>(wd.size()),
                                           wd.data()));
-    // Cross-correlation, as ONNX Conv; fp32 math (no TF32), so that results
-    // stay within fp32 tolerance of the CPU kernels.
+    // Cross-correlation, as ONNX Conv; fp32 math (no TF32) for float and
+    // half data (half: PSEUDO_HALF_CONFIG), double math for double, so that
+    // results stay within the type's tolerance of the CPU kernels.
+    if (shape.dataType != CUDNN_DATA_FLOAT &&
+        shape.dataType != CUDNN_DATA_DOUBLE && shape.dataType != CUDNN_DATA_HALF)
+      return "cuDNN convolution is mapped for float, double and half data "
+             "only";
     TOFU_CUDNN(cudnnSetConvolutionNdDescriptor(
         conv, static_cast<int>(pads.size()), pads.data(), convStrides.data(),
-        dilations.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        dilations.data(), CUDNN_CROSS_CORRELATION,
+        shape.dataType == CUDNN_DATA_DOUBLE ? CUDNN_DATA_DOUBLE
+                                            : CUDNN_DATA_FLOAT));
     TOFU_CUDNN(cudnnSetConvolutionGroupCount(conv,
                                              static_cast<int>(shape.group)));
     TOFU_CUDNN(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
@@ -211,8 +230,8 @@ std::string ConvRunner::choose(const ConvShape &shape, ConvDirection dir,
   return "";
 }
 
-std::string ConvRunner::forward(const ConvShape &shape, const float *x,
-                                const float *w, float *y) {
+std::string ConvRunner::forward(const ConvShape &shape, const void *x,
+                                const void *w, void *y) {
   Choice c;
   if (std::string err = choose(shape, ConvDirection::Forward, c); !err.empty())
     return err;
@@ -222,16 +241,16 @@ std::string ConvRunner::forward(const ConvShape &shape, const float *x,
   void *ws = nullptr;
   if (std::string err = workspace(c.workspace, ws); !err.empty())
     return err;
-  const float one = 1, zero = 0;
+  const Scaling scale(shape.dataType);
   TOFU_CUDNN(cudnnConvolutionForward(
-      handle, &one, d.x, x, d.w, w, d.conv,
-      static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, c.workspace, &zero,
+      handle, scale.one(), d.x, x, d.w, w, d.conv,
+      static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws, c.workspace, scale.zero(),
       d.y, y));
   return "";
 }
 
-std::string ConvRunner::backwardData(const ConvShape &shape, const float *dy,
-                                     const float *w, float *dx) {
+std::string ConvRunner::backwardData(const ConvShape &shape, const void *dy,
+                                     const void *w, void *dx) {
   Choice c;
   if (std::string err = choose(shape, ConvDirection::BackwardData, c);
       !err.empty())
@@ -242,16 +261,16 @@ std::string ConvRunner::backwardData(const ConvShape &shape, const float *dy,
   void *ws = nullptr;
   if (std::string err = workspace(c.workspace, ws); !err.empty())
     return err;
-  const float one = 1, zero = 0;
+  const Scaling scale(shape.dataType);
   TOFU_CUDNN(cudnnConvolutionBackwardData(
-      handle, &one, d.w, w, d.y, dy, d.conv,
+      handle, scale.one(), d.w, w, d.y, dy, d.conv,
       static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace,
-      &zero, d.x, dx));
+      scale.zero(), d.x, dx));
   return "";
 }
 
-std::string ConvRunner::backwardFilter(const ConvShape &shape, const float *dy,
-                                       const float *x, float *dw) {
+std::string ConvRunner::backwardFilter(const ConvShape &shape, const void *dy,
+                                       const void *x, void *dw) {
   Choice c;
   if (std::string err = choose(shape, ConvDirection::BackwardFilter, c);
       !err.empty())
@@ -262,10 +281,10 @@ std::string ConvRunner::backwardFilter(const ConvShape &shape, const float *dy,
   void *ws = nullptr;
   if (std::string err = workspace(c.workspace, ws); !err.empty())
     return err;
-  const float one = 1, zero = 0;
+  const Scaling scale(shape.dataType);
   TOFU_CUDNN(cudnnConvolutionBackwardFilter(
-      handle, &one, d.x, x, d.y, dy, d.conv,
+      handle, scale.one(), d.x, x, d.y, dy, d.conv,
       static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace,
-      &zero, d.w, dw));
+      scale.zero(), d.w, dw));
   return "";
 }

@@ -1,6 +1,7 @@
 //===- CudaConv.h - cuDNN convolution for the CUDA backend --------*- C++ -*-===//
 //
-// Float32 NCHW (and NCW / NCDHW) convolution through cuDNN with the
+// Float32, float64 and float16 NCHW (and NCW / NCDHW) convolution through
+// cuDNN (float16 computed in float32, no TF32) with the
 // semantics of the CPU kernels Conv, ConvGradInput and ConvGradWeight
 // (runtime/lib/KernelsConv.cpp, tdl-specs/conv.tdl): explicit begin/end
 // pads, strides, dilations, groups. The algorithm of each direction is
@@ -30,6 +31,8 @@ struct ConvShape {
   std::vector<int64_t> x, w;
   std::vector<int64_t> padsBegin, padsEnd, strides, dilations;
   int64_t group = 1;
+  /// Element type of X, W and Y: CUDNN_DATA_FLOAT, _DOUBLE or _HALF.
+  cudnnDataType_t dataType = CUDNN_DATA_FLOAT;
   /// Y's shape (ONNX formula).
   std::vector<int64_t> y() const;
   bool operator<(const ConvShape &o) const;
@@ -51,15 +54,15 @@ public:
   std::string init(cudaStream_t stream = nullptr,
                    size_t workspaceLimit = size_t(256) << 20);
 
-  /// Y = conv(X, W).
-  std::string forward(const ConvShape &shape, const float *x, const float *w,
-                      float *y);
+  /// Y = conv(X, W). Pointers are arrays of `shape.dataType`.
+  std::string forward(const ConvShape &shape, const void *x, const void *w,
+                      void *y);
   /// dX = the gradient of conv wrt X, from dY and W.
-  std::string backwardData(const ConvShape &shape, const float *dy,
-                           const float *w, float *dx);
+  std::string backwardData(const ConvShape &shape, const void *dy,
+                           const void *w, void *dx);
   /// dW = the gradient of conv wrt W, from dY and X.
-  std::string backwardFilter(const ConvShape &shape, const float *dy,
-                             const float *x, float *dw);
+  std::string backwardFilter(const ConvShape &shape, const void *dy,
+                             const void *x, void *dw);
 
   /// How many algorithm choices were made (cache misses) and reused.
   int64_t algorithmSearches() const { return searches; }

@@ -16,6 +16,7 @@
 #include "CudaTransferKernels.h"
 
 #include "tofu/runtime/CudaArch.h"
+#include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/SyntheticData.h"
 
 #include <cuda_runtime.h>
@@ -59,7 +60,7 @@ struct CudaExecutor::Impl {
     uint8_t *memory = nullptr; ///< the slices of its plan devices
     unsigned long long *step = nullptr;  ///< the training step (uniform())
     unsigned long long *error = nullptr; ///< kErrorWords
-    float *lossSlot = nullptr;
+    float *lossSlot = nullptr; ///< the loss element (f32: 4 bytes, f64: 8)
     int multiprocessors = 1;
   };
   std::vector<Gpu> gpus;
@@ -415,29 +416,32 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
     shape.lda = op.lda, shape.ldb = op.ldb, shape.ldc = op.ldc;
     shape.alpha = op.alpha, shape.beta = op.beta;
     const BlasHandle &blas = *devices[e.device].blas;
-    const float *a = reinterpret_cast<const float *>(pointer(op.a));
-    const float *b = reinterpret_cast<const float *>(pointer(op.b));
-    float *c = reinterpret_cast<float *>(pointer(op.c));
-    return op.batch > 1 ? gemmStridedBatched(blas, shape, a, op.strideA, b,
-                                             op.strideB, c, op.strideC,
-                                             op.batch)
-                        : gemm(blas, shape, a, b, c);
+    const cudaDataType type = op.dtype == plan::DType::F64    ? CUDA_R_64F
+                              : op.dtype == plan::DType::F16  ? CUDA_R_16F
+                              : op.dtype == plan::DType::BF16 ? CUDA_R_16BF
+                                                              : CUDA_R_32F;
+    return op.batch > 1
+               ? gemmStridedBatched(blas, shape, type, pointer(op.a),
+                                    op.strideA, pointer(op.b), op.strideB,
+                                    pointer(op.c), op.strideC, op.batch)
+               : gemm(blas, shape, type, pointer(op.a), pointer(op.b),
+                      pointer(op.c));
   }
   case CudaOp::Kind::GemmBias:
-    return launchGemmBias(reinterpret_cast<const float *>(pointer(op.c)),
-                          op.cRowStride, op.cColStride, op.beta,
-                          reinterpret_cast<float *>(pointer(op.dst)), op.m,
-                          op.n, stream);
+    return launchGemmBias(pointer(op.c), op.cRowStride, op.cColStride,
+                          op.beta, pointer(op.dst), op.m, op.n, op.dtype,
+                          stream);
   case CudaOp::Kind::Conv: {
     ConvShape shape;
     shape.x = op.x, shape.w = op.w;
     shape.padsBegin = op.padsBegin, shape.padsEnd = op.padsEnd;
     shape.strides = op.strides, shape.dilations = op.dilations;
     shape.group = op.group;
+    shape.dataType = op.dtype == plan::DType::F64   ? CUDNN_DATA_DOUBLE
+                     : op.dtype == plan::DType::F16 ? CUDNN_DATA_HALF
+                                                    : CUDNN_DATA_FLOAT;
     ConvRunner &conv = *devices[e.device].conv;
-    float *x = reinterpret_cast<float *>(pointer(op.a));
-    float *w = reinterpret_cast<float *>(pointer(op.b));
-    float *y = reinterpret_cast<float *>(pointer(op.c));
+    void *x = pointer(op.a), *w = pointer(op.b), *y = pointer(op.c);
     switch (op.convDirection) {
     case 0:
       return conv.forward(shape, x, w, y);
@@ -477,7 +481,7 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
   }
   case CudaOp::Kind::SaveLoss:
     TOFU_CUDA(cudaMemcpyAsync(gpus[schedule.mapping.devices[0].gpu].lossSlot,
-                              pointer(op.src), sizeof(float),
+                              pointer(op.src), op.bytes,
                               cudaMemcpyDeviceToDevice, stream));
     return "";
   case CudaOp::Kind::Send:
@@ -620,9 +624,11 @@ std::string CudaExecutor::lastLoss(double &loss) const {
     return "the plan has no loss tensor";
   const Impl::Gpu &gpu = impl->gpus[impl->schedule.mapping.devices[0].gpu];
   TOFU_CUDA(cudaSetDevice(gpu.ordinal));
-  float v = 0;
-  TOFU_CUDA(cudaMemcpy(&v, gpu.lossSlot, sizeof(v), cudaMemcpyDeviceToHost));
-  loss = v;
+  const plan::DType type = impl->plan.tensors[impl->plan.lossTensor].dtype;
+  uint64_t slot = 0; // as many bytes as the loss element (at most 8)
+  TOFU_CUDA(cudaMemcpy(&slot, gpu.lossSlot, plan::dtypeSize(type),
+                       cudaMemcpyDeviceToHost));
+  loss = tofu::runtime::loadElement(&slot, type, 0);
   return "";
 }
 

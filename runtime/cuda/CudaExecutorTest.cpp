@@ -12,6 +12,9 @@
 //    backend's running the TDL expression programs (the interpreter), so
 //    every generated kernel, cuBLAS/cuDNN call and copy of those plans is
 //    checked against its TDL reference;
+//  * the MLP exported in float64, k = 1 and k = 8 on one GPU: the losses
+//    of three steps and the parameters equal the CPU backend's
+//    (interpreter) to 1e-10 relative;
 //  * with two or more GPUs, MLP k = 8 on 2 GPUs (peer copies) gives the
 //    same losses as on one.
 //
@@ -103,6 +106,36 @@ TEST(CudaExecutor, MlpLossesMatchTheCpuBackend) {
   }
 }
 
+TEST(CudaExecutor, Float64MlpMatchesTheCpuBackend) {
+  // Losses of three steps and every f64 parameter, to 1e-10 relative: a
+  // value rounded through float32 anywhere on the GPU would show.
+  for (const char *name : {"mlp64-1", "mlp64-8"}) {
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
+      continue;
+    CpuExecutor cpu(plan);
+    std::vector<double> want = cpuLosses(plan, 3, /*interpret=*/true, &cpu);
+    CudaRunOptions options;
+    options.numGpus = 1;
+    CudaExecutor gpu(plan, options);
+    std::vector<double> got = gpuLosses(gpu, 3);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i],
+                  parameterTolerance(DType::F64) * (0.1 + std::fabs(want[i])))
+          << name << " step " << i + 1;
+    std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>> read;
+    expectParametersMatch(
+        plan,
+        [&gpu, &read](int32_t d, int32_t b) -> const uint8_t * {
+          std::vector<uint8_t> &bytes = read[{d, b}];
+          EXPECT_EQ(gpu.readBuffer(d, b, bytes), "");
+          return bytes.data();
+        },
+        [&cpu](int32_t d, int32_t b) { return cpu.bufferData(d, b); }, name);
+  }
+}
+
 TEST(CudaExecutor, ParametersMatchTheTdlInterpreter) {
   for (const char *name : {"mlp-1", "mlp-8", "rnn-8", "gpt-8"}) {
     const Plan &plan = planNamed(name);
@@ -164,6 +197,7 @@ int main(int argc, char **argv) {
   const std::string arch =
       "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
   std::printf("GPUs:\n%s(plans compiled for %s)\n", why.c_str(), arch.c_str());
-  compileExamplePlans({{"mlp", {1, 8}}, {"rnn", {8}}, {"gpt", {8}}}, arch);
+  compileExamplePlans(
+      {{"mlp", {1, 8}}, {"mlp64", {1, 8}}, {"rnn", {8}}, {"gpt", {8}}}, arch);
   return RUN_ALL_TESTS();
 }

@@ -2,7 +2,10 @@
 //
 // GEMM, batched GEMM and the three convolution directions on random inputs,
 // compared with the CPU kernels of the same ops (fp32 tolerance), and the
-// per-shape algorithm cache. Exits with 77 (ctest: skipped) without a GPU.
+// per-shape algorithm cache; GEMM in float64, float16 and bfloat16 and
+// convolution in float64 and float16 against the CPU's float64 kernels on
+// the same (rounded) inputs, within each type's tolerance. Exits with 77
+// (ctest: skipped) without a GPU.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaBlas.h"
@@ -11,6 +14,7 @@
 #include "CudaGpuTestSupport.h"
 #include "TestSupport.h"
 #include "tofu/runtime/ComputeKernel.h"
+#include "tofu/runtime/ElementAccess.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -132,6 +136,150 @@ TEST(CudaBlas, BatchedGemmMatchesCpuMatMul) {
               "batched MatMul");
 }
 
+/// A device array of `type` holding `values` converted as the CPU backend
+/// stores them; read back as doubles.
+class TypedDeviceArray {
+public:
+  TypedDeviceArray(DType type, const std::vector<double> &values)
+      : type(type), n(values.size()) {
+    std::vector<uint8_t> bytes(n * plan::dtypeSize(type) + 8);
+    for (size_t i = 0; i < n; ++i)
+      runtime::storeElement(bytes.data(), type, static_cast<int64_t>(i),
+                            values[i]);
+    EXPECT_EQ(cudaMalloc(&ptr, bytes.size()), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(ptr, bytes.data(), bytes.size(),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  ~TypedDeviceArray() { cudaFree(ptr); }
+  void *get() const { return ptr; }
+  std::vector<double> toHost() const {
+    std::vector<uint8_t> bytes(n * plan::dtypeSize(type));
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(bytes.data(), ptr, bytes.size(),
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    std::vector<double> v(n);
+    for (size_t i = 0; i < n; ++i)
+      v[i] = runtime::loadElement(bytes.data(), type, static_cast<int64_t>(i));
+    return v;
+  }
+
+private:
+  DType type;
+  size_t n;
+  void *ptr = nullptr;
+};
+
+/// Random values in [-1, 1) rounded to `type`.
+std::vector<double> randomValues(size_t n, uint32_t seed, DType type) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> v(n);
+  uint8_t one[8];
+  for (double &x : v) {
+    runtime::storeElement(one, type, 0, dist(gen));
+    x = runtime::loadElement(one, type, 0);
+  }
+  return v;
+}
+
+/// Runs CPU op `op` in float64 on whole tensors.
+std::vector<double>
+cpu64(const std::string &op, const std::vector<Attr> &attrs,
+      std::vector<std::pair<std::vector<double>, std::vector<int64_t>>> inputs,
+      const std::vector<int64_t> &outShape) {
+  std::vector<double> out(count(outShape));
+  std::vector<runtime::TensorView> views;
+  for (auto &[data, shape] : inputs)
+    views.push_back(runtime::TensorView::whole(data.data(), DType::F64, shape));
+  std::string err = runtime::runCompute(
+      op, attrs, views,
+      {runtime::TensorView::whole(out.data(), DType::F64, outShape)}, {}, {},
+      runtime::ComputePath::Native);
+  EXPECT_EQ(err, "") << op;
+  return out;
+}
+
+/// |got - want| <= tol * (1 + |want|): float64 to 1e-12; float16 and
+/// bfloat16 (float32 accumulation, one rounding to the type) to a few units
+/// of their precision.
+void expectCloseAs(DType type, const std::vector<double> &got,
+                   const std::vector<double> &want, const std::string &what) {
+  const double tol = type == DType::F64   ? 1e-12
+                     : type == DType::F16 ? 2e-3
+                                          : 1.6e-2;
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - want[i]), tol * (1 + std::fabs(want[i])))
+        << what << " (" << plan::dtypeNumpyName(type) << ") element " << i
+        << ": GPU " << got[i] << ", CPU " << want[i];
+}
+
+cudaDataType blasType(DType type) {
+  return type == DType::F64 ? CUDA_R_64F
+         : type == DType::F16 ? CUDA_R_16F
+                              : CUDA_R_16BF;
+}
+
+TEST(CudaBlas, GemmInFloat64Float16AndBFloat16MatchesCpu) {
+  cuda::BlasHandle blas;
+  ASSERT_EQ(blas.init(), "");
+  for (DType type : {DType::F64, DType::F16, DType::BF16}) {
+    // Transposed operands, alpha and beta (C accumulates), as the executor's
+    // Gemm calls use them.
+    const int64_t m = 31, k = 17, n = 23;
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        auto a = randomValues(m * k, 3, type), b = randomValues(k * n, 4, type),
+             c = randomValues(m * n, 5, type);
+        TypedDeviceArray da(type, a), db(type, b), dc(type, c);
+        cuda::GemmShape g;
+        g.transA = ta, g.transB = tb;
+        g.m = m, g.n = n, g.k = k;
+        g.lda = ta ? m : k;
+        g.ldb = tb ? k : n;
+        g.ldc = n;
+        g.alpha = 0.5, g.beta = 1;
+        ASSERT_EQ(cuda::gemm(blas, g, blasType(type), da.get(), db.get(),
+                             dc.get()),
+                  "");
+        std::vector<int64_t> as = ta ? std::vector<int64_t>{k, m}
+                                     : std::vector<int64_t>{m, k};
+        std::vector<int64_t> bs = tb ? std::vector<int64_t>{n, k}
+                                     : std::vector<int64_t>{k, n};
+        Attr alpha;
+        alpha.name = "alpha";
+        alpha.kind = Attr::Kind::Float;
+        alpha.f = 0.5;
+        expectCloseAs(type, dc.toHost(),
+                      cpu64("Gemm",
+                            {alpha, intAttr("transA", ta),
+                             intAttr("transB", tb)},
+                            {{a, as}, {b, bs}, {c, {m, n}}}, {m, n}),
+                      std::string("Gemm transA ") + (ta ? "1" : "0") +
+                          " transB " + (tb ? "1" : "0"));
+      }
+    // Strided batched.
+    const int64_t batch = 6, bm = 9, bk = 40, bn = 11;
+    auto a = randomValues(batch * bm * bk, 6, type),
+         b = randomValues(batch * bk * bn, 7, type);
+    TypedDeviceArray da(type, a), db(type, b),
+        dc(type, std::vector<double>(batch * bm * bn, 0));
+    cuda::GemmShape g;
+    g.m = bm, g.n = bn, g.k = bk, g.lda = bk, g.ldb = bn, g.ldc = bn;
+    ASSERT_EQ(cuda::gemmStridedBatched(blas, g, blasType(type), da.get(),
+                                       bm * bk, db.get(), bk * bn, dc.get(),
+                                       bm * bn, batch),
+              "");
+    expectCloseAs(type, dc.toHost(),
+                  cpu64("MatMul", {},
+                        {{a, {batch, bm, bk}}, {b, {batch, bk, bn}}},
+                        {batch, bm, bn}),
+                  "batched MatMul");
+  }
+}
+
 struct ConvCase {
   std::vector<int64_t> x, w, pads, strides, dilations;
   int64_t group;
@@ -196,6 +344,37 @@ TEST(CudaConv, ThreeDirectionsMatchCpuKernels) {
   ASSERT_EQ(conv.forward(s, dx.get(), dw.get(), out.get()), "");
   EXPECT_EQ(conv.algorithmSearches(), 3 * int64_t(kConvCases.size()));
   EXPECT_EQ(conv.algorithmCacheHits(), 1);
+}
+
+TEST(CudaConv, Float64AndFloat16MatchCpuKernels) {
+  cuda::ConvRunner conv;
+  ASSERT_EQ(conv.init(), "");
+  for (DType type : {DType::F64, DType::F16})
+    for (const ConvCase &c : kConvCases) {
+      cuda::ConvShape s = shapeOf(c);
+      s.dataType = type == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_HALF;
+      std::vector<int64_t> y = s.y();
+      auto x = randomValues(count(c.x), 7, type),
+           w = randomValues(count(c.w), 8, type),
+           dy = randomValues(count(y), 9, type);
+      TypedDeviceArray dx(type, x), dw(type, w), ddy(type, dy),
+          out(type, std::vector<double>(count(y))),
+          gradX(type, std::vector<double>(count(c.x))),
+          gradW(type, std::vector<double>(count(c.w)));
+      ASSERT_EQ(conv.forward(s, dx.get(), dw.get(), out.get()), "");
+      expectCloseAs(type, out.toHost(),
+                    cpu64("Conv", attrsOf(c), {{x, c.x}, {w, c.w}}, y), "Conv");
+      ASSERT_EQ(conv.backwardData(s, ddy.get(), dw.get(), gradX.get()), "");
+      expectCloseAs(type, gradX.toHost(),
+                    cpu64("ConvGradInput", attrsOf(c),
+                          {{dy, y}, {w, c.w}, {x, c.x}}, c.x),
+                    "ConvGradInput");
+      ASSERT_EQ(conv.backwardFilter(s, ddy.get(), dx.get(), gradW.get()), "");
+      expectCloseAs(type, gradW.toHost(),
+                    cpu64("ConvGradWeight", attrsOf(c),
+                          {{dy, y}, {x, c.x}, {w, c.w}}, c.w),
+                    "ConvGradWeight");
+    }
 }
 
 TEST(CudaConv, AsymmetricPadsAreRefused) {

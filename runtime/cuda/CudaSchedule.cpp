@@ -17,15 +17,22 @@ using namespace tofu::cuda;
 using namespace tofu::plan;
 
 uint32_t tofu::cuda::cudaElementSize(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return 4;
-  case DType::I64:
-    return 8;
-  case DType::Bool:
-    return 1;
+  // Every plan element type moves and adds on the GPU (CudaTransferKernels).
+  return isValidDType(static_cast<uint8_t>(dtype))
+             ? static_cast<uint32_t>(dtypeSize(dtype))
+             : 0;
+}
+
+const char *tofu::cuda::gemmCallName(const CudaOp &op) {
+  const bool batched = op.batch > 1;
+  switch (op.dtype) {
+  case DType::F64:
+    return batched ? "cublasDgemmStridedBatched" : "cublasDgemm";
+  case DType::F16:
+  case DType::BF16:
+    return batched ? "cublasGemmStridedBatchedEx" : "cublasGemmEx";
   default:
-    return 0;
+    return batched ? "cublasSgemmStridedBatched" : "cublasSgemm";
   }
 }
 
@@ -116,6 +123,26 @@ Operand operand(const Plan &plan, int32_t d, const Instr &in, bool isOutput,
   return o;
 }
 
+/// The element type cuBLAS multiplies `op`'s operands in: one of f32, f64,
+/// f16, bf16, the same for every operand; else why not.
+std::string gemmElementType(const char *op, const std::vector<const Operand *> &xs,
+                            DType &type) {
+  type = xs.front()->dtype;
+  bool same = true;
+  std::string types;
+  for (const Operand *x : xs) {
+    same &= x->dtype == type;
+    types += std::string(types.empty() ? "" : ", ") + dtypeNumpyName(x->dtype);
+  }
+  if (same && (type == DType::F32 || type == DType::F64 ||
+               type == DType::F16 || type == DType::BF16))
+    return "";
+  return std::string(same ? dtypeNumpyName(type) : "mixed-type") + " " + op +
+         " (operands " + types + "): cuBLAS GEMM takes float32, float64, "
+         "float16 or bfloat16 operands of one type, and " + op +
+         " has no generated kernel";
+}
+
 DevicePointer at(const Plan &plan, int32_t d, int32_t buffer,
                  int64_t elementOffset = 0) {
   const Buffer &b = plan.devices[d].buffers[buffer];
@@ -151,8 +178,10 @@ std::string mapMatMul(const Plan &plan, int32_t d, const Instr &in,
           Y = operand(plan, d, in, true, 0);
   if (!A.present() || !B.present())
     return "an input is missing";
-  if (A.dtype != DType::F32 || B.dtype != DType::F32 || Y.dtype != DType::F32)
-    return "cuBLAS GEMM here is float32 only";
+  DType type;
+  if (std::string why = gemmElementType("MatMul", {&A, &B, &Y}, type);
+      !why.empty())
+    return why;
   const size_t ra = A.shape.size(), rb = B.shape.size(), ry = Y.shape.size();
   if (ra < 2 || rb < 2)
     return "1-D operands (A " + dims(A.global) + ", B " + dims(B.global) +
@@ -180,6 +209,8 @@ std::string mapMatMul(const Plan &plan, int32_t d, const Instr &in,
     return err;
   CudaOp op;
   op.kind = CudaOp::Kind::Gemm;
+  op.dtype = type;
+  op.elementSize = cudaElementSize(type);
   op.m = M, op.n = N, op.k = K;
   op.lda = K, op.ldb = bCols, op.ldc = N;
   op.alpha = 1, op.beta = 0;
@@ -211,8 +242,10 @@ std::string mapGemm(const Plan &plan, int32_t d, const Instr &in,
           Y = operand(plan, d, in, true, 0);
   if (A.shape.size() != 2 || B.shape.size() != 2 || Y.shape.size() != 2)
     return "A, B and Y must be matrices";
-  if (A.dtype != DType::F32 || B.dtype != DType::F32 || Y.dtype != DType::F32)
-    return "cuBLAS GEMM here is float32 only";
+  DType type;
+  if (std::string why = gemmElementType("Gemm", {&A, &B, &Y}, type);
+      !why.empty())
+    return why;
   const bool transA = intAttr(in, "transA", 0) != 0;
   const bool transB = intAttr(in, "transB", 0) != 0;
   const int64_t M = Y.shape[0], N = Y.shape[1];
@@ -226,12 +259,15 @@ std::string mapGemm(const Plan &plan, int32_t d, const Instr &in,
   const bool hasC = in.inputs.size() == 3 && in.inputs[2] >= 0;
   if (hasC) {
     Operand C = operand(plan, d, in, false, 2);
-    if (C.dtype != DType::F32 || C.shape.size() > 2)
-      return "C must be a float32 tensor of rank <= 2";
+    if (C.dtype != type || C.shape.size() > 2)
+      return std::string("C must be a ") + dtypeNumpyName(type) +
+             " tensor of rank <= 2";
     CudaOp bias;
     bias.kind = CudaOp::Kind::GemmBias;
+    bias.dtype = type;
+    bias.elementSize = cudaElementSize(type);
     bias.m = M, bias.n = N;
-    bias.beta = static_cast<float>(floatAttr(in, "beta", 1.0));
+    bias.beta = floatAttr(in, "beta", 1.0);
     int64_t offset = 0, stride = 1;
     int64_t strides[2] = {0, 0};
     const size_t rc = C.shape.size();
@@ -254,11 +290,13 @@ std::string mapGemm(const Plan &plan, int32_t d, const Instr &in,
   }
   CudaOp op;
   op.kind = CudaOp::Kind::Gemm;
+  op.dtype = type;
+  op.elementSize = cudaElementSize(type);
   op.transA = transA, op.transB = transB;
   op.m = M, op.n = N, op.k = K;
   op.lda = A.shape[1], op.ldb = B.shape[1], op.ldc = N;
-  op.alpha = static_cast<float>(floatAttr(in, "alpha", 1.0));
-  op.beta = hasC ? 1.0f : 0.0f;
+  op.alpha = floatAttr(in, "alpha", 1.0);
+  op.beta = hasC ? 1.0 : 0.0;
   op.a = at(plan, d, A.buffer);
   op.b = at(plan, d, B.buffer);
   op.c = at(plan, d, Y.buffer);
@@ -294,8 +332,13 @@ std::string mapConv(const Plan &plan, int32_t d, const Instr &in,
   const size_t rank = X.shape.size();
   if (rank < 3 || rank > 5 || W.shape.size() != rank || Y.shape.size() != rank)
     return "1 to 3 spatial dimensions are mapped to cuDNN";
-  if (X.dtype != DType::F32 || W.dtype != DType::F32 || Y.dtype != DType::F32)
-    return "cuDNN convolution here is float32 only";
+  // cuDNN's NCHW convolutions take float32, float64 and float16 (computed in
+  // float32); bfloat16 and integer types run the generated kernel.
+  if (X.dtype != W.dtype || X.dtype != Y.dtype)
+    return "operands of mixed element types";
+  if (X.dtype != DType::F32 && X.dtype != DType::F64 && X.dtype != DType::F16)
+    return std::string(dtypeNumpyName(X.dtype)) +
+           " convolution is not mapped to cuDNN (float32, float64, float16)";
   const std::string autoPad = stringAttr(in, "auto_pad");
   if (!autoPad.empty() && autoPad != "NOTSET")
     return "auto_pad " + autoPad + " is not mapped to cuDNN yet";
@@ -320,6 +363,8 @@ std::string mapConv(const Plan &plan, int32_t d, const Instr &in,
   }
   CudaOp op;
   op.kind = CudaOp::Kind::Conv;
+  op.dtype = X.dtype;
+  op.elementSize = cudaElementSize(X.dtype);
   op.convDirection = direction;
   op.x = X.shape;
   op.w = W.shape;
@@ -720,7 +765,8 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
       if (cudaElementSize(dtype) == 0) {
         refuse(in.kind == Instr::Kind::Fetch ? "Fetch" : "Reduce", d, i,
                "element type " + std::to_string(static_cast<int>(dtype)) +
-                   " is not supported by the CUDA backend (f32, i64, bool)");
+                   " is not supported by the CUDA backend (it is no plan "
+                   "element type)");
         continue;
       }
       const bool reduce = in.kind == Instr::Kind::Reduce;
@@ -817,7 +863,9 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
         CudaOp save;
         save.kind = CudaOp::Kind::SaveLoss;
         save.src = at(plan, 0, lossBuffer);
-        save.bytes = 4;
+        save.dtype = plan.tensors[plan.lossTensor].dtype;
+        save.elementSize = cudaElementSize(save.dtype);
+        save.bytes = save.elementSize;
         s.ops.push_back(save);
         schedule.lossWriter = pos;
       }
@@ -1066,7 +1114,7 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
                plan.cuda.kernels[plan.cuda.launches[op.launch].kernel].name;
         break;
       case CudaOp::Kind::Gemm:
-        out += op.batch > 1 ? " cublasSgemmStridedBatched" : " cublasSgemm";
+        out += std::string(" ") + gemmCallName(op);
         break;
       case CudaOp::Kind::GemmBias:
         out += " gemm-bias";

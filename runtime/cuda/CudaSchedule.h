@@ -125,7 +125,7 @@ struct CudaOp {
     BoxCopy,   ///< strided box `box` from src to dst (UVA across GPUs)
     Zero,      ///< `bytes` zero bytes at dst (cudaMemsetAsync)
     BoxAdd,    ///< dst box += src box (element type `dtype`)
-    SaveLoss,  ///< copy the loss (4 bytes at src) to the per-GPU loss slot
+    SaveLoss,  ///< copy the loss (`bytes` at src) to the per-GPU loss slot
     Send,      ///< ncclSend `bytes` at src to rank `peer` (multi-process)
     Recv,      ///< ncclRecv `bytes` from rank `peer` into dst (multi-process)
     MultiFetch,  ///< one launch copying every piece (Schedule::tables[table])
@@ -134,10 +134,11 @@ struct CudaOp {
   Kind kind = Kind::Kernel;
   int32_t launch = -1;
   int32_t table = -1; ///< MultiFetch/MultiReduce: index in Schedule::tables
-  // GEMM (row-major, as tofu::cuda::GemmShape); pointers are f32 arrays.
+  // GEMM (row-major, as tofu::cuda::GemmShape); pointers are arrays of
+  // `dtype` (Gemm, GemmBias and Conv: f32, f64, f16 or bf16).
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
-  float alpha = 1, beta = 0;
+  double alpha = 1, beta = 0;
   int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0; ///< elements
   DevicePointer a, b, c;
   // GemmBias.
@@ -151,6 +152,8 @@ struct CudaOp {
   uint64_t bytes = 0;
   CopyPath path = CopyPath::SameDevice;
   BoxMove box;
+  /// Element type of the op's operands (BoxCopy/BoxAdd, Gemm, GemmBias,
+  /// Conv, SaveLoss: the loss, `bytes` of it).
   plan::DType dtype = plan::DType::F32;
   uint32_t elementSize = 4;
   // Send/Recv: the other rank and the transfer's position in the global
@@ -224,8 +227,12 @@ std::vector<ByteAccess> entryAccesses(const plan::Plan &plan,
 /// `tofu-run --dump-cuda-schedule` and test failure messages.
 std::string describeSchedule(const plan::Plan &plan, const Schedule &schedule);
 
-/// "elements" of an element type, 0 for one the CUDA backend does not know.
+/// Bytes of an element type, 0 for a number that is no plan element type.
 uint32_t cudaElementSize(plan::DType dtype);
+
+/// The cuBLAS call a Gemm op becomes ("cublasSgemm", "cublasDgemm",
+/// "cublasGemmEx", or their strided batched forms).
+const char *gemmCallName(const CudaOp &op);
 
 } // namespace tofu::cuda
 

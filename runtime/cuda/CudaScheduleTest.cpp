@@ -27,6 +27,7 @@
 #include "CudaTraffic.h"
 
 #include "tofu/runtime/CpuBackend.h"
+#include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/SyntheticData.h"
 
 #include <gtest/gtest.h>
@@ -396,6 +397,120 @@ TEST(CudaSchedule, UnknownElementTypeIsRefused) {
   std::string err = buildSchedule(plan, 1, s);
   EXPECT_NE(err.find("element type 200 is not supported"), std::string::npos)
       << err;
+}
+
+/// `plan` with every tensor of type `from` retyped to `to`, for the
+/// schedule (which reads types and byte sizes, not values): buffer sizes
+/// follow the new element size; for a wider type every offset and the
+/// arena grow by the same factor, so the memory plan's layout stays valid.
+Plan retyped(Plan plan, DType from, DType to) {
+  const uint64_t grow = std::max<uint64_t>(1, dtypeSize(to) / dtypeSize(from));
+  for (TensorInfo &t : plan.tensors)
+    if (t.dtype == from)
+      t.dtype = to;
+  for (DeviceProgram &dev : plan.devices) {
+    dev.peakBytes *= grow;
+    for (Buffer &b : dev.buffers) {
+      b.offset *= grow;
+      b.bytes = static_cast<uint64_t>(b.region.numElements()) *
+                dtypeSize(plan.tensors[b.tensor].dtype);
+    }
+  }
+  return plan;
+}
+
+TEST(CudaSchedule, ElementTypesPickTheirLibraryCalls) {
+  // The float64 MLP: cublasDgemm, f64 Gemm bias and box adds, an 8-byte loss.
+  {
+    const Plan &plan = planNamed("mlp64-8");
+    if (plan.devices.empty())
+      return;
+    Schedule s = scheduled("mlp64-8", 1);
+    size_t gemms = 0, adds = 0, saves = 0;
+    for (const ScheduledInstr &e : s.instrs)
+      for (const CudaOp &op : e.ops) {
+        if (op.kind == CudaOp::Kind::Gemm || op.kind == CudaOp::Kind::GemmBias) {
+          EXPECT_EQ(op.dtype, DType::F64);
+          EXPECT_EQ(op.elementSize, 8u);
+          gemms += op.kind == CudaOp::Kind::Gemm;
+        }
+        if (op.kind == CudaOp::Kind::BoxAdd) {
+          EXPECT_EQ(op.dtype, DType::F64);
+          ++adds;
+        }
+        if (op.kind == CudaOp::Kind::SaveLoss) {
+          EXPECT_EQ(op.bytes, 8u);
+          ++saves;
+        }
+      }
+    EXPECT_GT(gemms, 0u);
+    EXPECT_GT(saves, 0u);
+    (void)adds;
+    std::string text = describeSchedule(plan, s);
+    EXPECT_NE(text.find("cublasDgemm"), std::string::npos);
+    EXPECT_EQ(text.find("cublasSgemm"), std::string::npos);
+  }
+  // float16 / bfloat16 GEMMs: cublasGemmEx (f32 compute).
+  for (DType half : {DType::F16, DType::BF16}) {
+    Plan plan = retyped(planNamed("mlp-8"), DType::F32, half);
+    Schedule s;
+    ASSERT_EQ(buildSchedule(plan, 1, s), "") << dtypeNumpyName(half);
+    EXPECT_EQ(validateSchedule(plan, s), "");
+    size_t gemms = 0;
+    for (const ScheduledInstr &e : s.instrs)
+      for (const CudaOp &op : e.ops)
+        if (op.kind == CudaOp::Kind::Gemm) {
+          EXPECT_EQ(op.dtype, half);
+          EXPECT_STREQ(gemmCallName(op), "cublasGemmEx");
+          ++gemms;
+        }
+    EXPECT_GT(gemms, 0u);
+  }
+  // Integer GEMMs have no path (MatMul and Gemm have no generated kernel):
+  // refused with the op, its type and the instruction.
+  {
+    Plan plan = retyped(planNamed("mlp-1"), DType::F32, DType::I32);
+    Schedule s;
+    std::string err = buildSchedule(plan, 1, s);
+    EXPECT_NE(err.find("op 'Gemm' has no CUDA implementation (int32 Gemm "
+                       "(operands int32, int32, int32): cuBLAS GEMM takes "
+                       "float32, float64, float16 or bfloat16"),
+              std::string::npos)
+        << err;
+  }
+}
+
+TEST(CudaSchedule, ConvolutionElementTypes) {
+  // cuDNN takes f64 and f16 convolutions; bf16 ones run their generated
+  // kernel.
+  const Plan &cnn = planNamed("cnn-8");
+  if (cnn.devices.empty())
+    return;
+  for (DType type : {DType::F64, DType::F16, DType::BF16}) {
+    Plan plan = retyped(cnn, DType::F32, type);
+    Schedule s;
+    ASSERT_EQ(buildSchedule(plan, 1, s), "") << dtypeNumpyName(type);
+    size_t convs = 0, convKernels = 0;
+    for (const ScheduledInstr &e : s.instrs) {
+      const Instr &in = plan.devices[e.device].instrs[e.index];
+      if (in.kernel != "ConvGradInput" && in.kernel != "ConvGradWeight")
+        continue;
+      for (const CudaOp &op : e.ops) {
+        if (op.kind == CudaOp::Kind::Conv) {
+          EXPECT_EQ(op.dtype, type);
+          ++convs;
+        }
+        convKernels += op.kind == CudaOp::Kind::Kernel;
+      }
+    }
+    if (type == DType::BF16) {
+      EXPECT_EQ(convs, 0u);
+      EXPECT_GT(convKernels, 0u);
+    } else {
+      EXPECT_GT(convs, 0u) << dtypeNumpyName(type);
+      EXPECT_EQ(convKernels, 0u) << dtypeNumpyName(type);
+    }
+  }
 }
 
 TEST(CudaSchedule, ConvolutionsGoToCudnnOrTheirGeneratedKernel) {
@@ -842,7 +957,7 @@ public:
     return "";
   }
 
-  float loss() const { return lossSlot; }
+  double loss() const { return lossSlot; }
   /// MultiFetch/MultiReduce launches run so far.
   size_t multiFetchLaunches = 0;
   const uint8_t *buffer(int32_t d, int32_t b) {
@@ -879,32 +994,36 @@ private:
         break;
       }
       case CudaOp::Kind::Gemm:
+        // Operands of `op.dtype`, loaded and stored as the CPU backend does.
         for (int64_t b = 0; b < op.batch; ++b) {
-          const float *A =
-              reinterpret_cast<const float *>(ptr(op.a)) + b * op.strideA;
-          const float *B =
-              reinterpret_cast<const float *>(ptr(op.b)) + b * op.strideB;
-          float *C = reinterpret_cast<float *>(ptr(op.c)) + b * op.strideC;
+          const uint8_t *A = ptr(op.a) + b * op.strideA * op.elementSize;
+          const uint8_t *B = ptr(op.b) + b * op.strideB * op.elementSize;
+          uint8_t *C = ptr(op.c) + b * op.strideC * op.elementSize;
+          auto load = [&](const uint8_t *p, int64_t i) {
+            return tofu::runtime::loadElement(p, op.dtype, i);
+          };
           for (int64_t i = 0; i < op.m; ++i)
             for (int64_t j = 0; j < op.n; ++j) {
               double acc = 0;
               for (int64_t q = 0; q < op.k; ++q)
-                acc += double(op.transA ? A[q * op.lda + i] : A[i * op.lda + q]) *
-                       double(op.transB ? B[j * op.ldb + q] : B[q * op.ldb + j]);
-              float &c = C[i * op.ldc + j];
-              c = static_cast<float>(op.alpha * acc +
-                                     (op.beta != 0 ? op.beta * c : 0.0));
+                acc += load(A, op.transA ? q * op.lda + i : i * op.lda + q) *
+                       load(B, op.transB ? j * op.ldb + q : q * op.ldb + j);
+              const int64_t at = i * op.ldc + j;
+              tofu::runtime::storeElement(
+                  C, op.dtype, at,
+                  op.alpha * acc + (op.beta != 0 ? op.beta * load(C, at) : 0.0));
             }
         }
         break;
-      case CudaOp::Kind::GemmBias: {
-        const float *c = reinterpret_cast<const float *>(ptr(op.c));
-        float *y = reinterpret_cast<float *>(ptr(op.dst));
+      case CudaOp::Kind::GemmBias:
         for (int64_t i = 0; i < op.m; ++i)
           for (int64_t j = 0; j < op.n; ++j)
-            y[i * op.n + j] = op.beta * c[i * op.cRowStride + j * op.cColStride];
+            tofu::runtime::storeElement(
+                ptr(op.dst), op.dtype, i * op.n + j,
+                op.beta * tofu::runtime::loadElement(
+                              ptr(op.c), op.dtype,
+                              i * op.cRowStride + j * op.cColStride));
         break;
-      }
       case CudaOp::Kind::Conv:
         return "the host emulator has no convolution";
       case CudaOp::Kind::Copy:
@@ -940,13 +1059,18 @@ private:
           else if (op.dtype == DType::I64)
             *reinterpret_cast<int64_t *>(dp) +=
                 *reinterpret_cast<const int64_t *>(sp);
-          else
+          else if (op.dtype == DType::Bool)
             *dp = (*dp | *sp) ? 1 : 0;
+          else // in double, converted back, as the box-add kernel does
+            tofu::runtime::storeElement(
+                dp, op.dtype, 0,
+                tofu::runtime::loadElement(dp, op.dtype, 0) +
+                    tofu::runtime::loadElement(sp, op.dtype, 0));
         }
         break;
       }
       case CudaOp::Kind::SaveLoss:
-        std::memcpy(&lossSlot, ptr(op.src), sizeof(float));
+        lossSlot = tofu::runtime::loadElement(ptr(op.src), op.dtype, 0);
         break;
       case CudaOp::Kind::Send:
       case CudaOp::Kind::Recv:
@@ -975,13 +1099,13 @@ private:
   void *lib = nullptr;
   std::vector<HostFn> fns;
   std::vector<std::vector<uint8_t>> mem;
-  float lossSlot = 0;
+  double lossSlot = 0;
 };
 
 /// The schedule run on the host (several random stream interleavings)
 /// against the CPU backend interpreting the TDL programs: the same losses
-/// and parameters, within fp32 tolerance (the GEMMs sum in a different
-/// order). This checks every offset, GEMM parameter, box, launch argument
+/// and parameters, within fp32 tolerance for a float32 plan, 1e-10 relative
+/// for a float64 one (the GEMMs sum in a different order). This checks every offset, GEMM parameter, box, launch argument
 /// and the virtual device layout the executor will use.
 void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
                                int steps) {
@@ -995,12 +1119,14 @@ void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
   ASSERT_EQ(cpu.watchLoss(), "");
   HostEmulator emu(plan, s);
   ASSERT_EQ(emu.init(name), "");
+  const double lossTol =
+      parameterTolerance(plan.tensors[plan.lossTensor].dtype);
   for (int step = 0; step < steps; ++step) {
     ASSERT_EQ(cpu.runStep(step), "");
     ASSERT_EQ(emu.runStep(step, 1234 + step), "") << name;
     double want = 0;
     ASSERT_EQ(cpu.lastLoss(want), "");
-    EXPECT_NEAR(emu.loss(), want, 1e-5 + 1e-4 * std::fabs(want))
+    EXPECT_NEAR(emu.loss(), want, lossTol * (0.1 + std::fabs(want)))
         << name << " on " << gpus << " GPUs, step " << step + 1;
   }
   // The traffic counted from the schedule is what the CPU backend measured
@@ -1023,6 +1149,14 @@ TEST(CudaScheduleOnHost, MlpMatchesTheCpuBackend) {
   expectEmulationMatchesCpu("mlp-8", 1, 3);
   expectEmulationMatchesCpu("mlp-8", 3, 3);
   expectEmulationMatchesCpu("mlp-8", 8, 3);
+}
+
+TEST(CudaScheduleOnHost, Float64MlpMatchesTheCpuBackend) {
+  // cublasDgemm, the f64 Gemm bias, f64 box adds and loss, generated f64
+  // kernels: the float64 losses and parameters to 1e-10.
+  expectEmulationMatchesCpu("mlp64-1", 1, 3);
+  expectEmulationMatchesCpu("mlp64-8", 1, 3);
+  expectEmulationMatchesCpu("mlp64-8", 3, 3);
 }
 
 TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
@@ -1073,8 +1207,8 @@ int main(int argc, char **argv) {
     std::printf("SKIPPED: no nvcc; the plans need tofuc --cuda-arch\n");
     return 77;
   }
-  compileExamplePlans({{"mlp", {1, 8}}, {"rnn", {8}}, {"gpt", {8}},
-                       {"cnn", {1, 8}}},
+  compileExamplePlans({{"mlp", {1, 8}}, {"mlp64", {1, 8}}, {"rnn", {8}},
+                       {"gpt", {8}}, {"cnn", {1, 8}}},
                       "sm_80");
   return RUN_ALL_TESTS();
 }

@@ -6,6 +6,8 @@
 
 #include "CudaTestPlans.h"
 
+#include "tofu/runtime/ElementAccess.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,6 +72,9 @@ void tofu::test::compileExamplePlans(const std::vector<ExampleModel> &models,
   // The generated models, small (WResNet-50 is left out: nvcc needs over a
   // minute for its kernels).
   const std::map<std::string, std::string> generators = {
+      // The MLP exported in float64 (model.double()).
+      {"mlp64", "mlp/make_mlp.py --double --batch 16 --features 12 "
+                "--hidden 16 --classes 5"},
       {"rnn", "rnn/make_rnn.py --layers 2 --hidden 16 --batch 4 --vocab 32 "
               "--steps 4"},
       {"gpt", "transformer/make_gpt.py --layers 2 --hidden 16 --heads 2 "
@@ -118,6 +123,10 @@ const Plan &tofu::test::planNamed(const std::string &name) {
   return it->second;
 }
 
+double tofu::test::parameterTolerance(DType type) {
+  return type == DType::F64 ? 1e-10 : 1e-4;
+}
+
 void tofu::test::expectParametersMatch(const Plan &plan,
                                        const runtime::BufferSource &got,
                                        const runtime::BufferSource &want,
@@ -128,17 +137,20 @@ void tofu::test::expectParametersMatch(const Plan &plan,
     for (size_t b = 0; b < buffers.size(); ++b) {
       const TensorInfo &t = plan.tensors[buffers[b].tensor];
       if (t.role != TensorRole::Param || !buffers[b].owned ||
-          t.dtype != DType::F32)
+          (t.dtype != DType::F32 && t.dtype != DType::F64))
         continue;
-      const auto *g = reinterpret_cast<const float *>(
-          got(static_cast<int32_t>(d), static_cast<int32_t>(b)));
-      const auto *w = reinterpret_cast<const float *>(
-          want(static_cast<int32_t>(d), static_cast<int32_t>(b)));
+      const uint8_t *g = got(static_cast<int32_t>(d), static_cast<int32_t>(b));
+      const uint8_t *w =
+          want(static_cast<int32_t>(d), static_cast<int32_t>(b));
       ASSERT_NE(g, nullptr) << what << ": device " << d << " " << t.name;
       ASSERT_NE(w, nullptr) << what << ": device " << d << " " << t.name;
-      for (size_t i = 0; i < buffers[b].bytes / 4; ++i)
-        ASSERT_NEAR(g[i], w[i], 1e-5 + 1e-4 * std::fabs(w[i]))
+      const double tol = parameterTolerance(t.dtype);
+      for (int64_t i = 0; i < buffers[b].region.numElements(); ++i) {
+        const double gv = runtime::loadElement(g, t.dtype, i),
+                     wv = runtime::loadElement(w, t.dtype, i);
+        ASSERT_NEAR(gv, wv, tol * (0.1 + std::fabs(wv)))
             << what << ": device " << d << " " << t.name << " element " << i;
+      }
       ++compared;
     }
   }

@@ -50,9 +50,15 @@ void compileExamplePlans(const std::vector<ExampleModel> &models,
 /// an empty plan (no devices) when it was not compiled.
 const plan::Plan &planNamed(const std::string &name);
 
-/// Compares every owned f32 Param buffer of `got` with `want` within fp32
-/// tolerance (1e-5 + 1e-4 |want|); fails the test on the first difference
-/// and when there is no parameter at all.
+/// The relative tolerance of a result of `type` against the CPU backend:
+/// 1e-10 for float64 (far below float32's rounding, so a value that went
+/// through float32 anywhere shows), 1e-4 otherwise; compared as
+/// |got - want| <= tol * (0.1 + |want|).
+double parameterTolerance(plan::DType type);
+
+/// Compares every owned f32 and f64 Param buffer of `got` with `want`
+/// within `parameterTolerance` (f32: 1e-5 + 1e-4 |want|); fails the test
+/// on the first difference and when there is no parameter at all.
 void expectParametersMatch(const plan::Plan &plan,
                            const runtime::BufferSource &got,
                            const runtime::BufferSource &want,

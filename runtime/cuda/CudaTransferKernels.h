@@ -17,15 +17,18 @@
 
 namespace tofu::cuda {
 
-/// dst box (= or +=) src box, per CudaOp::box; `dtype` f32, i64 or bool
-/// (a bool sum saturates at 1, as the CPU backend's).
+/// dst box (= or +=) src box, per CudaOp::box; `dtype` any plan element
+/// type, added as the CPU backend's Reduce adds it (a bool sum saturates at
+/// 1, narrow integers wrap, f16/bf16 round the exact sum to nearest even).
 std::string launchBoxMove(const BoxMove &box, const void *src, void *dst,
                           plan::DType dtype, bool add, cudaStream_t stream);
 
-/// y[i * n + j] = beta * c[i * rowStride + j * colStride] for i < m, j < n.
-std::string launchGemmBias(const float *c, int64_t rowStride,
-                           int64_t colStride, float beta, float *y, int64_t m,
-                           int64_t n, cudaStream_t stream);
+/// y[i * n + j] = beta * c[i * rowStride + j * colStride] for i < m, j < n;
+/// c and y arrays of `dtype` (f32, f64, f16 or bf16; computed in float, or
+/// double for f64).
+std::string launchGemmBias(const void *c, int64_t rowStride,
+                           int64_t colStride, double beta, void *y, int64_t m,
+                           int64_t n, plan::DType dtype, cudaStream_t stream);
 
 } // namespace tofu::cuda
 
