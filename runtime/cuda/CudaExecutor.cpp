@@ -9,6 +9,7 @@
 #include "CudaExecutor.h"
 
 #include "CudaBlas.h"
+#include "CudaCheck.h"
 #include "CudaConv.h"
 #include "CudaDiagnostics.h"
 #include "CudaMultiFetchTables.h"
@@ -29,18 +30,6 @@ using namespace tofu::plan;
 using tofu::runtime::SyntheticData;
 
 namespace {
-
-std::string cudaFailure(const char *what, cudaError_t err) {
-  return std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
-         cudaGetErrorString(err) + ")";
-}
-
-#define TOFU_CUDA(call)                                                        \
-  do {                                                                         \
-    cudaError_t tofuErr = (call);                                              \
-    if (tofuErr != cudaSuccess)                                                \
-      return cudaFailure(#call, tofuErr);                                      \
-  } while (0)
 
 /// The 12-word out-of-buffer record of the generated kernels.
 constexpr size_t kErrorWords = 12;
@@ -82,6 +71,7 @@ struct CudaExecutor::Impl {
   std::vector<std::vector<void *>> launchPointers;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graphExec = nullptr;
+  IssueHook hook;
   int64_t stepsRun = 0, replays = 0;
   bool initialized = false;
   std::vector<uint8_t> staging;
@@ -492,18 +482,25 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
 }
 
 std::string CudaExecutor::Impl::issue() {
+  if (hook)
+    if (std::string err = hook(-1, false, nullptr); !err.empty())
+      return err;
   for (size_t s = 0; s < schedule.instrs.size(); ++s) {
     const ScheduledInstr &e = schedule.instrs[s];
     TOFU_CUDA(cudaSetDevice(gpuOf(e.device)));
     cudaStream_t stream = streamOf(e);
     for (int32_t w : e.waits)
       TOFU_CUDA(cudaStreamWaitEvent(stream, events[w], 0));
-    for (const CudaOp &op : e.ops)
-      if (std::string err = issueOp(e, op, stream); !err.empty()) {
-        const Instr &in = plan.devices[e.device].instrs[e.index];
-        return "device " + std::to_string(e.device) + " instruction " +
-               std::to_string(e.index) + " (op '" + in.op + "'): " + err;
-      }
+    std::string err = hook ? hook(static_cast<int32_t>(s), false, stream) : "";
+    for (size_t o = 0; o < e.ops.size() && err.empty(); ++o)
+      err = issueOp(e, e.ops[o], stream);
+    if (err.empty() && hook)
+      err = hook(static_cast<int32_t>(s), true, stream);
+    if (!err.empty()) {
+      const Instr &in = plan.devices[e.device].instrs[e.index];
+      return "device " + std::to_string(e.device) + " instruction " +
+             std::to_string(e.index) + " (op '" + in.op + "'): " + err;
+    }
     if (e.recordsEvent)
       TOFU_CUDA(cudaEventRecord(events[s], stream));
   }
@@ -538,8 +535,9 @@ std::string CudaExecutor::Impl::runStep(int64_t step) {
     return err;
   // Every stream of the step starts after the feed (synchronous copies) and
   // after the previous step (waited for below).
-  const bool replay = options.useGraph && graphExec;
-  const bool capture = options.useGraph && !graphExec && stepsRun >= 1;
+  const bool useGraph = options.useGraph && !hook;
+  const bool replay = useGraph && graphExec;
+  const bool capture = useGraph && !graphExec && stepsRun >= 1;
   cudaStream_t origin = devices[0].compute;
   if (replay) {
     TOFU_CUDA(cudaSetDevice(gpuOf(0)));
@@ -608,6 +606,23 @@ void CudaExecutor::setDataSource(DataSource source) {
 std::string CudaExecutor::init() { return impl->init(); }
 std::string CudaExecutor::runStep(int64_t step) { return impl->runStep(step); }
 int64_t CudaExecutor::graphReplays() const { return impl->replays; }
+void CudaExecutor::setIssueHook(IssueHook hook) {
+  impl->hook = std::move(hook);
+}
+
+void *CudaExecutor::deviceAddress(int32_t gpu, uint64_t offset) const {
+  return impl->gpus[gpu].memory + offset;
+}
+
+std::string CudaExecutor::copyToHost(int32_t gpu, uint64_t offset,
+                                     uint64_t bytes, uint8_t *out) const {
+  TOFU_CUDA(cudaSetDevice(impl->gpus[gpu].ordinal));
+  if (bytes)
+    TOFU_CUDA(cudaMemcpy(out, impl->gpus[gpu].memory + offset, bytes,
+                         cudaMemcpyDeviceToHost));
+  return "";
+}
+
 std::vector<uint64_t> CudaExecutor::workspaceBytes() const {
   std::vector<uint64_t> bytes(impl->plan.devices.size(), 0);
   for (size_t d = 0; d < impl->devices.size(); ++d)

@@ -71,6 +71,23 @@ public:
   /// Copies buffer `buffer` of plan device `device` to the host.
   std::string readBuffer(int32_t device, int32_t buffer,
                          std::vector<uint8_t> &bytes) const;
+  /// Called while a step is issued: with entry -1 after the step's batch
+  /// is fed and before anything else, then for every schedule entry before
+  /// (`after` false) and after (`after` true) its calls, with its GPU
+  /// current and `stream` its cudaStream_t, before the entry records its
+  /// completion event (so whatever the hook enqueues there is ordered
+  /// before every later conflicting instruction). With a hook set every
+  /// step is issued eagerly (no CUDA graph). Call before `runStep`.
+  using IssueHook =
+      std::function<std::string(int32_t entry, bool after, void *stream)>;
+  void setIssueHook(IssueHook hook);
+  /// Copies `bytes` bytes at `offset` of GPU `gpu`'s allocation to `out`
+  /// (synchronously; a DeviceReader of CudaDeviceState.h).
+  std::string copyToHost(int32_t gpu, uint64_t offset, uint64_t bytes,
+                         uint8_t *out) const;
+  /// The device address of `offset` in GPU `gpu`'s allocation.
+  void *deviceAddress(int32_t gpu, uint64_t offset) const;
+
   /// Per plan device, the bytes of cuDNN workspace its ConvRunner holds.
   std::vector<uint64_t> workspaceBytes() const;
   /// Steps replayed from the captured graph so far.

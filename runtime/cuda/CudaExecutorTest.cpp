@@ -147,7 +147,7 @@ TEST(CudaExecutor, ParametersMatchTheTdlInterpreter) {
     options.numGpus = 1;
     CudaExecutor gpu(plan, options);
     gpuLosses(gpu, 2);
-    std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>> read;
+    tofu::runtime::BufferCopies read;
     expectParametersMatch(
         plan,
         [&gpu, &read](int32_t d, int32_t b) -> const uint8_t * {

@@ -6,8 +6,11 @@
 
 #include "CudaRunPlugin.h"
 
+#include "CudaCallSummary.h"
+#include "CudaDeviceState.h"
 #include "CudaExecutor.h"
 #include "CudaSchedule.h"
+#include "CudaStepObserver.h"
 #include "CudaTraffic.h"
 
 using namespace tofu::cuda;
@@ -19,19 +22,24 @@ namespace {
 class CudaTrainingBackend : public TrainingBackend {
 public:
   CudaTrainingBackend(const Plan &plan, const CudaBackendOptions &options)
-      : plan(plan), options(options), exec(plan, runOptions(options)) {}
+      : plan(plan), options(options), exec(plan, runOptions(options)),
+        observer(plan, exec) {}
 
   const char *name() const override { return "cuda"; }
   void setDataSource(CpuExecutor::DataSource source) override {
     exec.setDataSource(std::move(source));
   }
-  void watch(int32_t, int32_t) override {}
-  void setObserver(CpuExecutor::Observer) override {}
+  void watch(int32_t device, int32_t buffer) override {
+    observer.watch(device, buffer);
+  }
+  void setObserver(CpuExecutor::Observer fn) override {
+    observer.setObserver(std::move(fn));
+  }
   std::string init() override {
     if (std::string err = exec.init(); !err.empty())
       return err;
     traffic = countTraffic(plan, exec.schedule());
-    return "";
+    return observer.prepare();
   }
   std::string describe() const override {
     const DeviceMapping &mapping = exec.schedule().mapping;
@@ -41,20 +49,42 @@ public:
         (mapping.numGpus == 1 ? " GPU" : " GPUs") + "  tensors " +
         std::to_string(plan.tensors.size()) + "  batch " +
         std::to_string(planBatchSize(plan)) + "  backend cuda (" +
-        (options.useGraph ? "CUDA graph from step 2" : "eager") + ")\n";
+        (observer.active()  ? "eager: --dump/--trace act after each call"
+         : options.useGraph ? "CUDA graph from step 2"
+                            : "eager") +
+        ")\n";
     out += "allocated bytes per GPU:"; // slices + MultiFetch tables
     for (size_t g = 0; g < mapping.gpuBytes.size(); ++g)
       out += " " + std::to_string(mapping.gpuBytes[g] +
                                   exec.schedule().tableBytes[g]);
-    return out + "\n";
+    out += "\n";
+    if (options.listCalls)
+      out += describeCalls(plan, exec.schedule());
+    return out;
   }
-  std::string runStep(int64_t step) override { return exec.runStep(step); }
+  std::string runStep(int64_t step) override {
+    if (std::string err = exec.runStep(step); !err.empty())
+      return err;
+    return observer.finishStep();
+  }
   std::string lastLoss(double &loss) override { return exec.lastLoss(loss); }
-  std::string snapshots(BufferSource &) override {
-    return "not supported with --backend cuda yet";
+  std::string snapshots(BufferSource &source) override {
+    source = observer.snapshots();
+    return "";
   }
-  std::string currentValues(BufferSource &) override {
-    return "not supported with --backend cuda yet";
+  std::string currentValues(BufferSource &source) override {
+    // Parameters and optimizer state, copied back from the GPUs.
+    if (std::string err = saved.read(
+            plan, exec.schedule().mapping,
+            [this](int32_t t) { return savedTensor(plan.tensors[t]); },
+            [this](int32_t gpu, uint64_t offset, uint64_t bytes,
+                   uint8_t *out) {
+              return exec.copyToHost(gpu, offset, bytes, out);
+            });
+        !err.empty())
+      return err;
+    source = saved.source();
+    return "";
   }
   std::vector<uint64_t> commBytesPerDevice() const override {
     return traffic.receivedPerDevice;
@@ -67,6 +97,14 @@ public:
     for (size_t d = 0; d < bytes.size(); ++d)
       bytes[d] += exec.schedule().mapping.devices[d].sliceBytes;
     return bytes;
+  }
+  std::vector<std::pair<std::string, uint64_t>>
+  copyBytesByPath() const override {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (size_t p = 0; p < traffic.byPath.size(); ++p)
+      out.push_back(
+          {copyPathName(static_cast<CopyPath>(p)), traffic.byPath[p]});
+    return out;
   }
   std::string runNote() const override {
     return ", " + std::to_string(exec.graphReplays()) +
@@ -87,7 +125,9 @@ private:
   const Plan &plan;
   CudaBackendOptions options;
   CudaExecutor exec;
+  CudaStepObserver observer;
   ScheduleTraffic traffic;
+  HostBufferCopies saved;
 };
 
 } // namespace

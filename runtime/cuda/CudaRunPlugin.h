@@ -25,6 +25,7 @@ namespace tofu::cuda {
 struct CudaBackendOptions {
   int32_t devices = 0; ///< --devices (0 = one GPU per plan device)
   bool useGraph = true; ///< not --no-cuda-graph
+  bool listCalls = false; ///< --kernels native: print the calls per op
 };
 
 /// The plugin's entry point: 0 with `backend` set (not yet initialized), or

@@ -21,6 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaCallSummary.h"
+#include "CudaDeviceState.h"
 #include "CudaMultiFetchTables.h"
 #include "CudaSchedule.h"
 #include "CudaTestPlans.h"
@@ -29,6 +31,8 @@
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/SyntheticData.h"
+#include "tofu/runtime/TensorAssembly.h"
+#include "tofu/runtime/TrainingCheckpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -349,6 +353,29 @@ TEST(CudaSchedule, BrokenSchedulesFailValidation) {
     ASSERT_TRUE(changed);
     EXPECT_NE(validateSchedule(plan, bad), "");
   }
+}
+
+TEST(CudaSchedule, CallSummaryNamesWhatRunsEachOp) {
+  // tofu-run --backend cuda --kernels native prints it.
+  const Plan &mlp = planNamed("mlp-8");
+  const Plan &cnn = planNamed("cnn-1");
+  if (mlp.devices.empty() || cnn.devices.empty())
+    return;
+  std::string calls = describeCalls(mlp, scheduled("mlp-8", 1));
+  EXPECT_EQ(calls.rfind("calls per step by op:\n", 0), 0u) << calls;
+  EXPECT_NE(calls.find("\n  Gemm: "), std::string::npos) << calls;
+  EXPECT_NE(calls.find(" cuBLAS"), std::string::npos) << calls;
+  EXPECT_NE(calls.find("\n  Fetch: "), std::string::npos) << calls;
+  EXPECT_NE(calls.find(" memcpy/memset"), std::string::npos) << calls;
+  EXPECT_NE(calls.find(" generated elementwise kernels"), std::string::npos)
+      << calls;
+  EXPECT_EQ(calls.find("cuDNN"), std::string::npos) << calls;
+  std::string cnnCalls = describeCalls(cnn, scheduled("cnn-1", 1));
+  size_t line = cnnCalls.find("\n  ConvGradWeight: ");
+  ASSERT_NE(line, std::string::npos) << cnnCalls;
+  std::string convGradWeight =
+      cnnCalls.substr(line + 1, cnnCalls.find('\n', line + 1) - line - 1);
+  EXPECT_NE(convGradWeight.find(" cuDNN"), std::string::npos) << cnnCalls;
 }
 
 TEST(CudaSchedule, UnsupportedOpsAreRefusedByName) {
@@ -925,6 +952,8 @@ public:
             !err.empty())
           return err;
       }
+    for (const auto &key : fedSnapshots)
+      snapshot(key);
     // Per stream its entries in issue order; run any stream's head whose
     // waits are done.
     std::map<int32_t, std::vector<int32_t>> queues;
@@ -951,6 +980,10 @@ public:
       int32_t e = queues[st][head[st]++];
       if (std::string err = runEntry(s.instrs[e], step); !err.empty())
         return err;
+      for (const auto &key : snapshotsAfter.empty()
+                                 ? std::vector<std::pair<int32_t, int32_t>>()
+                                 : snapshotsAfter[e])
+        snapshot(key);
       done[e] = true;
       ++ran;
     }
@@ -960,6 +993,31 @@ public:
   double loss() const { return lossSlot; }
   /// MultiFetch/MultiReduce launches run so far.
   size_t multiFetchLaunches = 0;
+
+  /// --dump as the executor does it: each of `buffers` copied after the
+  /// entry snapshotPoints names, or after the feed when no entry writes it.
+  void watch(const std::vector<std::pair<int32_t, int32_t>> &buffers) {
+    snapshotsAfter = snapshotPoints(plan, s, buffers);
+    std::set<std::pair<int32_t, int32_t>> written;
+    for (const auto &list : snapshotsAfter)
+      written.insert(list.begin(), list.end());
+    for (const auto &key : buffers)
+      if (!written.count(key))
+        fedSnapshots.push_back(key);
+  }
+  tofu::runtime::BufferSource snapshots() const {
+    return tofu::runtime::copiesSource(snaps);
+  }
+  /// Reads the emulated GPUs' memory, as cudaMemcpy does in the executor.
+  DeviceReader reader() {
+    return [this](int32_t gpu, uint64_t offset, uint64_t bytes,
+                  uint8_t *out) -> std::string {
+      if (offset + bytes > mem[gpu].size())
+        return "outside GPU " + std::to_string(gpu) + "'s allocation";
+      std::memcpy(out, mem[gpu].data() + offset, bytes);
+      return "";
+    };
+  }
   const uint8_t *buffer(int32_t d, int32_t b) {
     return ptr({d, plan.devices[d].buffers[b].offset});
   }
@@ -973,6 +1031,11 @@ private:
   }
   uint8_t *tableAt(const MultiFetchTable &t) {
     return mem[t.gpu].data() + s.mapping.gpuBytes[t.gpu] + t.offset;
+  }
+  void snapshot(const std::pair<int32_t, int32_t> &key) {
+    const Buffer &b = plan.devices[key.first].buffers[key.second];
+    const uint8_t *p = ptr({key.first, b.offset});
+    snaps[key].assign(p, p + b.bytes);
   }
 
   std::string runEntry(const ScheduledInstr &e, int64_t step) {
@@ -1100,6 +1163,9 @@ private:
   std::vector<HostFn> fns;
   std::vector<std::vector<uint8_t>> mem;
   double lossSlot = 0;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> snapshotsAfter;
+  std::vector<std::pair<int32_t, int32_t>> fedSnapshots;
+  tofu::runtime::BufferCopies snaps;
 };
 
 /// The schedule run on the host (several random stream interleavings)
@@ -1189,6 +1255,159 @@ TEST(CudaScheduleOnHost, AMissingWaitChangesTheResult) {
     differs |= !(std::fabs(emu.loss() - want) <= 1e-4 * (1 + std::fabs(want)));
   }
   EXPECT_TRUE(differs);
+}
+
+/// Compares tensor `t` assembled from two sources: bit for bit, or for f32
+/// within fp32 tolerance.
+void expectSameTensor(const Plan &plan, int32_t t,
+                      const tofu::runtime::BufferSource &got,
+                      const tofu::runtime::BufferSource &want, bool exact,
+                      const std::string &what) {
+  std::vector<uint8_t> a, b;
+  ASSERT_EQ(tofu::runtime::assembleTensor(plan, t, got, a), "") << what;
+  ASSERT_EQ(tofu::runtime::assembleTensor(plan, t, want, b), "") << what;
+  ASSERT_EQ(a.size(), b.size()) << what;
+  const TensorInfo &info = plan.tensors[t];
+  if (exact || info.dtype != DType::F32) {
+    EXPECT_EQ(a, b) << what << ": " << info.name;
+    return;
+  }
+  const float *x = reinterpret_cast<const float *>(a.data());
+  const float *y = reinterpret_cast<const float *>(b.data());
+  for (size_t i = 0; i < a.size() / 4; ++i)
+    ASSERT_NEAR(x[i], y[i], 1e-5 + 1e-4 * std::fabs(y[i]))
+        << what << ": " << info.name << " element " << i;
+}
+
+/// What tofu-run --backend cuda --dump and --save produce, from the
+/// emulated GPUs' memory through locateBuffers/HostBufferCopies and
+/// snapshotPoints, against the CPU backend's (TDL interpreter): inputs and
+/// labels bit for bit, gradients, parameters and optimizer state within
+/// fp32 tolerance, the --save files (model and training state) bit for bit,
+/// and read back by resumeCheckpoint alike.
+void expectSaveAndDumpMatchCpu(const std::string &name, int32_t gpus,
+                               int steps) {
+  const Plan &plan = planNamed(name);
+  if (plan.devices.empty())
+    return;
+  const std::string what = name + " on " + std::to_string(gpus) + " GPUs";
+  Schedule s = scheduled(name, gpus);
+  tofu::runtime::CpuExecutor cpu(plan);
+  cpu.preferInterpreter(true);
+  HostEmulator emu(plan, s);
+  // The buffers tofu-run --dump watches.
+  std::vector<std::pair<int32_t, int32_t>> dumped;
+  std::vector<int32_t> dumpedTensors;
+  for (size_t t = 0; t < plan.tensors.size(); ++t) {
+    const TensorInfo &info = plan.tensors[t];
+    if (info.role == TensorRole::Input || info.role == TensorRole::Label ||
+        info.gradientOf >= 0)
+      dumpedTensors.push_back(static_cast<int32_t>(t));
+  }
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    for (size_t b = 0; b < plan.devices[d].buffers.size(); ++b) {
+      const Buffer &buf = plan.devices[d].buffers[b];
+      const TensorInfo &info = plan.tensors[buf.tensor];
+      if (buf.owned && (info.role == TensorRole::Input ||
+                        info.role == TensorRole::Label || info.gradientOf >= 0))
+        dumped.push_back({static_cast<int32_t>(d), static_cast<int32_t>(b)});
+    }
+  ASSERT_FALSE(dumped.empty());
+  for (const auto &[d, b] : dumped)
+    cpu.watch(d, b);
+  emu.watch(dumped);
+  ASSERT_EQ(cpu.init(), "");
+  ASSERT_EQ(emu.init(name), "");
+  auto cpuSnapshots = [&cpu](int32_t d, int32_t b) -> const uint8_t * {
+    const std::vector<uint8_t> *v = cpu.snapshot(d, b);
+    return v ? v->data() : nullptr;
+  };
+  size_t gradients = 0;
+  for (int step = 0; step < steps; ++step) {
+    ASSERT_EQ(cpu.runStep(step), "");
+    ASSERT_EQ(emu.runStep(step, 777 + step), "");
+    for (int32_t t : dumpedTensors) {
+      const bool exact = plan.tensors[t].gradientOf < 0;
+      gradients += !exact;
+      expectSameTensor(plan, t, emu.snapshots(), cpuSnapshots, exact,
+                       what + " step " + std::to_string(step + 1) + " dump");
+    }
+  }
+  EXPECT_GT(gradients, 0u) << what;
+  // --save: parameters and optimizer state read back from the GPUs.
+  HostBufferCopies copies;
+  ASSERT_EQ(copies.read(
+                plan, s.mapping,
+                [&plan](int32_t t) { return savedTensor(plan.tensors[t]); },
+                emu.reader()),
+            "");
+  auto cpuLive = [&cpu](int32_t d, int32_t b) { return cpu.bufferData(d, b); };
+  size_t saved = 0;
+  for (size_t t = 0; t < plan.tensors.size(); ++t)
+    if (savedTensor(plan.tensors[t])) {
+      expectSameTensor(plan, static_cast<int32_t>(t), copies.source(), cpuLive,
+                       false, what + " saved");
+      ++saved;
+    }
+  EXPECT_GT(saved, 0u);
+  // The same file name in two folders: the model names its state file.
+  const std::string dir = cudaTestArgs.workdir + "/save-" + name + "-" +
+                          std::to_string(gpus);
+  const std::string cudaFile = dir + "/cuda/trained.onnx",
+                    cpuFile = dir + "/cpu/trained.onnx";
+  std::filesystem::create_directories(dir + "/cuda");
+  std::filesystem::create_directories(dir + "/cpu");
+  ASSERT_EQ(tofu::runtime::saveCheckpoint(plan, copies.source(), steps,
+                                          cudaFile),
+            "");
+  ASSERT_EQ(tofu::runtime::saveCheckpoint(plan, cpuLive, steps, cpuFile), "");
+  // Bit for bit: the model and the training-state file next to it (the
+  // emulator's GEMMs sum in double in the TDL interpreter's order, so the
+  // values agree exactly; on a GPU cuBLAS does not, and the GPU test
+  // compares within fp32 tolerance).
+  auto bytesOf = [](const std::filesystem::path &path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  };
+  auto stateFileIn = [](const std::string &folder) {
+    for (const auto &entry : std::filesystem::directory_iterator(folder))
+      if (entry.path().filename().string().rfind(
+              "trained.onnx.tofu-state-", 0) == 0)
+        return entry.path();
+    return std::filesystem::path();
+  };
+  EXPECT_TRUE(bytesOf(cudaFile) == bytesOf(cpuFile))
+      << what << ": the saved models differ";
+  ASSERT_FALSE(stateFileIn(dir + "/cuda").empty()) << what;
+  EXPECT_EQ(stateFileIn(dir + "/cuda").filename(),
+            stateFileIn(dir + "/cpu").filename());
+  EXPECT_TRUE(bytesOf(stateFileIn(dir + "/cuda")) ==
+              bytesOf(stateFileIn(dir + "/cpu")))
+      << what << ": the saved training states differ";
+  Plan fromCuda = plan, fromCpu = plan;
+  int64_t stepCuda = -1, stepCpu = -1;
+  ASSERT_EQ(tofu::runtime::resumeCheckpoint(cudaFile, fromCuda, stepCuda),
+            "");
+  ASSERT_EQ(tofu::runtime::resumeCheckpoint(cpuFile, fromCpu, stepCpu), "");
+  EXPECT_EQ(stepCuda, steps);
+  EXPECT_EQ(stepCpu, steps);
+  auto initOf = [](const Plan &p) {
+    return [&p](int32_t d, int32_t b) -> const uint8_t * {
+      const Buffer &buf = p.devices[d].buffers[b];
+      return buf.init.size() == buf.bytes && buf.bytes ? buf.init.data()
+                                                       : nullptr;
+    };
+  };
+  for (size_t t = 0; t < plan.tensors.size(); ++t)
+    if (plan.tensors[t].role == TensorRole::Param)
+      expectSameTensor(plan, static_cast<int32_t>(t), initOf(fromCuda),
+                       initOf(fromCpu), false, what + " resumed");
+}
+
+TEST(CudaScheduleOnHost, SaveAndDumpMatchTheCpuBackend) {
+  expectSaveAndDumpMatchCpu("mlp-8", 1, 2);
+  expectSaveAndDumpMatchCpu("mlp-8", 3, 2);
+  expectSaveAndDumpMatchCpu("gpt-8", 2, 1);
 }
 
 } // namespace

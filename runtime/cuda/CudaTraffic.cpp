@@ -13,8 +13,9 @@ ScheduleTraffic tofu::cuda::countTraffic(const Plan &plan,
                                          const Schedule &schedule) {
   ScheduleTraffic traffic;
   traffic.receivedPerDevice.assign(plan.devices.size(), 0);
-  for (const ScheduledInstr &e : schedule.instrs)
-    for (const CudaOp &op : e.ops) {
+  traffic.receivedPerEntry.assign(schedule.instrs.size(), 0);
+  for (size_t s = 0; s < schedule.instrs.size(); ++s)
+    for (const CudaOp &op : schedule.instrs[s].ops) {
       uint64_t bytes = 0;
       if (op.kind == CudaOp::Kind::Copy) {
         bytes = op.bytes;
@@ -41,16 +42,20 @@ ScheduleTraffic tofu::cuda::countTraffic(const Plan &plan,
                   : CopyPath::Peer;
           traffic.byPath[static_cast<size_t>(path)] +=
               elements * t.header.elementSize;
-          if (from != to)
+          if (from != to) {
             traffic.receivedPerDevice[to] += elements * t.header.elementSize;
+            traffic.receivedPerEntry[s] += elements * t.header.elementSize;
+          }
         }
         continue;
       } else {
         continue;
       }
       traffic.byPath[static_cast<size_t>(op.path)] += bytes;
-      if (op.src.device != op.dst.device)
+      if (op.src.device != op.dst.device) {
         traffic.receivedPerDevice[op.dst.device] += bytes;
+        traffic.receivedPerEntry[s] += bytes;
+      }
     }
   return traffic;
 }

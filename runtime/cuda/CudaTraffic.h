@@ -29,6 +29,9 @@ struct ScheduleTraffic {
   /// MultiFetch/MultiReduce launches, indexed by CopyPath (SameDevice,
   /// SameGpu, Peer).
   std::array<uint64_t, 3> byPath{};
+  /// Per schedule entry, bytes its copies bring from other plan devices
+  /// (a Fetch/Reduce event's "bytes" in --trace).
+  std::vector<uint64_t> receivedPerEntry;
 };
 
 /// Counts the bytes of every copy of `schedule`.

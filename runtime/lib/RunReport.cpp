@@ -49,7 +49,15 @@ std::string RunReport::toJson() const {
   for (size_t d = 0; d < commPerDevice.size(); ++d)
     j += std::string(d ? ", " : "") + "{\"device\": " + std::to_string(d) +
          ", " + pm(commPerDevice[d]) + "}";
-  j += "]}\n}\n";
+  j += "]}";
+  if (!copyBytesByPath.empty()) {
+    j += ",\n  \"copy_bytes_by_path\": {";
+    for (size_t p = 0; p < copyBytesByPath.size(); ++p)
+      j += std::string(p ? ", " : "") + "\"" + copyBytesByPath[p].first +
+           "\": " + std::to_string(copyBytesByPath[p].second);
+    j += "}";
+  }
+  j += "\n}\n";
   return j;
 }
 

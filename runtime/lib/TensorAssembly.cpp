@@ -88,3 +88,13 @@ void tofu::runtime::extractRegion(const std::vector<uint8_t> &whole,
     }
   }
 }
+
+BufferSource tofu::runtime::copiesSource(const BufferCopies &copies) {
+  return [&copies](int32_t d, int32_t b) -> const uint8_t * {
+    static const uint8_t empty = 0;
+    auto it = copies.find({d, b});
+    if (it == copies.end())
+      return nullptr;
+    return it->second.empty() ? &empty : it->second.data();
+  };
+}

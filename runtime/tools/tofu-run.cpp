@@ -89,16 +89,23 @@ const char *kUsage =
     "  --resume FILE      continue training from a model written by --save:\n"
     "                     its weights, optimizer state and step count\n"
     "  --dump DIR         write step-1 inputs, gradients and initial params as .npy\n"
-    "                     (step N > 1: inputs and gradients in DIR/stepN/)\n"
+    "                     (step N > 1: inputs and gradients in DIR/stepN/);\n"
+    "                     cuda: each buffer copied to the host right after\n"
+    "                     its last write, every step issued eagerly\n"
     "  --dump-plan        print the plan summary and exit\n"
     "  --kernels K        native (default: native kernels first, the TDL\n"
     "                     expression interpreter for the rest) or interpreter\n"
-    "                     (every op that carries a TDL program is interpreted)\n"
+    "                     (every op that carries a TDL program is\n"
+    "                     interpreted);\n"
+    "                     cuda: native only, and it lists what runs each op\n"
+    "                     (generated kernels, cuBLAS, cuDNN, copies)\n"
     "  --trace FILE       write a Chrome/Perfetto timeline (trace-event JSON:\n"
     "                     one process per device, tracks 'compute' and\n"
     "                     'communication', one event per instruction run,\n"
     "                     fetch/reduce events carry the bytes received);\n"
-    "                     open it in ui.perfetto.dev or chrome://tracing\n"
+    "                     open it in ui.perfetto.dev or chrome://tracing;\n"
+    "                     cuda: cudaEvents around each instruction's calls,\n"
+    "                     every step issued eagerly (no CUDA graph)\n"
     "  --data DIR         feed inputs and labels from .npy files instead of\n"
     "                     synthetic data: DIR/batch_<i>/<input>.npy, i = 0, 1,\n"
     "                     ... ('/' in a name becomes '_'), each with the\n"
@@ -126,6 +133,7 @@ struct Options {
   std::string tracePath, dataDir, resumePath;
   bool saveExternalData = false;
   std::string kernels = "native";
+  bool kernelsGiven = false; ///< --kernels on the command line
   int64_t steps = 10;
   bool dumpPlan = false, quiet = false;
   int32_t devices = 0; ///< --devices (0 = one GPU per plan device)
@@ -205,6 +213,7 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
     } else if (a == "--kernels") {
       if (!(err = value(opts.kernels)).empty())
         return err;
+      opts.kernelsGiven = true;
       if (opts.kernels != "native" && opts.kernels != "interpreter")
         return "--kernels expects native or interpreter, got '" +
                opts.kernels + "'";
@@ -368,20 +377,6 @@ BufferSource initialValues(const Plan &plan) {
   };
 }
 
-/// A BufferSource over buffers that ProcessGroup::gatherOwnedBuffers
-/// brought to rank 0.
-BufferSource gatheredValues(
-    const std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>>
-        &gathered) {
-  return [&gathered](int32_t d, int32_t b) -> const uint8_t * {
-    static const uint8_t empty = 0;
-    auto it = gathered.find({d, b});
-    if (it == gathered.end())
-      return nullptr;
-    return it->second.empty() ? &empty : it->second.data();
-  };
-}
-
 /// Writes param.<name>.npy from the initial values in `init`.
 std::string dumpInitialParams(const Plan &plan, const BufferSource &init,
                               const std::string &dir) {
@@ -525,6 +520,7 @@ std::string loadCudaBackend(const Options &opts, const Plan &plan,
   tofu::cuda::CudaBackendOptions options;
   options.devices = opts.devices;
   options.useGraph = !opts.noCudaGraph;
+  options.listCalls = opts.kernelsGiven;
   std::string err;
   if (entry(plan, options, backend, err) != 0)
     return err;
@@ -623,6 +619,11 @@ int run(int argc, char **argv) {
         !err.empty())
       return failOnEveryRank(err);
 
+  // Validate output locations before spending time on training.
+  if (!opts.savePath.empty() && plan.onnxModel.empty())
+    return fail("--save needs the original ONNX model, but this plan has "
+                "none (its MODEL section is empty); recompile with tofuc");
+
   std::unique_ptr<TrainingBackend> backend;
   if (opts.backend == "cuda") {
     if (group.multiProcess())
@@ -630,16 +631,15 @@ int run(int argc, char **argv) {
           "--backend cuda runs all plan devices in one process (several "
           "GPUs, or virtual devices with --devices); one process per GPU "
           "(mpirun, torchrun) is not implemented yet");
-    for (auto [given, flag] :
-         {std::pair{!opts.savePath.empty(), "--save"},
-          {!opts.dumpDir.empty(), "--dump"},
-          {!opts.tracePath.empty(), "--trace"},
-          {opts.kernels != "native", "--kernels"},
-          {opts.testFailRank >= 0, "--test-fail"}})
-      if (given)
-        return fail(std::string(flag) +
-                    " is not supported with --backend cuda yet; use "
-                    "--backend cpu for it");
+    if (opts.testFailRank >= 0)
+      return fail("--test-fail applies to one process per device (the CPU "
+                  "backend under mpirun); use --backend cpu for it");
+    if (opts.kernels == "interpreter")
+      return fail("--kernels interpreter runs the TDL interpreter on the "
+                  "host (--backend cpu); with --backend cuda every op with "
+                  "a TDL program runs it compiled as a generated CUDA "
+                  "kernel unless cuBLAS or cuDNN runs it; --kernels native "
+                  "lists what runs each op");
     if (std::string err = loadCudaBackend(opts, plan, backend); !err.empty())
       return fail(err);
   } else {
@@ -651,40 +651,6 @@ int run(int argc, char **argv) {
     if (opts.testFailRank == group.rank())
       exec.failAfter(opts.testFailAfter, opts.testFailStall);
     backend = std::move(cpu);
-  }
-
-  // Validate output locations before spending time on training.
-  if (!opts.savePath.empty() && plan.onnxModel.empty())
-    return fail("--save needs the original ONNX model, but this plan has "
-                "none (its MODEL section is empty); recompile with tofuc");
-  // One process per device: the dumped tensors' owned buffers are gathered
-  // to rank 0, which writes every file.
-  std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>> dumpGathered;
-  if (!opts.dumpDir.empty()) {
-    if (leader) {
-      std::error_code ec;
-      std::filesystem::create_directories(opts.dumpDir, ec);
-      if (ec)
-        return fail("cannot create dump directory '" + opts.dumpDir +
-                    "': " + ec.message());
-    }
-    BufferSource init = initialValues(plan);
-    if (group.multiProcess()) {
-      const int32_t me = group.rank();
-      if (std::string err = group.gatherOwnedBuffers(
-              plan,
-              [&plan](int32_t t) {
-                return plan.tensors[t].role == TensorRole::Param;
-              },
-              [&init, me](int32_t b) { return init(me, b); }, dumpGathered);
-          !err.empty())
-        return fail("--dump: " + err);
-      init = gatheredValues(dumpGathered);
-    }
-    if (leader)
-      if (std::string err = dumpInitialParams(plan, init, opts.dumpDir);
-          !err.empty())
-        return fail("--dump: " + err);
   }
 
   NpyDataset dataset(plan);
@@ -708,6 +674,36 @@ int run(int argc, char **argv) {
   }
   if (std::string err = backend->init(); !err.empty())
     return fail(err);
+
+  // One process per device: the dumped tensors' owned buffers are gathered
+  // to rank 0, which writes every file.
+  BufferCopies dumpGathered;
+  if (!opts.dumpDir.empty()) {
+    if (leader) {
+      std::error_code ec;
+      std::filesystem::create_directories(opts.dumpDir, ec);
+      if (ec)
+        return fail("cannot create dump directory '" + opts.dumpDir +
+                    "': " + ec.message());
+    }
+    BufferSource init = initialValues(plan);
+    if (group.multiProcess()) {
+      const int32_t me = group.rank();
+      if (std::string err = group.gatherOwnedBuffers(
+              plan,
+              [&plan](int32_t t) {
+                return plan.tensors[t].role == TensorRole::Param;
+              },
+              [&init, me](int32_t b) { return init(me, b); }, dumpGathered);
+          !err.empty())
+        return fail("--dump: " + err);
+      init = copiesSource(dumpGathered);
+    }
+    if (leader)
+      if (std::string err = dumpInitialParams(plan, init, opts.dumpDir);
+          !err.empty())
+        return fail("--dump: " + err);
+  }
 
   const int64_t batch = planBatchSize(plan);
   if (!opts.quiet) {
@@ -780,7 +776,7 @@ int run(int argc, char **argv) {
                 [&snap, me](int32_t b) { return snap(me, b); }, dumpGathered);
             !err.empty())
           return fail("--dump: " + err);
-        snap = gatheredValues(dumpGathered);
+        snap = copiesSource(dumpGathered);
       }
       if (leader)
         if (std::string err = dumpStep(plan, snap, dir); !err.empty())
@@ -812,6 +808,7 @@ int run(int argc, char **argv) {
     }
   }
   report.commBytes = {plan.commBytes, receivedTotal};
+  report.copyBytesByPath = backend->copyBytesByPath();
 
   if (!opts.quiet) {
     std::printf("samples/s %.1f  (%lld steps, %.4f s%s)\n",
@@ -857,7 +854,7 @@ int run(int argc, char **argv) {
       return fail("--save: " + err);
     // One process per device: rank 0 gathers the trained shards and the
     // optimizer state.
-    std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>> gathered;
+    BufferCopies gathered;
     if (group.multiProcess()) {
       std::vector<bool> updated = updatedParams(plan);
       const int32_t me = group.rank();
@@ -869,7 +866,7 @@ int run(int argc, char **argv) {
               [&live, me](int32_t b) { return live(me, b); }, gathered);
           !err.empty())
         return fail("--save: " + err);
-      live = gatheredValues(gathered);
+      live = copiesSource(gathered);
     }
     if (leader)
       if (std::string err = saveCheckpoint(plan, live, startStep + opts.steps,

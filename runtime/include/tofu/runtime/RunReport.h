@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tofu::runtime {
@@ -39,6 +40,9 @@ struct RunReport {
   std::vector<PlannedMeasured> peakBytes;     ///< per device
   PlannedMeasured commBytes;                  ///< whole step
   std::vector<PlannedMeasured> commPerDevice; ///< bytes received per device
+  /// Bytes copied per step by path (CUDA: "same device", "same GPU",
+  /// "peer"); written only when not empty.
+  std::vector<std::pair<std::string, uint64_t>> copyBytesByPath;
 
   /// The report as JSON text.
   std::string toJson() const;

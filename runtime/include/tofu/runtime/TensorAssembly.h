@@ -11,6 +11,7 @@
 #include "tofu/runtime/Plan.h"
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,13 @@ using BufferSource = std::function<const uint8_t *(int32_t device,
 std::string assembleTensor(const plan::Plan &plan, int32_t tensor,
                            const BufferSource &source,
                            std::vector<uint8_t> &out);
+
+/// Host copies of buffers, by (device, buffer).
+using BufferCopies =
+    std::map<std::pair<int32_t, int32_t>, std::vector<uint8_t>>;
+/// A BufferSource over `copies` (null for a buffer not in it); valid while
+/// `copies` lives and is not changed.
+BufferSource copiesSource(const BufferCopies &copies);
 
 /// The inverse for one buffer: copies box `region` (global coordinates) of a
 /// whole tensor stored densely in `whole` (row-major, global `shape`,

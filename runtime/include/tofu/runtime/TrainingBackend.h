@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tofu::runtime {
@@ -68,6 +69,11 @@ public:
   /// Device memory per plan device, measured (what each backend measures
   /// is in its documentation).
   virtual std::vector<uint64_t> measuredPeakBytes() const = 0;
+  /// Bytes copied per step by path, for the report (none by default).
+  virtual std::vector<std::pair<std::string, uint64_t>>
+  copyBytesByPath() const {
+    return {};
+  }
   /// Printed at the end of the samples/s line ("" for none).
   virtual std::string runNote() const { return ""; }
   /// Extra lines for the end of the run ("" for none).
