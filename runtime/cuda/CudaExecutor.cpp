@@ -13,6 +13,8 @@
 #include "CudaConv.h"
 #include "CudaDiagnostics.h"
 #include "CudaMultiFetchTables.h"
+#include "CudaNccl.h"
+#include "CudaNcclSchedule.h"
 #include "CudaSchedule.h"
 #include "CudaTransferKernels.h"
 
@@ -22,8 +24,10 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 using namespace tofu::cuda;
 using namespace tofu::plan;
@@ -51,6 +55,7 @@ struct CudaExecutor::Impl {
     unsigned long long *error = nullptr; ///< kErrorWords
     float *lossSlot = nullptr; ///< the loss element (f32: 4 bytes, f64: 8)
     int multiprocessors = 1;
+    bool active = true; ///< false: another rank's GPU (one process per GPU)
   };
   std::vector<Gpu> gpus;
   struct Device {
@@ -76,6 +81,22 @@ struct CudaExecutor::Impl {
   bool initialized = false;
   std::vector<uint8_t> staging;
 
+  // One process per GPU (options.transport set).
+  bool multiProcess = false;
+  int32_t rank = 0;
+  MultiProcessSchedule multi;
+  std::unique_ptr<NcclComm> nccl;
+  cudaStream_t ncclStream = nullptr;
+  cudaEvent_t ncclJoined = nullptr;
+  /// Per NCCL call of a step, in issue order: an event recorded after it
+  /// (the watchdog's progress) and its (entry, op).
+  std::vector<cudaEvent_t> callDone;
+  std::vector<std::pair<int32_t, int32_t>> calls;
+  size_t callsIssued = 0;
+  /// The first plan device of this process (its compute stream is the
+  /// origin of the captured graph).
+  int32_t originDevice = 0;
+
   Impl(const Plan &plan, CudaRunOptions options)
       : plan(plan), options(options), data(plan) {}
   ~Impl();
@@ -88,8 +109,14 @@ struct CudaExecutor::Impl {
     return gpus[schedule.mapping.devices[device].gpu].ordinal;
   }
   cudaStream_t streamOf(const ScheduledInstr &e) const {
+    if (e.stream == StreamKind::Nccl)
+      return ncclStream;
     return e.stream == StreamKind::Comm ? devices[e.device].comm
                                         : devices[e.device].compute;
+  }
+  /// Whether this process runs plan device `d`.
+  bool owns(int32_t d) const {
+    return !multiProcess || schedule.mapping.devices[d].gpu == rank;
   }
 
   std::string init();
@@ -99,9 +126,20 @@ struct CudaExecutor::Impl {
                       cudaStream_t stream);
   std::string runStep(int64_t step);
   std::string checkErrorRecords();
+  std::string initMultiProcess(int count);
+  std::string watchdog();
+  std::string describeCall(size_t call) const;
 };
 
 CudaExecutor::Impl::~Impl() {
+  nccl.reset();
+  for (cudaEvent_t e : callDone)
+    if (e)
+      cudaEventDestroy(e);
+  if (ncclJoined)
+    cudaEventDestroy(ncclJoined);
+  if (ncclStream)
+    cudaStreamDestroy(ncclStream);
   if (graphExec)
     cudaGraphExecDestroy(graphExec);
   if (graph)
@@ -126,6 +164,8 @@ CudaExecutor::Impl::~Impl() {
   if (library)
     cudaLibraryUnload(library);
   for (Gpu &g : gpus) {
+    if (!g.active)
+      continue;
     cudaSetDevice(g.ordinal);
     if (g.memory)
       cudaFree(g.memory);
@@ -137,16 +177,45 @@ CudaExecutor::Impl::~Impl() {
 std::string CudaExecutor::Impl::init() {
   // The plan first: what it cannot run is refused without touching a GPU.
   const int32_t k = static_cast<int32_t>(plan.devices.size());
-  const int32_t numGpus = options.numGpus > 0 ? options.numGpus : k;
-  if (std::string err = buildSchedule(plan, numGpus, schedule); !err.empty())
+  int32_t numGpus = options.numGpus > 0 ? options.numGpus : k;
+  if (options.transport) {
+    // One process per GPU: this rank's part of the multi-process schedule.
+    multiProcess = true;
+    rank = options.transport->rank();
+    numGpus = options.transport->worldSize();
+    if (!ncclAvailable())
+      return ncclUnavailableReason();
+    if (std::string err = buildMultiProcessSchedule(plan, numGpus, multi);
+        !err.empty())
+      return err;
+    if (std::string err = validateMultiProcessSchedule(plan, multi);
+        !err.empty())
+      return "the multi-process CUDA schedule is wrong (a bug; report it "
+             "with the plan): " + err;
+    schedule = multi.ranks[rank].schedule;
+    for (int32_t d = 0; d < k; ++d)
+      if (owns(d)) {
+        originDevice = d;
+        break;
+      }
+  } else if (std::string err = buildSchedule(plan, numGpus, schedule);
+             !err.empty()) {
     return err;
+  }
   int count = 0;
   std::string why = describeGpus(count);
   if (count == 0)
     return "--backend cuda: no CUDA GPU found (" + why +
            "). Run the plan with --backend cpu, or on a machine with an "
            "NVIDIA GPU and its driver (nvidia-smi lists it)";
-  if (numGpus > count)
+  if (multiProcess && options.localRank >= count)
+    return "--backend cuda: rank " + std::to_string(rank) + " has local rank " +
+           std::to_string(options.localRank) + " but this node has " +
+           std::to_string(count) + " visible GPU" + (count == 1 ? "" : "s") +
+           "; start at most " + std::to_string(count) +
+           " processes per node (each needs a GPU of its own: NCCL refuses "
+           "two ranks on one GPU), or run in one process with --devices";
+  if (!multiProcess && numGpus > count)
     return "--backend cuda: the plan's " + std::to_string(k) +
            " devices are to run on " + std::to_string(numGpus) +
            " GPUs, but " + std::to_string(count) +
@@ -160,12 +229,16 @@ std::string CudaExecutor::Impl::init() {
   gpus.resize(numGpus);
   for (int32_t g = 0; g < numGpus; ++g) {
     Gpu &gpu = gpus[g];
-    gpu.ordinal = g;
+    gpu.ordinal = multiProcess ? options.localRank : g;
+    if (multiProcess && g != rank) {
+      gpu.active = false; // another process's GPU
+      continue;
+    }
     cudaDeviceProp prop;
-    TOFU_CUDA(cudaGetDeviceProperties(&prop, g));
+    TOFU_CUDA(cudaGetDeviceProperties(&prop, gpu.ordinal));
     gpu.name = prop.name;
     gpu.multiprocessors = prop.multiProcessorCount;
-    if (std::string err = checkPlanArchitecture(plan.cuda.arch, g, gpu.name,
+    if (std::string err = checkPlanArchitecture(plan.cuda.arch, gpu.ordinal, gpu.name,
                                                 prop.major, prop.minor);
         !err.empty())
       return err;
@@ -173,6 +246,8 @@ std::string CudaExecutor::Impl::init() {
   // Memory: one allocation per GPU, checked against what is free first.
   for (int32_t g = 0; g < numGpus; ++g) {
     Gpu &gpu = gpus[g];
+    if (!gpu.active)
+      continue;
     TOFU_CUDA(cudaSetDevice(gpu.ordinal));
     size_t freeBytes = 0, totalBytes = 0;
     TOFU_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
@@ -285,6 +360,8 @@ std::string CudaExecutor::Impl::init() {
   devices.resize(plan.devices.size());
   for (size_t d = 0; d < devices.size(); ++d) {
     Device &dev = devices[d];
+    if (!owns(static_cast<int32_t>(d)))
+      continue;
     TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
     TOFU_CUDA(cudaStreamCreateWithFlags(&dev.compute, cudaStreamNonBlocking));
     TOFU_CUDA(cudaStreamCreateWithFlags(&dev.comm, cudaStreamNonBlocking));
@@ -308,7 +385,7 @@ std::string CudaExecutor::Impl::init() {
         return "device " + std::to_string(d) + ": " + err;
     }
   }
-  TOFU_CUDA(cudaSetDevice(gpuOf(0)));
+  TOFU_CUDA(cudaSetDevice(gpuOf(originDevice)));
   TOFU_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   events.assign(schedule.instrs.size(), nullptr);
   for (size_t s = 0; s < schedule.instrs.size(); ++s)
@@ -320,6 +397,8 @@ std::string CudaExecutor::Impl::init() {
   launchPointers.resize(plan.cuda.launches.size());
   for (size_t l = 0; l < plan.cuda.launches.size(); ++l) {
     const CudaLaunch &launch = plan.cuda.launches[l];
+    if (!owns(launch.device))
+      continue;
     for (int32_t b : launch.buffers)
       launchPointers[l].push_back(
           b < 0 ? nullptr
@@ -328,6 +407,8 @@ std::string CudaExecutor::Impl::init() {
   }
   // Initial parameter values.
   for (size_t d = 0; d < plan.devices.size(); ++d) {
+    if (!owns(static_cast<int32_t>(d)))
+      continue;
     TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
@@ -341,18 +422,119 @@ std::string CudaExecutor::Impl::init() {
           buffers[b].init.data(), buffers[b].bytes, cudaMemcpyHostToDevice));
     }
   }
+  if (multiProcess)
+    if (std::string err = initMultiProcess(count); !err.empty())
+      return err;
   initialized = true;
   return "";
 }
 
+std::string CudaExecutor::Impl::initMultiProcess(int) {
+  TOFU_CUDA(cudaSetDevice(options.localRank));
+  TOFU_CUDA(cudaStreamCreateWithFlags(&ncclStream, cudaStreamNonBlocking));
+  TOFU_CUDA(cudaEventCreateWithFlags(&ncclJoined, cudaEventDisableTiming));
+  for (size_t s = 0; s < schedule.instrs.size(); ++s)
+    for (size_t j = 0; j < schedule.instrs[s].ops.size(); ++j) {
+      const CudaOp::Kind kind = schedule.instrs[s].ops[j].kind;
+      if (kind != CudaOp::Kind::Send && kind != CudaOp::Kind::Recv)
+        continue;
+      calls.push_back({static_cast<int32_t>(s), static_cast<int32_t>(j)});
+      callDone.push_back(nullptr);
+      TOFU_CUDA(
+          cudaEventCreateWithFlags(&callDone.back(), cudaEventDisableTiming));
+    }
+  nccl = std::make_unique<NcclComm>();
+  if (std::string err = nccl->init(*options.transport, options.ncclTimeout);
+      !err.empty())
+    return "rank " + std::to_string(rank) + ": creating the NCCL "
+           "communicator of " + std::to_string(options.transport->worldSize()) +
+           " ranks: " + err;
+  return "";
+}
+
+std::string CudaExecutor::Impl::describeCall(size_t call) const {
+  const auto [entry, j] = calls[call];
+  const CudaOp &op = schedule.instrs[entry].ops[j];
+  return std::string(op.kind == CudaOp::Kind::Send ? "ncclSend to" : "ncclRecv from") +
+         " rank " + std::to_string(op.peer) + " (transfer " +
+         std::to_string(op.transfer) + ", " + std::to_string(op.bytes) +
+         " bytes) of " + describeRankEntry(plan, multi, rank, entry);
+}
+
+/// Waits for the step on this rank's streams while watching NCCL: an
+/// asynchronous NCCL error, a failed stream, or `ncclTimeout` seconds in
+/// which no NCCL call completed and the streams did not finish, aborts the
+/// communicator and returns a message naming the rank, the first NCCL call
+/// not complete (its peer and instruction) and NCCL's error text.
+std::string CudaExecutor::Impl::watchdog() {
+  std::vector<cudaStream_t> streams;
+  for (size_t d = 0; d < devices.size(); ++d)
+    if (owns(static_cast<int32_t>(d))) {
+      streams.push_back(devices[d].compute);
+      streams.push_back(devices[d].comm);
+    }
+  streams.push_back(ncclStream);
+  auto lastProgress = std::chrono::steady_clock::now();
+  size_t completed = 0; // NCCL calls known complete, in issue order
+  auto pending = [&]() {
+    return completed < callsIssued ? describeCall(completed)
+                                   : std::string("no NCCL call (a kernel or "
+                                                 "copy of this rank)");
+  };
+  auto failWith = [&](const std::string &why) {
+    std::string asyncErr = nccl->asyncError();
+    nccl->abort();
+    return "rank " + std::to_string(rank) + ": " + why + "; pending: " +
+           pending() + "; NCCL: " +
+           (asyncErr.empty() ? std::string("no error reported") : asyncErr) +
+           ". The communicator was aborted; every rank ends";
+  };
+  TOFU_CUDA(cudaSetDevice(options.localRank));
+  for (;;) {
+    bool idle = true;
+    for (cudaStream_t st : streams) {
+      cudaError_t q = cudaStreamQuery(st);
+      if (q == cudaErrorNotReady) {
+        idle = false;
+      } else if (q != cudaSuccess) {
+        return failWith(cudaFailure("a stream of the step", q));
+      }
+    }
+    while (completed < callsIssued) {
+      cudaError_t q = cudaEventQuery(callDone[completed]);
+      if (q == cudaErrorNotReady)
+        break;
+      if (q != cudaSuccess)
+        return failWith(cudaFailure("an NCCL call of the step", q));
+      ++completed;
+      lastProgress = std::chrono::steady_clock::now();
+    }
+    if (idle)
+      return "";
+    if (std::string err = nccl->asyncError(); !err.empty())
+      return failWith("NCCL reported an error: " + err);
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                      lastProgress)
+            .count() > options.ncclTimeout)
+      return failWith("the step made no progress for " +
+                      std::to_string(options.ncclTimeout) +
+                      " s (--nccl-timeout)");
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
 std::string CudaExecutor::Impl::feed(int64_t step) {
   for (Gpu &gpu : gpus) {
+    if (!gpu.active)
+      continue;
     TOFU_CUDA(cudaSetDevice(gpu.ordinal));
     unsigned long long value = static_cast<unsigned long long>(step);
     TOFU_CUDA(cudaMemcpy(gpu.step, &value, sizeof(value),
                          cudaMemcpyHostToDevice));
   }
   for (size_t d = 0; d < plan.devices.size(); ++d) {
+    if (!owns(static_cast<int32_t>(d)))
+      continue;
     TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
@@ -475,8 +657,20 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
                               cudaMemcpyDeviceToDevice, stream));
     return "";
   case CudaOp::Kind::Send:
-  case CudaOp::Kind::Recv:
-    return "an NCCL call in a one-process schedule (a bug)";
+  case CudaOp::Kind::Recv: {
+    if (!nccl)
+      return "an NCCL call in a one-process schedule (a bug)";
+    std::string err =
+        op.kind == CudaOp::Kind::Send
+            ? nccl->send(pointer(op.src), op.bytes, op.peer, stream)
+            : nccl->recv(pointer(op.dst), op.bytes, op.peer, stream);
+    if (!err.empty())
+      return err;
+    // The watchdog's progress marker (an event node when captured).
+    TOFU_CUDA(cudaEventRecordWithFlags(callDone[callsIssued++], stream,
+                                       cudaEventRecordExternal));
+    return "";
+  }
   }
   return "unknown schedule op";
 }
@@ -485,6 +679,7 @@ std::string CudaExecutor::Impl::issue() {
   if (hook)
     if (std::string err = hook(-1, false, nullptr); !err.empty())
       return err;
+  callsIssued = 0;
   for (size_t s = 0; s < schedule.instrs.size(); ++s) {
     const ScheduledInstr &e = schedule.instrs[s];
     TOFU_CUDA(cudaSetDevice(gpuOf(e.device)));
@@ -497,6 +692,10 @@ std::string CudaExecutor::Impl::issue() {
     if (err.empty() && hook)
       err = hook(static_cast<int32_t>(s), true, stream);
     if (!err.empty()) {
+      if (multiProcess)
+        return "rank " + std::to_string(rank) + ": " +
+               describeRankEntry(plan, multi, rank, static_cast<int32_t>(s)) +
+               ": " + err;
       const Instr &in = plan.devices[e.device].instrs[e.index];
       return "device " + std::to_string(e.device) + " instruction " +
              std::to_string(e.index) + " (op '" + in.op + "'): " + err;
@@ -509,6 +708,8 @@ std::string CudaExecutor::Impl::issue() {
 
 std::string CudaExecutor::Impl::checkErrorRecords() {
   for (Gpu &gpu : gpus) {
+    if (!gpu.active)
+      continue;
     TOFU_CUDA(cudaSetDevice(gpu.ordinal));
     unsigned long long record[kErrorWords];
     TOFU_CUDA(cudaMemcpy(record, gpu.error, sizeof(record),
@@ -538,41 +739,52 @@ std::string CudaExecutor::Impl::runStep(int64_t step) {
   const bool useGraph = options.useGraph && !hook;
   const bool replay = useGraph && graphExec;
   const bool capture = useGraph && !graphExec && stepsRun >= 1;
-  cudaStream_t origin = devices[0].compute;
+  cudaStream_t origin = devices[originDevice].compute;
+  const int originGpu = gpuOf(originDevice);
   if (replay) {
-    TOFU_CUDA(cudaSetDevice(gpuOf(0)));
+    TOFU_CUDA(cudaSetDevice(originGpu));
     TOFU_CUDA(cudaGraphLaunch(graphExec, origin));
     ++replays;
   } else {
     if (capture) {
-      TOFU_CUDA(cudaSetDevice(gpuOf(0)));
+      TOFU_CUDA(cudaSetDevice(originGpu));
       TOFU_CUDA(
           cudaStreamBeginCapture(origin, cudaStreamCaptureModeRelaxed));
       TOFU_CUDA(cudaEventRecord(fork, origin));
       for (size_t d = 0; d < devices.size(); ++d) {
+        if (!owns(static_cast<int32_t>(d)))
+          continue;
         TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
-        if (d != 0)
+        if (static_cast<int32_t>(d) != originDevice)
           TOFU_CUDA(cudaStreamWaitEvent(devices[d].compute, fork, 0));
         TOFU_CUDA(cudaStreamWaitEvent(devices[d].comm, fork, 0));
       }
+      if (ncclStream)
+        TOFU_CUDA(cudaStreamWaitEvent(ncclStream, fork, 0));
     }
     std::string err = issue();
     if (capture) {
       // Join every stream back into the origin, then end the capture (also
       // after an error, so the streams leave capture mode).
       for (size_t d = 0; d < devices.size() && err.empty(); ++d) {
+        if (!owns(static_cast<int32_t>(d)))
+          continue;
         cudaSetDevice(gpuOf(static_cast<int32_t>(d)));
-        if (d != 0) {
+        if (static_cast<int32_t>(d) != originDevice) {
           cudaEventRecord(devices[d].joined, devices[d].compute);
-          cudaSetDevice(gpuOf(0));
+          cudaSetDevice(originGpu);
           cudaStreamWaitEvent(origin, devices[d].joined, 0);
           cudaSetDevice(gpuOf(static_cast<int32_t>(d)));
         }
         cudaEventRecord(devices[d].commJoined, devices[d].comm);
-        cudaSetDevice(gpuOf(0));
+        cudaSetDevice(originGpu);
         cudaStreamWaitEvent(origin, devices[d].commJoined, 0);
       }
-      cudaSetDevice(gpuOf(0));
+      if (ncclStream && err.empty()) {
+        cudaEventRecord(ncclJoined, ncclStream);
+        cudaStreamWaitEvent(origin, ncclJoined, 0);
+      }
+      cudaSetDevice(originGpu);
       cudaError_t endErr = cudaStreamEndCapture(origin, &graph);
       if (!err.empty())
         return err;
@@ -587,10 +799,18 @@ std::string CudaExecutor::Impl::runStep(int64_t step) {
       return err;
     }
   }
-  for (size_t d = 0; d < devices.size(); ++d) {
-    TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
-    TOFU_CUDA(cudaStreamSynchronize(devices[d].compute));
-    TOFU_CUDA(cudaStreamSynchronize(devices[d].comm));
+  if (multiProcess) {
+    // A replayed graph records the calls' events again, in the same order.
+    if (replay)
+      callsIssued = calls.size();
+    if (std::string err = watchdog(); !err.empty())
+      return err;
+  } else {
+    for (size_t d = 0; d < devices.size(); ++d) {
+      TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
+      TOFU_CUDA(cudaStreamSynchronize(devices[d].compute));
+      TOFU_CUDA(cudaStreamSynchronize(devices[d].comm));
+    }
   }
   ++stepsRun;
   return checkErrorRecords();
@@ -637,6 +857,8 @@ std::string CudaExecutor::lastLoss(double &loss) const {
     return "no step has run";
   if (impl->plan.lossTensor < 0)
     return "the plan has no loss tensor";
+  if (!impl->owns(0))
+    return "the loss is on rank 0 (the rank of plan device 0)";
   const Impl::Gpu &gpu = impl->gpus[impl->schedule.mapping.devices[0].gpu];
   TOFU_CUDA(cudaSetDevice(gpu.ordinal));
   const plan::DType type = impl->plan.tensors[impl->plan.lossTensor].dtype;
@@ -649,6 +871,10 @@ std::string CudaExecutor::lastLoss(double &loss) const {
 
 std::string CudaExecutor::readBuffer(int32_t device, int32_t buffer,
                                      std::vector<uint8_t> &bytes) const {
+  if (!impl->owns(device))
+    return "plan device " + std::to_string(device) + " runs on rank " +
+           std::to_string(impl->schedule.mapping.devices[device].gpu) +
+           ", not on this one";
   const Buffer &b = impl->plan.devices[device].buffers[buffer];
   bytes.resize(b.bytes);
   TOFU_CUDA(cudaSetDevice(impl->gpuOf(device)));

@@ -18,6 +18,12 @@
 //    written once at init after the GPU's slices) or per piece as
 //    cudaMemcpyAsync (one GPU) / cudaMemcpyPeerAsync (two GPUs) or the box
 //    copy/add kernels of CudaTransferKernels.cu (through peer access);
+//  * with one process per GPU (`transport` set): only this rank's plan
+//    devices (CudaNcclSchedule.h), pieces between ranks through NCCL on one
+//    stream (CudaNccl.h), and a watchdog instead of a plain synchronize:
+//    an NCCL error or `ncclTimeout` seconds without progress name the
+//    rank, peer and instruction, abort the communicator and fail the step
+//    (tofu-run then aborts every rank through the transport);
 //  * step 1 runs eagerly (cuDNN picks its algorithms and workspaces), step
 //    2 is captured once as a CUDA graph and every later step replays it
 //    (`useGraph` false: every step is issued eagerly).
@@ -39,6 +45,10 @@
 #include <string>
 #include <vector>
 
+namespace tofu::runtime {
+class Transport;
+}
+
 namespace tofu::cuda {
 
 struct Schedule;
@@ -48,6 +58,15 @@ struct CudaRunOptions {
   int32_t numGpus = 0;
   /// Capture the steady-state step as a CUDA graph and replay it.
   bool useGraph = true;
+  /// One process per GPU (mpirun/torchrun): the transport of the process
+  /// group (the NCCL id travels over it); null = one process. This process
+  /// then runs the plan devices of its rank (CudaNcclSchedule.h) on GPU
+  /// `localRank` and moves pieces between ranks with NCCL.
+  tofu::runtime::Transport *transport = nullptr;
+  int32_t localRank = 0;
+  /// Seconds a step's streams and NCCL calls may go without progress before
+  /// the watchdog aborts the communicator (--nccl-timeout).
+  double ncclTimeout = 300;
 };
 
 class CudaExecutor {
@@ -66,9 +85,11 @@ public:
   std::string init();
   /// Runs training step `step` (0-based) and waits for it.
   std::string runStep(int64_t step);
-  /// The loss of the last step (device 0's loss buffer after its last write).
+  /// The loss of the last step (device 0's loss buffer after its last
+  /// write; with one process per GPU, on rank 0 only).
   std::string lastLoss(double &loss) const;
-  /// Copies buffer `buffer` of plan device `device` to the host.
+  /// Copies buffer `buffer` of plan device `device` (of this rank) to the
+  /// host.
   std::string readBuffer(int32_t device, int32_t buffer,
                          std::vector<uint8_t> &bytes) const;
   /// Called while a step is issued: with entry -1 after the step's batch

@@ -299,6 +299,8 @@ std::string tofu::cuda::buildMultiProcessSchedule(const Plan &plan,
   for (int32_t r = 0; r < worldSize; ++r) {
     RankSchedule &rs = ms.ranks[r];
     rs.schedule.mapping = m;
+    // No piece tables: every cross-rank piece is its own transfer.
+    rs.schedule.tableBytes.assign(worldSize, 0);
     auto append = [&rs](ScheduledInstr e, int32_t origin, int32_t sends) {
       e.waits.clear();
       e.recordsEvent = false;

@@ -13,11 +13,22 @@
 #include "CudaStepObserver.h"
 #include "CudaTraffic.h"
 
+#include <cstdlib>
+
 using namespace tofu::cuda;
 using namespace tofu::plan;
 using namespace tofu::runtime;
 
 namespace {
+
+/// The node-local rank (the GPU this process uses): LOCAL_RANK (torchrun),
+/// OMPI_COMM_WORLD_LOCAL_RANK (Open MPI), else the global rank (one node).
+int32_t localRankOf(int32_t rank) {
+  for (const char *name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})
+    if (const char *v = std::getenv(name); v && *v)
+      return static_cast<int32_t>(std::atoi(v));
+  return rank;
+}
 
 class CudaTrainingBackend : public TrainingBackend {
 public:
@@ -36,6 +47,10 @@ public:
     observer.setObserver(std::move(fn));
   }
   std::string init() override {
+    if (options.transport && options.devices)
+      return "--devices does not apply to one process per GPU "
+             "(mpirun/torchrun): each rank runs its plan devices on its own "
+             "GPU";
     if (std::string err = exec.init(); !err.empty())
       return err;
     traffic = countTraffic(plan, exec.schedule());
@@ -46,7 +61,8 @@ public:
     std::string out =
         "devices " + std::to_string(plan.numDevices) + " on " +
         std::to_string(mapping.numGpus) +
-        (mapping.numGpus == 1 ? " GPU" : " GPUs") + "  tensors " +
+        (mapping.numGpus == 1 ? " GPU" : " GPUs") +
+        (options.transport ? " (one process each, NCCL)" : "") + "  tensors " +
         std::to_string(plan.tensors.size()) + "  batch " +
         std::to_string(planBatchSize(plan)) + "  backend cuda (" +
         (observer.active()  ? "eager: --dump/--trace act after each call"
@@ -119,6 +135,11 @@ private:
     CudaRunOptions run;
     run.numGpus = options.devices;
     run.useGraph = options.useGraph;
+    if (options.transport) {
+      run.transport = options.transport;
+      run.localRank = localRankOf(options.transport->rank());
+      run.ncclTimeout = options.ncclTimeout;
+    }
     return run;
   }
 

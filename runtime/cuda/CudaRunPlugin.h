@@ -14,6 +14,7 @@
 
 #include "tofu/runtime/Plan.h"
 #include "tofu/runtime/TrainingBackend.h"
+#include "tofu/runtime/Transport.h"
 
 #include <cstdint>
 #include <memory>
@@ -26,6 +27,10 @@ struct CudaBackendOptions {
   int32_t devices = 0; ///< --devices (0 = one GPU per plan device)
   bool useGraph = true; ///< not --no-cuda-graph
   bool listCalls = false; ///< --kernels native: print the calls per op
+  /// Under mpirun/torchrun: the process group's transport (one process per
+  /// GPU, NCCL between them, CudaNccl.h); null for one process.
+  runtime::Transport *transport = nullptr;
+  double ncclTimeout = 300; ///< --nccl-timeout
 };
 
 /// The plugin's entry point: 0 with `backend` set (not yet initialized), or

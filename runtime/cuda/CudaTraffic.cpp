@@ -48,6 +48,10 @@ ScheduleTraffic tofu::cuda::countTraffic(const Plan &plan,
           }
         }
         continue;
+      } else if (op.kind == CudaOp::Kind::Recv) {
+        // One process per GPU: a piece from another rank (NCCL).
+        traffic.receivedPerDevice[op.dst.device] += op.bytes;
+        continue;
       } else {
         continue;
       }
