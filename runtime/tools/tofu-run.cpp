@@ -5,10 +5,13 @@
 //                     [--kernels native|interpreter] [--trace trace.json]
 //                     [--data DIR] [--resume trained.onnx] [--quiet]
 //                     [--comm-timeout S] [--devices N] [--no-cuda-graph]
-//                     [--dump-cuda-schedule]
+//                     [--nccl-timeout S]
+//                     [--dump-cuda-schedule [--ranks W --rank R]]
 //
 // Under `mpirun -np k` or the torchrun environment it runs as one process per
-// device (ProcessGroup.h); rank 0 prints, reports and saves.
+// device (ProcessGroup.h); rank 0 prints, reports and saves. With --backend
+// cuda each process runs its device on one GPU, NCCL between them
+// (CudaNcclSchedule.h, CudaNccl.h).
 //
 // Loads and verifies plan.bin, runs N training steps on synthetic data (or
 // .npy batches from --data) and
@@ -141,6 +144,7 @@ struct Options {
   /// --ranks W --rank R with --dump-cuda-schedule (0 = one process).
   int32_t dumpRanks = 0, dumpRank = -1;
   double ncclTimeout = 300;
+  bool ncclTimeoutGiven = false;
   double commTimeout = ProcessGroup::kDefaultTimeoutSeconds;
   /// --test-fail R:N[:stall] (for failure tests, not in --help): rank R
   /// dies (or stalls) after running N instructions.
@@ -292,6 +296,7 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
       if (v.empty() || *end != '\0' || !(s > 0) || s > 1e9)
         return "--nccl-timeout expects seconds > 0, got '" + v + "'";
       opts.ncclTimeout = s;
+      opts.ncclTimeoutGiven = true;
     } else if (a == "--quiet") {
       opts.quiet = true;
     } else if (a == "--help" || a == "-h") {
@@ -318,6 +323,8 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
            std::to_string(opts.dumpRanks);
   if (opts.dumpRanks && opts.devices)
     return "--devices does not apply with --ranks (each process runs one GPU)";
+  if (opts.ncclTimeoutGiven && opts.backend != "cuda")
+    return "--nccl-timeout applies to --backend cuda only";
   if ((opts.devices || opts.noCudaGraph) && opts.backend != "cuda" &&
       !opts.dumpCudaSchedule)
     return std::string(opts.devices ? "--devices" : "--no-cuda-graph") +
@@ -490,10 +497,12 @@ private:
 /// (runtime/cuda/CudaRunPlugin.h), loaded only here: linking cuBLAS/cuDNN
 /// into tofu-run would slow every start.
 std::string loadCudaBackend(const Options &opts, const Plan &plan,
+                            const ProcessGroup &group,
                             std::unique_ptr<TrainingBackend> &backend) {
 #ifndef TOFU_RUN_HAVE_CUDA
   (void)opts;
   (void)plan;
+  (void)group;
   (void)backend;
   return "--backend cuda: this tofu-run was built without the CUDA "
          "executor (CMake found no CUDA toolkit with cuBLAS and cuDNN); "
@@ -521,6 +530,9 @@ std::string loadCudaBackend(const Options &opts, const Plan &plan,
   options.devices = opts.devices;
   options.useGraph = !opts.noCudaGraph;
   options.listCalls = opts.kernelsGiven;
+  // Under mpirun/torchrun: one process per GPU, NCCL between them.
+  options.transport = group.getTransport();
+  options.ncclTimeout = opts.ncclTimeout;
   std::string err;
   if (entry(plan, options, backend, err) != 0)
     return err;
@@ -626,11 +638,6 @@ int run(int argc, char **argv) {
 
   std::unique_ptr<TrainingBackend> backend;
   if (opts.backend == "cuda") {
-    if (group.multiProcess())
-      return failOnEveryRank(
-          "--backend cuda runs all plan devices in one process (several "
-          "GPUs, or virtual devices with --devices); one process per GPU "
-          "(mpirun, torchrun) is not implemented yet");
     if (opts.testFailRank >= 0)
       return fail("--test-fail applies to one process per device (the CPU "
                   "backend under mpirun); use --backend cpu for it");
@@ -640,7 +647,8 @@ int run(int argc, char **argv) {
                   "a TDL program runs it compiled as a generated CUDA "
                   "kernel unless cuBLAS or cuDNN runs it; --kernels native "
                   "lists what runs each op");
-    if (std::string err = loadCudaBackend(opts, plan, backend); !err.empty())
+    if (std::string err = loadCudaBackend(opts, plan, group, backend);
+        !err.empty())
       return fail(err);
   } else {
     auto cpu = std::make_unique<CpuTrainingBackend>(plan, group);
