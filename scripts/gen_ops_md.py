@@ -190,15 +190,23 @@ def opaque_specs(spec_dir):
     return opaque
 
 
-# Ops the CUDA schedule maps to a library (runtime/cuda/CudaSchedule.cpp);
-# Conv and its gradients fall back to their generated kernel where cuDNN's
-# mapping does not apply.
+# Ops the CUDA schedule maps to a library (runtime/cuda/CudaSchedule.cpp,
+# CudaDnnMapping.cpp); the cuDNN ones fall back to their generated kernel
+# where cuDNN's mapping does not apply (MaxPoolGrad always does).
 CUDA_LIBRARY = {
     "MatMul": "cuBLAS",
     "Gemm": "cuBLAS",
     "Conv": "cuDNN or generated",
     "ConvGradInput": "cuDNN or generated",
     "ConvGradWeight": "cuDNN or generated",
+    "MaxPool": "cuDNN or generated",
+    "AveragePool": "cuDNN or generated",
+    "AveragePoolGrad": "cuDNN or generated",
+    "GlobalAveragePool": "cuDNN or generated",
+    "GlobalAveragePoolGrad": "cuDNN or generated",
+    "BatchNormalization": "cuDNN or generated",
+    "BatchNormalizationNormalized": "cuDNN or generated",
+    "BatchNormalizationGrad": "cuDNN or generated",
 }
 
 

@@ -8,9 +8,11 @@
 
 #include "CudaExecutor.h"
 
+#include "CudaBatchNorm.h"
 #include "CudaBlas.h"
 #include "CudaCheck.h"
 #include "CudaConv.h"
+#include "CudaPool.h"
 #include "CudaDiagnostics.h"
 #include "CudaMultiFetchTables.h"
 #include "CudaNccl.h"
@@ -63,6 +65,8 @@ struct CudaExecutor::Impl {
     cudaEvent_t commJoined = nullptr, joined = nullptr;
     std::unique_ptr<BlasHandle> blas;
     std::unique_ptr<ConvRunner> conv;
+    std::unique_ptr<PoolRunner> pool;
+    std::unique_ptr<BatchNormRunner> batchNorm;
   };
   std::vector<Device> devices;
   std::vector<cudaEvent_t> events; ///< per schedule entry (null: none)
@@ -152,6 +156,8 @@ CudaExecutor::Impl::~Impl() {
   for (Device &d : devices) {
     d.blas.reset();
     d.conv.reset();
+    d.pool.reset();
+    d.batchNorm.reset();
     if (d.commJoined)
       cudaEventDestroy(d.commJoined);
     if (d.joined)
@@ -367,6 +373,14 @@ std::string CudaExecutor::Impl::init() {
     TOFU_CUDA(cudaStreamCreateWithFlags(&dev.comm, cudaStreamNonBlocking));
     TOFU_CUDA(cudaEventCreateWithFlags(&dev.commJoined, cudaEventDisableTiming));
     TOFU_CUDA(cudaEventCreateWithFlags(&dev.joined, cudaEventDisableTiming));
+    auto needs = [&](CudaOp::Kind kind) {
+      for (const ScheduledInstr &e : schedule.instrs)
+        if (e.device == static_cast<int32_t>(d))
+          for (const CudaOp &op : e.ops)
+            if (op.kind == kind)
+              return true;
+      return false;
+    };
     bool needsBlas = false, needsConv = false;
     for (const ScheduledInstr &e : schedule.instrs)
       if (e.device == static_cast<int32_t>(d))
@@ -382,6 +396,16 @@ std::string CudaExecutor::Impl::init() {
     if (needsConv) {
       dev.conv = std::make_unique<ConvRunner>();
       if (std::string err = dev.conv->init(dev.compute); !err.empty())
+        return "device " + std::to_string(d) + ": " + err;
+    }
+    if (needs(CudaOp::Kind::Pool)) {
+      dev.pool = std::make_unique<PoolRunner>();
+      if (std::string err = dev.pool->init(dev.compute); !err.empty())
+        return "device " + std::to_string(d) + ": " + err;
+    }
+    if (needs(CudaOp::Kind::BatchNorm)) {
+      dev.batchNorm = std::make_unique<BatchNormRunner>();
+      if (std::string err = dev.batchNorm->init(dev.compute); !err.empty())
         return "device " + std::to_string(d) + ": " + err;
     }
   }
@@ -670,6 +694,19 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
     TOFU_CUDA(cudaEventRecordWithFlags(callDone[callsIssued++], stream,
                                        cudaEventRecordExternal));
     return "";
+  }
+  case CudaOp::Kind::Pool:
+  case CudaOp::Kind::BatchNorm: {
+    std::array<float *, kNumDnnOperands> p{};
+    for (int i = 0; i < kNumDnnOperands; ++i)
+      if (op.dnn[i].device >= 0)
+        p[i] = reinterpret_cast<float *>(pointer(op.dnn[i]));
+    if (op.kind == CudaOp::Kind::BatchNorm)
+      return devices[e.device].batchNorm->run(op.batchNorm, p);
+    PoolRunner &pool = *devices[e.device].pool;
+    return op.pool.backward ? pool.backward(op.pool, p[kDnnDy], p[kDnnX],
+                                            p[kDnnDx])
+                            : pool.forward(op.pool, p[kDnnX], p[kDnnY]);
   }
   }
   return "unknown schedule op";

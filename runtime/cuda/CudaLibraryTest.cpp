@@ -1,15 +1,19 @@
 //===- CudaLibraryTest.cpp - cuBLAS / cuDNN wrappers vs the CPU kernels ---===//
 //
-// GEMM, batched GEMM and the three convolution directions on random inputs,
-// compared with the CPU kernels of the same ops (fp32 tolerance), and the
-// per-shape algorithm cache; GEMM in float64, float16 and bfloat16 and
-// convolution in float64 and float16 against the CPU's float64 kernels on
-// the same (rounded) inputs, within each type's tolerance. Exits with 77
-// (ctest: skipped) without a GPU.
+// GEMM, batched GEMM, the three convolution directions, pooling (max and
+// average forward, average backward) and batch normalization (training and
+// inference forward, Xhat, backward, both running statistics) on random
+// inputs, compared with the CPU kernels of the same ops (fp32 tolerance),
+// and the per-shape algorithm / descriptor caches; GEMM in float64, float16
+// and bfloat16 and convolution in float64 and float16 against the CPU's
+// float64 kernels on the same (rounded) inputs, within each type's
+// tolerance. Exits with 77 (ctest: skipped) without a GPU.
 //
 //===----------------------------------------------------------------------===//
+#include "CudaBatchNorm.h"
 #include "CudaBlas.h"
 #include "CudaConv.h"
+#include "CudaPool.h"
 #include "CudaDevice.h"
 #include "CudaGpuTestSupport.h"
 #include "TestSupport.h"
@@ -19,6 +23,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -384,6 +389,164 @@ TEST(CudaConv, AsymmetricPadsAreRefused) {
                                {1, 1}, {1, 1}, 1});
   std::string err = conv.forward(s, nullptr, nullptr, nullptr);
   EXPECT_NE(err.find("symmetric pads"), std::string::npos) << err;
+}
+
+/// Pooling cases: mode, X, window, symmetric pads, strides.
+struct PoolCase {
+  cuda::PoolCall::Mode mode;
+  std::vector<int64_t> x, window, pads, strides;
+};
+
+const std::vector<PoolCase> kPoolCases = {
+    {cuda::PoolCall::Mode::Max, {2, 3, 9, 8}, {3, 3}, {1, 1}, {2, 2}},
+    {cuda::PoolCall::Mode::Max, {2, 2, 10}, {3}, {1}, {2}},
+    {cuda::PoolCall::Mode::AverageIncludePad, {2, 3, 7, 8}, {3, 3}, {1, 1},
+     {1, 1}},
+    {cuda::PoolCall::Mode::AverageExcludePad, {2, 3, 7, 8}, {3, 2}, {1, 1},
+     {2, 1}},
+    {cuda::PoolCall::Mode::AverageExcludePad, {1, 2, 5, 4, 6}, {2, 2, 3},
+     {0, 1, 1}, {1, 2, 1}},
+};
+
+TEST(CudaPool, ForwardAndAverageBackwardMatchCpuKernels) {
+  cuda::PoolRunner pool;
+  ASSERT_EQ(pool.init(), "");
+  for (const PoolCase &c : kPoolCases) {
+    cuda::PoolCall call;
+    call.mode = c.mode;
+    call.x = c.x;
+    call.window = c.window, call.pads = c.pads, call.strides = c.strides;
+    call.y = {c.x[0], c.x[1]};
+    for (size_t s = 0; s < c.window.size(); ++s)
+      call.y.push_back((c.x[2 + s] + 2 * c.pads[s] - c.window[s]) /
+                           c.strides[s] +
+                       1);
+    std::vector<int64_t> pads = c.pads;
+    pads.insert(pads.end(), c.pads.begin(), c.pads.end());
+    const std::vector<Attr> attrs = {
+        intsAttr("kernel_shape", c.window), intsAttr("strides", c.strides),
+        intsAttr("pads", pads),
+        intAttr("count_include_pad",
+                c.mode == cuda::PoolCall::Mode::AverageIncludePad)};
+    const bool max = c.mode == cuda::PoolCall::Mode::Max;
+    auto x = unitRandoms(count(c.x), 21), dy = unitRandoms(count(call.y), 22);
+    DeviceArray dx(x), out(std::vector<float>(count(call.y)));
+    ASSERT_EQ(pool.forward(call, dx.get(), out.get()), "");
+    expectClose(out.toHost(),
+                cpu(max ? "MaxPool" : "AveragePool", attrs, {{x, c.x}}, call.y),
+                max ? "MaxPool" : "AveragePool");
+    if (max)
+      continue;
+    cuda::PoolCall back = call;
+    back.backward = true;
+    DeviceArray ddy(dy), grad(std::vector<float>(count(c.x)));
+    // As the schedule calls it: dX stands for the unread x.
+    ASSERT_EQ(pool.backward(back, ddy.get(), grad.get(), grad.get()), "");
+    expectClose(grad.toHost(),
+                cpu("AveragePoolGrad", attrs, {{dy, call.y}, {x, c.x}}, c.x),
+                "AveragePoolGrad");
+  }
+  // One descriptor set per call (forward and backward are distinct keys);
+  // a repeated call reuses it.
+  const int64_t builds = pool.descriptorBuilds();
+  EXPECT_EQ(builds, int64_t(2 * kPoolCases.size() - 2));
+  cuda::PoolCall call;
+  call.mode = kPoolCases[0].mode;
+  call.x = kPoolCases[0].x;
+  call.window = kPoolCases[0].window, call.pads = kPoolCases[0].pads;
+  call.strides = kPoolCases[0].strides;
+  call.y = {2, 3, 5, 4};
+  DeviceArray dx(unitRandoms(count(call.x), 3)),
+      out(std::vector<float>(count(call.y)));
+  ASSERT_EQ(pool.forward(call, dx.get(), out.get()), "");
+  EXPECT_EQ(pool.descriptorBuilds(), builds);
+}
+
+TEST(CudaBatchNorm, EveryCallMatchesTheCpuKernels) {
+  cuda::BatchNormRunner runner;
+  ASSERT_EQ(runner.init(), "");
+  const double epsilon = 1e-3, momentum = 0.8;
+  for (const std::vector<int64_t> &shape :
+       std::vector<std::vector<int64_t>>{{4, 3, 5, 6}, {6, 4}, {2, 3, 7},
+                                         {2, 2, 3, 4, 5}}) {
+    const int64_t C = shape[1];
+    const std::vector<int64_t> cs = {C};
+    auto x = unitRandoms(count(shape), 31), dy = unitRandoms(count(shape), 32);
+    auto scale = unitRandoms(C, 33), bias = unitRandoms(C, 34),
+         mean = unitRandoms(C, 35), var = unitRandoms(C, 36);
+    for (float &v : var)
+      v = 0.5f + std::fabs(v);
+    for (float &v : x)
+      v = 2 * v + 0.5f; // a mean away from 0
+    DeviceArray dX(x), dDy(dy), dScale(scale), dBias(bias), dMean(mean),
+        dVar(var), out(std::vector<float>(count(shape))),
+        stat{std::vector<float>(C)};
+    auto operands = [&](float *y) {
+      std::array<float *, cuda::kNumDnnOperands> p{};
+      p[cuda::kDnnX] = dX.get(), p[cuda::kDnnY] = y;
+      p[cuda::kDnnDy] = dDy.get(), p[cuda::kDnnDx] = y;
+      p[cuda::kDnnScale] = dScale.get(), p[cuda::kDnnBias] = dBias.get();
+      p[cuda::kDnnMean] = dMean.get(), p[cuda::kDnnVar] = dVar.get();
+      return p;
+    };
+    std::vector<std::pair<std::vector<float>, std::vector<int64_t>>> inputs = {
+        {x, shape}, {scale, cs}, {bias, cs}, {mean, cs}, {var, cs}};
+    cuda::BatchNormCall call;
+    call.x = shape;
+    call.epsilon = epsilon;
+    call.momentum = momentum;
+    call.count = count(shape) / C;
+    auto attrs = [&](int training, int output) {
+      return std::vector<Attr>{tofu::test::floatAttr("epsilon", epsilon),
+                               tofu::test::floatAttr("momentum", momentum),
+                               intAttr("training_mode", training),
+                               intAttr("tofu.output", output)};
+    };
+    for (int training : {1, 0}) {
+      call.kind = training ? cuda::BatchNormCall::Kind::TrainingForward
+                           : cuda::BatchNormCall::Kind::InferenceForward;
+      call.unitAffine = false;
+      ASSERT_EQ(runner.run(call, operands(out.get())), "");
+      expectClose(out.toHost(),
+                  cpu("BatchNormalization", attrs(training, 0), inputs, shape),
+                  training ? "training Y" : "inference Y");
+      call.unitAffine = true;
+      ASSERT_EQ(runner.run(call, operands(out.get())), "");
+      expectClose(out.toHost(),
+                  cpu("BatchNormalizationNormalized", attrs(training, 0),
+                      {{x, shape}, {mean, cs}, {var, cs}}, shape),
+                  training ? "training Xhat" : "inference Xhat");
+    }
+    call.unitAffine = false;
+    call.kind = cuda::BatchNormCall::Kind::Backward;
+    ASSERT_EQ(runner.run(call, operands(out.get())), "");
+    expectClose(out.toHost(),
+                cpu("BatchNormalizationGrad", attrs(1, 0),
+                    {{dy, shape}, {x, shape}, {scale, cs}, {mean, cs},
+                     {var, cs}},
+                    shape),
+                "dX");
+    for (int output : {1, 2}) {
+      call.kind = output == 1 ? cuda::BatchNormCall::Kind::RunningMean
+                              : cuda::BatchNormCall::Kind::RunningVar;
+      call.setRunningAverage();
+      std::vector<float> want =
+          cpu("BatchNormalization", attrs(1, output), inputs, cs);
+      ASSERT_EQ(runner.run(call, operands(stat.get())), "");
+      expectClose(stat.toHost(), want,
+                  output == 1 ? "running_mean" : "running_var");
+      // In place: the output is the input statistic's buffer.
+      DeviceArray inPlace(output == 1 ? mean : var);
+      auto p = operands(inPlace.get());
+      p[output == 1 ? cuda::kDnnMean : cuda::kDnnVar] = inPlace.get();
+      ASSERT_EQ(runner.run(call, p), "");
+      expectClose(inPlace.toHost(), want,
+                  output == 1 ? "running_mean in place"
+                              : "running_var in place");
+    }
+  }
+  // One descriptor set per X shape.
+  EXPECT_EQ(runner.descriptorBuilds(), 4);
 }
 
 } // namespace

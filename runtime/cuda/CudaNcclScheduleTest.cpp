@@ -729,6 +729,10 @@ private:
                             std::to_string(op.transfer) + ")")
                  ? ""
                  : "aborted";
+    case CudaOp::Kind::Pool:
+    case CudaOp::Kind::BatchNorm:
+      return "the multi-process host emulator has no cuDNN pooling or batch "
+             "normalization";
     }
     return "unknown op";
   }

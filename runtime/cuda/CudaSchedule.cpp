@@ -7,6 +7,7 @@
 #include "CudaSchedule.h"
 #include "CudaByteHazards.h"
 #include "CudaMultiFetchTables.h"
+#include "CudaDnnMapping.h"
 #include "tofu/runtime/MatMulBatchOffsets.h"
 
 #include <algorithm>
@@ -701,14 +702,17 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
         acc = accessesOf(plan, mapping, d, in);
       }
       auto it = launchesAt.find({d, s.firstIndex});
-      // Convolutions go to cuDNN where the mapping applies; otherwise to
+      // Convolutions, pooling and batch normalization go to cuDNN where
+      // the mapping applies (CudaDnnMapping.h for the latter); otherwise to
       // their generated kernel (tofuc generates one as the fallback).
       const bool isConv = in.kernel == "Conv" || in.kernel == "ConvGradInput" ||
-                          in.kernel == "ConvGradWeight";
+                          in.kernel == "ConvGradWeight" ||
+                          isDnnKernel(in.kernel);
       std::string convWhy;
       if (isConv && first == last) {
         std::vector<CudaOp> convOps;
-        convWhy = mapConv(plan, d, in, convOps);
+        convWhy = isDnnKernel(in.kernel) ? mapDnn(plan, d, in, convOps)
+                                         : mapConv(plan, d, in, convOps);
         if (convWhy.empty()) {
           s.ops = std::move(convOps);
           it = launchesAt.end();
@@ -983,6 +987,11 @@ std::string tofu::cuda::validateSchedule(const Plan &plan,
           return "schedule entry " + std::to_string(s) + " (" +
                  where(plan, e.device, e.index) + "): " + err;
         break;
+      case CudaOp::Kind::Pool:
+      case CudaOp::Kind::BatchNorm:
+        for (const auto &[p, bytes] : dnnOperandSpans(op))
+          ok &= inside(p, bytes);
+        break;
       default:
         break;
       }
@@ -1157,6 +1166,10 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
                    ? std::to_string(schedule.tables[op.table].pieces.size()) +
                          " pieces)"
                    : "no table)";
+        break;
+      case CudaOp::Kind::Pool:
+      case CudaOp::Kind::BatchNorm:
+        out += " " + describeDnnOp(op);
         break;
       }
     }

@@ -25,7 +25,8 @@
 //    strided batched GEMM (MatMul, Gemm; Gemm's C is first broadcast into
 //    Y by a runtime kernel), a cuDNN convolution (Conv, ConvGradInput,
 //    ConvGradWeight where the mapping applies, else their generated
-//    kernel), and for a Fetch/Reduce one MultiFetch/MultiReduce launch
+//    kernel), cuDNN pooling and batch normalization (CudaDnnMapping.h,
+//    likewise), and for a Fetch/Reduce one MultiFetch/MultiReduce launch
 //    over a static piece table (CudaMultiFetchTables.h: a Fetch of two or
 //    more pieces or a strided one, every Reduce), else per piece one
 //    contiguous memcpy (cudaMemcpyAsync on one GPU, cudaMemcpyPeerAsync
@@ -45,6 +46,7 @@
 
 #include "CudaByteHazards.h"
 #include "CudaMultiFetch.h"
+#include "CudaDnnCalls.h"
 #include "tofu/runtime/Plan.h"
 
 #include <array>
@@ -130,6 +132,8 @@ struct CudaOp {
     Recv,      ///< ncclRecv `bytes` from rank `peer` into dst (multi-process)
     MultiFetch,  ///< one launch copying every piece (Schedule::tables[table])
     MultiReduce, ///< one launch writing dst = sum of the pieces (no scratch)
+    Pool,      ///< cuDNN pooling `pool`, operands in `dnn`
+    BatchNorm, ///< cuDNN batch normalization `batchNorm`, operands in `dnn`
   };
   Kind kind = Kind::Kernel;
   int32_t launch = -1;
@@ -159,6 +163,10 @@ struct CudaOp {
   // Send/Recv: the other rank and the transfer's position in the global
   // order of NCCL transfers (CudaNcclSchedule.h).
   int32_t peer = -1, transfer = -1;
+  // Pool, BatchNorm (CudaDnnCalls.h); absent operands have device -1.
+  PoolCall pool;
+  BatchNormCall batchNorm;
+  std::array<DevicePointer, kNumDnnOperands> dnn{};
 };
 
 /// One plan instruction as issued.

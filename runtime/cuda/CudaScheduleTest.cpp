@@ -11,10 +11,16 @@
 // overlapping, an instruction on the wrong stream or missing) must fail
 // validation, which is what shows the validator checks something.
 //
-// CudaScheduleOnHost.*: the schedules of MLP (k = 1, 8 on 1, 3, 8 GPUs), RNN
-// and GPT run on the host by an emulator of the executor's calls, in random
-// stream interleavings allowed by the events, give the CPU backend's losses
-// and parameters.
+// The CNN with training-mode BatchNormalization, MaxPool and AveragePool
+// (examples/cnn/make_cnn_bn.py, k = 1 and 8) checks which pools and batch
+// normalizations go to cuDNN (CudaDnnMapping.h) and which refusals send
+// them to their generated kernels.
+//
+// CudaScheduleOnHost.*: the schedules of MLP (k = 1, 8 on 1, 3, 8 GPUs), RNN,
+// GPT, the CNN and the CNN with BN run on the host by an emulator of the
+// executor's calls (cuDNN calls emulated by the CPU kernels with the calls'
+// parameters), in random stream interleavings allowed by the events, give
+// the CPU backend's losses, parameters and running statistics.
 //
 // Usage: tofu-cuda-schedule-tests --tofuc T --nvcc N --python P
 //          --examples DIR --workdir DIR --host-cxx CXX [gtest flags]
@@ -24,12 +30,14 @@
 #include "CudaCallSummary.h"
 #include "CudaDeviceState.h"
 #include "CudaMultiFetchTables.h"
+#include "CudaDnnMapping.h"
 #include "CudaSchedule.h"
 #include "CudaTestPlans.h"
 #include "CudaTraffic.h"
 
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/ElementAccess.h"
+#include "tofu/runtime/Kernels.h"
 #include "tofu/runtime/SyntheticData.h"
 #include "tofu/runtime/TensorAssembly.h"
 #include "tofu/runtime/TrainingCheckpoint.h"
@@ -41,6 +49,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include <cstdio>
@@ -877,6 +886,344 @@ TEST(MultiFetch, AFetchOfOverlappingPiecesKeepsThePerPieceCalls) {
   EXPECT_EQ(found, 1u);
 }
 
+TEST(CudaSchedule, PoolingAndBatchNormGoToCudnnOrTheirGeneratedKernel) {
+  // At k = 1 every pool and batch normalization of the CNN with BN goes to
+  // cuDNN except MaxPoolGrad (cuDNN routes a window's gradient to one
+  // maximal cell); at k = 8 an instruction goes to cuDNN exactly when its
+  // device holds whole spatial extents (pools) or the whole batch of its
+  // channels (training-mode batch normalization), else to its generated
+  // kernel.
+  for (const char *name : {"cnnbn-1", "cnnbn-8"}) {
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
+      continue;
+    Schedule s = scheduled(name, 1);
+    std::map<std::string, std::pair<size_t, size_t>> byOp; // cuDNN, kernel
+    for (const ScheduledInstr &e : s.instrs) {
+      const Instr &in = plan.devices[e.device].instrs[e.index];
+      if (in.kind != Instr::Kind::Compute || !isDnnKernel(in.kernel))
+        continue;
+      bool dnn = false, kernel = false;
+      for (const CudaOp &op : e.ops) {
+        dnn |= op.kind == CudaOp::Kind::Pool ||
+               op.kind == CudaOp::Kind::BatchNorm;
+        kernel |= op.kind == CudaOp::Kind::Kernel;
+      }
+      EXPECT_NE(dnn, kernel) << name << " " << in.kernel;
+      ++(dnn ? byOp[in.kernel].first : byOp[in.kernel].second);
+      std::vector<CudaOp> ops;
+      std::string why = mapDnn(plan, e.device, in, ops);
+      EXPECT_EQ(why.empty(), dnn) << name << " " << in.kernel << ": " << why;
+      // Whether the device's X holds what cuDNN needs, read from the plan.
+      const bool batchNorm = in.kernel.rfind("BatchNormalization", 0) == 0;
+      // (AveragePoolGrad does not read X: its dX box counts.)
+      const bool gradOut = in.kernel == "AveragePoolGrad";
+      const size_t xPos = in.kernel == "BatchNormalizationGrad" ||
+                                  in.kernel == "MaxPoolGrad"
+                              ? 1
+                              : 0;
+      const Buffer &xb =
+          plan.devices[e.device]
+              .buffers[gradOut ? in.outputs[0] : in.inputs[xPos]];
+      const auto &global =
+          gradOut ? in.outputGlobalShapes[0] : in.inputGlobalShapes[xPos];
+      bool holds = true;
+      for (size_t i = batchNorm ? 0 : 2; i < global.size(); ++i)
+        if (i != 1 && (xb.region.lo[i] != 0 || xb.region.hi[i] != global[i]))
+          holds = false;
+      if (!holds)
+        EXPECT_FALSE(dnn) << name << " " << in.kernel;
+      if (std::string(name) == "cnnbn-1")
+        EXPECT_EQ(dnn, in.kernel != "MaxPoolGrad")
+            << name << " " << in.kernel << ": " << why;
+      if (in.kernel == "MaxPoolGrad")
+        EXPECT_NE(why.find("one maximal cell"), std::string::npos) << why;
+    }
+    for (const auto &[k, counts] : byOp)
+      std::printf("%s %s: %zu cuDNN, %zu generated\n", name, k.c_str(),
+                  counts.first, counts.second);
+    for (const char *k : {"MaxPool", "AveragePool", "BatchNormalization",
+                          "BatchNormalizationGrad",
+                          "BatchNormalizationNormalized"})
+      EXPECT_GT(byOp[k].first, 0u) << name << " " << k;
+  }
+}
+
+/// The first Compute instruction of `kernel` on device 0 of `plan` (with
+/// "tofu.output" `output` when given), or null.
+Instr *firstInstr(Plan &plan, const char *kernel, int64_t output = -1) {
+  for (Instr &in : plan.devices[0].instrs) {
+    if (in.kind != Instr::Kind::Compute || in.kernel != kernel)
+      continue;
+    if (output < 0)
+      return &in;
+    for (const Attr &a : in.attrs)
+      if (a.name == "tofu.output" && a.i == output)
+        return &in;
+  }
+  return nullptr;
+}
+
+void setAttr(Instr &in, Attr a) {
+  for (Attr &x : in.attrs)
+    if (x.name == a.name) {
+      x = a;
+      return;
+    }
+  in.attrs.push_back(a);
+}
+
+Attr intsAttrOf(const char *name, std::vector<int64_t> v);
+Attr intAttrOf(const char *name, int64_t v);
+
+TEST(CudaSchedule, DnnMappingRefusesWhatCudnnDoesNotCompute) {
+  // Each mutation of a mapped instruction of the CNN with BN (k = 1) must
+  // be refused with its reason; the schedule then launches the generated
+  // kernel instead.
+  struct Case {
+    const char *kernel;
+    int64_t output;
+    const char *why;
+    std::function<void(Plan &, Instr &)> mutate;
+  };
+  auto xBox = [](Plan &plan, Instr &in, size_t pos) -> Box & {
+    return plan.devices[0].buffers[in.inputs[pos]].region;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool", -1, "asymmetric pads",
+       [](Plan &, Instr &in) { setAttr(in, intsAttrOf("pads", {1, 1, 0, 1})); }},
+      {"MaxPool", -1, "dilations",
+       [](Plan &, Instr &in) { setAttr(in, intsAttrOf("dilations", {2, 2})); }},
+      {"MaxPool", -1, "not smaller than the window",
+       [](Plan &, Instr &in) { setAttr(in, intsAttrOf("pads", {3, 3, 3, 3})); }},
+      {"MaxPool", -1, "floor formula",
+       [](Plan &plan, Instr &in) {
+         // As ceil_mode would make it: one more (partial) window.
+         in.outputGlobalShapes[0][3] += 1;
+         plan.devices[0].buffers[in.outputs[0]].region.hi[3] += 1;
+       }},
+      {"AveragePool", -1, "auto_pad SAME_UPPER",
+       [](Plan &, Instr &in) {
+         Attr a;
+         a.name = "auto_pad";
+         a.kind = Attr::Kind::String;
+         a.s = "SAME_UPPER";
+         setAttr(in, a);
+       }},
+      {"MaxPool", -1, "split of a spatial dimension",
+       [&](Plan &plan, Instr &in) { xBox(plan, in, 0).hi[2] -= 1; }},
+      {"BatchNormalization", 0, "batch split",
+       [&](Plan &plan, Instr &in) { xBox(plan, in, 0).lo[0] += 1; }},
+      {"BatchNormalizationGrad", -1, "batch split",
+       [&](Plan &plan, Instr &in) { xBox(plan, in, 1).hi[3] -= 1; }},
+      {"BatchNormalization", 2, "inference-mode running statistic",
+       [](Plan &, Instr &in) { setAttr(in, intAttrOf("training_mode", 0)); }},
+      {"BatchNormalizationGrad", -1, "inference-mode gradient",
+       [](Plan &, Instr &in) { setAttr(in, intAttrOf("training_mode", 0)); }},
+  };
+  if (planNamed("cnnbn-1").devices.empty())
+    return;
+  for (const Case &c : cases) {
+    Plan plan = planNamed("cnnbn-1");
+    Instr *in = firstInstr(plan, c.kernel, c.output);
+    ASSERT_NE(in, nullptr) << c.kernel;
+    std::vector<CudaOp> ops;
+    ASSERT_EQ(mapDnn(plan, 0, *in, ops), "") << c.kernel << " before " << c.why;
+    c.mutate(plan, *in);
+    ops.clear();
+    std::string why = mapDnn(plan, 0, *in, ops);
+    EXPECT_NE(why.find(c.why), std::string::npos)
+        << c.kernel << ": expected '" << c.why << "', got '" << why << "'";
+    EXPECT_TRUE(ops.empty());
+    // The schedule launches the instruction's generated kernel instead.
+    Schedule s;
+    ASSERT_EQ(buildSchedule(plan, 1, s), "") << c.kernel << " " << c.why;
+    const int32_t index =
+        static_cast<int32_t>(in - plan.devices[0].instrs.data());
+    size_t found = 0;
+    for (const ScheduledInstr &e : s.instrs)
+      if (e.device == 0 && e.index == index) {
+        ++found;
+        ASSERT_FALSE(e.ops.empty()) << c.kernel;
+        EXPECT_EQ(e.ops[0].kind, CudaOp::Kind::Kernel) << c.kernel;
+      }
+    EXPECT_EQ(found, 1u) << c.kernel;
+  }
+  // The running statistics' cuDNN factor for the ONNX momentum and the
+  // biased variance: m * input + (1 - m) * batch.
+  Plan plan = planNamed("cnnbn-1");
+  for (int64_t output : {1, 2}) {
+    Instr *in = firstInstr(plan, "BatchNormalization", output);
+    ASSERT_NE(in, nullptr);
+    std::vector<CudaOp> ops;
+    ASSERT_EQ(mapDnn(plan, 0, *in, ops), "");
+    ASSERT_EQ(ops.size(), 1u);
+    const BatchNormCall &bn = ops[0].batchNorm;
+    const double m = bn.momentum, n = static_cast<double>(bn.count);
+    EXPECT_NEAR(m, 0.9, 1e-6); // a float32 attribute
+    EXPECT_EQ(bn.count, 4 * 8 * 8);
+    // Input weight after the pre-scale, and the weight of the batch
+    // statistic (cuDNN multiplies the variance by n / (n - 1)).
+    EXPECT_NEAR(bn.preScale * (1 - bn.factor), m, 1e-12);
+    EXPECT_NEAR(bn.factor * (output == 2 ? n / (n - 1) : 1.0), 1 - m, 1e-12);
+  }
+}
+
+Attr intsAttrOf(const char *name, std::vector<int64_t> v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+Attr intAttrOf(const char *name, int64_t v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::Int;
+  a.i = v;
+  return a;
+}
+Attr floatAttrOf(const char *name, double v) {
+  Attr a;
+  a.name = name;
+  a.kind = Attr::Kind::Float;
+  a.f = v;
+  return a;
+}
+
+/// A whole float32 tensor of `shape` at `data` (lo 0, global = local: a
+/// library call sees only the device's local box).
+tofu::runtime::TensorView whole(void *data, const std::vector<int64_t> &shape) {
+  return tofu::runtime::TensorView::whole(data, DType::F32, shape);
+}
+
+/// Runs CPU kernel `name` on whole local tensors: the semantics the
+/// emulator gives a cuDNN call with the call's own parameters.
+std::string runCpuKernel(const char *name,
+                         std::vector<tofu::runtime::TensorView> inputs,
+                         std::vector<tofu::runtime::TensorView> outputs,
+                         const std::vector<Attr> &attrs) {
+  tofu::runtime::KernelFn fn = tofu::runtime::lookupKernel(name);
+  if (!fn)
+    return std::string("no CPU kernel ") + name;
+  tofu::runtime::KernelArgs args;
+  args.inputs = std::move(inputs);
+  args.outputs = std::move(outputs);
+  args.attrs = &attrs;
+  std::string err = fn(args);
+  return err.empty() ? "" : std::string(name) + " on the host: " + err;
+}
+
+/// cuDNN's convolution (CudaConv.h) with the CPU kernels' semantics.
+std::string emulateConv(const CudaOp &op, float *x, float *w, float *y) {
+  std::vector<int64_t> yShape = {op.x[0], op.w[0]};
+  for (size_t s = 0; s + 2 < op.x.size(); ++s)
+    yShape.push_back((op.x[s + 2] + op.padsBegin[s] + op.padsEnd[s] -
+                      op.dilations[s] * (op.w[s + 2] - 1) - 1) /
+                         op.strides[s] +
+                     1);
+  std::vector<int64_t> pads = op.padsBegin;
+  pads.insert(pads.end(), op.padsEnd.begin(), op.padsEnd.end());
+  const std::vector<Attr> attrs = {intsAttrOf("strides", op.strides),
+                                   intsAttrOf("dilations", op.dilations),
+                                   intsAttrOf("pads", pads),
+                                   intAttrOf("group", op.group)};
+  auto X = whole(x, op.x), W = whole(w, op.w), Y = whole(y, yShape);
+  switch (op.convDirection) {
+  case 0:
+    return runCpuKernel("Conv", {X, W}, {Y}, attrs);
+  case 1:
+    return runCpuKernel("ConvGradInput", {Y, W, X}, {X}, attrs);
+  default:
+    return runCpuKernel("ConvGradWeight", {Y, X, W}, {W}, attrs);
+  }
+}
+
+/// cuDNN's pooling (CudaPool.h) with the CPU kernels' semantics.
+std::string emulatePool(const PoolCall &call,
+                        const std::array<float *, kNumDnnOperands> &p) {
+  std::vector<int64_t> pads = call.pads;
+  pads.insert(pads.end(), call.pads.begin(), call.pads.end());
+  const std::vector<Attr> attrs = {
+      intsAttrOf("kernel_shape", call.window),
+      intsAttrOf("strides", call.strides), intsAttrOf("pads", pads),
+      intAttrOf("count_include_pad",
+                call.mode == PoolCall::Mode::AverageIncludePad)};
+  if (call.backward)
+    return call.mode == PoolCall::Mode::Max
+               ? "cuDNN max-pooling backward is never scheduled"
+               : runCpuKernel("AveragePoolGrad",
+                              {whole(p[kDnnDy], call.y), whole(p[kDnnX], call.x)},
+                              {whole(p[kDnnDx], call.x)}, attrs);
+  return runCpuKernel(call.mode == PoolCall::Mode::Max ? "MaxPool"
+                                                       : "AveragePool",
+                      {whole(p[kDnnX], call.x)}, {whole(p[kDnnY], call.y)},
+                      attrs);
+}
+
+/// cuDNN's batch normalization (CudaBatchNorm.h): Y, Xhat and dX with the
+/// CPU kernels' semantics; a running statistic as cuDNN computes it (the
+/// copied input statistic scaled by preScale, then the exponential average
+/// with `factor` of the batch mean or the UNBIASED batch variance), so that
+/// the conversion from the ONNX momentum is checked against the CPU backend.
+std::string emulateBatchNorm(const BatchNormCall &call,
+                             const std::array<float *, kNumDnnOperands> &p) {
+  const int64_t N = call.x[0], C = call.x[1];
+  int64_t inner = 1;
+  for (size_t i = 2; i < call.x.size(); ++i)
+    inner *= call.x[i];
+  std::vector<float> ones(C, 1.0f), zeros(C, 0.0f);
+  auto param = [&](int which, std::vector<float> &fallback) {
+    return whole(p[which] ? p[which] : fallback.data(), {C});
+  };
+  auto X = whole(p[kDnnX], call.x);
+  const bool training = call.kind == BatchNormCall::Kind::TrainingForward ||
+                        call.kind == BatchNormCall::Kind::Backward;
+  const std::vector<Attr> attrs = {floatAttrOf("epsilon", call.epsilon),
+                                   intAttrOf("training_mode", training),
+                                   intAttrOf("tofu.output", 0)};
+  switch (call.kind) {
+  case BatchNormCall::Kind::TrainingForward:
+  case BatchNormCall::Kind::InferenceForward:
+    return runCpuKernel(
+        "BatchNormalization",
+        {X, call.unitAffine ? whole(ones.data(), {C}) : param(kDnnScale, ones),
+         call.unitAffine ? whole(zeros.data(), {C}) : param(kDnnBias, zeros),
+         param(kDnnMean, zeros), param(kDnnVar, ones)},
+        {whole(p[kDnnY], call.x)}, attrs);
+  case BatchNormCall::Kind::Backward:
+    return runCpuKernel("BatchNormalizationGrad",
+                        {whole(p[kDnnDy], call.x), X, param(kDnnScale, ones),
+                         whole(zeros.data(), {C}), whole(ones.data(), {C})},
+                        {whole(p[kDnnDx], call.x)}, attrs);
+  case BatchNormCall::Kind::RunningMean:
+  case BatchNormCall::Kind::RunningVar: {
+    const bool mean = call.kind == BatchNormCall::Kind::RunningMean;
+    float *out = p[kDnnY];
+    const float *in = p[mean ? kDnnMean : kDnnVar];
+    const double count = static_cast<double>(N * inner);
+    for (int64_t c = 0; c < C; ++c) {
+      double sum = 0, sq = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < inner; ++s)
+          sum += p[kDnnX][(n * C + c) * inner + s];
+      const double mu = sum / count;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t s = 0; s < inner; ++s) {
+          double dv = p[kDnnX][(n * C + c) * inner + s] - mu;
+          sq += dv * dv;
+        }
+      const double unbiased = sq / (count - 1);
+      const float start = static_cast<float>(in[c] * call.preScale);
+      out[c] = static_cast<float>((1 - call.factor) * start +
+                                  call.factor * (mean ? mu : unbiased));
+    }
+    return "";
+  }
+  }
+  return "unknown batch-normalization call";
+}
+
 /// Runs a schedule on the host, as the executor would on GPUs: one byte
 /// array per GPU laid out by the mapping; generated kernels through their
 /// host drivers (the plan's CUDA source compiled as plain C++ and loaded
@@ -1088,7 +1435,26 @@ private:
                               i * op.cRowStride + j * op.cColStride));
         break;
       case CudaOp::Kind::Conv:
-        return "the host emulator has no convolution";
+        if (std::string err = emulateConv(
+                op, reinterpret_cast<float *>(ptr(op.a)),
+                reinterpret_cast<float *>(ptr(op.b)),
+                reinterpret_cast<float *>(ptr(op.c)));
+            !err.empty())
+          return err;
+        break;
+      case CudaOp::Kind::Pool:
+      case CudaOp::Kind::BatchNorm: {
+        std::array<float *, kNumDnnOperands> p{};
+        for (int i = 0; i < kNumDnnOperands; ++i)
+          if (op.dnn[i].device >= 0)
+            p[i] = reinterpret_cast<float *>(ptr(op.dnn[i]));
+        std::string err = op.kind == CudaOp::Kind::Pool
+                              ? emulatePool(op.pool, p)
+                              : emulateBatchNorm(op.batchNorm, p);
+        if (!err.empty())
+          return err;
+        break;
+      }
       case CudaOp::Kind::Copy:
         std::memmove(ptr(op.dst), ptr(op.src), op.bytes);
         break;
@@ -1174,13 +1540,13 @@ private:
 /// for a float64 one (the GEMMs sum in a different order). This checks every offset, GEMM parameter, box, launch argument
 /// and the virtual device layout the executor will use.
 void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
-                               int steps) {
+                               int steps, bool interpreter = true) {
   const Plan &plan = planNamed(name);
   if (plan.devices.empty())
     return;
   Schedule s = scheduled(name, gpus);
   tofu::runtime::CpuExecutor cpu(plan);
-  cpu.preferInterpreter(true);
+  cpu.preferInterpreter(interpreter);
   ASSERT_EQ(cpu.init(), "");
   ASSERT_EQ(cpu.watchLoss(), "");
   HostEmulator emu(plan, s);
@@ -1228,6 +1594,20 @@ TEST(CudaScheduleOnHost, Float64MlpMatchesTheCpuBackend) {
 TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
   expectEmulationMatchesCpu("rnn-8", 1, 2);
   expectEmulationMatchesCpu("gpt-8", 2, 2);
+}
+
+TEST(CudaScheduleOnHost, ConvPoolAndBatchNormMatchTheCpuBackend) {
+  // cuDNN convolutions, pools and batch normalizations (with the running
+  // statistics written back) emulated with the CPU kernels' semantics and
+  // the calls' own parameters, next to the generated kernels where the
+  // mapping does not apply.
+  // The CPU backend runs its native kernels here: the interpreter takes
+  // about a minute per step of training-mode batch normalization.
+  expectEmulationMatchesCpu("cnn-1", 1, 2, false);
+  expectEmulationMatchesCpu("cnn-8", 2, 2, false);
+  expectEmulationMatchesCpu("cnnbn-1", 1, 3, false);
+  expectEmulationMatchesCpu("cnnbn-8", 1, 3, false);
+  expectEmulationMatchesCpu("cnnbn-8", 8, 2, false);
 }
 
 TEST(CudaScheduleOnHost, AMissingWaitChangesTheResult) {
@@ -1427,7 +1807,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   compileExamplePlans({{"mlp", {1, 8}}, {"mlp64", {1, 8}}, {"rnn", {8}},
-                       {"gpt", {8}}, {"cnn", {1, 8}}},
+                       {"gpt", {8}}, {"cnn", {1, 8}}, {"cnnbn", {1, 8}}},
                       "sm_80");
   return RUN_ALL_TESTS();
 }

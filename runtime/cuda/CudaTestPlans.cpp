@@ -79,6 +79,8 @@ void tofu::test::compileExamplePlans(const std::vector<ExampleModel> &models,
               "--steps 4"},
       {"gpt", "transformer/make_gpt.py --layers 2 --hidden 16 --heads 2 "
               "--seq 8 --vocab 32 --batch 2"},
+      // Training-mode BatchNormalization, MaxPool and AveragePool.
+      {"cnnbn", "cnn/make_cnn_bn.py"},
   };
   for (const ExampleModel &m : models) {
     std::string onnx = a.workdir + "/" + m.name + ".onnx";

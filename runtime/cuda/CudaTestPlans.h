@@ -38,7 +38,8 @@ int shell(const std::string &cmd);
 
 /// An example model and the device counts to compile it for.
 struct ExampleModel {
-  std::string name; ///< "mlp", "cnn", "rnn" (2 layers, hidden 16) or "gpt"
+  std::string name; ///< "mlp", "cnn", "rnn" (2 layers, hidden 16), "gpt"
+                    ///< or "cnnbn" (examples/cnn/make_cnn_bn.py)
   std::vector<int> ks;
 };
 /// Writes the models (the generated ones with small sizes) into the work
