@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "CudaBatchNorm.h"
 
+#include "CudaCheck.h"
+
 #include <cuda_runtime_api.h>
 
 #include <vector>
@@ -16,24 +18,6 @@
 using namespace tofu::cuda;
 
 namespace {
-
-std::string cudnnError(const char *what, cudnnStatus_t s) {
-  return std::string(what) + " failed: " + cudnnGetErrorString(s);
-}
-
-#define TOFU_CUDNN(call)                                                       \
-  do {                                                                         \
-    cudnnStatus_t s_ = (call);                                                 \
-    if (s_ != CUDNN_STATUS_SUCCESS)                                            \
-      return cudnnError(#call, s_);                                            \
-  } while (0)
-
-#define TOFU_CUDART(call)                                                      \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess)                                                     \
-      return std::string(#call) + " failed: " + cudaGetErrorString(e_);        \
-  } while (0)
 
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
 
@@ -112,13 +96,13 @@ std::string BatchNormRunner::reserve(int64_t channels, int64_t xElements) {
       cudaFree(scratch);
     constants = scratch = nullptr;
     capacity = 0;
-    TOFU_CUDART(cudaMalloc(reinterpret_cast<void **>(&constants),
+    TOFU_CUDA(cudaMalloc(reinterpret_cast<void **>(&constants),
                            2 * channels * sizeof(float)));
-    TOFU_CUDART(cudaMalloc(reinterpret_cast<void **>(&scratch),
+    TOFU_CUDA(cudaMalloc(reinterpret_cast<void **>(&scratch),
                            3 * channels * sizeof(float)));
-    TOFU_CUDART(cudaMemsetAsync(constants + channels, 0,
+    TOFU_CUDA(cudaMemsetAsync(constants + channels, 0,
                                 channels * sizeof(float), stream));
-    TOFU_CUDART(cudaMemsetAsync(scratch, 0, 3 * channels * sizeof(float),
+    TOFU_CUDA(cudaMemsetAsync(scratch, 0, 3 * channels * sizeof(float),
                                 stream));
     cudnnTensorDescriptor_t ones = nullptr;
     TOFU_CUDNN(cudnnCreateTensorDescriptor(&ones));
@@ -130,7 +114,7 @@ std::string BatchNormRunner::reserve(int64_t channels, int64_t xElements) {
       st = cudnnSetTensor(handle, ones, constants, &one);
     cudnnDestroyTensorDescriptor(ones);
     if (st != CUDNN_STATUS_SUCCESS)
-      return cudnnError("cudnnSetTensor (ones)", st);
+      return cudnnFailure("cudnnSetTensor (ones)", st);
     capacity = channels;
   }
   if (xElements > yScratchElements) {
@@ -138,7 +122,7 @@ std::string BatchNormRunner::reserve(int64_t channels, int64_t xElements) {
       cudaFree(yScratch);
     yScratch = nullptr;
     yScratchElements = 0;
-    TOFU_CUDART(cudaMalloc(reinterpret_cast<void **>(&yScratch),
+    TOFU_CUDA(cudaMalloc(reinterpret_cast<void **>(&yScratch),
                            xElements * sizeof(float)));
     yScratchElements = xElements;
   }
@@ -190,7 +174,7 @@ std::string BatchNormRunner::run(
     float *out = p[kDnnY];
     const float *in = p[mean ? kDnnMean : kDnnVar];
     if (out != in)
-      TOFU_CUDART(cudaMemcpyAsync(out, in, C * sizeof(float),
+      TOFU_CUDA(cudaMemcpyAsync(out, in, C * sizeof(float),
                                   cudaMemcpyDeviceToDevice, stream));
     if (call.preScale != 1) {
       const float alpha = static_cast<float>(call.preScale);

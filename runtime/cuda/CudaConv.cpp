@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "CudaConv.h"
 
+#include "CudaCheck.h"
+
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -33,10 +35,6 @@ bool ConvShape::operator<(const ConvShape &o) const {
 
 namespace {
 
-std::string cudnnError(const char *what, cudnnStatus_t s) {
-  return std::string(what) + " failed: " + cudnnGetErrorString(s);
-}
-
 /// cuDNN's alpha = 1 and beta = 0 for `type`: double for double data, float
 /// otherwise (float and half data compute in float).
 struct Scaling {
@@ -47,13 +45,6 @@ struct Scaling {
   const void *one() const { return isDouble ? static_cast<const void *>(&d1) : &f1; }
   const void *zero() const { return isDouble ? static_cast<const void *>(&d0) : &f0; }
 };
-
-#define TOFU_CUDNN(call)                                                       \
-  do {                                                                         \
-    cudnnStatus_t s_ = (call);                                                 \
-    if (s_ != CUDNN_STATUS_SUCCESS)                                            \
-      return cudnnError(#call, s_);                                            \
-  } while (0)
 
 /// The descriptors of one shape; destroyed with the object.
 struct Descriptors {

@@ -46,35 +46,6 @@ DevicePointer pointerTo(int32_t d, const Box &b, int64_t element = 0) {
   return {d, b.offset + static_cast<uint64_t>(element) * 4};
 }
 
-const Attr *findAttr(const Instr &in, const char *name) {
-  for (const Attr &a : in.attrs)
-    if (a.name == name)
-      return &a;
-  return nullptr;
-}
-int64_t intAttr(const Instr &in, const char *name, int64_t fallback) {
-  const Attr *a = findAttr(in, name);
-  return a && a->kind == Attr::Kind::Int ? a->i : fallback;
-}
-double floatAttr(const Instr &in, const char *name, double fallback) {
-  const Attr *a = findAttr(in, name);
-  if (a && a->kind == Attr::Kind::Float)
-    return a->f;
-  if (a && a->kind == Attr::Kind::Int)
-    return static_cast<double>(a->i);
-  return fallback;
-}
-std::vector<int64_t> intsAttr(const Instr &in, const char *name,
-                              std::vector<int64_t> fallback) {
-  const Attr *a = findAttr(in, name);
-  return a && a->kind == Attr::Kind::Ints && !a->ints.empty() ? a->ints
-                                                              : fallback;
-}
-std::string stringAttr(const Instr &in, const char *name) {
-  const Attr *a = findAttr(in, name);
-  return a && a->kind == Attr::Kind::String ? a->s : "";
-}
-
 std::string dims(const std::vector<int64_t> &s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i)

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "CudaPool.h"
 
+#include "CudaCheck.h"
+
 #include <cuda_runtime_api.h>
 
 #include <vector>
@@ -14,17 +16,6 @@
 using namespace tofu::cuda;
 
 namespace {
-
-std::string cudnnError(const char *what, cudnnStatus_t s) {
-  return std::string(what) + " failed: " + cudnnGetErrorString(s);
-}
-
-#define TOFU_CUDNN(call)                                                       \
-  do {                                                                         \
-    cudnnStatus_t s_ = (call);                                                 \
-    if (s_ != CUDNN_STATUS_SUCCESS)                                            \
-      return cudnnError(#call, s_);                                            \
-  } while (0)
 
 /// `v` as int, widened to 2 spatial dims when it has 1 (`fill` inserted at
 /// position `at`).

@@ -59,38 +59,6 @@ std::string where(const Plan &plan, int32_t d, int32_t i) {
   return s;
 }
 
-const Attr *findAttr(const Instr &in, const char *name) {
-  for (const Attr &a : in.attrs)
-    if (a.name == name)
-      return &a;
-  return nullptr;
-}
-int64_t intAttr(const Instr &in, const char *name, int64_t fallback) {
-  const Attr *a = findAttr(in, name);
-  return a && a->kind == Attr::Kind::Int ? a->i : fallback;
-}
-double floatAttr(const Instr &in, const char *name, double fallback) {
-  const Attr *a = findAttr(in, name);
-  if (!a)
-    return fallback;
-  if (a->kind == Attr::Kind::Float)
-    return a->f;
-  if (a->kind == Attr::Kind::Int)
-    return static_cast<double>(a->i);
-  return fallback;
-}
-std::vector<int64_t> intsAttr(const Instr &in, const char *name,
-                              std::vector<int64_t> fallback) {
-  const Attr *a = findAttr(in, name);
-  if (a && a->kind == Attr::Kind::Ints && !a->ints.empty())
-    return a->ints;
-  return fallback;
-}
-std::string stringAttr(const Instr &in, const char *name) {
-  const Attr *a = findAttr(in, name);
-  return a && a->kind == Attr::Kind::String ? a->s : "";
-}
-
 /// A local operand: the buffer's box and global shape, as the CPU kernels'
 /// TensorView sees it.
 struct Operand {

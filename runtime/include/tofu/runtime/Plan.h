@@ -293,6 +293,41 @@ struct Instr {
   std::vector<std::vector<std::pair<int64_t, int64_t>>> reductionRanges;
 };
 
+/// Attribute `name` of `in`, or null. The typed lookups below give
+/// `fallback` when the attribute is absent or of another kind (a Float
+/// lookup also takes an Int; an Ints lookup also falls back on an empty
+/// list). The CPU kernels read theirs through KernelArgs instead.
+inline const Attr *findAttr(const Instr &in, const char *name) {
+  for (const Attr &a : in.attrs)
+    if (a.name == name)
+      return &a;
+  return nullptr;
+}
+inline int64_t intAttr(const Instr &in, const char *name, int64_t fallback) {
+  const Attr *a = findAttr(in, name);
+  return a && a->kind == Attr::Kind::Int ? a->i : fallback;
+}
+inline double floatAttr(const Instr &in, const char *name, double fallback) {
+  const Attr *a = findAttr(in, name);
+  if (a && a->kind == Attr::Kind::Float)
+    return a->f;
+  if (a && a->kind == Attr::Kind::Int)
+    return static_cast<double>(a->i);
+  return fallback;
+}
+inline std::vector<int64_t> intsAttr(const Instr &in, const char *name,
+                                     std::vector<int64_t> fallback) {
+  const Attr *a = findAttr(in, name);
+  if (a && a->kind == Attr::Kind::Ints && !a->ints.empty())
+    return a->ints;
+  return fallback;
+}
+/// The String attribute `name` of `in`, or "".
+inline std::string stringAttr(const Instr &in, const char *name) {
+  const Attr *a = findAttr(in, name);
+  return a && a->kind == Attr::Kind::String ? a->s : "";
+}
+
 /// The program of one device.
 struct DeviceProgram {
   std::vector<Buffer> buffers;
