@@ -44,27 +44,6 @@ uint64_t moveBytes(const CudaOp &op) {
          op.elementSize;
 }
 
-/// Whether `region` is one contiguous run inside a dense box `ext`.
-bool contiguousIn(const std::array<int64_t, kMaxBoxRank> &region,
-                  const std::array<int64_t, kMaxBoxRank> &ext, int32_t rank) {
-  int32_t j = 0;
-  while (j < rank && region[j] == 1)
-    ++j;
-  for (int32_t i = j + 1; i < rank; ++i)
-    if (region[i] != ext[i])
-      return false;
-  return true;
-}
-
-uint64_t linearOffset(const std::array<int64_t, kMaxBoxRank> &start,
-                      const std::array<int64_t, kMaxBoxRank> &ext,
-                      int32_t rank) {
-  int64_t off = 0;
-  for (int32_t i = 0; i < rank; ++i)
-    off = off * ext[i] + start[i];
-  return static_cast<uint64_t>(off);
-}
-
 /// The bytes an op of a rank's entry reads and writes (moves, memsets and
 /// NCCL calls; kernels and library calls are covered by entryAccesses).
 void opFootprint(const CudaOp &op, std::vector<ByteAccess> &acc) {
@@ -265,11 +244,10 @@ std::string tofu::cuda::buildMultiProcessSchedule(const Plan &plan,
     const CudaOp &op = ms.global.instrs[t.entry].ops[t.op];
     if (op.kind == CudaOp::Kind::Copy)
       continue;
-    if (op.kind == CudaOp::Kind::BoxAdd ||
-        !contiguousIn(op.box.region, op.box.dstExtents, op.box.rank))
+    if (op.kind == CudaOp::Kind::BoxAdd || !op.box.dstContiguous())
       ms.stagingBytes[op.dst.device] =
           std::max(ms.stagingBytes[op.dst.device], t.bytes);
-    if (!contiguousIn(op.box.region, op.box.srcExtents, op.box.rank))
+    if (!op.box.srcContiguous())
       ms.stagingBytes[op.src.device] =
           std::max(ms.stagingBytes[op.src.device], t.bytes);
   }
@@ -333,13 +311,11 @@ std::string tofu::cuda::buildMultiProcessSchedule(const Plan &plan,
             recv.dst = op.dst;
             x.ops.push_back(recv);
           } else if (op.kind == CudaOp::Kind::BoxCopy &&
-                     contiguousIn(op.box.region, op.box.dstExtents,
-                                  op.box.rank)) {
+                     op.box.dstContiguous()) {
             recv.dst = {op.dst.device,
-                        op.dst.offset + linearOffset(op.box.dstStart,
-                                                     op.box.dstExtents,
-                                                     op.box.rank) *
-                                            op.elementSize};
+                        op.dst.offset +
+                            static_cast<uint64_t>(op.box.dstStartElement()) *
+                                op.elementSize};
             x.ops.push_back(recv);
           } else {
             // Received densely into the staging area, then moved (or
@@ -383,13 +359,11 @@ std::string tofu::cuda::buildMultiProcessSchedule(const Plan &plan,
         send.elementSize = op.elementSize;
         if (op.kind == CudaOp::Kind::Copy) {
           send.src = op.src;
-        } else if (contiguousIn(op.box.region, op.box.srcExtents,
-                                op.box.rank)) {
+        } else if (op.box.srcContiguous()) {
           send.src = {op.src.device,
-                      op.src.offset + linearOffset(op.box.srcStart,
-                                                   op.box.srcExtents,
-                                                   op.box.rank) *
-                                          op.elementSize};
+                      op.src.offset +
+                          static_cast<uint64_t>(op.box.srcStartElement()) *
+                              op.elementSize};
         } else {
           // Packed densely into the staging area first.
           CudaOp pack = op;

@@ -365,30 +365,6 @@ std::string mapConv(const Plan &plan, int32_t d, const Instr &in,
   return "";
 }
 
-/// Linear element offset of `lo` inside a dense box starting at `boxLo`
-/// with extents `ext`, and whether `region` is one contiguous run there.
-bool contiguousIn(const std::vector<int64_t> &region,
-                  const std::vector<int64_t> &ext) {
-  // Contiguous iff some dim j has region[i] == 1 before it and
-  // region[i] == ext[i] after it.
-  size_t r = region.size();
-  size_t j = 0;
-  while (j < r && region[j] == 1)
-    ++j;
-  for (size_t i = j + 1; i < r; ++i)
-    if (region[i] != ext[i])
-      return false;
-  return true;
-}
-
-int64_t linearOffset(const std::vector<int64_t> &start,
-                     const std::vector<int64_t> &ext) {
-  int64_t off = 0;
-  for (size_t i = 0; i < start.size(); ++i)
-    off = off * ext[i] + start[i];
-  return off;
-}
-
 /// The calls moving (or adding) one piece into `dst` bytes laid out as box
 /// `dstBox` on device `dstDevice`.
 std::string mapPiece(const Plan &plan, const DeviceMapping &mapping,
@@ -417,15 +393,20 @@ std::string mapPiece(const Plan &plan, const DeviceMapping &mapping,
   op.dtype = dtype;
   op.elementSize = es;
   op.src = {piece.device,
-            src.offset + static_cast<uint64_t>(linearOffset(srcStart, srcExt)) * es};
+            src.offset + static_cast<uint64_t>(rowMajorOffset(
+                             srcStart.data(), srcExt.data(), rank)) *
+                             es};
   op.dst = {dstDevice,
-            dstOffset + static_cast<uint64_t>(linearOffset(dstStart, dstExt)) * es};
+            dstOffset + static_cast<uint64_t>(rowMajorOffset(
+                            dstStart.data(), dstExt.data(), rank)) *
+                            es};
   const bool sameGpu = mapping.devices[piece.device].gpu ==
                        mapping.devices[dstDevice].gpu;
   op.path = piece.device == dstDevice ? CopyPath::SameDevice
             : sameGpu                 ? CopyPath::SameGpu
                                       : CopyPath::Peer;
-  if (!add && contiguousIn(region, srcExt) && contiguousIn(region, dstExt)) {
+  if (!add && isContiguousRun(region.data(), srcExt.data(), rank) &&
+      isContiguousRun(region.data(), dstExt.data(), rank)) {
     op.kind = CudaOp::Kind::Copy;
     op.bytes = static_cast<uint64_t>(piece.region.numElements()) * es;
     ops.push_back(op);
@@ -530,6 +511,38 @@ StreamKind streamFor(int32_t d, const Instr &in) {
 }
 
 } // namespace
+
+bool tofu::cuda::isContiguousRun(const int64_t *region, const int64_t *ext,
+                                 size_t rank) {
+  size_t j = 0;
+  while (j < rank && region[j] == 1)
+    ++j;
+  for (size_t i = j + 1; i < rank; ++i)
+    if (region[i] != ext[i])
+      return false;
+  return true;
+}
+
+bool BoxMove::srcContiguous() const {
+  return isContiguousRun(region.data(), srcExtents.data(), rank);
+}
+bool BoxMove::dstContiguous() const {
+  return isContiguousRun(region.data(), dstExtents.data(), rank);
+}
+int64_t BoxMove::srcStartElement() const {
+  return rowMajorOffset(srcStart.data(), srcExtents.data(), rank);
+}
+int64_t BoxMove::dstStartElement() const {
+  return rowMajorOffset(dstStart.data(), dstExtents.data(), rank);
+}
+
+int64_t tofu::cuda::rowMajorOffset(const int64_t *start, const int64_t *ext,
+                                   size_t rank) {
+  int64_t off = 0;
+  for (size_t i = 0; i < rank; ++i)
+    off = off * ext[i] + start[i];
+  return off;
+}
 
 std::string tofu::cuda::mapDevices(const Plan &plan, int32_t numGpus,
                                    DeviceMapping &mapping,

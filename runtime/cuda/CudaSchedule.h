@@ -114,7 +114,23 @@ struct BoxMove {
   int32_t rank = 0;
   std::array<int64_t, kMaxBoxRank> region{}, srcExtents{}, srcStart{},
       dstExtents{}, dstStart{};
+
+  /// Whether the region is one contiguous run in the source / destination.
+  bool srcContiguous() const;
+  bool dstContiguous() const;
+  /// Element offset of the region's start in the source / destination box.
+  int64_t srcStartElement() const;
+  int64_t dstStartElement() const;
 };
+
+/// Whether a region of `rank` extents is one contiguous run inside a dense
+/// box of extents `ext`: some dim j has extent 1 in every dim before it and
+/// the box's whole extent in every dim after it.
+bool isContiguousRun(const int64_t *region, const int64_t *ext, size_t rank);
+
+/// The row-major linear element offset of `start` inside a dense box of
+/// `rank` extents `ext`.
+int64_t rowMajorOffset(const int64_t *start, const int64_t *ext, size_t rank);
 
 /// One call the executor makes for an instruction.
 struct CudaOp {
