@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -196,16 +197,38 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
       out = argv[++i];
       return "";
     };
-    std::string err;
-    if (a == "--steps") {
+    /// The next argument as an integer in [lo, hi]; `expects` says what
+    /// the option takes in the error.
+    auto integerValue = [&](long long lo, long long hi, const char *expects,
+                            long long &out) -> std::string {
       std::string v;
-      if (!(err = value(v)).empty())
+      if (std::string err = value(v); !err.empty())
         return err;
       char *end = nullptr;
       errno = 0;
       long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || errno != 0 || n < 1)
-        return "--steps expects a positive integer, got '" + v + "'";
+      if (v.empty() || *end != '\0' || errno != 0 || n < lo || n > hi)
+        return a + " expects " + expects + ", got '" + v + "'";
+      out = n;
+      return "";
+    };
+    /// The next argument as seconds in (0, max].
+    auto secondsValue = [&](double max, double &out) -> std::string {
+      std::string v;
+      if (std::string err = value(v); !err.empty())
+        return err;
+      char *end = nullptr;
+      double t = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(t > 0) || t > max)
+        return a + " expects seconds > 0, got '" + v + "'";
+      out = t;
+      return "";
+    };
+    std::string err;
+    long long n = 0;
+    if (a == "--steps") {
+      if (!(err = integerValue(1, LLONG_MAX, "a positive integer", n)).empty())
+        return err;
       opts.steps = n;
     } else if (a == "--backend") {
       if (!(err = value(opts.backend)).empty())
@@ -222,14 +245,8 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
         return "--kernels expects native or interpreter, got '" +
                opts.kernels + "'";
     } else if (a == "--comm-timeout") {
-      std::string v;
-      if (!(err = value(v)).empty())
+      if (!(err = secondsValue(1e6, opts.commTimeout)).empty())
         return err;
-      char *end = nullptr;
-      double t = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(t > 0) || t > 1e6)
-        return "--comm-timeout expects seconds > 0, got '" + v + "'";
-      opts.commTimeout = t;
     } else if (a == "--test-fail") {
       std::string v;
       if (!(err = value(v)).empty())
@@ -259,43 +276,26 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
     } else if (a == "--dump-plan") {
       opts.dumpPlan = true;
     } else if (a == "--devices") {
-      std::string v;
-      if (!(err = value(v)).empty())
+      if (!(err = integerValue(1, 4096, "a positive number of GPUs", n))
+               .empty())
         return err;
-      char *end = nullptr;
-      errno = 0;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || errno != 0 || n < 1 || n > 4096)
-        return "--devices expects a positive number of GPUs, got '" + v + "'";
       opts.devices = static_cast<int32_t>(n);
     } else if (a == "--no-cuda-graph") {
       opts.noCudaGraph = true;
     } else if (a == "--dump-cuda-schedule") {
       opts.dumpCudaSchedule = true;
-    } else if (a == "--ranks" || a == "--rank") {
-      std::string v;
-      if (!(err = value(v)).empty())
+    } else if (a == "--ranks") {
+      if (!(err = integerValue(1, 65536, "a positive number of processes", n))
+               .empty())
         return err;
-      char *end = nullptr;
-      errno = 0;
-      long n = std::strtol(v.c_str(), &end, 10);
-      const long lo = a == "--ranks" ? 1 : 0;
-      if (v.empty() || *end != '\0' || errno != 0 || n < lo || n > 65536)
-        return a + " expects " +
-               (a == "--ranks" ? "a positive number of processes"
-                               : "a rank >= 0") +
-               ", got '" + v + "'";
-      (a == "--ranks" ? opts.dumpRanks : opts.dumpRank) =
-          static_cast<int32_t>(n);
+      opts.dumpRanks = static_cast<int32_t>(n);
+    } else if (a == "--rank") {
+      if (!(err = integerValue(0, 65536, "a rank >= 0", n)).empty())
+        return err;
+      opts.dumpRank = static_cast<int32_t>(n);
     } else if (a == "--nccl-timeout") {
-      std::string v;
-      if (!(err = value(v)).empty())
+      if (!(err = secondsValue(1e9, opts.ncclTimeout)).empty())
         return err;
-      char *end = nullptr;
-      double s = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(s > 0) || s > 1e9)
-        return "--nccl-timeout expects seconds > 0, got '" + v + "'";
-      opts.ncclTimeout = s;
       opts.ncclTimeoutGiven = true;
     } else if (a == "--quiet") {
       opts.quiet = true;
