@@ -34,6 +34,11 @@ gradient leaves it.
   reaches past the end padding is the kernel clipped to the padded input),
   and onnx 1.17's node test ``averagepool_2d_ceil_last_window_starts_on_pad``.
 
+* ``empty_*``: reductions over a zero-size dimension (ReduceSum of an
+  empty slice, MatMul and Gemm with an empty inner dimension, the gradient
+  of a Gather with no indices) give the reducer's identity; they used to be
+  planned as empty on every device, so nothing wrote their output.
+
 ``--only PREFIX`` runs the cases whose name starts with PREFIX.
 """
 import io
@@ -306,6 +311,44 @@ def check_last_window_node_test(env):
     print("avgpool_last_window: onnx 1.17's node test values", flush=True)
 
 
+# --------------------------------------------------------------------------- empty reductions
+def empty_reduction_case(name, middle, consts):
+    """Y = P + op(empty slice of P): a reduction over a zero-size dimension
+    (its sum is 0), or a gradient summed over no indices. Such an op used
+    to be planned as empty on every device, so no instruction wrote its
+    output: the step read stale memory."""
+    rng = np.random.default_rng(len(name))
+    x = rng.standard_normal((4, 6))
+    params = {"W": rng.standard_normal((4, 6))}
+    nodes = [helper.make_node("Mul", ["X", "W"], ["P"])] + middle
+    consts = {n: np.asarray(v) for n, v in consts.items()}
+    return Case(name, nodes, x, params, lambda X, p: X * p["W"], consts=consts)
+
+
+def empty_reduction_cases():
+    i64 = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
+    empty_rows = {"st": i64([2]), "en": i64([2]), "ax": i64([0])}
+    empty_cols = {"st": i64([0]), "en": i64([0]), "ax1": i64([1])}
+    slice_rows = helper.make_node("Slice", ["P", "st", "en", "ax"], ["S"])
+    slice_cols = helper.make_node("Slice", ["P", "st", "en", "ax1"], ["S"])
+    return [
+        # Gather with no indices: its gradient (GatherGrad) sums over none.
+        empty_reduction_case("empty_gather_indices", [
+            helper.make_node("Gather", ["P", "idx"], ["G"], axis=0),
+            helper.make_node("Concat", ["G", "P"], ["Y"], axis=0)],
+            {"idx": np.zeros((0,), dtype=np.int64)}),
+        empty_reduction_case("empty_reducesum_dim", [
+            slice_rows, helper.make_node("ReduceSum", ["S", "ax"], ["R"], keepdims=1),
+            helper.make_node("Add", ["P", "R"], ["Y"])], empty_rows),
+        empty_reduction_case("empty_matmul_inner", [
+            slice_cols, helper.make_node("MatMul", ["S", "Z"], ["M"]),
+            helper.make_node("Add", ["P", "M"], ["Y"])], {**empty_cols, "Z": np.ones((0, 6))}),
+        empty_reduction_case("empty_gemm_inner", [
+            slice_cols, helper.make_node("Gemm", ["S", "Z"], ["M"]),
+            helper.make_node("Add", ["P", "M"], ["Y"])], {**empty_cols, "Z": np.ones((0, 6))}),
+    ]
+
+
 # --------------------------------------------------------------------------- the runner
 def torch_reference(case):
     """Step-1 gradients and the losses of SGD_STEPS plain SGD steps in torch."""
@@ -369,7 +412,7 @@ def main():
     env = E.parse_args(__doc__.splitlines()[1], extra=extra)
     env.require_tools()
     cases = (reduce_cases() + [torch_empty_dim_case()] + gemm_cases() + convtranspose_cases()
-             + avgpool_cases())
+             + avgpool_cases() + empty_reduction_cases())
     only = env.args.only or ""
     ran = 0
     for case in cases:
