@@ -189,7 +189,6 @@ llvm::Error normalizeResize(
   return llvm::Error::success();
 }
 
-
 /// A tensor of `dims` zeros of the float element type `elem`.
 TensorData zeros(tdl::ElemType elem, std::vector<int64_t> dims) {
   TensorData data;

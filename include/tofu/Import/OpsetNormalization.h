@@ -6,8 +6,9 @@
 // (11), Dropout's ratio (12), Slice's starts/ends/axes (10), and Softmax's
 // coerce-to-2D semantics (before 13). The TDL specs describe one form; this
 // rewrites a node into it, so one spec serves every version. It also
-// rewrites attribute values whose ONNX meaning the spec's expression would
-// lose (Gemm's alpha = 0 or beta = 0, which leave an operand unread):
+// rewrites edge values whose ONNX meaning the spec's expression would lose
+// (Gemm's alpha = 0 or beta = 0, which leave an operand unread; ReduceSum's
+// empty axes of a non-integer type, as torch.onnx.export writes them):
 //
 //  - an attribute that the spec takes as an input becomes a constant input
 //    (returned in `newConstants`, named `<node>/<attribute>`);
