@@ -86,12 +86,7 @@ llvm::SmallVector<StrategyAttr> planOfOutput(llvm::ArrayRef<StrategyAttr> plan,
 }
 
 bool isEmptyShare(const OpShare &share) {
-  if (isEmpty(share.outputBox))
-    return true;
-  for (const auto &range : share.reductionRanges)
-    if (range.hi <= range.lo)
-      return true;
-  return false;
+  return isEmpty(share.outputBox) || share.emptyReductionPart;
 }
 
 bool outputCoveredLocally(const OpShare &share, const tdl::Box &owned) {
@@ -128,18 +123,17 @@ OpShare opShareAt(const DeviceGrid &grid, const tdl::Box &outputBox,
       range = splitRange(range, grid.steps[step], coords[step]);
     } else {
       auto &range = share.reductionRanges[strategy.getDim()];
+      bool wasEmpty = range.hi <= range.lo;
       range = splitRange(range, grid.steps[step], coords[step]);
       share.partial = true;
+      share.emptyReductionPart |= !wasEmpty && range.hi <= range.lo;
     }
   }
   return share;
 }
 
 bool hasEmptyReduction(const OpShare &share) {
-  for (const auto &range : share.reductionRanges)
-    if (range.hi <= range.lo)
-      return true;
-  return false;
+  return share.emptyReductionPart;
 }
 
 } // namespace

@@ -282,14 +282,14 @@ llvm::Expected<bool> applyInitializationGraph(onnx::ModelProto &model,
       inputData.push_back(std::make_unique<TensorData>(std::move(*data)));
       return inputData.back().get();
     };
-    auto rankOf = [&](llvm::StringRef name) -> int64_t {
+    auto typeOf = [&](llvm::StringRef name) -> std::optional<tdl::TensorType> {
       auto it = values.find(name);
-      return it == values.end()
-                 ? -1
-                 : static_cast<int64_t>(it->second.type.dims.size());
+      if (it == values.end())
+        return std::nullopt;
+      return it->second.type;
     };
     std::vector<std::pair<std::string, TensorData>> newConstants;
-    if (auto err = normalizeOnnxNode(node, opset, where, constantData, rankOf,
+    if (auto err = normalizeOnnxNode(node, opset, where, constantData, typeOf,
                                      newConstants))
       return std::move(err);
     for (auto &[name, data] : newConstants)

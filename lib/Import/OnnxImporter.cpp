@@ -1062,15 +1062,20 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         constantData.push_back(std::move(data));
         return constantData.back().get();
       };
-      auto rankOf = [&](StringRef name) -> int64_t {
-        if (auto v = values.find(name); v != values.end())
-          return cast<RankedTensorType>(v->second.getType()).getRank();
+      auto typeOf = [&](StringRef name) -> std::optional<tdl::TensorType> {
+        if (auto v = values.find(name); v != values.end()) {
+          auto type = toTdlType(cast<RankedTensorType>(v->second.getType()));
+          if (type)
+            return *type;
+          llvm::consumeError(type.takeError());
+          return std::nullopt;
+        }
         if (auto c = constants.find(name); c != constants.end())
-          return c->second.tensor.type.dims.size();
-        return -1;
+          return c->second.tensor.type;
+        return std::nullopt;
       };
       if (auto err = normalizeOnnxNode(node, defaultOpset, where, constantOf,
-                                       rankOf, newConstants))
+                                       typeOf, newConstants))
         return error(llvm::toString(std::move(err)));
       for (auto &[name, data] : newConstants)
         constants[name] = {data.toDense(), /*foldable=*/true};

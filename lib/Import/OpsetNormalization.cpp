@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/OpsetNormalization.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cfloat>
@@ -187,14 +189,79 @@ llvm::Error normalizeResize(
   return llvm::Error::success();
 }
 
+/// A tensor of `dims` zeros of the float element type `elem`.
+TensorData zeros(tdl::ElemType elem, std::vector<int64_t> dims) {
+  TensorData data;
+  data.type.elem = elem;
+  data.type.dims = std::move(dims);
+  data.bytes.assign(data.numElements() *
+                        (elem == tdl::ElemType::F64 ? sizeof(double)
+                                                    : sizeof(float)),
+                    0);
+  return data;
+}
+
+/// Gemm with alpha = 0 or beta = 0 (ONNX, PyTorch's addmm): beta = 0
+/// ignores C, even when present (so a NaN or inf in C does not spread, as
+/// in PyTorch), and alpha = 0 leaves only beta * C (or zeros), the product
+/// of A and B unread. The spec's `alpha * sum(...) + beta * C` would keep
+/// such an operand with an empty access region, which the kernels cannot
+/// take; so C is dropped, and with alpha = 0 the product becomes one of
+/// zero constants [M, 1] x [1, N] (A and B unused: their gradient is zero,
+/// as in PyTorch), which keeps Y's shape and dtype and C's broadcast and
+/// gradient rule.
+llvm::Error normalizeGemm(
+    onnx::NodeProto &node, const std::string &at, const std::string &prefix,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)> typeOf,
+    std::vector<std::pair<std::string, TensorData>> &newConstants) {
+  const onnx::AttributeProto *alphaAttr = findAttr(node, "alpha");
+  const onnx::AttributeProto *betaAttr = findAttr(node, "beta");
+  bool alphaZero = alphaAttr && alphaAttr->f() == 0.0f;
+  bool betaZero = betaAttr && betaAttr->f() == 0.0f;
+  if (betaZero && node.input_size() > 2) {
+    node.mutable_input()->DeleteSubrange(2, node.input_size() - 2);
+    removeAttr(node, "beta");
+  }
+  if (!alphaZero)
+    return llvm::Error::success();
+  if (node.input_size() < 2)
+    return error(at + ": Gemm needs inputs A and B");
+  std::optional<tdl::TensorType> a = typeOf(node.input(0));
+  std::optional<tdl::TensorType> b = typeOf(node.input(1));
+  if (!a || !b || a->dims.size() != 2 || b->dims.size() != 2 ||
+      llvm::is_contained(a->dims, -1) || llvm::is_contained(b->dims, -1))
+    return error(at + ": Gemm with alpha = 0 needs A and B of known 2-D "
+                      "shapes");
+  if (a->elem != tdl::ElemType::F32 && a->elem != tdl::ElemType::F64)
+    return error(at + ": Gemm with alpha = 0 is supported for float32 and "
+                      "float64 only");
+  const onnx::AttributeProto *transA = findAttr(node, "transA");
+  const onnx::AttributeProto *transB = findAttr(node, "transB");
+  int64_t M = transA && transA->i() ? a->dims[1] : a->dims[0];
+  int64_t N = transB && transB->i() ? b->dims[0] : b->dims[1];
+  std::string zeroA = prefix + "/alpha0.A", zeroB = prefix + "/alpha0.B";
+  newConstants.push_back({zeroA, zeros(a->elem, {M, 1})});
+  newConstants.push_back({zeroB, zeros(a->elem, {1, N})});
+  node.set_input(0, zeroA);
+  node.set_input(1, zeroB);
+  removeAttr(node, "alpha");
+  removeAttr(node, "transA");
+  removeAttr(node, "transB");
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Error normalizeOnnxNode(
     onnx::NodeProto &node, int64_t opset, llvm::StringRef where,
     llvm::function_ref<const TensorData *(llvm::StringRef)> constantOf,
-    llvm::function_ref<int64_t(llvm::StringRef)> rankOf,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)> typeOf,
     std::vector<std::pair<std::string, TensorData>> &newConstants) {
   const std::string op = node.op_type();
+  auto rankOf = [&](llvm::StringRef name) -> int64_t {
+    std::optional<tdl::TensorType> type = typeOf(name);
+    return type ? static_cast<int64_t>(type->dims.size()) : -1;
+  };
   std::string prefix = node.name().empty()
                            ? (node.output_size() ? node.output(0) : op)
                            : node.name();
@@ -223,10 +290,27 @@ llvm::Error normalizeOnnxNode(
       removeAttr(node, attrName);
   };
 
+  // An empty axes input of another element type (torch.onnx.export writes
+  // `x.sum(dim=[])` as an empty float32 Constant) is the empty int64 list.
+  auto emptyAxesToInt64 = [&]() {
+    if (node.input_size() < 2 || node.input(1).empty())
+      return;
+    const TensorData *axes = constantOf(node.input(1));
+    if (!axes || axes->numElements() != 0 ||
+        axes->type.elem == tdl::ElemType::I64)
+      return;
+    std::string name = prefix + "/axes.int64";
+    newConstants.push_back({name, int64Tensor({})});
+    node.set_input(1, name);
+  };
+  if (op == "Gemm")
+    return normalizeGemm(node, at, prefix, typeOf, newConstants);
   if (op == "ReduceSum" && opset < 13) {
     intsAttrToInput("axes", 1);
     return llvm::Error::success();
   }
+  if (op == "ReduceSum")
+    emptyAxesToInt64();
   if ((op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" ||
        op == "ReduceProd" || op == "ReduceL1" || op == "ReduceL2" ||
        op == "ReduceLogSum" || op == "ReduceLogSumExp" ||

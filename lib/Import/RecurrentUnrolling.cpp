@@ -249,14 +249,40 @@ readAttributes(const onnx::NodeProto &node, int64_t numDirections) {
   return attrs;
 }
 
-/// The static shape of `value`, or an error naming `what`.
+/// "float32", "float64" or MLIR's spelling of any other element type.
+static std::string typeName(Type type) {
+  if (type.isF32())
+    return "float32";
+  if (type.isF64())
+    return "float64";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
+}
+
+/// The static shape of `value`, or an error naming `what`: a tensor of rank
+/// `rank` whose element type is X's, float32 or float64 (`elem`, set by the
+/// first call, X's).
 static llvm::Expected<ArrayRef<int64_t>> shapeOf(Value value, StringRef what,
-                                                 size_t rank) {
+                                                 size_t rank, Type &elem) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!type || type.getRank() != static_cast<int64_t>(rank) ||
-      !type.getElementType().isF32())
-    return makeError("input " + what + " must be a rank-" +
-                     std::to_string(rank) + " float32 tensor");
+  if (!type)
+    return makeError("input " + what + " must be a ranked tensor");
+  Type got = type.getElementType();
+  if (!got.isF32() && !got.isF64())
+    return makeError("input " + what + " must be float32 or float64, not " +
+                     typeName(got));
+  if (!elem)
+    elem = got;
+  if (got != elem)
+    return makeError("input " + what + " is " + typeName(got) +
+                     " but X is " + typeName(elem) +
+                     "; every input must have X's element type");
+  if (type.getRank() != static_cast<int64_t>(rank))
+    return makeError("input " + what + " must have rank " +
+                     std::to_string(rank) + ", not " +
+                     std::to_string(type.getRank()));
   return type.getShape();
 }
 
@@ -299,10 +325,11 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
     return attrs.takeError();
   int64_t G = gateCount(opType);
 
-  // Shapes.
-  auto xShape = shapeOf(X, "X", 3);
-  auto wShape = shapeOf(W, "W", 3);
-  auto rShape = shapeOf(R, "R", 3);
+  // Shapes, and the element type every input shares (X's).
+  Type elem;
+  auto xShape = shapeOf(X, "X", 3, elem);
+  auto wShape = shapeOf(W, "W", 3, elem);
+  auto rShape = shapeOf(R, "R", 3, elem);
   if (!xShape)
     return xShape.takeError();
   if (!wShape)
@@ -318,7 +345,7 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
                      " differs from R's last dimension " + std::to_string(H));
   auto expectShape = [&](Value v, StringRef what, ArrayRef<int64_t> want)
       -> llvm::Error {
-    auto shape = shapeOf(v, what, want.size());
+    auto shape = shapeOf(v, what, want.size(), elem);
     if (!shape)
       return shape.takeError();
     if (*shape != want) {

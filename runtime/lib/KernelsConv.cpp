@@ -13,7 +13,8 @@
 //   ConvBiasGrad(dY)          -> dB [M] = sum of dY over all dims but 1
 //
 // with out = floor((in + pad_begin + pad_end - dilation * (k - 1) - 1) /
-// stride) + 1 and input position o * stride - pad_begin + kk * dilation.
+// stride) + 1 and input position o * stride - pad_begin + kk * dilation (a
+// negative pad crops the input instead of padding it).
 //
 // Local execution works in global coordinates. Each kernel computes its
 // output's local box and sums over the reduction slices its inputs hold
@@ -135,9 +136,11 @@ std::string parseGeometry(const KernelArgs &args,
            dims(w);
   g.padBegin.assign(pads.begin(), pads.begin() + g.sp);
   for (size_t s = 0; s < g.sp; ++s) {
-    if (g.strides[s] < 1 || g.dilations[s] < 1 || pads[s] < 0 ||
-        pads[g.sp + s] < 0)
-      return "strides and dilations must be positive and pads non-negative";
+    // A negative pad crops (ConvTranspose's gradient with an output_shape
+    // beyond the default size): reads are bounds-checked in global
+    // coordinates, so only the output extent below must be non-negative.
+    if (g.strides[s] < 1 || g.dilations[s] < 1)
+      return "strides and dilations must be positive";
     int64_t span = g.in[s] + pads[s] + pads[g.sp + s] -
                    g.dilations[s] * (g.kernel[s] - 1) - 1;
     int64_t o = span < 0 ? 0 : span / g.strides[s] + 1;

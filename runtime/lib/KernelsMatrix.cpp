@@ -14,6 +14,8 @@
 #include "FloatKernel.h"
 #include "tofu/runtime/Kernels.h"
 
+#include <algorithm>
+
 using namespace tofu::runtime;
 using tofu::plan::DType;
 
@@ -55,6 +57,12 @@ template <typename T> std::string gemm(const KernelArgs &args) {
   int64_t K = transA ? A.shape[0] : A.shape[1];
   int64_t bk = transB ? B.shape[1] : B.shape[0];
   int64_t bn = transB ? B.shape[0] : B.shape[1];
+  // An empty A or B with a non-empty Y is an empty inner dimension (K = 0,
+  // the plan hands such an operand over as an empty box): Y = beta * C.
+  bool emptyInner = Y.numElements() > 0 &&
+                    (A.numElements() == 0 || B.numElements() == 0);
+  if (emptyInner)
+    am = M, bn = N, K = bk = 0;
   if (am != M || bn != N || bk != K)
     return "local shapes do not match: A " + dims(A.shape) + " B " +
            dims(B.shape) + " Y " + dims(Y.shape) +
@@ -71,6 +79,11 @@ template <typename T> std::string gemm(const KernelArgs &args) {
     const T *c = elements<T>(C);
     for (int64_t i = 0; i < M * N; ++i)
       y[i] = beta * c[off[i]];
+  }
+  if (emptyInner) {
+    if (!hasC)
+      std::fill(y, y + M * N, T(0));
+    return "";
   }
   blasGemm(transA, transB, M, N, K, alpha, elements<T>(A), A.shape[1],
            elements<T>(B), B.shape[1], hasC ? T(1) : T(0), y, N);

@@ -12,12 +12,13 @@ using namespace tofu::runtime;
 
 namespace {
 
-/// A JSON number; NaN and infinities (not representable) become null.
-std::string number(double v) {
+/// A JSON number with `digits` significant digits; NaN and infinities (not
+/// representable) become null.
+std::string number(double v, int digits = 9) {
   if (!std::isfinite(v))
     return "null";
   char buf[40];
-  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  std::snprintf(buf, sizeof(buf), "%.*g", digits, v);
   return buf;
 }
 
@@ -36,7 +37,7 @@ std::string RunReport::toJson() const {
   j += "  \"steps\": [";
   for (size_t i = 0; i < steps.size(); ++i)
     j += std::string(i ? ",\n    " : "\n    ") + "{\"loss\": " +
-         number(steps[i].loss) + ", \"seconds\": " + number(steps[i].seconds) +
+         number(steps[i].loss, 17) + ", \"seconds\": " + number(steps[i].seconds) +
          ", \"comm_bytes\": " + std::to_string(steps[i].commBytes) + "}";
   j += steps.empty() ? "],\n" : "\n  ],\n";
   j += "  \"samples_per_second\": " + number(samplesPerSecond) + ",\n";

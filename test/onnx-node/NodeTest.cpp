@@ -242,15 +242,27 @@ NodeTest loadNodeTest(const std::string &dir) {
         }
         return nullptr;
       };
-      auto rankOf = [&](llvm::StringRef name) -> int64_t {
-        for (const auto &value : graph.input())
-          if (value.name() == name && value.type().has_tensor_type() &&
-              value.type().tensor_type().has_shape())
-            return value.type().tensor_type().shape().dim_size();
-        return -1;
+      auto typeOf = [&](llvm::StringRef name) -> std::optional<tdl::TensorType> {
+        for (const auto &value : graph.input()) {
+          if (value.name() != name || !value.type().has_tensor_type() ||
+              !value.type().tensor_type().has_shape())
+            continue;
+          const auto &tensor = value.type().tensor_type();
+          auto elem = convertOnnxElemType(tensor.elem_type(), name);
+          if (!elem) {
+            llvm::consumeError(elem.takeError());
+            return std::nullopt;
+          }
+          tdl::TensorType type;
+          type.elem = *elem;
+          for (const auto &dim : tensor.shape().dim())
+            type.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+          return type;
+        }
+        return std::nullopt;
       };
       if (auto err = normalizeOnnxNode(node, opset, "node '" + nodeName + "'",
-                                       constantOf, rankOf, newConstants)) {
+                                       constantOf, typeOf, newConstants)) {
         test.skipReason = "instantiation: " + llvm::toString(std::move(err));
         return test;
       }

@@ -50,11 +50,18 @@ struct OpShare {
   tdl::Box outputBox;                      ///< box of output 0 it produces
   std::vector<tdl::Range> reductionRanges; ///< its share of each reduction var
   bool partial = false; ///< some reduction variable is split: a partial sum
+  /// A reduction split left this device an empty part of a non-empty
+  /// reduction range (more devices than the dimension has elements).
+  bool emptyReductionPart = false;
 };
 
-/// True when a share computes nothing: its output box or one of its
-/// reduction ranges is empty (more devices than the split dimension has
-/// elements). Such a device runs no kernel and contributes no data.
+/// True when a share computes nothing: its output box is empty, or a
+/// reduction split left it an empty part of a reduction range that other
+/// devices hold. Such a device runs no kernel and contributes no data. A
+/// reduction over a range that is empty for every device (a sum over a
+/// zero-size dimension: ReduceSum of a [0, N] tensor, the gradient of a
+/// Gather with no indices) is not empty: its output is the reducer's
+/// identity, and some device must write it.
 bool isEmptyShare(const OpShare &share);
 
 /// The strategies of `plan` that belong to output `output`, in step order.

@@ -5,7 +5,10 @@
 // `split` (an input from 13), Squeeze/Unsqueeze `axes` (13), Clip's min/max
 // (11), Dropout's ratio (12), Slice's starts/ends/axes (10), and Softmax's
 // coerce-to-2D semantics (before 13). The TDL specs describe one form; this
-// rewrites a node into it, so one spec serves every version:
+// rewrites a node into it, so one spec serves every version. It also
+// rewrites edge values whose ONNX meaning the spec's expression would lose
+// (Gemm's alpha = 0 or beta = 0, which leave an operand unread; ReduceSum's
+// empty axes of a non-integer type, as torch.onnx.export writes them):
 //
 //  - an attribute that the spec takes as an input becomes a constant input
 //    (returned in `newConstants`, named `<node>/<attribute>`);
@@ -23,6 +26,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,12 +39,12 @@ namespace tofu {
 
 /// Rewrites `node` (default domain, model opset `opset`) into the form the
 /// TDL specs take. `constantOf(name)` gives a compile-time input's value or
-/// nullptr; `rankOf(name)` an input's rank or -1 when unknown. Errors name
-/// `where` (the node), the op and the opset.
+/// nullptr; `typeOf(name)` an input's element type and shape, or nullopt when
+/// unknown. Errors name `where` (the node), the op and the opset.
 llvm::Error normalizeOnnxNode(
     onnx::NodeProto &node, int64_t opset, llvm::StringRef where,
     llvm::function_ref<const TensorData *(llvm::StringRef)> constantOf,
-    llvm::function_ref<int64_t(llvm::StringRef)> rankOf,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)> typeOf,
     std::vector<std::pair<std::string, TensorData>> &newConstants);
 
 } // namespace tofu

@@ -119,17 +119,19 @@ TEST(TDLGradient, GemmAllTransCasesAndC) {
     }
 }
 
-TEST(TDLGradient, GemmUnsupportedCBroadcast) {
-  OpInstance inst = mustInstantiate(lib(), "Gemm",
-                                    {f32({3, 4}), f32({4, 2}), f32({1, 2})});
-  auto g = expandGradient(lib(), inst);
-  ASSERT_FALSE(bool(g));
-  std::string e = llvm::toString(g.takeError());
-  EXPECT_NE(e.find("op Gemm: gradient of input C is not supported: Gemm: "
-                   "gradient of C is supported only for a bias [N] or a full "
-                   "[M, N] C (tdl-specs/nn.tdl:"),
-            std::string::npos)
-      << e;
+TEST(TDLGradient, GemmBroadcastC) {
+  // C broadcast along M, along N, or a scalar: dC sums dY over the
+  // broadcast dims (Unbroadcast), scaled by beta.
+  for (double beta : {1.0, 0.5})
+    for (std::vector<int64_t> c :
+         {std::vector<int64_t>{1, 2}, std::vector<int64_t>{3, 1},
+          std::vector<int64_t>{}}) {
+      SCOPED_TRACE("beta=" + std::to_string(beta) + " rank(C)=" +
+                   std::to_string(c.size()));
+      checkGradient({"Gemm",
+                     {f32({3, 4}), f32({4, 2}), f32(c)},
+                     {{"beta", AttrValue::ofFloat(beta)}}});
+    }
 }
 
 TEST(TDLGradient, ExpansionStructure) {

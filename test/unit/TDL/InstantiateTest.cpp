@@ -28,7 +28,7 @@ TEST(TDLInstantiate, MatMulMismatch) {
   // Batch dims broadcast; 3 and 2 do not.
   EXPECT_EQ(instantiateError(lib(), "MatMul",
                              {f32({3, 2, 4}), f32({2, 4, 6})}),
-            "tdl-specs/nn.tdl:40:13: error: shapes [3] and [2] are not "
+            "tdl-specs/nn.tdl:44:13: error: shapes [3] and [2] are not "
             "broadcastable");
   EXPECT_EQ(instantiateError(lib(), "MatMul", {f32({3, 4, 1}), f32({2, 6})})
                 .substr(0, 40),
