@@ -1,0 +1,175 @@
+"""Export a torch.nn.Module to ONNX for training with tofuc, recording what trains.
+
+PyTorch exports a module's registered buffers (causal masks, positional
+encodings, BatchNorm running statistics) as ONNX initializers, exactly like
+its parameters; nothing in a plain ONNX file says which initializers PyTorch
+would train. ``export_for_training`` exports the module in training mode and
+records, in the model's ``metadata_props``, which float initializers are
+frozen and which train, so that tofuc trains exactly what PyTorch trains
+(``docs/Training.md``, "Which initializers train").
+
+Usage (needs only ``torch`` and ``onnx``; nothing has to be built)::
+
+    import sys
+    sys.path.insert(0, "<tofuc checkout>/tools")   # the folder of this file
+    from tofu_export import export_for_training
+
+    export_for_training(model, (x,), "model.onnx",
+                        input_names=["x"], output_names=["loss"])
+
+It calls ``torch.onnx.export(model, args, f,
+training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+**kwargs)``; keyword arguments (``opset_version``, ``input_names``,
+``output_names``, ``dynamic_axes``, ...) go to ``torch.onnx.export`` and may
+override those two defaults. Then it writes into the model's
+``metadata_props``:
+
+``tofu.frozen``
+    a JSON list of the names of the float initializers that do not train:
+    every registered buffer (``model.named_buffers()``), every parameter with
+    ``requires_grad = False``, and every float initializer that is neither a
+    buffer nor a parameter of the module (a constant the exporter made); a
+    warning names the last kind.
+``tofu.trainable``
+    a JSON list of the names of the float initializers that train: the
+    parameters with ``requires_grad = True``.
+
+Both lists hold exact initializer names, in the graph's initializer order,
+and together cover every float initializer (float16, bfloat16, float32,
+float64). tofuc honours them; its ``--trainable`` and ``--freeze`` flags
+override them.
+
+BatchNorm's ``running_mean`` / ``running_var`` are buffers, so they are in
+``tofu.frozen``: they get no gradient and no optimizer update. In training
+mode they still follow the BatchNormalization op (momentum average of the
+batch statistics), as in PyTorch.
+
+``f`` may be a path or a binary file object (``io.BytesIO``). Where the
+exporter wrote the weights to external data files (models over 2 GB), the
+model is re-read without them and written back in place, so the data files
+and the references to them stay as they are.
+
+Works with torch 1.13 (Debian's ``/usr/bin/python3``) and later.
+"""
+
+import json
+import os
+import warnings
+
+import onnx
+import torch
+
+__all__ = ["export_for_training", "FROZEN_KEY", "TRAINABLE_KEY",
+           "frozen_and_trainable"]
+
+#: metadata_props key: JSON list of the float initializers that do not train.
+FROZEN_KEY = "tofu.frozen"
+#: metadata_props key: JSON list of the float initializers that train.
+TRAINABLE_KEY = "tofu.trainable"
+
+_FLOAT_TYPES = {
+    onnx.TensorProto.FLOAT,
+    onnx.TensorProto.DOUBLE,
+    onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16,
+}
+
+
+def _module_names(model):
+    """Return ({trainable parameter names}, {frozen names}) of `model`.
+
+    Names are those the exporter gives initializers: state_dict keys. Every
+    alias of a tied (shared) tensor is included, since the exporter keeps one
+    of them.
+    """
+    trainable, frozen = set(), set()
+    params = {}
+    named_parameters = getattr(model, "named_parameters", None)
+    if named_parameters is not None:
+        for name, p in named_parameters():
+            params[name] = p
+    buffers = set()
+    named_buffers = getattr(model, "named_buffers", None)
+    if named_buffers is not None:
+        for name, _ in named_buffers():
+            buffers.add(name)
+    state_dict = getattr(model, "state_dict", None)
+    if state_dict is not None:
+        for name, t in state_dict(keep_vars=True).items():
+            if isinstance(t, torch.nn.Parameter):
+                params.setdefault(name, t)
+            else:
+                buffers.add(name)
+    for name, p in params.items():
+        (trainable if p.requires_grad else frozen).add(name)
+    frozen |= buffers
+    return trainable, frozen
+
+
+def frozen_and_trainable(onnx_model, model):
+    """Return (frozen, trainable, unknown): lists of the float initializer
+    names of `onnx_model` (a ModelProto) that do not train, that train, and
+    that are neither a buffer nor a parameter of `model` (also in frozen)."""
+    trainable_names, frozen_names = _module_names(model)
+    frozen, trainable, unknown = [], [], []
+    for init in onnx_model.graph.initializer:
+        if init.data_type not in _FLOAT_TYPES:
+            continue
+        if init.name in trainable_names:
+            trainable.append(init.name)
+        else:
+            frozen.append(init.name)
+            if init.name not in frozen_names:
+                unknown.append(init.name)
+    return frozen, trainable, unknown
+
+
+def _set_metadata(onnx_model, key, value):
+    for prop in onnx_model.metadata_props:
+        if prop.key == key:
+            prop.value = value
+            return
+    prop = onnx_model.metadata_props.add()
+    prop.key = key
+    prop.value = value
+
+
+def export_for_training(model, args, f, **kwargs):
+    """Export `model` with torch.onnx.export in training mode to `f` (a path
+    or a binary file object) and record its frozen and trainable initializers
+    in the model's metadata_props (keys ``tofu.frozen``, ``tofu.trainable``).
+
+    Returns (frozen, trainable): the two lists written.
+    """
+    kwargs.setdefault("training", torch.onnx.TrainingMode.TRAINING)
+    kwargs.setdefault("do_constant_folding", False)
+    if kwargs["do_constant_folding"]:
+        warnings.warn("tofu_export: do_constant_folding=True can fold a "
+                      "parameter into a new initializer that PyTorch would "
+                      "not train; such initializers are listed as frozen")
+    torch.onnx.export(model, args, f, **kwargs)
+
+    is_path = isinstance(f, (str, os.PathLike))
+    if is_path:
+        # Leave external data where the exporter wrote it: the initializers
+        # keep their references and onnx.save skips tensors without data.
+        onnx_model = onnx.load(os.fspath(f), load_external_data=False)
+    else:
+        f.seek(0)
+        onnx_model = onnx.load_model_from_string(f.read())
+
+    frozen, trainable, unknown = frozen_and_trainable(onnx_model, model)
+    if unknown:
+        warnings.warn("tofu_export: float initializers that are neither a "
+                      "parameter nor a buffer of the module are listed as "
+                      "frozen: " + ", ".join(unknown))
+    _set_metadata(onnx_model, FROZEN_KEY, json.dumps(frozen))
+    _set_metadata(onnx_model, TRAINABLE_KEY, json.dumps(trainable))
+
+    if is_path:
+        onnx.save(onnx_model, os.fspath(f))
+    else:
+        f.seek(0)
+        f.truncate()
+        f.write(onnx_model.SerializeToString())
+    return frozen, trainable
