@@ -130,6 +130,19 @@ TEST(TDLGradient, GemmUnsupportedCBroadcast) {
                    "[M, N] C (tdl-specs/nn.tdl:"),
             std::string::npos)
       << e;
+  // Without a gradient asked for C (a frozen bias), that rule is not
+  // expanded: A and B still get theirs.
+  auto withoutC = expandGradient(lib(), inst, {}, {true, true, false});
+  ASSERT_TRUE(bool(withoutC)) << llvm::toString(withoutC.takeError());
+  EXPECT_TRUE(withoutC->inputGrads[0].has_value());
+  EXPECT_TRUE(withoutC->inputGrads[1].has_value());
+  EXPECT_FALSE(withoutC->inputGrads[2].has_value());
+  // Only B: no call computes dA.
+  auto onlyB = expandGradient(lib(), inst, {}, {false, true, false});
+  ASSERT_TRUE(bool(onlyB)) << llvm::toString(onlyB.takeError());
+  EXPECT_FALSE(onlyB->inputGrads[0].has_value());
+  ASSERT_TRUE(onlyB->inputGrads[1].has_value());
+  EXPECT_EQ(onlyB->calls.size(), 1u);
 }
 
 TEST(TDLGradient, ExpansionStructure) {
