@@ -34,6 +34,9 @@ override those two defaults. Then it writes into the model's
     a JSON list of the names of the float initializers that train: the
     parameters with ``requires_grad = True``.
 
+``record_training_lists(model, f)`` writes the same lists into a model
+that was exported already (with ``torch.onnx.export``).
+
 Both lists hold exact initializer names, in the graph's initializer order,
 and together cover every float initializer (float16, bfloat16, float32,
 float64). tofuc honours them; its ``--trainable`` and ``--freeze`` flags
@@ -44,7 +47,12 @@ BatchNorm's ``running_mean`` / ``running_var`` are buffers, so they are in
 mode they still follow the BatchNormalization op (momentum average of the
 batch statistics), as in PyTorch.
 
-``f`` may be a path or a binary file object (``io.BytesIO``). Where the
+Note: exporting in training mode runs the module once, so a BatchNorm's
+running statistics (in the module and in the file alike) have been updated
+once by the export; compare a run of the file with the module as it is
+after the export.
+
+``f`` may be a path or an empty binary file object (``io.BytesIO``). Where the
 exporter wrote the weights to external data files (models over 2 GB), the
 model is re-read without them and written back in place, so the data files
 and the references to them stay as they are.
@@ -59,8 +67,8 @@ import warnings
 import onnx
 import torch
 
-__all__ = ["export_for_training", "FROZEN_KEY", "TRAINABLE_KEY",
-           "frozen_and_trainable"]
+__all__ = ["export_for_training", "record_training_lists", "FROZEN_KEY",
+           "TRAINABLE_KEY", "frozen_and_trainable"]
 
 #: metadata_props key: JSON list of the float initializers that do not train.
 FROZEN_KEY = "tofu.frozen"
@@ -148,7 +156,14 @@ def export_for_training(model, args, f, **kwargs):
                       "parameter into a new initializer that PyTorch would "
                       "not train; such initializers are listed as frozen")
     torch.onnx.export(model, args, f, **kwargs)
+    return record_training_lists(model, f)
 
+
+def record_training_lists(model, f):
+    """Record in the ONNX model `f` (a path or a binary file object, already
+    exported from `model`) which float initializers train, as
+    export_for_training does after exporting. Returns (frozen, trainable).
+    """
     is_path = isinstance(f, (str, os.PathLike))
     if is_path:
         # Leave external data where the exporter wrote it: the initializers
