@@ -395,6 +395,28 @@ OnnxImporter::markTrainableParams(const onnx::ModelProto &model,
     for (const std::string &name : *lists->frozen)
       setTrainable(name, false);
   }
+  if (options.verbose && (lists->frozen || lists->trainable)) {
+    // The parameters the lists keep fixed, in initializer order.
+    SmallVector<StringRef> fixed;
+    for (const auto &init : model.graph().initializer())
+      if (auto it = values.find(init.name()); it != values.end())
+        if (auto param = it->second.getDefiningOp<ParamOp>())
+          if (!param.getTrainable().value_or(true))
+            fixed.push_back(param.getSymName());
+    llvm::errs() << "tofuc: note: " << path << ": the model's metadata_props ("
+                 << (lists->frozen ? kFrozenListKey : kTrainableListKey)
+                 << (lists->frozen && lists->trainable
+                         ? (" and " + kTrainableListKey).str()
+                         : "")
+                 << ") keep " << fixed.size() << " parameter"
+                 << (fixed.size() == 1 ? "" : "s") << " fixed";
+    constexpr size_t kShown = 8;
+    for (size_t i = 0; i < fixed.size() && i < kShown; ++i)
+      llvm::errs() << (i ? ", '" : ": '") << fixed[i] << "'";
+    if (fixed.size() > kShown)
+      llvm::errs() << " and " << fixed.size() - kShown << " more";
+    llvm::errs() << "\n";
+  }
   return llvm::Error::success();
 }
 
