@@ -19,8 +19,8 @@
 #include "tofu/Import/InitializationGraph.h"
 #include "tofu/Import/OnnxConversion.h"
 #include "tofu/Import/RecurrentUnrolling.h"
-#include "tofu/Import/TrainableLists.h"
 #include "tofu/Import/OpsetNormalization.h"
+#include "tofu/Import/TrainableLists.h"
 #include "tofu/Import/TrainingAlgorithm.h"
 #include "tofu/runtime/ElementAccess.h"
 
