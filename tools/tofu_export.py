@@ -27,9 +27,10 @@ override those two defaults. Then it writes into the model's
 ``tofu.frozen``
     a JSON list of the names of the float initializers that do not train:
     every registered buffer (``model.named_buffers()``), every parameter with
-    ``requires_grad = False``, and every float initializer that is neither a
-    buffer nor a parameter of the module (a constant the exporter made); a
-    warning names the last kind.
+    ``requires_grad = False``, and, where the caller allows them
+    (``unknown_initializers="frozen"``), every float initializer that is
+    neither a buffer nor a parameter of the module, with a warning; by
+    default such an initializer is an error (``record_training_lists``).
 ``tofu.trainable``
     a JSON list of the names of the float initializers that train: the
     parameters with ``requires_grad = True``.
@@ -142,28 +143,39 @@ def _set_metadata(onnx_model, key, value):
     prop.value = value
 
 
-def export_for_training(model, args, f, **kwargs):
+def export_for_training(model, args, f, *, unknown_initializers="error",
+                        **kwargs):
     """Export `model` with torch.onnx.export in training mode to `f` (a path
     or a binary file object) and record its frozen and trainable initializers
     in the model's metadata_props (keys ``tofu.frozen``, ``tofu.trainable``).
+    `unknown_initializers`: see record_training_lists.
 
     Returns (frozen, trainable): the two lists written.
     """
     kwargs.setdefault("training", torch.onnx.TrainingMode.TRAINING)
     kwargs.setdefault("do_constant_folding", False)
-    if kwargs["do_constant_folding"]:
-        warnings.warn("tofu_export: do_constant_folding=True can fold a "
-                      "parameter into a new initializer that PyTorch would "
-                      "not train; such initializers are listed as frozen")
     torch.onnx.export(model, args, f, **kwargs)
-    return record_training_lists(model, f)
+    return record_training_lists(model, f,
+                                 unknown_initializers=unknown_initializers)
 
 
-def record_training_lists(model, f):
+def record_training_lists(model, f, *, unknown_initializers="error"):
     """Record in the ONNX model `f` (a path or a binary file object, already
     exported from `model`) which float initializers train, as
     export_for_training does after exporting. Returns (frozen, trainable).
+
+    A float initializer that is neither a parameter nor a buffer of `model`
+    is most likely a parameter that constant folding transformed (``x @
+    w.t()`` exported with do_constant_folding=True becomes an initializer
+    ``onnx::MatMul_5`` holding w transposed): PyTorch trains the parameter,
+    and neither training nor freezing the folded value is the same in
+    general. With ``unknown_initializers="error"`` (the default) that is a
+    ValueError naming them and the file keeps no lists; with ``"frozen"``
+    they are listed as frozen, with a warning.
     """
+    if unknown_initializers not in ("error", "frozen"):
+        raise ValueError("unknown_initializers must be 'error' or 'frozen', "
+                         "not %r" % (unknown_initializers,))
     is_path = isinstance(f, (str, os.PathLike))
     if is_path:
         # Leave external data where the exporter wrote it: the initializers
@@ -174,6 +186,14 @@ def record_training_lists(model, f):
         onnx_model = onnx.load_model_from_string(f.read())
 
     frozen, trainable, unknown = frozen_and_trainable(onnx_model, model)
+    if unknown and unknown_initializers == "error":
+        raise ValueError(
+            "tofu_export: float initializers that are neither a parameter "
+            "nor a buffer of the module: " + ", ".join(unknown) + "; they "
+            "are most likely parameters transformed by constant folding, "
+            "which PyTorch trains as the parameters: export with "
+            "do_constant_folding=False (export_for_training's default), or "
+            "pass unknown_initializers='frozen' to keep them fixed")
     if unknown:
         warnings.warn("tofu_export: float initializers that are neither a "
                       "parameter nor a buffer of the module are listed as "

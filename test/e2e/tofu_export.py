@@ -13,7 +13,9 @@ sharing one weight (tied) and a non-persistent buffer is exported with
 * the same lists are written to a binary file object (``io.BytesIO``), and
   ``record_training_lists`` rewrites a model whose weights are external data
   without loading or moving the data files;
-* ``do_constant_folding=True`` warns;
+* a parameter that ``do_constant_folding=True`` folds into a new
+  initializer is an error naming it (PyTorch trains the parameter), or,
+  with ``unknown_initializers="frozen"``, frozen with a warning;
 * with tofuc (k = 1 and 2, 2 SGD steps on one fixed batch via ``--data``):
   the requires_grad=False bias is bit-identical after the steps and has no
   gradient, the trainable weights equal torch's SGD (rel 1e-9), and the
@@ -59,6 +61,17 @@ class Net(torch.nn.Module):
     def forward(self, x):
         h = torch.relu(self.fc_b(torch.tanh(self.fc_a(self.bn(x)))) * self.scale)
         return torch.tanh(self.out(h)).pow(2).mean()
+
+
+class Folded(torch.nn.Module):
+    """x @ w.t(): constant folding stores w transposed under a new name."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 4))
+
+    def forward(self, x):
+        return (x @ self.w.t()).sum()
 
 
 FROZEN = ["bn.running_mean", "bn.running_var", "out.bias"]
@@ -134,12 +147,28 @@ def main():
         E.check(os.path.getmtime(os.path.join(ext_dir, f)) == mtime,
                 f"external data file {f} was rewritten")
 
+    # A parameter folded into a new initializer (w transposed, named
+    # onnx::MatMul_*) is neither a parameter nor a buffer: an error by
+    # default, frozen with a warning on request.
+    folded = Folded().double()
+    xf = torch.randn(2, 4, dtype=torch.float64)
+    try:
+        tofu_export.export_for_training(folded, (xf,), io.BytesIO(), do_constant_folding=True)
+        E.fail("a parameter folded by do_constant_folding=True was accepted")
+    except ValueError as e:
+        E.check("onnx::MatMul" in str(e) and "do_constant_folding=False" in str(e),
+                f"unexpected error for a folded parameter: {e}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tofu_export.export_for_training(module, (x,), io.BytesIO(),
-                                        do_constant_folding=True, **kwargs)
-    E.check(any("do_constant_folding=True" in str(w.message) for w in caught),
-            "no warning for do_constant_folding=True")
+        frozen, trainable = tofu_export.export_for_training(
+            folded, (xf,), io.BytesIO(), do_constant_folding=True,
+            unknown_initializers="frozen")
+    E.check(len(frozen) == 1 and frozen[0].startswith("onnx::MatMul") and not trainable,
+            f"unknown_initializers='frozen': lists {frozen}, {trainable}")
+    E.check(any("neither a parameter nor a buffer" in str(w.message) for w in caught),
+            "no warning for an initializer listed as frozen that is no buffer")
+    E.check(tofu_export.export_for_training(folded, (xf,), io.BytesIO()) == ([], ["w"]),
+            "without folding, w keeps its name and trains")
 
     if not os.path.isfile(env.tofuc):
         print("tofuc not built: the training checks are skipped")
