@@ -24,9 +24,23 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
     reach the loss when another output did (a Split with an unused piece).
     Every backward op carries `grad_of` naming its forward op; the op that
     produces the complete gradient of a tensor carries `grad_for` naming the
-    tensor. Parameters listed in `freeze` get no gradient and no update;
-    backward ops that only served them are removed. A gradient rule sees
-    which outputs receive a gradient (`present(dY)`). Finally every
+    tensor. Only the values that depend on a trained parameter (or that a
+    `tofu.gradient` asks for) get gradients: an op's rule is expanded only
+    for the inputs that need one, so data inputs, constants and frozen
+    parameters need no gradient rule, and an op none of whose inputs needs
+    a gradient needs no rule at all. A gradient rule sees which outputs
+    receive a gradient (`present(dY)`).
+
+    *What trains* (docs/Training.md, "Which initializers train"): every
+    parameter (not `constant`, no `state_of`) trains, except one whose
+    `trainable` attribute is false (the model's `tofu.frozen` /
+    `tofu.trainable` lists) and one holding a non-finite value (a -inf
+    mask), which stays fixed (a remark says so). `trainable` (names or
+    globs) replaces the model's lists: exactly the matching parameters
+    train. `freeze` (names or globs) keeps the matching parameters fixed in
+    any case. A pattern that matches no parameter is an error, and so is a
+    non-finite parameter named exactly by `trainable` or marked trainable
+    by the model. Frozen parameters get no gradient and no update. Finally every
     `tofu.compute` loses the trailing optional results (`name?:` outputs in
     its spec) that nothing uses, so the step does not compute them
     (SoftmaxCrossEntropyLoss's log_prob, MaxPool's Indices, Dropout's mask,
@@ -42,7 +56,8 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
 
     *Running statistics.* A training-mode `BatchNormalization`
     (`training_mode != 0`) whose input_mean / input_var are parameters
-    (ONNX initializers, not constant, not frozen) gets
+    (ONNX initializers, not constant; frozen ones too: freezing stops the
+    gradient and the optimizer, as `requires_grad = False` does in PyTorch) gets
     `tofu.update %running_mean, %bn#1` and `tofu.update %running_var, %bn#2`:
     the new statistics it computes (ONNX: input * momentum + batch *
     (1 - momentum)) are the parameters' values in the next step, and
@@ -90,6 +105,10 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
            "Adagrad: decay_factor">,
     ListOption<"freeze", "freeze", "std::string",
                "parameters that are not trained (names or globs with *)">,
+    ListOption<"trainable", "trainable", "std::string",
+               "the only parameters that are trained (names or globs with "
+               "*); replaces the model's own lists (tofu.param "
+               "`trainable`)">,
     ListOption<"overrides", "overrides", "std::string",
                "training options the user set explicitly (as flag names, "
                "e.g. --optimizer); refused for a model that carries its own "

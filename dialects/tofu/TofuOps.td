@@ -36,6 +36,13 @@ def Tofu_ParamOp : Tofu_Op<"param", [Pure]> {
     ONNX Constant node, an integer initializer or a result folded at import
     (shape arithmetic). The training step builds no update for it.
 
+    `trainable` records what the model says of a parameter (ONNX
+    `metadata_props` `tofu.frozen` / `tofu.trainable`, docs/Training.md
+    "Which initializers train"): `false` = the model keeps it fixed, `true`
+    = the model trains it. Absent, the training step decides (a parameter
+    trains unless it holds a non-finite value); `--trainable` / `--freeze`
+    override it. Only for parameters (neither `constant` nor `state_of`).
+
     With `state_of = "<param>"` it is optimizer state of that parameter
     (momentum velocity, Adam's moments, Adagrad's accumulated squares, the
     update count T, the learning rate R), created by
@@ -45,17 +52,19 @@ def Tofu_ParamOp : Tofu_Op<"param", [Pure]> {
 
     Example: `%w = tofu.param "fc1.weight" : tensor<128x64xf32>`,
     `%c = tofu.param "scale" {constant, value = dense<8.0> : tensor<f32>} : tensor<f32>`,
+    `%m = tofu.param "mask" {trainable = false, value = dense<...> : tensor<4x4xf32>} : tensor<4x4xf32>`,
     `%v = tofu.param "fc1.weight.momentum" {state_of = "fc1.weight", value = dense<0.0> : tensor<128x64xf32>} : tensor<128x64xf32>`
   }];
   let arguments = (ins StrAttr:$sym_name, OptionalAttr<ElementsAttr>:$value,
-                       UnitAttr:$constant, OptionalAttr<StrAttr>:$state_of);
+                       UnitAttr:$constant, OptionalAttr<StrAttr>:$state_of,
+                       OptionalAttr<BoolAttr>:$trainable);
   let results = (outs AnyRankedTensor:$result);
   let builders = [
     // A parameter without state_of (constant is set afterwards if needed).
     OpBuilder<(ins "::mlir::Type":$type, "::llvm::StringRef":$sym_name,
                    "::mlir::ElementsAttr":$value), [{
       build($_builder, $_state, type, sym_name, value, /*constant=*/false,
-            ::mlir::StringAttr());
+            ::mlir::StringAttr(), ::mlir::BoolAttr());
     }]>
   ];
   let assemblyFormat = "$sym_name attr-dict `:` type($result)";

@@ -362,6 +362,9 @@ LogicalResult ParamOp::verify() {
     if (value.getType() != getType())
       return emitOpError() << "initial value has type " << value.getType()
                            << " but the parameter is " << getType();
+  if (getTrainableAttr() && (getConstant() || getStateOf()))
+    return emitOpError() << "'trainable' applies to parameters, not to "
+                         << (getConstant() ? "a constant" : "optimizer state");
   return success();
 }
 

@@ -20,6 +20,7 @@
 #include "tofu/Import/OnnxConversion.h"
 #include "tofu/Import/RecurrentUnrolling.h"
 #include "tofu/Import/OpsetNormalization.h"
+#include "tofu/Import/TrainableLists.h"
 #include "tofu/Import/TrainingAlgorithm.h"
 #include "tofu/runtime/ElementAccess.h"
 
@@ -101,6 +102,11 @@ private:
   /// protobuf, or mapped from its external data file (no copy), or none
   /// (--no-weights with a missing data file).
   llvm::Error importWeight(const onnx::TensorProto &init);
+  /// Marks the parameters that the model's metadata_props lists
+  /// (`tofu.frozen`, `tofu.trainable`; TrainableLists.h) name:
+  /// `tofu.param {trainable = false / true}`.
+  llvm::Error markTrainableParams(const onnx::ModelProto &model,
+                                  const llvm::StringSet<> &initializerNames);
   /// The data of an integer initializer (a compile-time constant), external
   /// or not.
   llvm::Expected<TensorData> readSmallTensor(const onnx::TensorProto &init);
@@ -342,6 +348,75 @@ llvm::Error OnnxImporter::importWeight(const onnx::TensorProto &init) {
       builder, NameLoc::get(builder.getStringAttr(init.name()), fileLoc),
       *type, init.name(), value);
   values[init.name()] = param.getResult();
+  return llvm::Error::success();
+}
+
+llvm::Error
+OnnxImporter::markTrainableParams(const onnx::ModelProto &model,
+                                  const llvm::StringSet<> &initializerNames) {
+  auto lists = readTrainableLists(model);
+  if (!lists)
+    return error(llvm::toString(lists.takeError()));
+  // A stale name (the model was edited after export) might mean a buffer
+  // under a new name that would silently train: refuse it.
+  auto check = [&](const std::vector<std::string> &names,
+                   StringRef key) -> llvm::Error {
+    for (const std::string &name : names)
+      if (!initializerNames.contains(name))
+        return error("metadata_props '" + key + "' names '" + name +
+                     "', which is not an initializer of the model; the "
+                     "list must name the model's initializers exactly "
+                     "(re-export it with tools/tofu_export.py, or correct "
+                     "the list)");
+    return llvm::Error::success();
+  };
+  // Only float initializers are parameters; integer ones never train.
+  auto setTrainable = [&](StringRef name, bool trainable) {
+    auto it = values.find(name);
+    if (it == values.end())
+      return;
+    auto param = it->second.getDefiningOp<ParamOp>();
+    if (param && !param.getConstant() && !param.getStateOf())
+      param.setTrainableAttr(builder.getBoolAttr(trainable));
+  };
+  if (lists->trainable) {
+    if (auto err = check(*lists->trainable, kTrainableListKey))
+      return err;
+    // Listed: trains; every other parameter: does not.
+    llvm::StringSet<> listed;
+    for (const std::string &name : *lists->trainable)
+      listed.insert(name);
+    for (const auto &entry : initializerNames)
+      setTrainable(entry.getKey(), listed.contains(entry.getKey()));
+  }
+  if (lists->frozen) {
+    if (auto err = check(*lists->frozen, kFrozenListKey))
+      return err;
+    for (const std::string &name : *lists->frozen)
+      setTrainable(name, false);
+  }
+  if (options.verbose && (lists->frozen || lists->trainable)) {
+    // The parameters the lists keep fixed, in initializer order.
+    SmallVector<StringRef> fixed;
+    for (const auto &init : model.graph().initializer())
+      if (auto it = values.find(init.name()); it != values.end())
+        if (auto param = it->second.getDefiningOp<ParamOp>())
+          if (!param.getTrainable().value_or(true))
+            fixed.push_back(param.getSymName());
+    llvm::errs() << "tofuc: note: " << path << ": the model's metadata_props ("
+                 << (lists->frozen ? kFrozenListKey : kTrainableListKey)
+                 << (lists->frozen && lists->trainable
+                         ? (" and " + kTrainableListKey).str()
+                         : "")
+                 << ") keep " << fixed.size() << " parameter"
+                 << (fixed.size() == 1 ? "" : "s") << " fixed";
+    constexpr size_t kShown = 8;
+    for (size_t i = 0; i < fixed.size() && i < kShown; ++i)
+      llvm::errs() << (i ? ", '" : ": '") << fixed[i] << "'";
+    if (fixed.size() > kShown)
+      llvm::errs() << " and " << fixed.size() - kShown << " more";
+    llvm::errs() << "\n";
+  }
   return llvm::Error::success();
 }
 
@@ -974,6 +1049,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         return data.takeError();
       constants[init.name()] = {data->toDense(), /*foldable=*/true};
     }
+  if (auto err = markTrainableParams(model, initializerNames))
+    return err;
 
   SmallVector<InputOp> labelInputs;
   std::string firstFeatures;

@@ -54,6 +54,7 @@ trainingStepOptions(const CompileOptions &options) {
   result.weightDecay = t.weightDecay;
   result.lrDecay = t.lrDecay;
   result.freeze.assign(t.freeze.begin(), t.freeze.end());
+  result.trainable.assign(t.trainable.begin(), t.trainable.end());
   result.overrides.assign(t.overrides.begin(), t.overrides.end());
   return result;
 }
@@ -99,6 +100,12 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     // stop compilation: print them as they come.
     if (diag.getSeverity() == DiagnosticSeverity::Warning) {
       llvm::errs() << "tofuc: warning: " << diag.str() << "\n";
+      return success();
+    }
+    // Remarks (a parameter left untrained, ...) are notes for --verbose.
+    if (diag.getSeverity() == DiagnosticSeverity::Remark) {
+      if (options.import.verbose)
+        llvm::errs() << "tofuc: note: " << diag.str() << "\n";
       return success();
     }
     llvm::raw_string_ostream ds(diagnostics);

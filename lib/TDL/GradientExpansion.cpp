@@ -19,9 +19,11 @@ namespace {
 class Expander {
 public:
   Expander(const SpecLibrary &library, const OpInstance &forward,
-           const GradRule &rule, llvm::ArrayRef<bool> outputsWithGradient)
+           const GradRule &rule, llvm::ArrayRef<bool> outputsWithGradient,
+           llvm::ArrayRef<bool> inputsNeedingGradient)
       : library(library), forward(forward), rule(rule),
-        outputsWithGradient(outputsWithGradient) {}
+        outputsWithGradient(outputsWithGradient),
+        inputsNeedingGradient(inputsNeedingGradient) {}
 
   llvm::Expected<GradExpansion> run();
 
@@ -123,6 +125,8 @@ private:
   const OpInstance &forward;
   const GradRule &rule;
   llvm::ArrayRef<bool> outputsWithGradient;
+  /// One flag per forward input; empty = every input needs its gradient.
+  llvm::ArrayRef<bool> inputsNeedingGradient;
   GradExpansion result;
 };
 
@@ -236,6 +240,10 @@ llvm::Expected<GradExpansion> Expander::run() {
         element.emplace(s.elementVar, k++);
       if (!type || !isFloatElem(type->elem) || forward.isConstInput(i))
         continue;
+      if (!inputsNeedingGradient.empty() &&
+          (i >= inputsNeedingGradient.size() || !inputsNeedingGradient[i]))
+        continue; // nobody asks for it: its rule is not needed
+
       auto operand = expand(*s.value, i);
       if (!operand)
         return operand.takeError();
@@ -249,11 +257,14 @@ llvm::Expected<GradExpansion> Expander::run() {
 llvm::Expected<GradExpansion>
 tofu::tdl::expandGradient(const SpecLibrary &library,
                           const OpInstance &forward,
-                          llvm::ArrayRef<bool> outputsWithGradient) {
+                          llvm::ArrayRef<bool> outputsWithGradient,
+                          llvm::ArrayRef<bool> inputsNeedingGradient) {
   const GradRule *rule = library.lookupGrad(forward.opName());
   if (!rule)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "op " + forward.opName().str() +
                                        " has no gradient rule");
-  return Expander(library, forward, *rule, outputsWithGradient).run();
+  return Expander(library, forward, *rule, outputsWithGradient,
+                  inputsNeedingGradient)
+      .run();
 }

@@ -15,10 +15,13 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/GlobPattern.h"
+
+#include <cstring>
 
 namespace tofu {
 #define GEN_PASS_DEF_BUILDTRAININGSTEP
@@ -69,6 +72,51 @@ std::string describeOutputs(ArrayRef<OutputOp> outputs) {
 bool isScalarFloat(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
   return type.getRank() == 0 && isa<FloatType>(type.getElementType());
+}
+
+/// The first non-finite element of a parameter's initial value ("-inf",
+/// "inf" or "NaN"), or nullopt when every element is finite or the value is
+/// unknown (a graph-only model). Reads the raw bytes: a float's exponent
+/// bits are all ones exactly for inf and NaN.
+std::optional<StringRef> firstNonFinite(ParamOp param) {
+  ElementsAttr value = param.getValueAttr();
+  if (!value)
+    return std::nullopt;
+  auto elemType = dyn_cast<FloatType>(value.getElementType());
+  if (!elemType)
+    return std::nullopt;
+  ArrayRef<char> bytes;
+  if (auto dense = dyn_cast<DenseElementsAttr>(value))
+    bytes = dense.getRawData();
+  else if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob())
+      bytes = blob->getData();
+  } else
+    return std::nullopt;
+  unsigned width = elemType.getWidth();
+  uint64_t expMask, mantMask;
+  if (elemType.isF64()) {
+    expMask = 0x7ff0000000000000ull, mantMask = 0x000fffffffffffffull;
+  } else if (elemType.isF32()) {
+    expMask = 0x7f800000u, mantMask = 0x007fffffu;
+  } else if (elemType.isF16()) {
+    expMask = 0x7c00u, mantMask = 0x03ffu;
+  } else if (elemType.isBF16()) {
+    expMask = 0x7f80u, mantMask = 0x007fu;
+  } else {
+    return std::nullopt;
+  }
+  size_t size = width / 8;
+  for (size_t offset = 0; offset + size <= bytes.size(); offset += size) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, bytes.data() + offset, size); // little-endian host
+    if ((bits & expMask) != expMask)
+      continue;
+    if (bits & mantMask)
+      return StringRef("NaN");
+    return (bits >> (width - 1)) & 1 ? StringRef("-inf") : StringRef("inf");
+  }
+  return std::nullopt;
 }
 
 /// Emits backward ops for one function.
@@ -257,9 +305,8 @@ private:
                                   OpBuilder &builder, GradientBuilder &grads);
   LogicalResult addUpdate(ParamOp param, Value grad, OpBuilder &builder,
                           GradientBuilder &grads);
-  LogicalResult addRunningStatisticUpdates(
-      func::FuncOp func, OpBuilder &builder,
-      const llvm::DenseSet<Operation *> &frozen);
+  LogicalResult addRunningStatisticUpdates(func::FuncOp func,
+                                           OpBuilder &builder);
 };
 
 FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
@@ -416,36 +463,94 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
   return loss->getResult(0);
 }
 
-FailureOr<llvm::DenseSet<Operation *>>
-BuildTrainingStepPass::frozenParams(func::FuncOp func) {
-  llvm::DenseSet<Operation *> frozen;
-  SmallVector<ParamOp> params;
-  for (ParamOp param : func.getOps<ParamOp>())
-    if (!param.getStateOf() && !param.getConstant())
-      params.push_back(param);
-  for (const std::string &pattern : freeze) {
+/// The parameters that `patterns` (names or globs of the flag `flag`)
+/// match; a bad pattern or one that matches no parameter is an error.
+/// `exact` receives the parameters that a pattern names exactly.
+static FailureOr<llvm::DenseSet<Operation *>>
+matchParams(func::FuncOp func, ArrayRef<ParamOp> params,
+            ArrayRef<std::string> patterns, StringRef flag,
+            llvm::DenseSet<Operation *> *exact = nullptr) {
+  llvm::DenseSet<Operation *> matched;
+  for (const std::string &pattern : patterns) {
     auto glob = llvm::GlobPattern::create(pattern);
     if (!glob) {
-      func.emitError() << "--freeze: bad pattern '" << pattern
+      func.emitError() << flag << ": bad pattern '" << pattern
                        << "': " << llvm::toString(glob.takeError());
       return failure();
     }
-    bool matched = false;
+    bool any = false;
     for (ParamOp param : params)
       if (glob->match(param.getSymName())) {
-        frozen.insert(param);
-        matched = true;
+        matched.insert(param);
+        if (exact && param.getSymName() == pattern)
+          exact->insert(param);
+        any = true;
       }
-    if (!matched) {
+    if (!any) {
       std::string names;
       for (ParamOp param : params)
         names += (names.empty() ? "'" : ", '") + param.getSymName().str() +
                  "'";
-      func.emitError() << "--freeze: '" << pattern
+      func.emitError() << flag << ": '" << pattern
                        << "' matches no parameter (parameters: "
                        << (names.empty() ? "none" : names) << ")";
       return failure();
     }
+  }
+  return matched;
+}
+
+/// The parameters that are not trained (docs/Training.md, "Which
+/// initializers train"): with `trainable`, those it does not match;
+/// otherwise those the model marks `trainable = false`; in any case those
+/// `freeze` matches and those holding a non-finite value (a remark says
+/// so; an error where the model or an exact `trainable` name asks to train
+/// one).
+FailureOr<llvm::DenseSet<Operation *>>
+BuildTrainingStepPass::frozenParams(func::FuncOp func) {
+  SmallVector<ParamOp> params;
+  for (ParamOp param : func.getOps<ParamOp>())
+    if (!param.getStateOf() && !param.getConstant())
+      params.push_back(param);
+  llvm::DenseSet<Operation *> named;
+  auto chosen = matchParams(func, params, trainable, "--trainable", &named);
+  auto frozenByFlag = matchParams(func, params, freeze, "--freeze");
+  if (failed(chosen) || failed(frozenByFlag))
+    return failure();
+  llvm::DenseSet<Operation *> frozen;
+  for (ParamOp param : params) {
+    bool trains, explicitly;
+    if (!trainable.empty()) {
+      trains = chosen->contains(param);
+      explicitly = named.contains(param);
+    } else {
+      BoolAttr mark = param.getTrainableAttr();
+      trains = !mark || mark.getValue();
+      explicitly = mark && mark.getValue();
+    }
+    if (trains && frozenByFlag->contains(param))
+      trains = false;
+    if (trains) {
+      if (std::optional<StringRef> bad = firstNonFinite(param)) {
+        if (explicitly) {
+          param.emitError()
+              << "parameter '" << param.getSymName() << "' holds " << *bad
+              << " and cannot be trained (one step would make it NaN), but "
+              << (trainable.empty() ? "the model's metadata_props "
+                                      "'tofu.trainable' lists it"
+                                    : "--trainable names it")
+              << "; keep it fixed with --freeze " << param.getSymName();
+          return failure();
+        }
+        param.emitRemark() << "parameter '" << param.getSymName()
+                           << "' holds " << *bad
+                           << ", so it is not trained (a mask or a "
+                              "constant buffer)";
+        trains = false;
+      }
+    }
+    if (!trains)
+      frozen.insert(param);
   }
   return frozen;
 }
@@ -466,6 +571,31 @@ LogicalResult BuildTrainingStepPass::buildBackward(
       failed(grads.accumulate(loss, seed->getResult(0), loc, "loss")))
     return failure();
 
+  // The values whose gradient is needed: trained parameters, the tensors a
+  // tofu.gradient asks for, and what is computed from them (PyTorch's
+  // requires_grad). No other value needs a gradient, so no rule is
+  // expanded for it.
+  auto trained = [&](Value value) {
+    if (wanted.contains(value))
+      return true;
+    auto param = value.getDefiningOp<ParamOp>();
+    return param && !param.getStateOf() && !param.getConstant() &&
+           !frozen.contains(param);
+  };
+  llvm::DenseSet<Value> needsGradient;
+  for (ComputeOp op : forward) {
+    if (!llvm::any_of(op.getInputs(), [&](Value input) {
+          return needsGradient.contains(input) || trained(input);
+        }))
+      continue;
+    for (Value result : op.getResults())
+      needsGradient.insert(result);
+  }
+  for (ComputeOp op : forward)
+    for (Value input : op.getInputs())
+      if (trained(input))
+        needsGradient.insert(input);
+
   const tdl::SpecLibrary &library = tdl::SpecLibrary::builtin();
   for (ComputeOp op : llvm::reverse(forward)) {
     SmallVector<Value> outputGrads;
@@ -474,7 +604,10 @@ LogicalResult BuildTrainingStepPass::buildBackward(
       outputGrads.push_back(grads.gradientOf(result));
       anyGrad |= static_cast<bool>(outputGrads.back());
     }
-    if (!anyGrad)
+    SmallVector<bool> inputsNeedingGradient;
+    for (Value input : op.getInputs())
+      inputsNeedingGradient.push_back(needsGradient.contains(input));
+    if (!anyGrad || !llvm::is_contained(inputsNeedingGradient, true))
       continue;
     auto instance = tofu::instantiate(op);
     if (!instance) {
@@ -484,7 +617,8 @@ LogicalResult BuildTrainingStepPass::buildBackward(
     SmallVector<bool> withGradient;
     for (Value grad : outputGrads)
       withGradient.push_back(static_cast<bool>(grad));
-    auto expansion = tdl::expandGradient(library, *instance, withGradient);
+    auto expansion = tdl::expandGradient(library, *instance, withGradient,
+                                         inputsNeedingGradient);
     if (!expansion) {
       op.emitError() << "cannot differentiate '" << op.getName() << "' ("
                      << op.getSpec()
@@ -552,16 +686,8 @@ LogicalResult BuildTrainingStepPass::buildBackward(
       if (!gradOperand || i >= op.getInputs().size())
         continue;
       Value input = op.getInputs()[i];
-      Operation *producer = input.getDefiningOp();
-      if (wanted.contains(input)) {
-        // a tofu.gradient asks for it, whatever it is
-      } else if (isa_and_nonnull<InputOp>(producer))
-        continue; // no gradient is needed for data
-      else if (producer && frozen.contains(producer))
-        continue; // frozen parameters are not trained
-      else if (auto param = dyn_cast_or_null<ParamOp>(producer);
-               param && (param.getStateOf() || param.getConstant()))
-        continue; // optimizer state and constants are not trained
+      if (!needsGradient.contains(input))
+        continue; // data, constants, optimizer state, frozen parameters
       Value grad = resolve(*gradOperand);
       if (failedZeros)
         return failure();
@@ -611,7 +737,8 @@ LogicalResult BuildTrainingStepPass::addUpdate(ParamOp param, Value grad,
                builder, NameLoc::get(builder.getStringAttr(stateName)),
                stateType, stateName,
                DenseElementsAttr::get(stateType, initial),
-               /*constant=*/false, builder.getStringAttr(name))
+               /*constant=*/false, builder.getStringAttr(name),
+               /*trainable=*/BoolAttr())
         .getResult();
   };
   auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
@@ -675,11 +802,14 @@ LogicalResult BuildTrainingStepPass::addUpdate(ParamOp param, Value grad,
 /// momentum)); they become the new values of the parameters it reads as
 /// input_mean and input_var at the end of the step (`tofu.update` without
 /// gradient), so they persist across steps like optimizer state and are
-/// written back by `tofu-run --save`. Statistics that are not a trainable
-/// parameter (a constant, a computed value) and frozen ones stay fixed.
-LogicalResult BuildTrainingStepPass::addRunningStatisticUpdates(
-    func::FuncOp func, OpBuilder &builder,
-    const llvm::DenseSet<Operation *> &frozen) {
+/// written back by `tofu-run --save`. Statistics that are not a parameter
+/// (a constant, a computed value) stay fixed; frozen ones are updated
+/// (freezing stops the gradient and the optimizer, not the op's own
+/// statistics, as `requires_grad = False` in PyTorch), so a model's
+/// `tofu.frozen` list may name its running statistics, which are buffers.
+LogicalResult
+BuildTrainingStepPass::addRunningStatisticUpdates(func::FuncOp func,
+                                                  OpBuilder &builder) {
   llvm::DenseMap<Operation *, ComputeOp> updatedBy;
   for (UpdateOp update : func.getOps<UpdateOp>())
     updatedBy[update.getParam().getDefiningOp()] = ComputeOp();
@@ -695,8 +825,7 @@ LogicalResult BuildTrainingStepPass::addRunningStatisticUpdates(
   for (ComputeOp op : norms) {
     for (unsigned i : {3u, 4u}) {
       auto param = op->getOperand(i).getDefiningOp<ParamOp>();
-      if (!param || param.getConstant() || param.getStateOf() ||
-          frozen.contains(param))
+      if (!param || param.getConstant() || param.getStateOf())
         continue;
       auto [it, inserted] = updatedBy.try_emplace(param, op);
       if (!inserted) {
@@ -746,6 +875,8 @@ LogicalResult BuildTrainingStepPass::expandGradientOps(
     return refuse("--loss");
   if (!freeze.empty())
     return refuse("--freeze");
+  if (!trainable.empty())
+    return refuse("--trainable");
   if (!overrides.empty())
     return refuse(overrides.front());
   // The differentiated scalars, in order of first use: one backward pass
@@ -893,7 +1024,7 @@ void BuildTrainingStepPass::runOnOperation() {
     if (failed(addUpdate(param, grad, builder, grads)))
       return signalPassFailure();
   }
-  if (failed(addRunningStatisticUpdates(func, builder, *frozen)))
+  if (failed(addRunningStatisticUpdates(func, builder)))
     return signalPassFailure();
 
   grads.tagGradients();

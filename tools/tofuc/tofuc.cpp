@@ -79,9 +79,19 @@ static cl::opt<double> lrDecay("lr-decay",
 static cl::list<std::string>
     freeze("freeze",
            cl::desc("parameters not to train (names or globs with *, comma "
-                    "separated)"),
+                    "separated), besides those the model lists as frozen; "
+                    "wins over --trainable"),
            cl::CommaSeparated, cl::value_desc("name,..."),
            cl::cat(trainingCategory));
+static cl::list<std::string> trainable(
+    "trainable",
+    cl::desc("the only parameters to train (names or globs with *, comma "
+             "separated), instead of the model's metadata_props lists "
+             "tofu.frozen/tofu.trainable (default: every float initializer "
+             "not listed as frozen and without inf/NaN values; "
+             "docs/Training.md)"),
+    cl::CommaSeparated, cl::value_desc("name,..."),
+    cl::cat(trainingCategory));
 static cl::opt<std::string>
     compileTo("compile-to",
               cl::desc("stop after this phase and print its output"),
@@ -132,7 +142,8 @@ static cl::opt<std::string>
                       "/usr/local/cuda/bin/nvcc)"),
              cl::value_desc("path"), cl::cat(tofucCategory));
 static cl::opt<bool> verbose("verbose",
-                             cl::desc("print notes (skipped ONNX checker, ...)"),
+                             cl::desc("print notes (skipped ONNX checker, "
+                                      "initializers left untrained, ...)"),
                              cl::cat(tofucCategory));
 
 /// Parses `name:d0xd1x...` (the last ':' separates the name, so names may
@@ -256,6 +267,7 @@ int main(int argc, char **argv) {
   options.training.weightDecay = weightDecay;
   options.training.lrDecay = lrDecay;
   options.training.freeze.assign(freeze.begin(), freeze.end());
+  options.training.trainable.assign(trainable.begin(), trainable.end());
   for (cl::Option *option :
        std::initializer_list<cl::Option *>{&optimizer, &learningRate,
                                            &momentum, &momentumBeta,

@@ -72,6 +72,9 @@ struct CompileOptions {
     double weightDecay = 0;         ///< --weight-decay (norm_coefficient)
     double lrDecay = 0;             ///< --lr-decay (Adagrad decay_factor)
     std::vector<std::string> freeze; ///< --freeze
+    /// --trainable: the only parameters that train (replaces the model's
+    /// tofu.frozen / tofu.trainable lists).
+    std::vector<std::string> trainable;
     /// The training flags given explicitly ("--optimizer", ...): a model
     /// that carries its own training algorithm refuses them.
     std::vector<std::string> overrides;

@@ -370,9 +370,14 @@ struct GradExpansion {
 /// tells which outputs receive an incoming gradient: for the others,
 /// `present(dY)` is false in the rule's conditions and the rule may not
 /// read dY (the training step would have to supply zeros).
+/// `inputsNeedingGradient` (one flag per input of `forward`; empty = all)
+/// tells which inputs need a gradient: the rule's statements for the others
+/// (data, frozen parameters, constants) are not expanded, so they may be
+/// `not_supported` for this instance without making it an error.
 llvm::Expected<GradExpansion>
 expandGradient(const SpecLibrary &library, const OpInstance &forward,
-               llvm::ArrayRef<bool> outputsWithGradient = {});
+               llvm::ArrayRef<bool> outputsWithGradient = {},
+               llvm::ArrayRef<bool> inputsNeedingGradient = {});
 
 } // namespace tofu::tdl
 

@@ -134,6 +134,38 @@ TEST(TDLGradient, GemmBroadcastC) {
     }
 }
 
+TEST(TDLGradient, UnwantedInputGradientIsNotExpanded) {
+  // MatMul's rule refuses the gradient of a 1-D operand; without a gradient
+  // asked for (frozen or constant operands) the refused rule is not
+  // expanded.
+  OpInstance inst =
+      mustInstantiate(lib(), "MatMul", {f32({3, 4}), f32({4})});
+  auto g = expandGradient(lib(), inst);
+  ASSERT_FALSE(bool(g));
+  std::string e = llvm::toString(g.takeError());
+  EXPECT_NE(e.find("gradient of a 1-D operand is not supported"),
+            std::string::npos)
+      << e;
+  // Neither operand wanted (both frozen): nothing is expanded, no error.
+  auto none = expandGradient(lib(), inst, {}, {false, false});
+  ASSERT_TRUE(bool(none)) << llvm::toString(none.takeError());
+  EXPECT_FALSE(none->inputGrads[0].has_value());
+  EXPECT_FALSE(none->inputGrads[1].has_value());
+  EXPECT_TRUE(none->calls.empty());
+}
+
+TEST(TDLGradient, ExpansionOnlyForWantedInputs) {
+  // Gemm with a full C: asking only for dB emits one call and no dA or dC.
+  OpInstance inst = mustInstantiate(lib(), "Gemm",
+                                    {f32({3, 4}), f32({4, 2}), f32({3, 2})});
+  auto onlyB = expandGradient(lib(), inst, {}, {false, true, false});
+  ASSERT_TRUE(bool(onlyB)) << llvm::toString(onlyB.takeError());
+  EXPECT_FALSE(onlyB->inputGrads[0].has_value());
+  ASSERT_TRUE(onlyB->inputGrads[1].has_value());
+  EXPECT_FALSE(onlyB->inputGrads[2].has_value());
+  EXPECT_EQ(onlyB->calls.size(), 1u);
+}
+
 TEST(TDLGradient, ExpansionStructure) {
   OpInstance inst =
       mustInstantiate(lib(), "MatMul", {f32({3, 4}), f32({4, 2})});
@@ -354,6 +386,10 @@ TEST(TDLGradient, Gather) {
 
 TEST(TDLGradient, Cast) {
   checkGradient({"Cast", {f32({2, 3})}, {{"to", AttrValue::ofInt(1)}}});
+  // CastLike: the input's gradient only; target_type has none.
+  GradProblem like{"CastLike", {f32({2, 3}), f32({1})}};
+  like.noGrad = {1};
+  checkGradient(like);
 }
 
 TEST(TDLGradient, NegativeLogLikelihoodLoss) {
