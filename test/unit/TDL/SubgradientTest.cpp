@@ -156,6 +156,17 @@ TEST(TDLSubgradient, ClipBounds) {
   DenseTensor ymax = tensor(f32({5}), run("Clip", {x, std::nullopt, hi}));
   EXPECT_EQ(run("ClipGrad", {dy, x, ymax}),
             (std::vector<double>{1, 1, 1, 1, 0}));
+  // An infinite bound is no bound (the importer gives Clip(x, '', max) a
+  // -inf min): clamp(max=)'s inclusive rule.
+  DenseTensor ninf = tensor(f32({}), {-INFINITY});
+  DenseTensor yinf = tensor(f32({5}), run("Clip", {x, ninf, hi}));
+  EXPECT_EQ(yinf.data, ymax.data);
+  EXPECT_EQ(run("ClipGrad", {dy, x, yinf, ninf, hi}),
+            (std::vector<double>{1, 1, 1, 1, 0}));
+  // Opset-10 Clip<max = 6> gets min = -FLT_MAX, which is no bound either.
+  DenseTensor lowest = tensor(f32({}), {-3.4028234663852886e38});
+  EXPECT_EQ(run("ClipGrad", {dy, x, yinf, lowest, hi}),
+            (std::vector<double>{1, 1, 1, 1, 0}));
 }
 
 // x == 0 takes the slope side, as leaky_relu_backward (x > 0 ? dY : a * dY).
