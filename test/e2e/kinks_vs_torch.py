@@ -24,6 +24,10 @@ for 3 steps on one fixed batch (``tofu-run --data``):
   abs, concatenated -> Linear.
 * ``amax``: x + b with tied row maxima through torch.amax(dim=1) and
   Tensor.max() (both ReduceMax) -> Linear.
+* ``maxmin``: torch.maximum / torch.minimum (2-input Max / Min) of two
+  parameterized halves of the input with equal entries, and a maximum
+  broadcast against a parameter of zeros (ties share dY / 2); sign, floor
+  and ceil (zero gradient) multiplied into the features.
 * ``pow``: torch.pow(x * s, p) with x exactly 0 in places and trained
   exponents p in {0, 2, 3} (Pow's base and exponent gradients at 0).
 
@@ -102,6 +106,27 @@ class Amax(nn.Module):
         return F.cross_entropy(self.fc(feats), labels)
 
 
+class MaxMin(nn.Module):
+    """torch.maximum / minimum of the two halves of the input (ties where
+    the halves are equal), one broadcast against a parameter; sign, floor
+    and ceil (zero gradient)."""
+
+    def __init__(self, features):
+        super().__init__()
+        self.features = features
+        self.a = nn.Parameter(torch.zeros(features))
+        self.b = nn.Parameter(torch.zeros(features))
+        self.fc = nn.Linear(6 * features, 3)
+
+    def forward(self, x, labels):
+        u = x[:, :self.features] + self.a
+        v = x[:, self.features:] + self.b
+        feats = torch.cat([torch.maximum(u, v), torch.minimum(u, v),
+                           torch.maximum(u, self.b), torch.sign(u) * v,
+                           torch.floor(u) * v, torch.ceil(v) * u], 1)
+        return F.cross_entropy(self.fc(feats), labels)
+
+
 class Pow(nn.Module):
     def __init__(self):
         super().__init__()
@@ -133,6 +158,11 @@ def make_model(name):
                           [2.0, 2.0, 2.0, 2.0],
                           [3.0, 0.0, 1.0, 3.0]])
         return Amax(4), x.double(), torch.tensor([0, 1, 2])
+    if name == "maxmin":
+        x = torch.tensor([[1.0, 2.0, 0.0, 1.0, 3.0, 0.0],
+                          [2.0, 0.0, 1.5, 2.0, 0.0, 0.5],
+                          [0.0, 0.0, 3.0, 1.0, 0.0, 3.0]])
+        return MaxMin(3), x.double(), torch.tensor([1, 0, 2])
     if name == "pow":
         # Column 0: base 0 with exponent 0 (dp stays 0, so p stays 0);
         # column 1: bases 0 and > 0 with exponent 2; column 2: bases > 0.
@@ -144,7 +174,7 @@ def make_model(name):
     raise ValueError(name)
 
 
-MODELS = ("pools", "pools_spatial", "clips", "amax", "pow")
+MODELS = ("pools", "pools_spatial", "clips", "amax", "maxmin", "pow")
 
 
 def torch_steps(module, params0, x, labels):

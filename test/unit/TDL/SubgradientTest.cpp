@@ -203,3 +203,42 @@ TEST(TDLSubgradient, PowAtZero) {
   // A negative exponent at 0: inf * log(0) = -inf, as in PyTorch.
   EXPECT_EQ(db[3], -std::numeric_limits<double>::infinity());
 }
+
+// torch.maximum / minimum: tied inputs get dY / 2 each (also through
+// broadcasting: a broadcast input sums its halves).
+TEST(TDLSubgradient, MaxMinTiesShareEvenly) {
+  DenseTensor dy = tensor(f32({2, 3}), {4, 4, 4, 8, 8, 8});
+  DenseTensor a = tensor(f32({2, 3}), {1, 2, 3, 1, 2, 3});
+  DenseTensor b = tensor(f32({3}), {2, 2, 2});
+  EXPECT_EQ(run("MaxGrad", {dy, a, b}),
+            (std::vector<double>{0, 2, 4, 0, 4, 8}));
+  EXPECT_EQ(run("MinGrad", {dy, a, b}),
+            (std::vector<double>{4, 2, 0, 8, 4, 0}));
+  const SpecLibrary &lib = SpecLibrary::builtin();
+  OpInstance max = mustInstantiate(lib, "Max", {f32({2, 3}), f32({3})});
+  auto g = expandGradient(lib, max);
+  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+  ASSERT_TRUE(g->inputGrads[1].has_value());
+  // b's gradient: MaxGrad(dY, b, a) summed over the rows: 2 + 4 (the ties)
+  // plus 4 + 8 where b > a.
+  EXPECT_EQ(g->calls.back().op, "Unbroadcast");
+  EXPECT_EQ(run("MaxGrad", {dy, b, a}),
+            (std::vector<double>{4, 2, 0, 8, 4, 0}));
+  // A Max of three inputs is refused (the tie rule is written for two).
+  EXPECT_NE(instantiateError(lib, "Max", {f32({3}), f32({3}), f32({3})}), "");
+}
+
+// Sign, Floor and Ceil are piecewise constant: zero gradient (no NaN from a
+// NaN or infinite dY either, as PyTorch's zeros).
+TEST(TDLSubgradient, StepFunctionsHaveZeroGradient) {
+  const SpecLibrary &lib = SpecLibrary::builtin();
+  for (const char *op : {"Sign", "Floor", "Ceil"}) {
+    OpInstance inst = mustInstantiate(lib, op, {f32({3})});
+    auto g = expandGradient(lib, inst);
+    ASSERT_TRUE(bool(g)) << op << ": " << llvm::toString(g.takeError());
+    ASSERT_EQ(g->calls.size(), 1u) << op;
+    EXPECT_EQ(g->calls[0].op, "Zeros") << op;
+  }
+  EXPECT_EQ(run("Sign", {tensor(f32({3}), {-2, 0, 0.5})}),
+            (std::vector<double>{-1, 0, 1}));
+}
