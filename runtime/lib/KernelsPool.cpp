@@ -1,9 +1,9 @@
 //===- KernelsPool.cpp - MaxPool, AveragePool and their gradients ---------===//
 //
 // Native kernels of tdl-specs/pool.tdl's MaxPool (Y and Indices),
-// MaxPoolGrad, AveragePool and AveragePoolGrad over any number of spatial
-// dims (X [N, C, *S], float32 or float64: one template per kernel,
-// FloatKernel.h), with the specs' geometry: strides and
+// MaxPoolGrad, GlobalMaxPoolGrad, AveragePool and AveragePoolGrad over any
+// number of spatial dims (X [N, C, *S], float32 or float64: one template
+// per kernel, FloatKernel.h), with the specs' geometry: strides and
 // dilations default to 1, pads to 0, auto_pad SAME_UPPER / SAME_LOWER /
 // VALID, ceil_mode (the output extents come from the output's global
 // shape), count_include_pad, storage_order 0 / 1 for Indices. Padding cells
@@ -499,6 +499,79 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
   return "";
 }
 
+/// GlobalMaxPoolGrad: each (n, c) plane's dY goes to the first cell of the
+/// plane (row-major) equal to its Y, when that cell lies in dX's box. X
+/// must hold whole planes (the spec's nested `min` reads them).
+template <typename T> std::string globalMaxPoolGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 3 || args.outputs.size() != 1)
+    return "expects inputs (dY, X, Y) and output dX";
+  const TensorView &dy = args.inputs[0], &x = args.inputs[1],
+                   &y = args.inputs[2], &dx = args.outputs[0];
+  if (std::string err = checkPoolInput<T>(x); !err.empty())
+    return err;
+  if (!isFloat<T>(dy) || !isFloat<T>(y) || dx.dtype != FloatType<T>::dtype ||
+      dy.globalShape != y.globalShape || dx.globalShape != x.globalShape ||
+      dy.globalShape.size() != x.globalShape.size())
+    return "dY and Y must be " + floatName<T>() +
+           " [N, C, 1, ...], dX of X's shape";
+  const size_t nsp = x.globalShape.size() - 2;
+  int64_t cells = 1, plane = 1;
+  for (size_t s = 0; s < nsp; ++s) {
+    if (dy.globalShape[s + 2] != 1)
+      return "dY and Y must be " + floatName<T>() + " [N, C, 1, ...]";
+    if (x.lo[s + 2] != 0 || x.shape[s + 2] != x.globalShape[s + 2])
+      return kTooLittle;
+    cells *= x.globalShape[s + 2];
+    plane *= dx.shape[s + 2];
+  }
+  Reader rdy(dy), rx(x), ry(y);
+  const std::vector<int64_t> zero(nsp, 0);
+  const int64_t planes = dx.shape[0] * dx.shape[1];
+  std::vector<std::string> errors(planes);
+  parallelFor(planes, static_cast<double>(cells + plane) + 8,
+              [&](int64_t begin, int64_t end) {
+                std::vector<int64_t> g(nsp);
+                for (int64_t p = begin; p < end; ++p) {
+                  const int64_t n = dx.lo[0] + p / dx.shape[1];
+                  const int64_t c = dx.lo[1] + p % dx.shape[1];
+                  T *out = elements<T>(dx) + p * plane;
+                  std::fill(out, out + plane, T(0));
+                  int64_t yo = ry.offset(n, c, zero.data()),
+                          go = rdy.offset(n, c, zero.data()),
+                          xo = rx.offset(n, c, zero.data());
+                  if (yo < 0 || go < 0 || xo < 0) {
+                    errors[p] = kTooLittle;
+                    return;
+                  }
+                  const T yv = elements<T>(y)[yo];
+                  const T *xp = elements<T>(x) + xo; // a whole plane
+                  int64_t first = 0;
+                  while (first < cells && !(xp[first] == yv))
+                    ++first;
+                  if (first == cells)
+                    continue;
+                  // The cell's spatial coordinates; in dX's box?
+                  bool inBox = true;
+                  int64_t at = 0, rest = first;
+                  for (size_t s = nsp; s-- > 0;) {
+                    g[s] = rest % x.globalShape[s + 2];
+                    rest /= x.globalShape[s + 2];
+                  }
+                  for (size_t s = 0; s < nsp && inBox; ++s) {
+                    int64_t local = g[s] - dx.lo[s + 2];
+                    inBox = local >= 0 && local < dx.shape[s + 2];
+                    at = at * dx.shape[s + 2] + local;
+                  }
+                  if (inBox)
+                    out[at] = elements<T>(dy)[go];
+                }
+              });
+  for (const std::string &err : errors)
+    if (!err.empty())
+      return err;
+  return "";
+}
+
 template <typename T> std::string averagePoolGrad(const KernelArgs &args) {
   if (args.inputs.size() != 2 || args.outputs.size() != 1)
     return "expects inputs (dY, X) and output dX";
@@ -551,6 +624,8 @@ void tofu::runtime::registerPoolKernels(void (*addKernel)(const char *,
   addKernel("MaxPool", byFloatType<maxPool<float>, maxPool<double>>);
   addKernel("MaxPoolGrad",
             byFloatType<maxPoolGrad<float>, maxPoolGrad<double>>);
+  addKernel("GlobalMaxPoolGrad",
+            byFloatType<globalMaxPoolGrad<float>, globalMaxPoolGrad<double>>);
   addKernel("AveragePool",
             byFloatType<averagePool<float>, averagePool<double>>);
   addKernel("AveragePoolGrad",
