@@ -38,7 +38,8 @@ equal those of 3 torch SGD steps within LOSS_TOL (the report prints 9
 significant digits). With the old rules (every tied cell of a window gets
 dY; Clip passes dY on a bound; LeakyReLU's slope starts below 0; ReduceMax
 gives every tied maximum all of dY; Pow's gradients NaN at 0) each model's
-step-1 gradients differ from torch's by far more than TOL.
+step-1 gradients differ from torch's by far more than TOL (or the model did
+not import: clamp(max=), Max, Min, Sign, Floor and Ceil were refused).
 """
 import os
 
