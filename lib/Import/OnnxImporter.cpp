@@ -37,6 +37,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
+#include <limits>
 #include <map>
 
 using namespace mlir;
@@ -881,6 +882,31 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
                                          where))
           return err;
     return llvm::Error::success();
+  }
+  if (node.op_type() == "Clip" && node.input_size() == 3 &&
+      node.input(1).empty() && !node.input(2).empty()) {
+    // Clip(x, '', max) (torch.clamp(max=)): operands are positional, so the
+    // absent min becomes a -inf constant of x's type, which Clip's
+    // gradient reads as no bound (ClipGrad: a bound is only a bound when
+    // finite), keeping clamp's inclusive rule at max.
+    std::optional<tdl::ElemType> elem;
+    if (auto v = values.find(node.input(0)); v != values.end())
+      elem = toTdlElemType(
+          cast<RankedTensorType>(v->second.getType()).getElementType());
+    else if (auto c = constants.find(node.input(0)); c != constants.end())
+      elem = c->second.tensor.type.elem;
+    if (!elem)
+      return error(where + ": input '" + node.input(0) +
+                   "' is not produced by an earlier node, an initializer or "
+                   "a graph input, or has an unsupported element type");
+    std::string minName = node.output(0) + "/min=-inf";
+    constants[minName] = {
+        tdl::DenseTensor{tdl::TensorType{{}, *elem},
+                         {-std::numeric_limits<double>::infinity()}},
+        /*foldable=*/true};
+    onnx::NodeProto withMin = node;
+    withMin.set_input(1, minName);
+    return importSpecNode(withMin, nodeName, where);
   }
   const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(node.op_type());
   if (!spec)

@@ -796,6 +796,14 @@ private:
     return n.starts_with("d") &&
            llvm::is_contained(rule.outputAliases, n.drop_front(1));
   }
+  /// The rule's alias of an optional input of the forward op.
+  bool isOptionalInputName(llvm::StringRef n) const {
+    for (size_t i = 0; i < rule.inputAliases.size(); ++i)
+      if (rule.inputAliases[i] == n && forward &&
+          i < forward->inputs.size() && forward->inputs[i].optional)
+        return true;
+    return false;
+  }
   /// `dY` for an output Y of the rule.
   bool isOutputGradName(llvm::StringRef n) const {
     return n.starts_with("d") &&
@@ -960,12 +968,15 @@ llvm::Error GradChecker::checkStatic(const Expr &e) {
   case Expr::Kind::Call: {
     unsigned arity = e.name == "dim" ? 2 : 1;
     if (e.name == "present") {
-      // `present(dY)`: whether output Y receives a gradient.
+      // `present(dY)`: whether output Y receives a gradient; `present(X)`:
+      // whether optional input X is given.
       if (e.args.size() != 1 || !e.namedArgs.empty() ||
           e.args[0]->kind != Expr::Kind::Ident ||
-          !isOutputGradName(e.args[0]->name))
+          !(isOutputGradName(e.args[0]->name) ||
+            isOptionalInputName(e.args[0]->name)))
         return makeSpecError(e.loc, "'present' in a gradient condition takes "
-                                    "the gradient of an output (present(dY))");
+                                    "the gradient of an output or an optional "
+                                    "input (present(dY), present(X))");
       return llvm::Error::success();
     }
     if (e.name != "rank" && e.name != "shape" && e.name != "dim") {

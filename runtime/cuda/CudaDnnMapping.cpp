@@ -96,8 +96,9 @@ std::string mapPool(const Plan &plan, int32_t d, const Instr &in,
                     std::vector<CudaOp> &ops) {
   const std::string &k = in.kernel;
   if (k == "MaxPoolGrad")
-    return "cuDNN's max-pooling gradient goes to one maximal cell of a "
-           "window; MaxPoolGrad gives it to every cell equal to the maximum";
+    return "cuDNN's max-pooling gradient picks a window's maximal cell by a "
+           "rule it does not document; MaxPoolGrad gives dY to the first "
+           "maximal cell of the window, as PyTorch";
   const bool global = k.rfind("Global", 0) == 0;
   const bool backward = k == "AveragePoolGrad" || k == "GlobalAveragePoolGrad";
   const bool max = k == "MaxPool";

@@ -14,8 +14,9 @@
 // the window, no dilation, and the output extents are the floor formula's
 // (ceil_mode only where it adds no window). MaxPool's Indices output and
 // MaxPoolGrad are not mapped: cuDNN gives no indices, and its max-pooling
-// gradient goes to one maximal cell of a window where the CPU kernel (and
-// the TDL spec) gives it to every cell equal to the maximum.
+// gradient picks a window's maximal cell by a rule it does not document,
+// where the CPU kernel and the TDL spec (so the generated kernel) give dY to
+// the first maximal cell of the window, as PyTorch.
 //
 // Batch normalization is mapped when the operands are float32, X has rank 2
 // to 5 and the output's box equals X's; in training mode X must hold the

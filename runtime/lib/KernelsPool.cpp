@@ -1,9 +1,9 @@
 //===- KernelsPool.cpp - MaxPool, AveragePool and their gradients ---------===//
 //
 // Native kernels of tdl-specs/pool.tdl's MaxPool (Y and Indices),
-// MaxPoolGrad, AveragePool and AveragePoolGrad over any number of spatial
-// dims (X [N, C, *S], float32 or float64: one template per kernel,
-// FloatKernel.h), with the specs' geometry: strides and
+// MaxPoolGrad, GlobalMaxPoolGrad, AveragePool and AveragePoolGrad over any
+// number of spatial dims (X [N, C, *S], float32 or float64: one template
+// per kernel, FloatKernel.h), with the specs' geometry: strides and
 // dilations default to 1, pads to 0, auto_pad SAME_UPPER / SAME_LOWER /
 // VALID, ceil_mode (the output extents come from the output's global
 // shape), count_include_pad, storage_order 0 / 1 for Indices. Padding cells
@@ -12,6 +12,10 @@
 // Every operand is read at global coordinates: a cell inside the tensor but
 // outside the local box is an error (the plan gave the device too little),
 // a cell outside the tensor is padding. Threaded over (n, c) planes.
+//
+// MaxPoolGrad scatters each window's dY to the one cell the spec picks: the
+// first in-bounds cell of the window (row-major kernel offsets) equal to the
+// window's Y, as PyTorch and MaxPool's Indices (ties do not share dY).
 //
 // The compiler materializes each output of a multi-output op as its own
 // instruction: MaxPool tells Y (float) from Indices (int64) by type.
@@ -365,6 +369,16 @@ void forWindowsOf(const Pool &pool, const int64_t *x, std::vector<int64_t> &k,
   }
 }
 
+/// Floor and ceiling of a / b for b > 0.
+int64_t floorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+
+/// MaxPoolGrad as argmax-then-scatter: each window o whose cells meet dX's
+/// box gives its dY to the first in-bounds cell of the window (row-major
+/// kernel offsets, as the spec's nested `min`) equal to its Y, when that
+/// cell lies in the box. Threaded over dX's (n, c) planes.
 template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
   if (args.inputs.size() != 3 || args.outputs.size() != 1)
     return "expects inputs (dY, X, Y) and output dX";
@@ -384,32 +398,178 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
           pool.init(args, spatial(x.globalShape), spatial(y.globalShape));
       !err.empty())
     return err;
+  const size_t nsp = pool.nsp;
+  // The windows that may have a cell in dX's box, per spatial dim: [oLo, oHi).
+  std::vector<int64_t> xLo(nsp), xHi(nsp), oLo(nsp), oHi(nsp);
+  int64_t windows = 1, plane = 1;
+  for (size_t s = 0; s < nsp; ++s) {
+    xLo[s] = dx.lo[s + 2];
+    xHi[s] = xLo[s] + dx.shape[s + 2];
+    plane *= dx.shape[s + 2];
+    oLo[s] = std::max<int64_t>(
+        0, ceilDiv(xLo[s] + pool.padBegin[s] -
+                       (pool.kernel[s] - 1) * pool.dilation[s],
+                   pool.stride[s]));
+    oHi[s] = std::min<int64_t>(
+        pool.out[s], floorDiv(xHi[s] - 1 + pool.padBegin[s], pool.stride[s]) + 1);
+    windows *= std::max<int64_t>(0, oHi[s] - oLo[s]);
+  }
+  int64_t cells = 1;
+  for (size_t s = 0; s < nsp; ++s)
+    cells *= pool.kernel[s];
   Reader rdy(dy), rx(x), ry(y);
-  return forEachOutput(dx, 4.0 * static_cast<double>(dy.numElements()) /
-                               std::max<int64_t>(1, dx.numElements()) + 8,
-                       [&, k = std::vector<int64_t>(pool.nsp),
-                        o = std::vector<int64_t>(pool.nsp)](
-                           int64_t n, int64_t c, const int64_t *xg,
-                           int64_t at) mutable -> std::string {
-    int64_t xo = rx.offset(n, c, xg);
-    if (xo < 0)
+  const int64_t planes = dx.shape[0] * dx.shape[1];
+  std::vector<std::string> errors(planes);
+  parallelFor(
+      planes, static_cast<double>(windows * cells + plane) + 8,
+      [&](int64_t begin, int64_t end) {
+        std::vector<int64_t> o(nsp), k(nsp), xs(nsp), hit(nsp);
+        std::vector<double> acc(plane);
+        for (int64_t p = begin; p < end; ++p) {
+          const int64_t n = dx.lo[0] + p / dx.shape[1];
+          const int64_t c = dx.lo[1] + p % dx.shape[1];
+          std::fill(acc.begin(), acc.end(), 0.0);
+          bool empty = windows == 0;
+          for (size_t s = 0; s < nsp; ++s)
+            o[s] = oLo[s];
+          for (int64_t w = 0; w < windows && !empty; ++w) {
+            // Whether some kernel offset of window o lands in the box (a
+            // dilated window may straddle it without a cell inside).
+            bool meets = true;
+            for (size_t s = 0; s < nsp && meets; ++s) {
+              int64_t start = o[s] * pool.stride[s] - pool.padBegin[s];
+              int64_t kMin = std::max<int64_t>(
+                  0, ceilDiv(xLo[s] - start, pool.dilation[s]));
+              int64_t kMax = std::min<int64_t>(
+                  pool.kernel[s] - 1,
+                  floorDiv(xHi[s] - 1 - start, pool.dilation[s]));
+              meets = kMin <= kMax;
+            }
+            if (meets) {
+              int64_t yo = ry.offset(n, c, o.data()),
+                      go = rdy.offset(n, c, o.data());
+              if (yo < 0 || go < 0) {
+                errors[p] = kTooLittle;
+                break;
+              }
+              const double yv = elements<T>(y)[yo];
+              bool found = false, missing = false;
+              forWindow(pool, o.data(), k, xs, [&](bool inside) {
+                if (found || missing || !inside)
+                  return;
+                int64_t off = rx.offset(n, c, xs.data());
+                if (off < 0) {
+                  missing = true;
+                  return;
+                }
+                if (static_cast<double>(elements<T>(x)[off]) == yv) {
+                  found = true;
+                  hit = xs;
+                }
+              });
+              if (missing) {
+                errors[p] = kTooLittle;
+                break;
+              }
+              bool inBox = found;
+              int64_t at = 0;
+              for (size_t s = 0; s < nsp && inBox; ++s) {
+                inBox = hit[s] >= xLo[s] && hit[s] < xHi[s];
+                at = at * dx.shape[s + 2] + (hit[s] - xLo[s]);
+              }
+              if (inBox)
+                acc[at] += static_cast<double>(elements<T>(dy)[go]);
+            }
+            for (size_t s = nsp; s-- > 0;) {
+              if (++o[s] < oHi[s])
+                break;
+              o[s] = oLo[s];
+            }
+          }
+          if (!errors[p].empty())
+            return;
+          T *out = elements<T>(dx) + p * plane;
+          for (int64_t e = 0; e < plane; ++e)
+            out[e] = static_cast<T>(acc[e]);
+        }
+      });
+  for (const std::string &err : errors)
+    if (!err.empty())
+      return err;
+  return "";
+}
+
+/// GlobalMaxPoolGrad: each (n, c) plane's dY goes to the first cell of the
+/// plane (row-major) equal to its Y, when that cell lies in dX's box. X
+/// must hold whole planes (the spec's nested `min` reads them).
+template <typename T> std::string globalMaxPoolGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 3 || args.outputs.size() != 1)
+    return "expects inputs (dY, X, Y) and output dX";
+  const TensorView &dy = args.inputs[0], &x = args.inputs[1],
+                   &y = args.inputs[2], &dx = args.outputs[0];
+  if (std::string err = checkPoolInput<T>(x); !err.empty())
+    return err;
+  if (!isFloat<T>(dy) || !isFloat<T>(y) || dx.dtype != FloatType<T>::dtype ||
+      dy.globalShape != y.globalShape || dx.globalShape != x.globalShape ||
+      dy.globalShape.size() != x.globalShape.size())
+    return "dY and Y must be " + floatName<T>() +
+           " [N, C, 1, ...], dX of X's shape";
+  const size_t nsp = x.globalShape.size() - 2;
+  int64_t cells = 1, plane = 1;
+  for (size_t s = 0; s < nsp; ++s) {
+    if (dy.globalShape[s + 2] != 1)
+      return "dY and Y must be " + floatName<T>() + " [N, C, 1, ...]";
+    if (x.lo[s + 2] != 0 || x.shape[s + 2] != x.globalShape[s + 2])
       return kTooLittle;
-    double xv = elements<T>(x)[xo], sum = 0;
-    bool missing = false;
-    forWindowsOf(pool, xg, k, o, [&] {
-      int64_t yo = ry.offset(n, c, o.data()), go = rdy.offset(n, c, o.data());
-      if (yo < 0 || go < 0) {
-        missing = true;
-        return;
-      }
-      if (xv == static_cast<double>(elements<T>(y)[yo]))
-        sum += elements<T>(dy)[go];
-    });
-    if (missing)
-      return kTooLittle;
-    elements<T>(dx)[at] = static_cast<T>(sum);
-    return "";
-  });
+    cells *= x.globalShape[s + 2];
+    plane *= dx.shape[s + 2];
+  }
+  Reader rdy(dy), rx(x), ry(y);
+  const std::vector<int64_t> zero(nsp, 0);
+  const int64_t planes = dx.shape[0] * dx.shape[1];
+  std::vector<std::string> errors(planes);
+  parallelFor(planes, static_cast<double>(cells + plane) + 8,
+              [&](int64_t begin, int64_t end) {
+                std::vector<int64_t> g(nsp);
+                for (int64_t p = begin; p < end; ++p) {
+                  const int64_t n = dx.lo[0] + p / dx.shape[1];
+                  const int64_t c = dx.lo[1] + p % dx.shape[1];
+                  T *out = elements<T>(dx) + p * plane;
+                  std::fill(out, out + plane, T(0));
+                  int64_t yo = ry.offset(n, c, zero.data()),
+                          go = rdy.offset(n, c, zero.data()),
+                          xo = rx.offset(n, c, zero.data());
+                  if (yo < 0 || go < 0 || xo < 0) {
+                    errors[p] = kTooLittle;
+                    return;
+                  }
+                  const T yv = elements<T>(y)[yo];
+                  const T *xp = elements<T>(x) + xo; // a whole plane
+                  int64_t first = 0;
+                  while (first < cells && !(xp[first] == yv))
+                    ++first;
+                  if (first == cells)
+                    continue;
+                  // The cell's spatial coordinates; in dX's box?
+                  bool inBox = true;
+                  int64_t at = 0, rest = first;
+                  for (size_t s = nsp; s-- > 0;) {
+                    g[s] = rest % x.globalShape[s + 2];
+                    rest /= x.globalShape[s + 2];
+                  }
+                  for (size_t s = 0; s < nsp && inBox; ++s) {
+                    int64_t local = g[s] - dx.lo[s + 2];
+                    inBox = local >= 0 && local < dx.shape[s + 2];
+                    at = at * dx.shape[s + 2] + local;
+                  }
+                  if (inBox)
+                    out[at] = elements<T>(dy)[go];
+                }
+              });
+  for (const std::string &err : errors)
+    if (!err.empty())
+      return err;
+  return "";
 }
 
 template <typename T> std::string averagePoolGrad(const KernelArgs &args) {
@@ -464,6 +624,8 @@ void tofu::runtime::registerPoolKernels(void (*addKernel)(const char *,
   addKernel("MaxPool", byFloatType<maxPool<float>, maxPool<double>>);
   addKernel("MaxPoolGrad",
             byFloatType<maxPoolGrad<float>, maxPoolGrad<double>>);
+  addKernel("GlobalMaxPoolGrad",
+            byFloatType<globalMaxPoolGrad<float>, globalMaxPoolGrad<double>>);
   addKernel("AveragePool",
             byFloatType<averagePool<float>, averagePool<double>>);
   addKernel("AveragePoolGrad",

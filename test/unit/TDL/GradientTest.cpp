@@ -215,6 +215,17 @@ TEST(TDLGradient, BroadcastBinaryOps) {
   }
 }
 
+TEST(TDLGradient, MaxMin) {
+  // Random operands are never tied (SubgradientTest checks the ties).
+  for (const char *op : {"Max", "Min"}) {
+    SCOPED_TRACE(op);
+    checkGradient({op, {f32({2, 3}), f32({2, 3})}});
+    checkGradient({op, {f32({2, 3}), f32({3})}});
+    checkGradient({op, {f32({2, 1, 3}), f32({4, 1})}});
+    checkGradient({op, {f32({4}), std::nullopt}});
+  }
+}
+
 TEST(TDLGradient, Pow) {
   Problem p{"Pow", {f32({2, 3}), f32({3})}};
   p.lo = 0.5;

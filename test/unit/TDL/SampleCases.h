@@ -9,6 +9,7 @@
 
 #include "TDLTestSupport.h"
 
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -32,6 +33,10 @@ struct SampleCase {
   /// Values of the const inputs (`: int const`), by input index; randomInputs
   /// gives those inputs these values.
   std::map<unsigned, std::vector<double>> constValues = {};
+  /// Float inputs are drawn as integers in [lo, hi) instead: tie-rich data
+  /// (equal cells, values exactly on 0 or a bound), which the ops with a
+  /// kink or a tie must handle as their spec says.
+  bool integerFloats = false;
 
   std::string describe() const {
     std::string s = op + "(";
@@ -72,8 +77,10 @@ inline std::vector<DenseTensor> randomInputs(const SampleCase &c,
     }
     for (int64_t k = 0; k < numElements(in[i].type.dims); ++k)
       in[i].data.push_back(
-          isFloatElem(in[i].type.elem)
+          isFloatElem(in[i].type.elem) && !c.integerFloats
               ? uni(rng)
+          : isFloatElem(in[i].type.elem)
+              ? std::floor(c.lo + double(rng() % uint64_t(c.hi - c.lo)))
               : double(c.intLo + int64_t(rng() % uint64_t(c.intHi - c.intLo))));
   }
   return in;
@@ -197,7 +204,13 @@ inline std::vector<SampleCase> sampleCases() {
       {"DivGradB", {f32({2, 3}), f32({2, 3}), f32({3})}},
       {"Pow", {f32({2, 3}), f32({3})}, {}, 0, 3, 0.5, 2},
       {"PowGradBase", {f32({3}), f32({3}), f32({3})}, {}, 0, 3, 0.5, 2},
-      {"PowGradExponent", {f32({3}), f32({3}), f32({3})}, {}, 0, 3, 0.5, 2},
+      {"PowGradExponent", {f32({3}), f32({3}), f32({3}), f32({3})}, {}, 0, 3,
+       0.5, 2},
+      // Ties and kinks: small integers put A and B on 0.
+      {"PowGradBase", {f32({12}), f32({12}), f32({12})}, {}, 0, 3, 0, 3, {},
+       true},
+      {"PowGradExponent", {f32({12}), f32({12}), f32({12}), f32({12})}, {}, 0,
+       3, 0, 3, {}, true},
       {"Neg", {f32({3})}},
       {"Identity", {f32({3})}},
       {"Abs", {f32({3})}},
@@ -212,6 +225,8 @@ inline std::vector<SampleCase> sampleCases() {
       {"SigmoidGrad", {f32({3}), f32({3})}},
       {"LeakyRelu", {f32({5})}, {{"alpha", F(0.2)}}},
       {"LeakyReluGrad", {f32({5}), f32({5})}},
+      {"LeakyReluGrad", {f32({8}), f32({8})}, {{"alpha", F(0.25)}}, 0, 3, -1,
+       2, {}, true},
       {"Erf", {f32({3})}},
       {"ErfGrad", {f32({3}), f32({3})}},
       {"Gelu", {f32({4})}},
@@ -221,6 +236,19 @@ inline std::vector<SampleCase> sampleCases() {
       {"Clip", {f32({6}), f32({}), f32({})}},
       {"Clip", {f32({6}), std::nullopt, f32({})}},
       {"ClipGrad", {f32({6}), f32({6}), f32({6})}},
+      {"ClipGrad", {f32({12}), f32({12}), f32({12}), f32({}), f32({})}, {}, 0,
+       3, 0, 3, {}, true},
+      // Max / Min: broadcast, one input, ties (small integers).
+      {"Max", {f32({2, 3}), f32({3})}, {}, 0, 3, 0, 3, {}, true},
+      {"Max", {f32({4}), std::nullopt}},
+      {"Min", {f32({2, 1}), f32({2, 3})}, {}, 0, 3, 0, 3, {}, true},
+      {"MaxGrad", {f32({2, 3}), f32({2, 3}), f32({3})}, {}, 0, 3, 0, 3, {},
+       true},
+      {"MinGrad", {f32({2, 3}), f32({2, 1}), f32({2, 3})}, {}, 0, 3, 0, 3, {},
+       true},
+      {"Sign", {f32({6})}, {}, 0, 3, -1, 2, {}, true},
+      {"Floor", {f32({5})}, {}, 0, 3, -3, 3},
+      {"Ceil", {f32({5})}, {}, 0, 3, -3, 3},
       {"Where", {TensorType{{2, 3}, ElemType::Bool}, f32({3}), f32({2, 1})},
        {}, 0, 2},
       {"WhereGrad", {TensorType{{2, 3}, ElemType::Bool}, f32({2, 3})},
@@ -346,6 +374,8 @@ inline std::vector<SampleCase> sampleCases() {
       {"ReduceMax", {f32({2, 3})}, {{"keepdims", I(0)}}},
       {"ReduceMaxGrad", {f32({2, 3}), f32({2, 3, 4}), f32({2, 3})},
        {{"axes", Is({-1})}, {"keepdims", I(0)}}},
+      {"ReduceMaxGrad", {f32({1, 3, 1}), f32({2, 3, 4}), f32({1, 3, 1})},
+       {{"axes", Is({0, 2})}}, 0, 3, 0, 3, {}, true},
       // Normalizations (tdl-specs/norm.tdl).
       {"LayerNormalization", {f32({2, 3, 4}), f32({4}), f32({4})}},
       {"LayerNormalization", {f32({2, 3, 4}), f32({3, 4}), std::nullopt},
@@ -427,6 +457,28 @@ inline std::vector<SampleCase> sampleCases() {
       {"GlobalAveragePoolGrad", {f32({2, 3, 1, 1}), f32({2, 3, 4, 2})}},
       {"GlobalMaxPool", {f32({2, 3, 5})}},
       {"GlobalMaxPoolGrad", {f32({2, 3, 1}), f32({2, 3, 5}), f32({2, 3, 1})}},
+      {"GlobalMaxPoolGrad",
+       {f32({2, 2, 1, 1}), f32({2, 2, 3, 4}), f32({2, 2, 1, 1})}, {}, 0, 3, 0,
+       3, {}, true},
+      // MaxPoolGrad on tie-rich data (small integers: X often equals Y in
+      // several cells of a window, which must not all receive dY): stride 1
+      // with padding and ceil_mode as in GoogLeNet's inception pools,
+      // strided and dilated, 1-D with SAME_LOWER.
+      {"MaxPoolGrad", {f32({1, 2, 5, 5}), f32({1, 2, 5, 5}), f32({1, 2, 5, 5})},
+       {{"kernel_shape", Is({3, 3})}, {"strides", Is({1, 1})},
+        {"pads", Is({1, 1, 1, 1})}, {"ceil_mode", I(1)}},
+       0, 3, 0, 3, {}, true},
+      {"MaxPoolGrad", {f32({1, 2, 3, 3}), f32({1, 2, 5, 5}), f32({1, 2, 3, 3})},
+       {{"kernel_shape", Is({3, 3})}, {"strides", Is({2, 2})},
+        {"pads", Is({1, 1, 1, 1})}},
+       0, 3, 0, 3, {}, true},
+      {"MaxPoolGrad", {f32({2, 2, 3}), f32({2, 2, 7}), f32({2, 2, 3})},
+       {{"kernel_shape", Is({2})}, {"strides", Is({2})},
+        {"dilations", Is({2})}, {"ceil_mode", I(1)}},
+       0, 3, 0, 2, {}, true},
+      {"MaxPoolGrad", {f32({1, 1, 6}), f32({1, 1, 6}), f32({1, 1, 6})},
+       {{"kernel_shape", Is({4})}, {"auto_pad", S("SAME_LOWER")}},
+       0, 3, 0, 2, {}, true},
   };
   return cases;
 }
