@@ -1,34 +1,39 @@
 // RUN: tofu-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(func.func(tofu-build-training-step))' | FileCheck %s
 // Only the inputs that need a gradient (a trained parameter, or a value
-// computed from one) have their gradient rule expanded: a frozen Gemm C of
-// shape [1, N] (whose gradient rule is not supported) and ops on data-only
-// paths (even without any gradient rule) no longer stop the training step.
+// computed from one) have their gradient rule expanded: a frozen parameter
+// read by an op without a gradient rule (SigmoidGrad, used forward here) and
+// ops on data-only paths no longer stop the training step.
 
-// CHECK-LABEL: func.func @gemm_frozen_broadcast_c
+// CHECK-LABEL: func.func @frozen_param_without_rule
 // CHECK: %[[W:.*]] = tofu.param "w"
 // CHECK-NOT: grad_for = "c"
+// CHECK-NOT: grad_of = "odd"
 // CHECK: tofu.update %[[W]], %{{.*}} grad
 // CHECK-NOT: tofu.update
-func.func @gemm_frozen_broadcast_c() {
+func.func @frozen_param_without_rule() {
   %x = tofu.input "x" "features" : tensor<3x4xf32>
   %w = tofu.param "w" : tensor<4x2xf32>
-  %c = tofu.param "c" {trainable = false} : tensor<1x2xf32>
-  %y = tofu.compute "Gemm"(%x, %w, %c) {attrs = {}, name = "fc"} : (tensor<3x4xf32>, tensor<4x2xf32>, tensor<1x2xf32>) -> tensor<3x2xf32>
-  %l = tofu.compute "ReduceSum"(%y) {attrs = {keepdims = 0 : i64}, name = "sum"} : (tensor<3x2xf32>) -> tensor<f32>
+  %c = tofu.param "c" {trainable = false} : tensor<3x2xf32>
+  %y = tofu.compute "Gemm"(%x, %w) {attrs = {}, name = "fc"} : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+  %s = tofu.compute "SigmoidGrad"(%c, %c) {attrs = {}, name = "odd"} : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %m = tofu.compute "Mul"(%y, %s) {attrs = {}, name = "mul"} : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %l = tofu.compute "ReduceSum"(%m) {attrs = {keepdims = 0 : i64}, name = "sum"} : (tensor<3x2xf32>) -> tensor<f32>
   tofu.output "loss" %l : tensor<f32>
   return
 }
 
 // -----
 
-// A trained C of that shape still needs the rule, which says why it cannot.
-func.func @gemm_trained_broadcast_c() {
+// The same parameter trained still needs the rule, and the error says so.
+func.func @trained_param_without_rule() {
   %x = tofu.input "x" "features" : tensor<3x4xf32>
   %w = tofu.param "w" : tensor<4x2xf32>
-  %c = tofu.param "c" : tensor<1x2xf32>
-  // expected-error @+1 {{cannot differentiate 'fc' (Gemm): op Gemm: gradient of input C is not supported}}
-  %y = tofu.compute "Gemm"(%x, %w, %c) {attrs = {}, name = "fc"} : (tensor<3x4xf32>, tensor<4x2xf32>, tensor<1x2xf32>) -> tensor<3x2xf32>
-  %l = tofu.compute "ReduceSum"(%y) {attrs = {keepdims = 0 : i64}, name = "sum"} : (tensor<3x2xf32>) -> tensor<f32>
+  %c = tofu.param "c" : tensor<3x2xf32>
+  %y = tofu.compute "Gemm"(%x, %w) {attrs = {}, name = "fc"} : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+  // expected-error @+1 {{cannot differentiate 'odd' (SigmoidGrad): op SigmoidGrad has no gradient rule}}
+  %s = tofu.compute "SigmoidGrad"(%c, %c) {attrs = {}, name = "odd"} : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %m = tofu.compute "Mul"(%y, %s) {attrs = {}, name = "mul"} : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %l = tofu.compute "ReduceSum"(%m) {attrs = {keepdims = 0 : i64}, name = "sum"} : (tensor<3x2xf32>) -> tensor<f32>
   tofu.output "loss" %l : tensor<f32>
   return
 }
