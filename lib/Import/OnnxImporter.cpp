@@ -133,6 +133,11 @@ private:
   llvm::Error importSpecNode(const onnx::NodeProto &node,
                              const std::string &nodeName,
                              const std::string &where);
+  /// Refuses a Gather whose indices are a compile-time constant (an
+  /// integer initializer, a Constant node, folded arithmetic) with an index
+  /// outside [-n, n), n the size of the gathered axis.
+  llvm::Error checkGatherIndices(const onnx::NodeProto &node,
+                                 const std::string &where);
   /// True for `T + 1` with T an updated int64 scalar (a training
   /// algorithm's update count), which is imported as StepCount; puts T
   /// first.
@@ -868,9 +873,53 @@ bool OnnxImporter::isStepCount(onnx::NodeProto &node) {
   return isCounter(node.input(0)) && isOne(node.input(1));
 }
 
+llvm::Error OnnxImporter::checkGatherIndices(const onnx::NodeProto &node,
+                                             const std::string &where) {
+  if (node.input_size() < 2)
+    return llvm::Error::success();
+  auto indices = constants.find(node.input(1));
+  if (indices == constants.end())
+    return llvm::Error::success(); // run-time indices: tofu-run checks inputs
+  SmallVector<int64_t> dims;
+  if (auto v = values.find(node.input(0)); v != values.end())
+    llvm::append_range(
+        dims, cast<RankedTensorType>(v->second.getType()).getShape());
+  else if (auto c = constants.find(node.input(0)); c != constants.end())
+    llvm::append_range(dims, c->second.tensor.type.dims);
+  else
+    return llvm::Error::success(); // valueOf reports the missing input
+  int64_t axis = 0;
+  for (const auto &attr : node.attribute())
+    if (attr.name() == "axis")
+      axis = attr.i();
+  int64_t rank = dims.size();
+  if (axis < -rank || axis >= rank)
+    return llvm::Error::success(); // the spec reports the axis
+  if (axis < 0)
+    axis += rank;
+  int64_t n = dims[axis];
+  for (auto [position, index] :
+       llvm::enumerate(indices->second.tensor.data))
+    if (!(index >= -static_cast<double>(n) && index < static_cast<double>(n)))
+      return error(where + ": index " +
+                   std::to_string(static_cast<long long>(index)) +
+                   " (element " + std::to_string(position) +
+                   " of the constant indices '" + node.input(1) +
+                   "') is outside [-" + std::to_string(n) + ", " +
+                   std::to_string(n) + "), the range of axis " +
+                   std::to_string(axis) + " of '" + node.input(0) +
+                   "' (size " + std::to_string(n) +
+                   "); ONNX leaves such an index undefined and PyTorch "
+                   "raises an IndexError");
+  return llvm::Error::success();
+}
+
 llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
                                          const std::string &nodeName,
                                          const std::string &where) {
+  if (node.op_type() == "Gather")
+    if (auto err = checkGatherIndices(node, where))
+      return err;
   auto folded = tryFold(node, where);
   if (!folded)
     return folded.takeError();
