@@ -11,14 +11,17 @@ def Tofu_InputOp : Tofu_Op<"input", [Pure]> {
   let summary = "A model input fed by the data loader each step";
   let description = [{
     `role` is `features` or `labels`. For labels, `classes` is the number of
-    classes (labels lie in [0, classes)) and `labels_for` the name of the
-    input they label (a learnable synthetic teacher is built from it).
+    classes (labels lie in [0, classes), or equal `ignore_index` when the
+    loss has one) and `labels_for` the name of the input they label (a
+    learnable synthetic teacher is built from it). For integer features,
+    `classes` is the number of rows of the table they index (token ids).
 
     Example: `%x = tofu.input "input" features : tensor<64x64xf32>`
   }];
   let arguments = (ins StrAttr:$sym_name, StrAttr:$role,
                        OptionalAttr<I64Attr>:$classes,
-                       OptionalAttr<StrAttr>:$labels_for);
+                       OptionalAttr<StrAttr>:$labels_for,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$sym_name $role attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -131,7 +134,15 @@ def Tofu_OutputOp : Tofu_Op<"output"> {
 
 def Tofu_LossOp : Tofu_Op<"loss"> {
   let summary = "Marks the scalar loss the training step minimizes";
-  let arguments = (ins 0DTensorOf<[AnyFloat]>:$loss);
+  let description = [{
+    `description` says how the loss was found (which model output, which
+    logits and labels a built-in loss reads); `tofuc --verbose` and
+    `--dump-plan` print it.
+
+    Example: `tofu.loss %l {description = "model output 'loss'"} : tensor<f32>`
+  }];
+  let arguments = (ins 0DTensorOf<[AnyFloat]>:$loss,
+                       OptionalAttr<StrAttr>:$description);
   let assemblyFormat = "$loss attr-dict `:` type($loss)";
 }
 

@@ -353,6 +353,9 @@ LogicalResult InputOp::verify() {
       return emitOpError() << "labels must be a tensor of i64";
     if (!getClasses() || *getClasses() < 1)
       return emitOpError() << "labels need a positive 'classes'";
+  } else if (getIgnoreIndexAttr()) {
+    return emitOpError() << "'ignore_index' is the value a loss ignores in "
+                            "its labels; features have none";
   }
   return success();
 }

@@ -133,6 +133,11 @@ private:
   llvm::Error importSpecNode(const onnx::NodeProto &node,
                              const std::string &nodeName,
                              const std::string &where);
+  /// Refuses a Gather whose indices are a compile-time constant (an
+  /// integer initializer, a Constant node, folded arithmetic) with an index
+  /// outside [-n, n), n the size of the gathered axis.
+  llvm::Error checkGatherIndices(const onnx::NodeProto &node,
+                                 const std::string &where);
   /// True for `T + 1` with T an updated int64 scalar (a training
   /// algorithm's update count), which is imported as StepCount; puts T
   /// first.
@@ -711,22 +716,85 @@ llvm::Error OnnxImporter::checkDeclaredType(const std::string &name,
                " (check the --shape/--batch values, or re-export the model)");
 }
 
-/// Number of classes of a labels input, read from the op that consumes it:
-/// the loss ops take (scores [N, C], labels [N]).
-static std::optional<int64_t> classesOfLabels(Value labels) {
-  for (Operation *user : labels.getUsers()) {
-    auto compute = dyn_cast<ComputeOp>(user);
-    if (!compute || compute.getInputs().size() < 2 ||
-        compute.getInputs()[1] != labels)
+/// True for the ops that move an integer tensor's values without changing
+/// them (shape-only ops): labels or token ids that pass through them are
+/// still labels or token ids. Cast counts when it casts to an integer type.
+static bool isShapeOnlyOp(ComputeOp op) {
+  StringRef spec = op.getSpec();
+  if (spec == "Reshape" || spec == "Flatten" || spec == "Squeeze" ||
+      spec == "Unsqueeze" || spec == "Transpose" || spec == "Identity")
+    return true;
+  if (spec == "Cast" || spec == "CastLike")
+    return op->getNumResults() == 1 &&
+           isa<IntegerType>(
+               cast<RankedTensorType>(op->getResult(0).getType())
+                   .getElementType());
+  return false;
+}
+
+/// The end uses of integer input `input`: every (op, operand index) that
+/// reads its values, looking through shape-only ops (isShapeOnlyOp) that
+/// read it as their data operand (operand 0).
+static SmallVector<std::pair<ComputeOp, unsigned>> endUsesOf(Value input) {
+  SmallVector<std::pair<ComputeOp, unsigned>> uses;
+  SmallVector<Value> worklist = {input};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!seen.insert(value).second)
       continue;
-    if (compute.getSpec() == "SoftmaxCrossEntropyLoss" ||
-        compute.getSpec() == "NegativeLogLikelihoodLoss") {
-      auto scores = cast<RankedTensorType>(compute.getInputs()[0].getType());
-      if (scores.getRank() >= 2)
-        return scores.getDimSize(1);
+    for (OpOperand &use : value.getUses()) {
+      auto compute = dyn_cast<ComputeOp>(use.getOwner());
+      if (compute && use.getOperandNumber() == 0 && isShapeOnlyOp(compute)) {
+        worklist.push_back(compute->getResult(0));
+        continue;
+      }
+      uses.push_back({compute, use.getOperandNumber()});
     }
   }
-  return std::nullopt;
+  return uses;
+}
+
+namespace {
+/// What a labels input is for: the class count and ignore_index of the
+/// losses it reaches.
+struct LabelsUse {
+  int64_t classes = 0;
+  /// The losses' ignore_index when they all have the same one.
+  std::optional<int64_t> ignoreIndex;
+};
+} // namespace
+
+/// The class count of a labels input, read from the losses that read it as
+/// their labels (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss: scores
+/// [N, C, *D], labels [N, *D]) directly or through shape-only ops (the
+/// `.view(-1)` of a language model's targets); the smallest C when several
+/// do. Nothing when no loss reads it.
+static std::optional<LabelsUse> labelsUseOf(Value labels) {
+  std::optional<LabelsUse> result;
+  bool sameIgnoreIndex = true;
+  for (auto [compute, operand] : endUsesOf(labels)) {
+    if (!compute || operand != 1 ||
+        (compute.getSpec() != "SoftmaxCrossEntropyLoss" &&
+         compute.getSpec() != "NegativeLogLikelihoodLoss"))
+      continue;
+    auto scores = cast<RankedTensorType>(compute.getInputs()[0].getType());
+    if (scores.getRank() < 2)
+      continue;
+    // ONNX gives ignore_index no default: without it no label is ignored.
+    std::optional<int64_t> ignore;
+    if (auto attr = compute.getAttrs().getAs<IntegerAttr>("ignore_index"))
+      ignore = attr.getInt();
+    if (!result) {
+      result = LabelsUse{scores.getDimSize(1), ignore};
+      continue;
+    }
+    result->classes = std::min(result->classes, scores.getDimSize(1));
+    sameIgnoreIndex &= result->ignoreIndex == ignore;
+  }
+  if (result && !sameIgnoreIndex)
+    result->ignoreIndex.reset();
+  return result;
 }
 
 llvm::Error OnnxImporter::importMutableInteger(const onnx::TensorProto &init) {
@@ -815,7 +883,17 @@ llvm::Error OnnxImporter::importGradientNode(
 
 llvm::Error OnnxImporter::importTrainingUpdates(
     const TrainingAlgorithm &algorithm) {
-  LossOp::create(builder, fileLoc, values.lookup(algorithm.loss));
+  Value loss = values.lookup(algorithm.loss);
+  if (!loss)
+    return error("training_info's loss '" + algorithm.loss +
+                 "' (the 'y' of its Gradient node) is a compile-time "
+                 "constant: it folds to a value at import (Constant nodes, "
+                 "integer initializers, shape arithmetic) and depends on no "
+                 "graph input and no trainable initializer, so no gradient "
+                 "could change it");
+  LossOp::create(builder, fileLoc, loss,
+                 builder.getStringAttr("training_info's loss '" +
+                                       algorithm.loss + "'"));
   for (const auto &[key, valueName] : algorithm.updates) {
     std::string where = "training_info[0].update_binding of '" + key + "'";
     auto param = values.lookup(key).getDefiningOp<ParamOp>();
@@ -868,9 +946,53 @@ bool OnnxImporter::isStepCount(onnx::NodeProto &node) {
   return isCounter(node.input(0)) && isOne(node.input(1));
 }
 
+llvm::Error OnnxImporter::checkGatherIndices(const onnx::NodeProto &node,
+                                             const std::string &where) {
+  if (node.input_size() < 2)
+    return llvm::Error::success();
+  auto indices = constants.find(node.input(1));
+  if (indices == constants.end())
+    return llvm::Error::success(); // run-time indices: tofu-run checks inputs
+  SmallVector<int64_t> dims;
+  if (auto v = values.find(node.input(0)); v != values.end())
+    llvm::append_range(
+        dims, cast<RankedTensorType>(v->second.getType()).getShape());
+  else if (auto c = constants.find(node.input(0)); c != constants.end())
+    llvm::append_range(dims, c->second.tensor.type.dims);
+  else
+    return llvm::Error::success(); // valueOf reports the missing input
+  int64_t axis = 0;
+  for (const auto &attr : node.attribute())
+    if (attr.name() == "axis")
+      axis = attr.i();
+  int64_t rank = dims.size();
+  if (axis < -rank || axis >= rank)
+    return llvm::Error::success(); // the spec reports the axis
+  if (axis < 0)
+    axis += rank;
+  int64_t n = dims[axis];
+  for (auto [position, index] :
+       llvm::enumerate(indices->second.tensor.data))
+    if (!(index >= -static_cast<double>(n) && index < static_cast<double>(n)))
+      return error(where + ": index " +
+                   std::to_string(static_cast<long long>(index)) +
+                   " (element " + std::to_string(position) +
+                   " of the constant indices '" + node.input(1) +
+                   "') is outside [-" + std::to_string(n) + ", " +
+                   std::to_string(n) + "), the range of axis " +
+                   std::to_string(axis) + " of '" + node.input(0) +
+                   "' (size " + std::to_string(n) +
+                   "); ONNX leaves such an index undefined and PyTorch "
+                   "raises an IndexError");
+  return llvm::Error::success();
+}
+
 llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
                                          const std::string &nodeName,
                                          const std::string &where) {
+  if (node.op_type() == "Gather")
+    if (auto err = checkGatherIndices(node, where))
+      return err;
   auto folded = tryFold(node, where);
   if (!folded)
     return folded.takeError();
@@ -985,14 +1107,14 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
 }
 
 /// The number of rows that int64 input `indices` selects from when every
-/// user is a Gather reading it as its indices (an embedding lookup): the
-/// smallest gathered dimension among them. Nothing otherwise.
+/// end use (endUsesOf: directly or through shape-only ops) is a Gather
+/// reading it as its indices (an embedding lookup): the smallest gathered
+/// dimension among them. Nothing otherwise.
 static std::optional<int64_t> rowsIndexedBy(Value indices) {
   std::optional<int64_t> rows;
-  for (Operation *user : indices.getUsers()) {
-    auto compute = dyn_cast<ComputeOp>(user);
+  for (auto [compute, operand] : endUsesOf(indices)) {
     if (!compute || compute.getSpec() != "Gather" ||
-        compute.getInputs().size() != 2 || compute.getInputs()[0] == indices)
+        compute.getInputs().size() != 2 || operand != 1)
       return std::nullopt;
     auto data = cast<RankedTensorType>(compute.getInputs()[0].getType());
     int64_t axis = 0;
@@ -1095,7 +1217,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     auto op = InputOp::create(
         builder, NameLoc::get(builder.getStringAttr(input.name()), fileLoc),
         *type, input.name(), isLabels ? "labels" : "features", IntegerAttr(),
-        StringAttr());
+        StringAttr(), IntegerAttr());
     if (isLabels)
       labelInputs.push_back(op);
     else if (firstFeatures.empty())
@@ -1220,8 +1342,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
   }
 
   for (InputOp labels : labelInputs) {
-    auto classes = classesOfLabels(labels.getResult());
-    if (!classes) {
+    auto use = labelsUseOf(labels.getResult());
+    if (!use) {
       // Token ids: an int64 input that only indexes (Gather's indices, an
       // embedding lookup) is a features input whose values lie in
       // [0, rows of the gathered table).
@@ -1232,10 +1354,14 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       }
       return error("integer graph input '" + labels.getSymName() +
                    "' is neither the labels of a loss nor only the indices "
-                   "of Gather nodes (token ids); other integer inputs are "
-                   "not supported yet");
+                   "of Gather nodes (token ids), directly or through "
+                   "shape-only ops (Reshape, Flatten, Squeeze, Unsqueeze, "
+                   "Transpose, Identity, Cast to an integer type); other "
+                   "integer inputs are not supported yet");
     }
-    labels.setClassesAttr(builder.getI64IntegerAttr(*classes));
+    labels.setClassesAttr(builder.getI64IntegerAttr(use->classes));
+    if (use->ignoreIndex)
+      labels.setIgnoreIndexAttr(builder.getI64IntegerAttr(*use->ignoreIndex));
     if (!firstFeatures.empty())
       labels.setLabelsForAttr(builder.getStringAttr(firstFeatures));
   }

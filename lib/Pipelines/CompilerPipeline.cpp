@@ -137,6 +137,12 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   buildIRPipeline(prePm, preOptions, std::min(irStop, Phase::Coarsen));
   if (failed(prePm.run(module)))
     return fail(options.inputPath + ": " + diagnostics);
+  if (options.import.verbose)
+    module.walk([&](LossOp loss) {
+      if (auto description = loss.getDescription())
+        llvm::errs() << "tofuc: note: " << options.inputPath
+                     << ": the loss is " << *description << "\n";
+    });
   double searchSeconds = 0;
   if (irStop == Phase::Partition) {
     PassManager partitionPm(&context);

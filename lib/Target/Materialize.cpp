@@ -246,6 +246,8 @@ llvm::Error Materializer::addTensors() {
         if (input.getRole() == "labels") {
           info.role = plan::TensorRole::Label;
           info.numClasses = input.getClasses().value_or(0);
+          if (IntegerAttr ignore = input.getIgnoreIndexAttr())
+            info.ignoreIndex = ignore.getInt();
           if (auto pair = input.getLabelsFor())
             labelPairs.push_back(
                 {static_cast<int32_t>(result.tensors.size()), pair->str()});

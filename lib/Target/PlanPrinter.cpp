@@ -120,6 +120,9 @@ PlanSummary summarizePlan(func::FuncOp func, const plan::Plan &plan) {
   PlanSummary summary;
   if (auto attr = func->getAttrOfType<DenseI64ArrayAttr>(kGridAttr))
     summary.grid.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
+  for (LossOp loss : func.getOps<LossOp>())
+    if (auto description = loss.getDescription())
+      summary.loss = description->str();
   DeviceGrid grid{summary.grid};
   size_t numSteps = summary.grid.size();
   summary.bytesPerStep.assign(numSteps, 0);
@@ -277,6 +280,8 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
     os << " " << device.peakBytes;
   os << "\noptimizer: " << plan.optimizer.kind << " lr "
      << plan.optimizer.learningRate << ", batch " << plan.batchSize << "\n";
+  if (!summary.loss.empty())
+    os << "loss: " << summary.loss << "\n";
   os << "tensors:\n";
   for (const auto &tensor : plan.tensors)
     os << llvm::formatv("  {0,-40} {1,-10} {2,-14} {3}\n", tensor.name,
@@ -378,6 +383,7 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
       {"optimizer",
        llvm::json::Object{{"kind", plan.optimizer.kind},
                           {"learning_rate", plan.optimizer.learningRate}}},
+      {"loss", summary.loss},
       {"tensors", std::move(tensors)},
       {"ops", std::move(ops)}};
   return llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str() +

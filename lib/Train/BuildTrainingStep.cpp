@@ -35,6 +35,9 @@ namespace {
 
 /// The `--loss` value that adds a softmax cross-entropy loss.
 constexpr llvm::StringLiteral kSoftmaxCrossEntropy = "softmax-cross-entropy";
+/// The ignore_index of the loss `--loss=softmax-cross-entropy` adds (the
+/// SoftmaxCrossEntropyLoss spec's default, PyTorch's cross_entropy's).
+constexpr int64_t kIgnoreIndex = -100;
 
 /// The name a tensor is known by in tags and plans: a parameter's or
 /// input's name, or the producing op's name (`#i` for result i of a
@@ -294,7 +297,8 @@ private:
                                           OpBuilder &builder,
                                           GradientBuilder &grads,
                                           ArrayRef<OutputOp> outputs,
-                                          StringRef logitsName);
+                                          StringRef logitsName,
+                                          Operation *&skippedSoftmax);
   FailureOr<llvm::DenseSet<Operation *>> frozenParams(func::FuncOp func);
   LogicalResult buildBackward(func::FuncOp func, Value loss,
                               GradientBuilder &grads,
@@ -340,9 +344,15 @@ FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
       name.starts_with((kSoftmaxCrossEntropy + ":").str())) {
     StringRef logits = name.drop_front(kSoftmaxCrossEntropy.size());
     logits.consume_front(":");
-    auto loss = addSoftmaxCrossEntropy(func, builder, grads, outputs, logits);
+    Operation *skipped = nullptr;
+    auto loss = addSoftmaxCrossEntropy(func, builder, grads, outputs, logits,
+                                       skipped);
     if (succeeded(loss))
       eraseOutputs();
+    // The model's own Softmax, whose input became the logits, computes
+    // nothing the step needs any more.
+    if (skipped && skipped->use_empty())
+      skipped->erase();
     return loss;
   }
 
@@ -384,14 +394,21 @@ FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
     }
   }
   Value loss = chosen.getValue();
-  LossOp::create(builder, chosen.getLoc(), loss);
+  std::string description = ("model output '" + chosen.getName() + "'").str();
+  if (auto producer = loss.getDefiningOp<ComputeOp>())
+    description += (" (" + producer.getSpec() + " '" + producer.getName() +
+                    "')")
+                       .str();
+  LossOp::create(builder, chosen.getLoc(), loss,
+                 builder.getStringAttr(description));
   eraseOutputs();
   return loss;
 }
 
 FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     func::FuncOp func, OpBuilder &builder, GradientBuilder &grads,
-    ArrayRef<OutputOp> outputs, StringRef logitsName) {
+    ArrayRef<OutputOp> outputs, StringRef logitsName,
+    Operation *&skippedSoftmax) {
   OutputOp logits;
   if (logitsName.empty()) {
     SmallVector<OutputOp> candidates;
@@ -422,17 +439,82 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     }
   }
   auto type = cast<RankedTensorType>(logits.getValue().getType());
-  if (!isa<FloatType>(type.getElementType()) || type.getRank() != 2) {
+  if (!isa<FloatType>(type.getElementType()) || type.getRank() < 2) {
     func.emitError() << "--loss=" << kSoftmaxCrossEntropy << ": the logits '"
                      << logits.getName() << "' have type " << type
-                     << "; logits of shape [batch, classes] (rank 2, a float type) "
-                        "are supported (flatten other batch dims in the "
-                        "model)";
+                     << "; logits of shape [batch, classes, d1, ...] (rank "
+                        ">= 2, a float type) are supported";
     return failure();
   }
 
+  // The scores the loss reads and the axis of their classes: the output
+  // itself with classes on dim 1 (ONNX's SoftmaxCrossEntropyLoss and
+  // PyTorch's cross_entropy), unless the model normalizes it already. A
+  // Softmax's output is probabilities: softmax cross-entropy on them would
+  // apply a second softmax (and learn next to nothing), so its input is the
+  // logits. A LogSoftmax's output is log-probabilities, which the loss may
+  // read as they are: softmax(log_softmax(x)) = softmax(x). Either tells the
+  // class axis.
+  Value scores = logits.getValue();
+  int64_t classAxis = 1;
+  std::string description = ("softmax cross-entropy (mean, ignore_index "
+                             "-100) of the model output '" +
+                             logits.getName() + "'")
+                                .str();
+  if (auto producer = scores.getDefiningOp<ComputeOp>();
+      producer && !producer.getGradOf() &&
+      (producer.getSpec() == "Softmax" || producer.getSpec() == "LogSoftmax")) {
+    int64_t axis = -1;
+    if (auto attr = producer.getAttrs().getAs<IntegerAttr>("axis"))
+      axis = attr.getInt();
+    if (axis < 0)
+      axis += type.getRank();
+    if (axis <= 0 || axis >= type.getRank()) {
+      producer.emitError()
+          << "--loss=" << kSoftmaxCrossEntropy << ": the logits '"
+          << logits.getName() << "' come from " << producer.getSpec() << " '"
+          << producer.getName() << "' over axis " << axis << " of "
+          << type << ", which is not a class axis (the batch is dim 0); "
+          << "compute the loss in the model instead";
+      return failure();
+    }
+    classAxis = axis;
+    if (producer.getSpec() == "Softmax") {
+      scores = producer.getInputs()[0];
+      skippedSoftmax = producer;
+      description += (", read before its Softmax '" + producer.getName() +
+                      "' (the loss takes the Softmax's input as the logits "
+                      "instead of applying a second softmax)")
+                         .str();
+    } else {
+      description += (", the log-probabilities of LogSoftmax '" +
+                      producer.getName() +
+                      "' (read as they are: softmax(log_softmax(x)) = "
+                      "softmax(x))")
+                         .str();
+    }
+  }
+  auto scoresType = cast<RankedTensorType>(scores.getType());
+  if (classAxis != 1) {
+    // Classes to dim 1, as the loss takes them: [N, d1, .., C] -> [N, C, ..].
+    SmallVector<int64_t> perm = {0, classAxis};
+    for (int64_t d = 1; d < scoresType.getRank(); ++d)
+      if (d != classAxis)
+        perm.push_back(d);
+    tdl::AttrMap attrs;
+    attrs["perm"] = tdl::AttrValue::ofInts(
+        std::vector<int64_t>(perm.begin(), perm.end()));
+    auto moved = grads.create(logits.getLoc(), "Transpose", {scores}, attrs,
+                              "softmax_cross_entropy.classes_to_dim1", "");
+    if (failed(moved))
+      return failure();
+    scores = moved->getResult(0);
+    scoresType = cast<RankedTensorType>(scores.getType());
+    description += ", classes along its axis " + std::to_string(classAxis);
+  }
+
   // The labels input: after the existing inputs, named "labels" unless the
-  // model already uses that name.
+  // model already uses that name; [N, *D] for scores [N, C, *D].
   std::string features;
   InputOp lastInput;
   for (InputOp input : func.getOps<InputOp>()) {
@@ -446,21 +528,74 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     builder.setInsertionPointAfter(lastInput);
   else
     builder.setInsertionPointToStart(&func.getBody().front());
-  auto labelsType = RankedTensorType::get({type.getDimSize(0)},
-                                          builder.getIntegerType(64));
+  SmallVector<int64_t> labelsShape = {scoresType.getDimSize(0)};
+  for (int64_t d = 2; d < scoresType.getRank(); ++d)
+    labelsShape.push_back(scoresType.getDimSize(d));
+  int64_t classes = scoresType.getDimSize(1);
+  auto labelsType =
+      RankedTensorType::get(labelsShape, builder.getIntegerType(64));
   auto labels = InputOp::create(
       builder, NameLoc::get(builder.getStringAttr(labelsName)), labelsType,
-      labelsName, "labels", builder.getI64IntegerAttr(type.getDimSize(1)),
-      features.empty() ? StringAttr() : builder.getStringAttr(features));
+      labelsName, "labels", builder.getI64IntegerAttr(classes),
+      features.empty() ? StringAttr() : builder.getStringAttr(features),
+      builder.getI64IntegerAttr(kIgnoreIndex));
+  {
+    std::string shape;
+    llvm::raw_string_ostream os(shape);
+    llvm::interleave(labelsShape, os, "x");
+    description += ", " + std::to_string(classes) + " classes, against the "
+                   "added labels input '" + labelsName + "' [" + shape + "]";
+  }
 
   builder.setInsertionPoint(func.getBody().front().getTerminator());
   auto loss = grads.create(logits.getLoc(), "SoftmaxCrossEntropyLoss",
-                           {logits.getValue(), labels.getResult()}, {},
+                           {scores, labels.getResult()}, {},
                            "softmax_cross_entropy", "");
   if (failed(loss))
     return failure();
-  LossOp::create(builder, logits.getLoc(), loss->getResult(0));
+  LossOp::create(builder, logits.getLoc(), loss->getResult(0),
+                 builder.getStringAttr(description));
   return loss->getResult(0);
+}
+
+/// Refuses a loss that depends on no graph input and no trainable
+/// parameter (a constant folded at import, or arithmetic on constants
+/// only): no instruction of the plan would compute it, and no update could
+/// change it.
+static LogicalResult checkLossIsComputed(LossOp lossOp) {
+  Value loss = lossOp.getLoss();
+  SmallVector<Value> worklist = {loss};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    Operation *producer = value.getDefiningOp();
+    if (!producer || isa<InputOp>(producer))
+      return success();
+    if (auto param = dyn_cast<ParamOp>(producer)) {
+      if (!param.getConstant() && !param.getStateOf())
+        return success();
+      continue;
+    }
+    llvm::append_range(worklist, producer->getOperands());
+  }
+  std::string what = lossOp.getDescription()
+                         ? lossOp.getDescription()->str()
+                         : "'" + tensorName(loss) + "'";
+  auto param = loss.getDefiningOp<ParamOp>();
+  InFlightDiagnostic diag = lossOp.emitError();
+  diag << "the loss, " << what << ", ";
+  if (param && param.getConstant())
+    diag << "is the compile-time constant '" << param.getSymName()
+         << "': it folded at import";
+  else
+    diag << "is computed from compile-time constants only";
+  diag << " (Constant nodes, integer initializers, shape arithmetic) and "
+          "depends on no graph input and no trainable initializer, so "
+          "training could not change it; make the loss a function of the "
+          "model's inputs and weights";
+  return failure();
 }
 
 /// The parameters that `patterns` (names or globs of the flag `flag`)
@@ -1009,6 +1144,9 @@ void BuildTrainingStepPass::runOnOperation() {
   auto loss = selectLoss(func, builder, grads);
   if (failed(loss))
     return signalPassFailure();
+  for (LossOp lossOp : func.getOps<LossOp>())
+    if (failed(checkLossIsComputed(lossOp)))
+      return signalPassFailure();
   if (failed(buildBackward(func, *loss, grads, *frozen)))
     return signalPassFailure();
 

@@ -249,6 +249,50 @@ std::string NpyDataset::open(const std::string &folder) {
   return "";
 }
 
+/// Checks the values of an integer tensor that indexes: labels must lie in
+/// [0, classes) or equal the losses' ignore_index; token ids (an integer
+/// input with a class count: the rows of the table its Gathers index) in
+/// [-rows, rows), as ONNX Gather takes them (negative ones count from the
+/// end). "" when they do, else an error naming the file, the input, the
+/// element and the value.
+static std::string checkIndexValues(const TensorInfo &info,
+                                    const std::string &file,
+                                    const std::vector<uint8_t> &data) {
+  if (!isIntegerDType(info.dtype) || info.numClasses <= 0)
+    return "";
+  const bool labels = info.role == TensorRole::Label;
+  if (!labels && info.role != TensorRole::Input)
+    return "";
+  const double n = static_cast<double>(info.numClasses);
+  const uint64_t count = elementsOf(info.shape);
+  for (uint64_t i = 0; i < count; ++i) {
+    double v = loadElement(data.data(), info.dtype, static_cast<int64_t>(i));
+    std::string value = std::to_string(static_cast<long long>(v));
+    if (labels) {
+      if ((v >= 0 && v < n) ||
+          (info.ignoreIndex && v == static_cast<double>(*info.ignoreIndex)))
+        continue;
+      return "'" + file + "': label " + value + " at index " +
+             std::to_string(i) + " is outside [0, " +
+             std::to_string(info.numClasses) + ") (labels '" + info.name +
+             "', " + std::to_string(info.numClasses) + " classes" +
+             (info.ignoreIndex ? "; the loss ignores only " +
+                                     std::to_string(*info.ignoreIndex)
+                               : std::string("; the loss ignores none")) +
+             ")";
+    }
+    if (v >= -n && v < n)
+      continue;
+    return "'" + file + "': token id " + value + " at index " +
+           std::to_string(i) + " of input '" + info.name +
+           "' is outside [-" + std::to_string(info.numClasses) + ", " +
+           std::to_string(info.numClasses) + "): the table it indexes " +
+           "(Gather) has " + std::to_string(info.numClasses) +
+           " rows (negative ids count from the end, as in ONNX Gather)";
+  }
+  return "";
+}
+
 std::string NpyDataset::load(int64_t batch) {
   loaded.clear();
   loadedBatch = -1;
@@ -267,18 +311,8 @@ std::string NpyDataset::load(int64_t batch) {
     if (!in || static_cast<uint64_t>(in.gcount()) != bytes)
       return "cannot read the data of '" + file + "' (changed since it was "
              "checked?)";
-    if (info.role == TensorRole::Label && isIntegerDType(info.dtype) &&
-        info.numClasses > 0) {
-      const uint64_t n = elementsOf(info.shape);
-      for (uint64_t i = 0; i < n; ++i) {
-        double v = loadElement(data.data(), info.dtype, static_cast<int64_t>(i));
-        if (v < 0 || v >= static_cast<double>(info.numClasses))
-          return "'" + file + "': label " +
-                 std::to_string(static_cast<long long>(v)) + " at index " +
-                 std::to_string(i) + " is outside [0, " +
-                 std::to_string(info.numClasses) + ")";
-      }
-    }
+    if (std::string err = checkIndexValues(info, file, data); !err.empty())
+      return err;
     loaded[t] = std::move(data);
   }
   loadedBatch = batch;

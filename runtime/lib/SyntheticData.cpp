@@ -122,16 +122,22 @@ std::string SyntheticData::fill(int32_t tensor, const Box &region,
   }
   if (t.role != TensorRole::Label)
     return "tensor '" + t.name + "' is neither an input nor a label";
-  if (!isIntegerDType(t.dtype) || t.shape.size() != 1)
-    return "label tensor '" + t.name + "' must be a 1-D integer tensor, not " +
+  if (!isIntegerDType(t.dtype) || t.shape.empty())
+    return "label tensor '" + t.name +
+           "' must be an integer tensor [N, ...], not " +
            dtypeNumpyName(t.dtype) + " of rank " +
            std::to_string(t.shape.size());
   int64_t C = t.numClasses;
   if (C <= 0)
     return "label tensor '" + t.name + "' has no class count (numClasses)";
-  for (int64_t n = region.lo[0]; n < region.hi[0]; ++n)
-    storeElement(out, t.dtype, n - region.lo[0],
-                 static_cast<double>(labelValue(t, batch, n)));
+  // Labels [N, *D] (a language model's targets [N, T], a segmentation's
+  // [N, H, W]): one class per element, keyed by its flat index (the row
+  // for 1-D labels).
+  forEachElement(region, [&](int64_t e, const std::vector<int64_t> &idx) {
+    storeElement(out, t.dtype, e,
+                 static_cast<double>(
+                     labelValue(t, batch, flatIndex(idx, t.shape))));
+  });
   return "";
 }
 

@@ -24,8 +24,9 @@ inline constexpr uint16_t kMajor = 1;
 /// e.g. training-mode Dropout); 1.4 adds TensorRole::State; 1.5 adds
 /// per-device weight checksums and external weight files; 1.6 adds the
 /// CUDA section (generated kernels, `tofuc --cuda-arch`); 1.7 adds the
-/// element types F64, I32, I16, I8, U8, U16, U32, U64, F16, BF16 (DType 3..12).
-inline constexpr uint16_t kMinor = 7;
+/// element types F64, I32, I16, I8, U8, U16, U32, U64, F16, BF16 (DType 3..12);
+/// 1.8 adds Tensor.ignore_index (labels that a loss ignores).
+inline constexpr uint16_t kMinor = 8;
 
 /// Fixed part of the header; the section table follows it.
 inline constexpr size_t kFixedHeaderBytes = 128;

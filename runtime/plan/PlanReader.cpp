@@ -165,6 +165,8 @@ std::string PlanDecoder::decodeTensors() {
     t.pairedInput = ft->paired_input();
     t.paramName = toStr(ft->param_name());
     t.gradientOf = ft->gradient_of();
+    if (ft->ignore_index())
+      t.ignoreIndex = *ft->ignore_index();
     if (t.pairedInput < -1 || t.pairedInput >= static_cast<int64_t>(n))
       return where + ": paired input " + std::to_string(t.pairedInput) +
              " is not a tensor id";

@@ -101,6 +101,8 @@ flatbuffers::Offset<fbs::Tensor> PlanSerializer::tensor(const TensorInfo &t) {
   b.add_paired_input(t.pairedInput);
   b.add_param_name(paramName);
   b.add_gradient_of(t.gradientOf);
+  if (t.ignoreIndex)
+    b.add_ignore_index(*t.ignoreIndex);
   return b.Finish();
 }
 

@@ -73,6 +73,9 @@ void expectResignedSectionDamageHandled(const std::vector<uint8_t> &clean,
 
 TEST(PlanFormat, RoundTripThroughFile) {
   Plan plan = makeTwoDevicePlan();
+  // Format 1.8: a label tensor's ignore_index round-trips; absent stays
+  // absent.
+  plan.tensors[kL].ignoreIndex = -100;
   std::string path = ::testing::TempDir() + "roundtrip.plan.bin";
   ASSERT_EQ(writePlan(plan, path), "");
   Plan back;
@@ -100,6 +103,7 @@ TEST(PlanFormat, RoundTripThroughFile) {
     EXPECT_EQ(back.tensors[t].gradientOf, plan.tensors[t].gradientOf);
     EXPECT_EQ(back.tensors[t].pairedInput, plan.tensors[t].pairedInput);
     EXPECT_EQ(back.tensors[t].numClasses, plan.tensors[t].numClasses);
+    EXPECT_EQ(back.tensors[t].ignoreIndex, plan.tensors[t].ignoreIndex);
   }
   for (size_t d = 0; d < 2; ++d) {
     const DeviceProgram &a = plan.devices[d], &b = back.devices[d];
@@ -385,10 +389,10 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsOneSeven) {
+TEST(PlanPrograms, VersionIsOneEight) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 7u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 8u);
 }
 
 /// The two-device plan with programs and a CUDA section (format 1.6): one

@@ -122,6 +122,30 @@ TEST(SyntheticData, PairedInputsFollowTheirLabels) {
   EXPECT_NE(labels, labelBox(data, 1, {{0}, {rows}}, 3));
 }
 
+TEST(SyntheticData, MultiDimensionalLabels) {
+  // A language model's targets [N, T]: one class per element, in range and
+  // varied, keyed by the flat index (a box equals the whole tensor's part),
+  // and the same as 1-D labels of the same name over the flat index.
+  Plan plan = biggerPlan(false);
+  plan.tensors[1].shape = {16, 6};
+  SyntheticData data(plan);
+  auto labels = labelBox(data, 1, {{0, 0}, {16, 6}}, 2);
+  std::set<int64_t> seen(labels.begin(), labels.end());
+  for (int64_t l : labels) {
+    EXPECT_GE(l, 0);
+    EXPECT_LT(l, 5);
+  }
+  EXPECT_GE(seen.size(), 4u);
+  auto part = labelBox(data, 1, {{3, 2}, {5, 6}}, 2);
+  std::vector<int64_t> expected;
+  for (int64_t n = 3; n < 5; ++n)
+    for (int64_t t = 2; t < 6; ++t)
+      expected.push_back(labels[n * 6 + t]);
+  EXPECT_EQ(part, expected);
+  for (int64_t e = 0; e < 96; ++e)
+    ASSERT_EQ(labels[e], SyntheticData::labelValue(plan.tensors[1], 2, e));
+}
+
 TEST(SyntheticData, RejectsBadLabelMetadata) {
   Plan plan = biggerPlan(false);
   plan.tensors[1].numClasses = 0;

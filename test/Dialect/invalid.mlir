@@ -130,6 +130,14 @@ func.func @labels_without_classes() {
 
 // -----
 
+func.func @ignore_index_on_features() {
+  // expected-error @+1 {{'ignore_index' is the value a loss ignores in its labels; features have none}}
+  %x = tofu.input "x" "features" {classes = 5 : i64, ignore_index = -100 : i64} : tensor<8xi64>
+  return
+}
+
+// -----
+
 func.func @update_of_non_param() {
   %x = tofu.input "x" "features" : tensor<8xf32>
   // expected-error @+1 {{first operand must be a tofu.param}}

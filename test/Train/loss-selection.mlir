@@ -17,9 +17,9 @@ func.func @main() {
 }
 // DEFAULT: %[[A:.*]] = tofu.compute "ReduceMean"
 // DEFAULT-NOT: tofu.output
-// DEFAULT: tofu.loss %[[A]] : tensor<f32>
+// DEFAULT: tofu.loss %[[A]] {description = "model output 'aux' (ReduceMean 'mean')"} : tensor<f32>
 // NAMED: %[[A:.*]] = tofu.compute "ReduceMean"
-// NAMED: tofu.loss %[[A]] : tensor<f32>
+// NAMED: tofu.loss %[[A]] {description = "model output 'aux' (ReduceMean 'mean')"} : tensor<f32>
 // UNKNOWN: --loss names 'nope', which is not a model output (outputs: 'scores' (tensor<8x4xf32>), 'aux' (tensor<f32>))
 // NOTSCALAR: --loss names output 'scores' of type 'tensor<8x4xf32>', but the loss must be a float scalar (tensor<f32>, tensor<f64>, ...); for class scores use --loss=softmax-cross-entropy:scores
 

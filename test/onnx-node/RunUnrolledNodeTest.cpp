@@ -59,7 +59,8 @@ TestResult runUnrolledNodeTest(const NodeTest &test, const RunOptions &options,
                           " (the unrolled cells take float32)");
       std::string name = "input" + std::to_string(i);
       auto op = InputOp::create(builder, loc, fromTdlType(&ctx, input->type),
-                                name, "features", IntegerAttr(), StringAttr());
+                                name, "features", IntegerAttr(), StringAttr(),
+                                IntegerAttr());
       values[op.getResult()] = *input;
       operands.push_back(op.getResult());
     }

@@ -53,6 +53,9 @@ struct PlanSummary {
   /// Per recursion step, the bytes crossing its links, summed over ops.
   std::vector<int64_t> bytesPerLink;
   int64_t bytes = 0; ///< the sum over ops of their bytes
+  /// How the loss was found (the tofu.loss description), e.g. which model
+  /// output, logits and labels; empty when the step does not say.
+  std::string loss;
 };
 
 /// Collects the summary of the partitioned, materialized training step

@@ -12,7 +12,11 @@
 // tensor's global shape (the batch dimension included) and dtype: float32
 // ('<f4'), int64 ('<i8') or bool ('|b1'), C order. Step s (0-based) uses
 // batch s mod (number of batches), so a run of more steps than batches
-// cycles over them. Label values must lie in [0, number of classes).
+// cycles over them. Label values must lie in [0, number of classes) or
+// equal the losses' ignore_index (TensorInfo::ignoreIndex); token ids (an
+// integer input with a class count) in [-rows, rows) of the table they
+// index, as ONNX Gather takes them. A batch whose values are outside is an
+// error naming the file, the input, the element and the value.
 //
 // Every file's header is checked when the folder is opened, before training
 // starts; the data of a batch is read when a step first needs it.

@@ -15,6 +15,7 @@
 #define TOFU_RUNTIME_PLAN_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -151,10 +152,13 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   TensorRole role = TensorRole::Activation;
   std::vector<Cut> tiling;  ///< cuts, one per recursion step (may be empty)
-  int64_t numClasses = 0;   ///< Label tensors, int64 Input tensors (token ids): values lie in [0, numClasses)
+  int64_t numClasses = 0;   ///< Label tensors: values lie in [0, numClasses) (or equal ignoreIndex); int64 Input tensors (token ids): in [-numClasses, numClasses) (ONNX Gather)
   int32_t pairedInput = -1; ///< for Label tensors: the Input tensor they label
   std::string paramName;    ///< for Param/Updated: the ONNX initializer name
   int32_t gradientOf = -1;  ///< for a Param's full gradient: the Param tensor
+  /// Label tensors: the value the losses reading them ignore (their
+  /// ignore_index, e.g. PyTorch's -100), allowed besides [0, numClasses).
+  std::optional<int64_t> ignoreIndex;
 };
 
 /// A buffer on one device: a box of one tensor, at an offset in the device's

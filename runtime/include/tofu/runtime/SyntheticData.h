@@ -4,8 +4,9 @@
 // batches, identical for every device count k, so that a k-device run can be
 // compared with a 1-device run element by element.
 //
-//  * Label tensors (i64, [B]) with numClasses C: uniform classes,
-//      labels[n] = mix(fnv1a64(name), b, n) mod C.
+//  * Label tensors (i64, [B, *D]) with numClasses C: uniform classes,
+//      labels[e] = mix(fnv1a64(name), b, e) mod C, e the flat (row-major)
+//      element index (the row n for labels [B]).
 //  * Input tensors (f32, global shape [B, ...]): noise u in [-1, 1) for
 //    element e (flat, global, row-major) of batch b:
 //      h = splitmix64(splitmix64(splitmix64(fnv1a64(name)) ^ b) ^ e)
@@ -55,7 +56,8 @@ public:
   static float inputValue(const std::string &name, int64_t batch,
                           int64_t flatIndex);
 
-  /// Class of row `row` of label tensor `labels` in batch `batch`.
+  /// Class of element `row` (flat, row-major) of label tensor `labels` in
+  /// batch `batch`.
   static int64_t labelValue(const plan::TensorInfo &labels, int64_t batch,
                             int64_t row);
   /// Feature `feature` of the prototype of class `label` (±0.5).
