@@ -147,16 +147,10 @@ K_PARTITIONED = 4
 #: still fails (the message says why); a listed model that passes fails too,
 #: so the lead removes the entry when the fix is merged.
 KNOWN_FAILURES = {
-    "googlenet": "i14-kinks: MaxPool sends the gradient to every tied maximum; torch "
-                 "to one (two stride-1 pools in a row in the inception blocks tie)",
-    "transformer_pe": "i14-trainable: the positional-encoding buffer is trained as a "
-                      "weight (tofuc does not read tools/tofu_export.py's tofu.frozen yet)",
-    "mha_causal": "i14-trainable: the causal -inf mask buffer is trained as a weight "
-                  "and is NaN after step 1",
-    "lstm_lm": "i14-importfix: float64 LSTM refused ('rank-3 float32'); i14-loss: "
-               "labels through .view(-1) (Reshape) refused",
-    "gru_lm": "i14-importfix: float64 GRU refused ('rank-3 float32'); i14-loss: "
-              "labels through .view(-1) (Reshape) refused",
+    "lstm_lm": "i14-loss: labels through .view(-1) (Reshape) refused ('integer graph "
+               "input 'targets' is neither the labels of a loss nor ...')",
+    "gru_lm": "i14-loss: labels through .view(-1) (Reshape) refused ('integer graph "
+              "input 'targets' is neither the labels of a loss nor ...')",
     "softmax_classifier": "i14-loss: --loss=softmax-cross-entropy applies a second "
                           "softmax to the Softmax output (probabilities)",
 }
