@@ -147,12 +147,6 @@ K_PARTITIONED = 4
 #: still fails (the message says why); a listed model that passes fails too,
 #: so the lead removes the entry when the fix is merged.
 KNOWN_FAILURES = {
-    "lstm_lm": "i14-loss: labels through .view(-1) (Reshape) refused ('integer graph "
-               "input 'targets' is neither the labels of a loss nor ...')",
-    "gru_lm": "i14-loss: labels through .view(-1) (Reshape) refused ('integer graph "
-              "input 'targets' is neither the labels of a loss nor ...')",
-    "softmax_classifier": "i14-loss: --loss=softmax-cross-entropy applies a second "
-                          "softmax to the Softmax output (probabilities)",
 }
 
 
