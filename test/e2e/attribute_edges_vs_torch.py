@@ -25,6 +25,8 @@ gradient leaves it.
   [M, N], [1, N], [M, 1] or a scalar, transposed operands (alpha = 0 gives
   beta * C broadcast, beta = 0 ignores C, as torch.addmm); C of shapes
   [1, N], [M, 1] and [] also checks Gemm's gradient of a broadcast C.
+  Where Y is identically zero (alpha = 0 and no beta * C) the loss is a
+  constant, which tofuc refuses at compile time with a clear error.
 * ``convtranspose_*``: ConvTranspose with ``output_shape`` (its total padding
   from output_shape, split by auto_pad as ONNX says; a size beyond the
   default extends the end, which made the gradient's Conv pads negative),
@@ -65,9 +67,14 @@ class Case:
     ``torch_y(X, params)`` computes Y from torch tensors.
     """
 
-    def __init__(self, name, nodes, x, params, torch_y, opset=13, consts=None, k4=True):
+    def __init__(self, name, nodes, x, params, torch_y, opset=13, consts=None, k4=True,
+                 constant_loss=False):
         self.name, self.nodes, self.x, self.params = name, nodes, x, params
         self.torch_y, self.opset, self.consts, self.k4 = torch_y, opset, consts or {}, k4
+        #: Y is identically zero (Gemm with alpha = 0 and no beta * C): the loss
+        #: is a constant, which tofuc refuses at compile time (docs/Training.md,
+        #: "A loss that does not depend on the model"); torch's gradients are 0.
+        self.constant_loss = constant_loss
 
     def model(self):
         nodes = list(self.nodes) + [
@@ -187,7 +194,8 @@ def gemm_case(alpha, beta, c_shape, trans_a=0, trans_b=0):
         if c_shape is not None and beta != 0:  # beta = 0 ignores C (torch.addmm)
             y = y + beta * p["C"]
         return y
-    return Case(name, nodes, x, params, torch_y)
+    return Case(name, nodes, x, params, torch_y,
+                constant_loss=alpha == 0 and (c_shape is None or beta == 0))
 
 
 def gemm_cases():
@@ -379,6 +387,16 @@ def run_case(env, case):
     data = env.path(case.name, "data", "batch_0", "X.npy")
     np.save(data, case.x)
     ref_losses, ref_grads = torch_reference(case)
+    if case.constant_loss:
+        E.check(not np.any(ref_losses) and not any(np.any(g) for g in ref_grads.values()),
+                f"{case.name}: torch's loss is not the constant 0")
+        r = E.run_tool([env.tofuc, path, "--gpus", 1, "-o", env.path(case.name, "plan.bin")],
+                       expect_rc=1, quiet=True)
+        E.check("computed from compile-time constants only" in r.stderr,
+                f"{case.name}: tofuc did not refuse the constant loss clearly: {r.stderr}")
+        print(f"{case.name}: a constant loss (torch's is 0 with zero gradients), refused by "
+              "tofuc at compile time", flush=True)
+        return
     for k in ((1, 4) if case.k4 else (1,)):
         plan = env.path(case.name, f"k{k}", "plan.bin")
         dump = env.path(case.name, f"k{k}", "dump")
