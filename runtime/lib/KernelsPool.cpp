@@ -375,6 +375,19 @@ int64_t floorDiv(int64_t a, int64_t b) {
 }
 int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 
+/// The row-major offset, within one (n, c) plane of `box`, of the spatial
+/// cell at global coordinates `g`; -1 when the cell lies outside the box.
+int64_t planeOffset(const TensorView &box, const std::vector<int64_t> &g) {
+  int64_t at = 0;
+  for (size_t s = 0; s < g.size(); ++s) {
+    int64_t local = g[s] - box.lo[s + 2];
+    if (local < 0 || local >= box.shape[s + 2])
+      return -1;
+    at = at * box.shape[s + 2] + local;
+  }
+  return at;
+}
+
 /// MaxPoolGrad as argmax-then-scatter: each window o whose cells meet dX's
 /// box gives its dY to the first in-bounds cell of the window (row-major
 /// kernel offsets, as the spec's nested `min`) equal to its Y, when that
@@ -471,13 +484,8 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
                 errors[p] = kTooLittle;
                 break;
               }
-              bool inBox = found;
-              int64_t at = 0;
-              for (size_t s = 0; s < nsp && inBox; ++s) {
-                inBox = hit[s] >= xLo[s] && hit[s] < xHi[s];
-                at = at * dx.shape[s + 2] + (hit[s] - xLo[s]);
-              }
-              if (inBox)
+              int64_t at = found ? planeOffset(dx, hit) : -1;
+              if (at >= 0)
                 acc[at] += static_cast<double>(elements<T>(dy)[go]);
             }
             for (size_t s = nsp; s-- > 0;) {
@@ -551,18 +559,12 @@ template <typename T> std::string globalMaxPoolGrad(const KernelArgs &args) {
                   if (first == cells)
                     continue;
                   // The cell's spatial coordinates; in dX's box?
-                  bool inBox = true;
-                  int64_t at = 0, rest = first;
+                  int64_t rest = first;
                   for (size_t s = nsp; s-- > 0;) {
                     g[s] = rest % x.globalShape[s + 2];
                     rest /= x.globalShape[s + 2];
                   }
-                  for (size_t s = 0; s < nsp && inBox; ++s) {
-                    int64_t local = g[s] - dx.lo[s + 2];
-                    inBox = local >= 0 && local < dx.shape[s + 2];
-                    at = at * dx.shape[s + 2] + local;
-                  }
-                  if (inBox)
+                  if (int64_t at = planeOffset(dx, g); at >= 0)
                     out[at] = elements<T>(dy)[go];
                 }
               });
