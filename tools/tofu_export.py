@@ -154,7 +154,15 @@ def export_for_training(model, args, f, *, unknown_initializers="error",
     """
     kwargs.setdefault("training", torch.onnx.TrainingMode.TRAINING)
     kwargs.setdefault("do_constant_folding", False)
-    torch.onnx.export(model, args, f, **kwargs)
+    with warnings.catch_warnings():
+        # BatchNorm's num_batches_tracked counter is a buffer (listed frozen
+        # below); the exporter drops its in-place increment with one
+        # warning per BatchNorm, hundreds for a DenseNet, which buried
+        # everything else a test or a user's script printed.
+        warnings.filterwarnings(
+            "ignore", message=r"ONNX Preprocess - Removing mutation from node "
+            r"aten::add_ on block input: '[^']*num_batches_tracked'")
+        torch.onnx.export(model, args, f, **kwargs)
     return record_training_lists(model, f,
                                  unknown_initializers=unknown_initializers)
 

@@ -20,6 +20,7 @@ This module provides:
 """
 
 import argparse
+import errno
 import json
 import os
 import shlex
@@ -99,7 +100,27 @@ def parse_args(description, argv=None, extra=None):
     env.args = args
     shutil.rmtree(env.workdir, ignore_errors=True)
     os.makedirs(env.workdir)
+    _WORKDIRS.append(env.workdir)
     return env
+
+
+# Workdirs made by ``parse_args``; ``main_wrapper`` removes them when the test
+# passes. The e2e suite writes about 12 GB of models, plans and dumps; kept
+# for every test, they filled the disk of a CI machine, and the tests that ran
+# last failed on "No space left on device". A failing test keeps its workdir
+# (what to look at); TOFU_E2E_KEEP_WORKDIR=1 keeps every one.
+_WORKDIRS = []
+
+
+def _disk_free(path):
+    """Free bytes on the file system holding ``path`` (or its nearest existing
+    parent), or None when it cannot be read."""
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    try:
+        return shutil.disk_usage(path or ".").free
+    except OSError:
+        return None
 
 
 class Result:
@@ -433,5 +454,18 @@ def main_wrapper(fn):
     except TestFailure as e:
         print(f"FAIL: {name}: {e}", file=sys.stderr, flush=True)
         sys.exit(1)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        where = e.filename or (_WORKDIRS[0] if _WORKDIRS else ".")
+        free = _disk_free(where)
+        free_text = "unknown" if free is None else f"{free / 2**30:.2f} GiB"
+        print(f"FAIL: {name}: no space left on the device holding {where} ({free_text} "
+              "free): free some disk space (each e2e test removes its workdir when it "
+              "passes) and run the test again", file=sys.stderr, flush=True)
+        sys.exit(1)
+    if not os.environ.get("TOFU_E2E_KEEP_WORKDIR"):
+        for workdir in _WORKDIRS:
+            shutil.rmtree(workdir, ignore_errors=True)
     print(f"PASS: {name}", flush=True)
     sys.exit(0)
