@@ -405,22 +405,35 @@ FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
   return loss;
 }
 
+/// Whether every dim of `type` from `from` on is 1 (true when there are none).
+static bool hasUnitTrailingDims(RankedTensorType type, int64_t from) {
+  for (int64_t d = from; d < type.getRank(); ++d)
+    if (type.getDimSize(d) != 1)
+      return false;
+  return true;
+}
+
 FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     func::FuncOp func, OpBuilder &builder, GradientBuilder &grads,
     ArrayRef<OutputOp> outputs, StringRef logitsName,
     Operation *&skippedSoftmax) {
   OutputOp logits;
   if (logitsName.empty()) {
+    // [N, C], or [N, C, 1, ...]: a classifier whose head is a 1x1
+    // convolution or a global pool (SqueezeNet, DenseNet of the ONNX model
+    // zoo) keeps unit spatial dims, which the loss squeezes below.
     SmallVector<OutputOp> candidates;
     for (OutputOp output : outputs) {
       auto type = cast<RankedTensorType>(output.getValue().getType());
-      if (type.getRank() == 2 && isa<FloatType>(type.getElementType()))
+      if (type.getRank() >= 2 && hasUnitTrailingDims(type, 2) &&
+          isa<FloatType>(type.getElementType()))
         candidates.push_back(output);
     }
     if (candidates.size() != 1) {
       func.emitError() << "--loss=" << kSoftmaxCrossEntropy << " needs the "
                        << "logits: the model has " << candidates.size()
-                       << " float outputs of rank 2; name one with --loss="
+                       << " float outputs of shape [N, C] or [N, C, 1, ...]; "
+                       << "name one with --loss="
                        << kSoftmaxCrossEntropy << ":<output> ("
                        << describeOutputs(outputs) << ")";
       return failure();
@@ -511,6 +524,24 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     scores = moved->getResult(0);
     scoresType = cast<RankedTensorType>(scores.getType());
     description += ", classes along its axis " + std::to_string(classAxis);
+  }
+
+  // Scores [N, C, 1, ...] (a 1x1 head): the spatial dims hold one cell, so
+  // the loss over them is the loss over [N, C] with labels [N]; flattened,
+  // so the labels are [N] as for any classifier.
+  if (scoresType.getRank() > 2 && hasUnitTrailingDims(scoresType, 2)) {
+    tdl::AttrMap attrs;
+    attrs["axis"] = tdl::AttrValue::ofInt(1);
+    auto flat = grads.create(logits.getLoc(), "Flatten", {scores}, attrs,
+                             "softmax_cross_entropy.squeeze_unit_dims", "");
+    if (failed(flat))
+      return failure();
+    std::string dims;
+    llvm::raw_string_ostream os(dims);
+    llvm::interleave(scoresType.getShape(), os, "x");
+    scores = flat->getResult(0);
+    scoresType = cast<RankedTensorType>(scores.getType());
+    description += ", its unit dims squeezed ([" + dims + "] read as [N, C])";
   }
 
   // The labels input: after the existing inputs, named "labels" unless the
