@@ -298,7 +298,7 @@ private:
                                           GradientBuilder &grads,
                                           ArrayRef<OutputOp> outputs,
                                           StringRef logitsName,
-                                          Operation *&skippedSoftmax);
+                                          SmallVectorImpl<Operation *> &skipped);
   FailureOr<llvm::DenseSet<Operation *>> frozenParams(func::FuncOp func);
   LogicalResult buildBackward(func::FuncOp func, Value loss,
                               GradientBuilder &grads,
@@ -344,15 +344,17 @@ FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
       name.starts_with((kSoftmaxCrossEntropy + ":").str())) {
     StringRef logits = name.drop_front(kSoftmaxCrossEntropy.size());
     logits.consume_front(":");
-    Operation *skipped = nullptr;
+    SmallVector<Operation *> skipped;
     auto loss = addSoftmaxCrossEntropy(func, builder, grads, outputs, logits,
                                        skipped);
     if (succeeded(loss))
       eraseOutputs();
-    // The model's own Softmax, whose input became the logits, computes
-    // nothing the step needs any more.
-    if (skipped && skipped->use_empty())
-      skipped->erase();
+    // The model's own Softmax, whose input became the logits, and the
+    // reshapes after it compute nothing the step needs any more (outermost
+    // first).
+    for (Operation *op : skipped)
+      if (op->use_empty())
+        op->erase();
     return loss;
   }
 
@@ -416,7 +418,7 @@ static bool hasUnitTrailingDims(RankedTensorType type, int64_t from) {
 FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     func::FuncOp func, OpBuilder &builder, GradientBuilder &grads,
     ArrayRef<OutputOp> outputs, StringRef logitsName,
-    Operation *&skippedSoftmax) {
+    SmallVectorImpl<Operation *> &skipped) {
   OutputOp logits;
   if (logitsName.empty()) {
     // [N, C], or [N, C, 1, ...]: a classifier whose head is a 1x1
@@ -474,6 +476,40 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
                              "-100) of the model output '" +
                              logits.getName() + "'")
                                 .str();
+  // An output [N, C, 1, ...] may be a Softmax over [N, C] reshaped back (a
+  // pre-13 Softmax on axis 1 of [N, C, 1, 1], coerced to 2-D at import, as
+  // SqueezeNet's): the reshapes that only add or drop unit dims are looked
+  // through to that Softmax, or the loss would apply a second softmax.
+  SmallVector<Operation *> reshapes;
+  if (hasUnitTrailingDims(type, 2)) {
+    Value probe = scores;
+    SmallVector<ComputeOp> chain;
+    while (auto op = probe.getDefiningOp<ComputeOp>()) {
+      if (op.getGradOf() || op.getInputs().empty() ||
+          !llvm::is_contained({"Reshape", "Flatten", "Squeeze", "Unsqueeze"},
+                              op.getSpec()))
+        break;
+      auto in = dyn_cast<RankedTensorType>(op.getInputs()[0].getType());
+      if (!in || in.getRank() < 2 || in.getDimSize(0) != type.getDimSize(0) ||
+          in.getDimSize(1) != type.getDimSize(1) || !hasUnitTrailingDims(in, 2))
+        break;
+      chain.push_back(op);
+      probe = op.getInputs()[0];
+    }
+    auto softmax = probe.getDefiningOp<ComputeOp>();
+    if (!chain.empty() && softmax && !softmax.getGradOf() &&
+        (softmax.getSpec() == "Softmax" || softmax.getSpec() == "LogSoftmax") &&
+        cast<RankedTensorType>(probe.getType()).getRank() == 2) {
+      description += (", through the reshape '" + chain.back().getName() +
+                      "'")
+                         .str();
+      scores = probe;
+      type = cast<RankedTensorType>(probe.getType());
+      for (ComputeOp op : chain)
+        reshapes.push_back(op);
+    }
+  }
+  skipped.append(reshapes.begin(), reshapes.end());
   if (auto producer = scores.getDefiningOp<ComputeOp>();
       producer && !producer.getGradOf() &&
       (producer.getSpec() == "Softmax" || producer.getSpec() == "LogSoftmax")) {
@@ -494,7 +530,7 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     classAxis = axis;
     if (producer.getSpec() == "Softmax") {
       scores = producer.getInputs()[0];
-      skippedSoftmax = producer;
+      skipped.push_back(producer);
       description += (", read before its Softmax '" + producer.getName() +
                       "' (the loss takes the Softmax's input as the logits "
                       "instead of applying a second softmax)")
