@@ -478,7 +478,8 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
                                 .str();
   // An output [N, C, 1, ...] may be a Softmax over [N, C] reshaped back (a
   // pre-13 Softmax on axis 1 of [N, C, 1, 1], coerced to 2-D at import, as
-  // SqueezeNet's): the reshapes that only add or drop unit dims are looked
+  // SqueezeNet's), an output [N, C] a Softmax over axis 1 of [N, C, 1, 1]
+  // flattened: the reshapes that only add or drop unit dims are looked
   // through to that Softmax, or the loss would apply a second softmax.
   SmallVector<Operation *> reshapes;
   if (hasUnitTrailingDims(type, 2)) {
@@ -496,10 +497,18 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
       chain.push_back(op);
       probe = op.getInputs()[0];
     }
+    // The Softmax's class axis must be dim 1 of its [N, C, 1, ...] input.
     auto softmax = probe.getDefiningOp<ComputeOp>();
+    auto isClassAxisOne = [&]() {
+      int64_t rank = cast<RankedTensorType>(probe.getType()).getRank();
+      int64_t axis = -1;
+      if (auto attr = softmax.getAttrs().getAs<IntegerAttr>("axis"))
+        axis = attr.getInt();
+      return (axis < 0 ? axis + rank : axis) == 1;
+    };
     if (!chain.empty() && softmax && !softmax.getGradOf() &&
         (softmax.getSpec() == "Softmax" || softmax.getSpec() == "LogSoftmax") &&
-        cast<RankedTensorType>(probe.getType()).getRank() == 2) {
+        isClassAxisOne()) {
       description += (", through the reshape '" + chain.back().getName() +
                       "'")
                          .str();

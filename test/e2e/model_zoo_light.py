@@ -332,6 +332,13 @@ def check_compile_and_train(env, name, path, ks, train_ks, steps, seed, float64,
     E.check(not failures, f"{name}:\n  " + "\n  ".join(failures))
 
 
+def _children_cpu():
+    """User + system CPU seconds of the finished child processes."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def main():
     def extra(p):
         p.add_argument("--light-dir", required=True,
@@ -362,6 +369,7 @@ def main():
         E.check(os.path.isfile(path), f"{path} not found")
         timings = {}
         t0 = time.time()
+        cpu0 = _children_cpu()
         try:
             if not args.no_forward:
                 check_forward(env, name, path, not args.forward_float32)
@@ -373,8 +381,8 @@ def main():
             failures.append(str(e))
             print(f"{name}: FAIL: {e}", flush=True)
         timings["total"] = time.time() - t0
-        print(f"{name}: seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()),
-              flush=True)
+        print(f"{name}: wall seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items())
+              + f"; CPU seconds of tofuc and tofu-run: {_children_cpu() - cpu0:.1f}", flush=True)
         import shutil
         shutil.rmtree(os.path.join(env.workdir, name), ignore_errors=True)
     E.check(not failures, f"{len(failures)} model(s) failed:\n" + "\n".join(failures))
