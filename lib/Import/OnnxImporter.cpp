@@ -133,11 +133,13 @@ private:
   llvm::Error importSpecNode(const onnx::NodeProto &node,
                              const std::string &nodeName,
                              const std::string &where);
-  /// Refuses a Gather whose indices are a compile-time constant (an
-  /// integer initializer, a Constant node, folded arithmetic) with an index
-  /// outside [-n, n), n the size of the gathered axis.
-  llvm::Error checkGatherIndices(const onnx::NodeProto &node,
-                                 const std::string &where);
+  /// Refuses a Gather, GatherElements, GatherND, ScatterElements or
+  /// ScatterND whose indices are a compile-time constant (an integer
+  /// initializer, a Constant node, folded arithmetic) with an index outside
+  /// [-n, n), n the size of the dim it indexes (the axis, or for the ND ops
+  /// data's dim batch_dims + k for component k of an index tuple).
+  llvm::Error checkConstantIndices(const onnx::NodeProto &node,
+                                   const std::string &where);
   /// True for `T + 1` with T an updated int64 scalar (a training
   /// algorithm's update count), which is imported as StepCount; puts T
   /// first.
@@ -946,9 +948,13 @@ bool OnnxImporter::isStepCount(onnx::NodeProto &node) {
   return isCounter(node.input(0)) && isOne(node.input(1));
 }
 
-llvm::Error OnnxImporter::checkGatherIndices(const onnx::NodeProto &node,
-                                             const std::string &where) {
-  if (node.input_size() < 2)
+llvm::Error OnnxImporter::checkConstantIndices(const onnx::NodeProto &node,
+                                               const std::string &where) {
+  const std::string &op = node.op_type();
+  bool alongAxis =
+      op == "Gather" || op == "GatherElements" || op == "ScatterElements";
+  bool tuples = op == "GatherND" || op == "ScatterND";
+  if ((!alongAxis && !tuples) || node.input_size() < 2)
     return llvm::Error::success();
   auto indices = constants.find(node.input(1));
   if (indices == constants.end())
@@ -961,38 +967,57 @@ llvm::Error OnnxImporter::checkGatherIndices(const onnx::NodeProto &node,
     llvm::append_range(dims, c->second.tensor.type.dims);
   else
     return llvm::Error::success(); // valueOf reports the missing input
-  int64_t axis = 0;
-  for (const auto &attr : node.attribute())
+  int64_t axis = 0, batchDims = 0;
+  for (const auto &attr : node.attribute()) {
     if (attr.name() == "axis")
       axis = attr.i();
+    if (attr.name() == "batch_dims")
+      batchDims = attr.i();
+  }
   int64_t rank = dims.size();
-  if (axis < -rank || axis >= rank)
-    return llvm::Error::success(); // the spec reports the axis
-  if (axis < 0)
-    axis += rank;
-  int64_t n = dims[axis];
+  const std::vector<int64_t> &indexDims = indices->second.tensor.type.dims;
+  // Component c of each index (tuples: its position in the last dim) and
+  // the dim of data it indexes; shapes the spec refuses are left to it.
+  int64_t components = 1;
+  if (alongAxis) {
+    if (axis < -rank || axis >= rank)
+      return llvm::Error::success();
+    if (axis < 0)
+      axis += rank;
+  } else {
+    if (indexDims.empty() || batchDims < 0 ||
+        batchDims + indexDims.back() > rank)
+      return llvm::Error::success();
+    components = indexDims.back();
+  }
+  if (components <= 0)
+    return llvm::Error::success();
   for (auto [position, index] :
-       llvm::enumerate(indices->second.tensor.data))
+       llvm::enumerate(indices->second.tensor.data)) {
+    int64_t d = alongAxis ? axis
+                          : batchDims + static_cast<int64_t>(position) %
+                                            components;
+    int64_t n = dims[d];
     if (!(index >= -static_cast<double>(n) && index < static_cast<double>(n)))
       return error(where + ": index " +
                    std::to_string(static_cast<long long>(index)) +
                    " (element " + std::to_string(position) +
                    " of the constant indices '" + node.input(1) +
                    "') is outside [-" + std::to_string(n) + ", " +
-                   std::to_string(n) + "), the range of axis " +
-                   std::to_string(axis) + " of '" + node.input(0) +
-                   "' (size " + std::to_string(n) +
+                   std::to_string(n) + "), the range of " +
+                   (alongAxis ? "axis " : "dim ") + std::to_string(d) +
+                   " of '" + node.input(0) + "' (size " + std::to_string(n) +
                    "); ONNX leaves such an index undefined and PyTorch "
                    "raises an IndexError");
+  }
   return llvm::Error::success();
 }
 
 llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
                                          const std::string &nodeName,
                                          const std::string &where) {
-  if (node.op_type() == "Gather")
-    if (auto err = checkGatherIndices(node, where))
-      return err;
+  if (auto err = checkConstantIndices(node, where))
+    return err;
   auto folded = tryFold(node, where);
   if (!folded)
     return folded.takeError();
