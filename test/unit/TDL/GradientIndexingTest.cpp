@@ -186,8 +186,9 @@ TEST(TDLGradientIndexing, PiecewiseConstantOps) {
   checkGradientFD({"ReduceMin", {f32({2, 3})}, {{"keepdims", I(0)}}});
 }
 
-// Ties: TopK orders equal values by index (ONNX; torch.topk's sorted=True
-// result on the CPU), so a tie's dValues goes to the smaller index first.
+// Ties: TopK orders equal values by index (ONNX's rule; torch.topk's order
+// of equal values is its sort's, unspecified), so a tie's dValues goes to
+// the smaller index first.
 TEST(TDLGradientIndexing, TopKTiesTakeTheSmallerIndexFirst) {
   DenseTensor x = tensor(f32({1, 6}), {1, 3, 2, 3, 0, 2});
   DenseTensor k = tensor(i64({1}), {3});
