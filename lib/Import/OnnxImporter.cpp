@@ -140,6 +140,13 @@ private:
   /// data's dim batch_dims + k for component k of an index tuple).
   llvm::Error checkConstantIndices(const onnx::NodeProto &node,
                                    const std::string &where);
+  /// Refuses a ReduceMax over one axis whose input an ArgMax over the same
+  /// axis also reads: torch.max(x, dim) with its indices used, whose
+  /// gradient at ties (all of dY to the returned index) differs from
+  /// ReduceMax's rule (torch.amax's: ties share dY evenly).
+  llvm::Error refuseTorchMaxWithIndices(const onnx::NodeProto &node,
+                                        ArrayRef<const onnx::NodeProto *> nodes,
+                                        const std::string &where);
   /// True for `T + 1` with T an updated int64 scalar (a training
   /// algorithm's update count), which is imported as StepCount; puts T
   /// first.
@@ -948,6 +955,44 @@ bool OnnxImporter::isStepCount(onnx::NodeProto &node) {
   return isCounter(node.input(0)) && isOne(node.input(1));
 }
 
+llvm::Error OnnxImporter::refuseTorchMaxWithIndices(
+    const onnx::NodeProto &node, ArrayRef<const onnx::NodeProto *> nodes,
+    const std::string &where) {
+  if (node.input_size() < 1)
+    return llvm::Error::success();
+  int64_t rank = -1;
+  if (auto v = values.find(node.input(0)); v != values.end())
+    rank = cast<RankedTensorType>(v->second.getType()).getRank();
+  else if (auto c = constants.find(node.input(0)); c != constants.end())
+    rank = c->second.tensor.type.dims.size();
+  std::vector<int64_t> axes;
+  for (const auto &attr : node.attribute())
+    if (attr.name() == "axes")
+      axes.assign(attr.ints().begin(), attr.ints().end());
+  if (rank < 0 || axes.size() != 1)
+    return llvm::Error::success();
+  auto normalized = [rank](int64_t a) { return a < 0 ? a + rank : a; };
+  for (const onnx::NodeProto *other : nodes) {
+    if (other->op_type() != "ArgMax" || other->input_size() < 1 ||
+        other->input(0) != node.input(0))
+      continue;
+    int64_t axis = 0;
+    for (const auto &attr : other->attribute())
+      if (attr.name() == "axis")
+        axis = attr.i();
+    if (normalized(axis) == normalized(axes[0]))
+      return error(
+          where + ": with ArgMax '" +
+          (other->name().empty() ? other->output(0) : other->name()) +
+          "' over the same axis of '" + node.input(0) +
+          "' it is torch.max(x, dim) with its indices used, whose gradient "
+          "gives all of dY to the index ArgMax returns, while ReduceMax's "
+          "rule (torch.amax) shares tied maxima evenly; not supported yet "
+          "(use torch.amax, or torch.gather at the argmax)");
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error OnnxImporter::checkConstantIndices(const onnx::NodeProto &node,
                                                const std::string &where) {
   const std::string &op = node.op_type();
@@ -1330,6 +1375,9 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       for (auto &[name, data] : newConstants)
         constants[name] = {data.toDense(), /*foldable=*/true};
     }
+    if (node.op_type() == "ReduceMax")
+      if (auto err = refuseTorchMaxWithIndices(node, algorithm->nodes, where))
+        return err;
     if (node.op_type() == "Constant") {
       if (auto err = importConstantNode(node, where))
         return err;
