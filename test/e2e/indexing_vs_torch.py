@@ -17,7 +17,8 @@ on one fixed batch (``tofu-run --data``). Every feature is a function of
 * repeat (Tile), cumsum (CumSum), topk (TopK, of distinct values: at ties
   torch's order is its sort's, not ONNX's lower-index-first),
   pixel_shuffle (DepthToSpace, CRD), amin (ReduceMin, tied minima share dY
-  evenly), round (Round: zero gradient, halves to even).
+  evenly), round (Round: zero gradient, halves to even), einsum (Einsum: a
+  matmul and a three-operand product with a repeated operand).
 
 The step-1 gradient of every parameter (``--dump``) must equal torch
 autograd's in float64 within TOL at k = 1 and k = 4, and the 3 losses those
@@ -51,10 +52,11 @@ class Indexing(nn.Module):
         self.b = nn.Parameter(torch.zeros(FEATURES))
         self.u = nn.Parameter(torch.linspace(-1, 1, ROWS * 2).view(ROWS, 2))
         self.v = nn.Parameter(torch.linspace(0.5, -0.5, 2 * FEATURES).view(2, FEATURES))
+        self.w = nn.Parameter(torch.linspace(-0.3, 0.4, FEATURES * 3).view(FEATURES, 3))
         # gather, argmax gather, scatter, scatter_add, repeat, index_puts,
-        # cumsum, topk, pixel_shuffle, amin, round.
+        # cumsum, topk, pixel_shuffle, amin, round, two einsums.
         width = 4 + 1 + 2 * FEATURES + 2 * FEATURES + 2 * FEATURES + FEATURES + 3 \
-            + FEATURES + 1 + FEATURES
+            + FEATURES + 1 + FEATURES + 3 + FEATURES
         self.fc = nn.Linear(width, 3)
 
     def forward(self, x, labels):
@@ -76,6 +78,8 @@ class Indexing(nn.Module):
             F.pixel_shuffle(z.view(ROWS, 4, 1, 2), 2).reshape(ROWS, FEATURES),
             torch.amin(z, 1, keepdim=True),
             torch.round(z * 0.5) * z,
+            torch.einsum("ri,ij->rj", z, self.w),
+            torch.einsum("ri,ri,i->ri", z, z, self.b + 1),
         ]
         return F.cross_entropy(self.fc(torch.cat(feats, 1)), labels)
 

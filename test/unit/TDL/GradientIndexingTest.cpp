@@ -249,3 +249,41 @@ TEST(TDLGradientIndexing, ScatterDuplicatesLastWins) {
   EXPECT_EQ(runAll("ScatterNDUpdatesGrad", {dy, idx2})[0],
             (std::vector<double>{0, 2, 0}));
 }
+
+// Einsum with the labels the importer gives (EinsumNormalization.cpp):
+// matmul, a batched outer product summed over one label, a diagonal (its
+// gradient writes a diagonal: a repeated output label), a trace, three
+// operands. An operand broadcast along an ellipsis dim has no gradient.
+TEST(TDLGradientIndexing, Einsum) {
+  auto einsum = [](std::vector<std::optional<TensorType>> types,
+                   std::vector<int64_t> terms, std::vector<int64_t> out,
+                   std::vector<int64_t> extents) {
+    return GradProblem{"Einsum", std::move(types),
+                       {{"terms", ints(std::move(terms))},
+                        {"out", ints(std::move(out))},
+                        {"extents", ints(std::move(extents))}}};
+  };
+  checkGradientFD(einsum({f32({2, 3}), f32({3, 4})}, {0, 1, 1, 2}, {0, 2},
+                         {2, 3, 4}));
+  checkGradientFD(einsum({f32({2, 3, 4}), f32({2, 4})}, {0, 1, 2, 0, 2},
+                         {0, 1}, {2, 3, 4}));
+  checkGradientFD(einsum({f32({2, 3, 3})}, {0, 1, 1}, {0, 1}, {2, 3}));
+  checkGradientFD(einsum({f32({3, 3})}, {0, 0}, {}, {3}));
+  checkGradientFD(einsum({f32({2, 3}), f32({3}), f32({3, 2})},
+                         {0, 1, 1, 1, 2}, {0, 2}, {2, 3, 2}));
+  GradProblem b = einsum({f32({2, 1, 3}), f32({4, 3})}, {0, 1, 2, 1, 2},
+                         {0, 1}, {2, 4, 3});
+  EXPECT_NE(gradientError(b).find("broadcast along an ellipsis dim"),
+            std::string::npos);
+  // A diagonal's values: "ii->i" and its gradient "i->ii".
+  DenseTensor m = tensor(f32({2, 2}), {1, 2, 3, 4});
+  EXPECT_EQ(runAll("Einsum", {m}, {{"terms", ints({0, 0})},
+                                   {"out", ints({0})},
+                                   {"extents", ints({2})}})[0],
+            (std::vector<double>{1, 4}));
+  DenseTensor v = tensor(f32({2}), {5, 6});
+  EXPECT_EQ(runAll("Einsum", {v}, {{"terms", ints({0})},
+                                   {"out", ints({0, 0})},
+                                   {"extents", ints({2})}})[0],
+            (std::vector<double>{5, 0, 0, 6}));
+}

@@ -373,6 +373,19 @@ inline std::vector<SampleCase> sampleCases() {
       {"Round", {f32({8})}, {}, 0, 3, -3, 3},
       {"ReduceMin", {f32({3, 4})}, {{"axes", Is({1})}}, 0, 3, 0, 3, {},
        true},
+      // Einsum's labels as the importer gives them: "ij,jk->ik", a diagonal
+      // "ii->i", a repeated output label (a diagonal's gradient) and an
+      // ellipsis broadcast "...i,...i->..." with a size-1 dim.
+      {"Einsum", {f32({2, 3}), f32({3, 4})},
+       {{"terms", Is({0, 1, 1, 2})}, {"out", Is({0, 2})},
+        {"extents", Is({2, 3, 4})}}},
+      {"Einsum", {f32({3, 3})},
+       {{"terms", Is({0, 0})}, {"out", Is({0})}, {"extents", Is({3})}}},
+      {"Einsum", {f32({3})},
+       {{"terms", Is({0})}, {"out", Is({0, 0})}, {"extents", Is({3})}}},
+      {"Einsum", {f32({2, 1, 3}), f32({4, 3})},
+       {{"terms", Is({0, 1, 2, 1, 2})}, {"out", Is({0, 1})},
+        {"extents", Is({2, 4, 3})}}},
       // Nearest upsampling by whole factors (// indices) and its gradient.
       {"ResizeNearest", {f32({1, 2, 2, 3})}, {{"factors", Is({1, 1, 2, 3})}}},
       {"ResizeNearest", {f32({2, 3}), i64({2})}, {}, 0, 3, -1, 1,
