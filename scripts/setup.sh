@@ -43,3 +43,8 @@ if [ ! -x "$ORT_VENV/bin/python" ] ||
     echo "setup: warning: onnxruntime-training could not be installed; e2e.ort_training will not run" >&2
   fi
 fi
+# onnx 1.17's backend test data (node tests with opsets up to 22), unpacked
+# from the onnx==1.17.0 wheel into a cache folder for ctest
+# onnx-node.cpu-onnx117. Offline, a note says the tests will not be
+# registered (cmake says so too).
+"$(dirname "$0")/fetch_onnx_testdata.sh"

@@ -294,6 +294,8 @@ NodeTest loadNodeTest(const std::string &dir) {
     return test;
   }
   const onnx::GraphProto &graph = model.graph();
+  if (graph.node_size() == 1)
+    test.opType = graph.node(0).op_type();
   if (std::string why = elemTypeOutOfScope(graph); !why.empty()) {
     test.skipReason = why;
     return test;
