@@ -19,14 +19,23 @@ dest="${TOFU_ONNX117_DATA:-$HOME/.cache/tofuc/onnx-$version/data}"
 if [ -d "$dest/node" ]; then
   exit 0
 fi
-py=python3
-command -v python3 >/dev/null || py=/usr/bin/python3
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-
 note() {
   echo "setup: note: $*; the onnx $version node tests (ctest onnx-node.cpu-onnx117) will not be registered" >&2
 }
+# The default python3, or Debian's, whichever has pip.
+py=""
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -m pip --version >/dev/null 2>&1; then
+    py="$candidate"
+    break
+  fi
+done
+if [ -z "$py" ]; then
+  note "no python3 with pip (Debian package python3-pip)"
+  exit 0
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
 
 echo "setup: onnx $version test data into $dest"
 # The wheel for this Python; any wheel holds the same data, so fall back to

@@ -10,6 +10,7 @@ debs=(
   libfmt-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev libopenblas0-pthread libgtest-dev
   python3-torch python3-torchvision python3-numpy python3-onnx python3-venv
+  python3-pip
   chromium python3-pil
   openmpi-bin libopenmpi-dev
 )
