@@ -11,7 +11,8 @@
 //               (tofu-build-training-step in its gradient-graph mode, which
 //               keeps the model outputs and trains nothing);
 //   plan        tofu-analyze-strategies, tofu-coarsen, tofu-partition for
-//               k = 1, materialize and the static memory plan: a forward plan;
+//               k = 1 (--devices), materialize and the static memory plan: a
+//               forward plan;
 //   run         the plan's one step on the CPU runtime's executor (what
 //               tofu-run --backend cpu runs), fed with the data set's inputs;
 //               each graph output is read back from its owned buffer and
@@ -266,7 +267,7 @@ TestResult runGraphTest(const NodeTest &test, const RunOptions &options,
     }
     ModuleOp module = *imported->module;
 
-    // The forward plan for k = 1 (and a Gradient's backward ops).
+    // The forward plan for k devices (and a Gradient's backward ops).
     PassManager pm(&ctx);
     OpPassManager &funcPm = pm.nest<func::FuncOp>();
     bool hasGradient = false;
@@ -279,7 +280,7 @@ TestResult runGraphTest(const NodeTest &test, const RunOptions &options,
     funcPm.addPass(createAnalyzeStrategies());
     funcPm.addPass(createCoarsen());
     PartitionOptions partition;
-    partition.numDevices = 1;
+    partition.numDevices = options.devices;
     funcPm.addPass(createPartition(partition));
     if (failed(pm.run(module)))
       return failOrSkip("compiling", diagnostics);
@@ -396,6 +397,9 @@ TestResult runGraphTest(const NodeTest &test, const RunOptions &options,
                           "' is not an output of the imported graph");
     if (!computes)
       how = "plan, folded at import (no compute ran)";
+    else if (options.devices > 1 && how.find(" devices") == std::string::npos)
+      how += ", " + std::to_string(options.devices) + " devices, " +
+             std::to_string(exec.commBytesTotal()) + " bytes moved";
   }
   result.how = how;
   return finish(TestResult::Status::Pass, "");

@@ -27,6 +27,9 @@ struct RunOptions {
   Backend backend = Backend::Cpu;
   /// Tests whose inputs and outputs hold more elements are skipped.
   int64_t maxElements = 1 << 20;
+  /// Devices k of the plans that graph tests compile and run (k virtual
+  /// devices on the CPU executor); single-node tests always run whole.
+  int64_t devices = 1;
 };
 
 /// Loads the node test in `dir`, instantiates the TDL spec of its node on

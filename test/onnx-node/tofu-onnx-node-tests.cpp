@@ -2,7 +2,8 @@
 //
 //   tofu-onnx-node-tests [--data DIR] [--backend cpu|native-kernels|
 //                        tdl-reference] [--filter SUBSTR] [--jobs N]
-//                        [--timeout S] [--max-elements N] [--baseline FILE]
+//                        [--timeout S] [--max-elements N] [--devices K]
+//                        [--baseline FILE]
 //                        [--write-passing FILE] [--report FILE] [--verbose]
 //   tofu-onnx-node-tests --list-ops
 //
@@ -21,8 +22,8 @@
 // (with the ops behind "no TDL spec" and "random outputs") and a summary
 // line.
 //
-// With --baseline (cpu backend only), exits 1 when a test listed in FILE does
-// not pass or fewer tests pass than FILE lists; newly passing tests are
+// With --baseline (cpu backend only), exits 1 when a test listed in FILE (and
+// selected by --filter) does not pass or fewer tests pass than that; newly passing tests are
 // printed so that FILE can be updated. --list-ops prints, for every op with a
 // TDL spec or a CPU kernel: op, spec (yes/no), gradient rule (yes/no), CPU
 // kernel (native/interpreted/none), tab-separated.
@@ -75,6 +76,11 @@ static cl::opt<int64_t>
     maxElements("max-elements",
                 cl::desc("Skip tests with more input+output elements"),
                 cl::init(1 << 20));
+static cl::opt<int64_t> devices(
+    "devices",
+    cl::desc("k of the plans that graph tests (several nodes) compile and "
+             "run on k virtual CPU devices (default 1)"),
+    cl::init(1));
 static cl::opt<std::string>
     baseline("baseline", cl::desc("Tests that must pass (one name a line)"));
 static cl::opt<std::string>
@@ -297,6 +303,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   options.maxElements = maxElements;
+  if (devices < 1) {
+    llvm::errs() << "error: --devices must be at least 1\n";
+    return 2;
+  }
+  options.devices = devices;
   if (!baseline.empty() && options.backend != Backend::Cpu) {
     llvm::errs() << "error: --baseline counts CPU-backend passes only; the "
                  << backendOpt << " mode is a placeholder\n";
@@ -389,6 +400,11 @@ int main(int argc, char **argv) {
       llvm::errs() << "error: cannot read baseline " << baseline << "\n";
       return 2;
     }
+    // With --filter, the baseline's tests that the filter selects.
+    if (!filter.empty())
+      llvm::erase_if(expected, [](const std::string &name) {
+        return name.find(filter) == std::string::npos;
+      });
     std::set<std::string> passSet(passing.begin(), passing.end());
     std::set<std::string> baseSet(expected.begin(), expected.end());
     std::map<std::string, const TestResult *> byName;
@@ -422,6 +438,9 @@ int main(int argc, char **argv) {
     }
   }
   llvm::outs() << "onnx node tests (backend " << backendOpt
+               << (devices > 1 ? ", graph plans on " + std::to_string(devices) +
+                                     " devices"
+                               : std::string())
                << "): " << results.size() << " tests, " << passing.size()
                << " passed, " << failed << " failed, " << skipped
                << " skipped";
