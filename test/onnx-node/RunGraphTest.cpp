@@ -320,6 +320,20 @@ TestResult runGraphTest(const NodeTest &test, const RunOptions &options,
       return finish(TestResult::Status::Fail,
                     "the plan has " + std::to_string(plan->tensors.size()) +
                         " tensors, the IR " + std::to_string(tensorOf.size()));
+    // materialize names a tensor after its op (and "#i" for result i of
+    // several): a cheap check that the order above is the plan's.
+    for (auto [value, tensor] : tensorOf) {
+      Operation *op = value.getDefiningOp();
+      std::string name =
+          isa<InputOp>(op)   ? cast<InputOp>(op).getSymName().str()
+          : isa<ParamOp>(op) ? cast<ParamOp>(op).getSymName().str()
+                             : cast<ComputeOp>(op).getName().str();
+      if (!llvm::StringRef(plan->tensors[tensor].name).starts_with(name))
+        return finish(TestResult::Status::Fail,
+                      "plan tensor " + std::to_string(tensor) + " is '" +
+                          plan->tensors[tensor].name + "', expected '" + name +
+                          "'");
+    }
     for (auto [tensor, data] : feeds) {
       const plan::TensorInfo &info = plan->tensors[tensor];
       if (info.dtype != static_cast<plan::DType>(data->type.elem) ||
