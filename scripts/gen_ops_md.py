@@ -140,7 +140,7 @@ NO_SPEC_REASONS = {
     "RoiAlign": "data-dependent input regions (boxes index the feature map)",
     "GridSample": "data-dependent input regions (the grid indexes the input)",
     "MaxUnpool": "scatter to data-dependent positions",
-    "Scatter": "opsets 9-10: imported as ScatterElements (the node-test runner skips it by name)",
+    "Scatter": "opsets 9-10: imported as ScatterElements",
 }
 
 CPU_KERNEL_NOTE = {

@@ -1177,25 +1177,41 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
 }
 
 /// The number of rows that int64 input `indices` selects from when every
-/// end use (endUsesOf: directly or through shape-only ops) is a Gather
-/// reading it as its indices (an embedding lookup): the smallest gathered
-/// dimension among them. Nothing otherwise.
+/// end use (endUsesOf: directly or through shape-only ops) reads it as the
+/// indices of a Gather (an embedding lookup), GatherElements or
+/// ScatterElements (the size of data's axis), or GatherND or ScatterND (the
+/// dims of data an index tuple names): the smallest indexed dimension among
+/// them. Nothing otherwise.
 static std::optional<int64_t> rowsIndexedBy(Value indices) {
   std::optional<int64_t> rows;
   for (auto [compute, operand] : endUsesOf(indices)) {
-    if (!compute || compute.getSpec() != "Gather" ||
-        compute.getInputs().size() != 2 || operand != 1)
+    if (!compute || operand != 1 || compute.getInputs().size() < 2)
+      return std::nullopt;
+    StringRef spec = compute.getSpec();
+    bool alongAxis = spec == "Gather" || spec == "GatherElements" ||
+                     spec == "ScatterElements";
+    bool tuples = spec == "GatherND" || spec == "ScatterND";
+    if (!alongAxis && !tuples)
       return std::nullopt;
     auto data = cast<RankedTensorType>(compute.getInputs()[0].getType());
-    int64_t axis = 0;
-    if (auto attr = compute.getAttrs().getAs<IntegerAttr>("axis"))
-      axis = attr.getInt();
-    if (axis < 0)
-      axis += data.getRank();
-    if (axis < 0 || axis >= data.getRank())
+    auto index = cast<RankedTensorType>(compute.getInputs()[1].getType());
+    int64_t first = 0, count = 1;
+    if (alongAxis) {
+      if (auto attr = compute.getAttrs().getAs<IntegerAttr>("axis"))
+        first = attr.getInt();
+      if (first < 0)
+        first += data.getRank();
+    } else {
+      if (auto attr = compute.getAttrs().getAs<IntegerAttr>("batch_dims"))
+        first = attr.getInt();
+      count = index.getRank() ? index.getDimSize(index.getRank() - 1) : 0;
+    }
+    if (first < 0 || count < 1 || first + count > data.getRank())
       return std::nullopt;
-    int64_t dim = data.getDimSize(axis);
-    rows = rows ? std::min(*rows, dim) : dim;
+    for (int64_t d = first; d < first + count; ++d) {
+      int64_t dim = data.getDimSize(d);
+      rows = rows ? std::min(*rows, dim) : dim;
+    }
   }
   return rows;
 }
@@ -1427,7 +1443,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       }
       return error("integer graph input '" + labels.getSymName() +
                    "' is neither the labels of a loss nor only the indices "
-                   "of Gather nodes (token ids), directly or through "
+                   "of Gather, GatherElements, GatherND, ScatterElements or "
+                   "ScatterND nodes (token ids), directly or through "
                    "shape-only ops (Reshape, Flatten, Squeeze, Unsqueeze, "
                    "Transpose, Identity, Cast to an integer type); other "
                    "integer inputs are not supported yet");
