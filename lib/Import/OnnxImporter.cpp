@@ -1037,9 +1037,8 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
   }
   const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(node.op_type());
   if (!spec)
-    return error(where + ": operator '" + node.op_type() + "' (opset " +
-                 std::to_string(defaultOpset) +
-                 ") has no TDL spec (tdl-specs/); it is not supported yet" +
+    return error(where + ": operator '" + node.op_type() +
+                 "' has no TDL spec (tdl-specs/); it is not supported yet" +
                  (isFoldableOp(node.op_type())
                       ? " except with compile-time constant inputs, which "
                         "are folded at import"
@@ -1253,7 +1252,12 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                      : node.op_type() + "_" + std::to_string(index);
     if (!usedNames.insert(nodeName).second)
       nodeName += "_" + std::to_string(index);
-    std::string where = "node '" + nodeName + "' (" + node.op_type() + ")";
+    // Messages name the node, its op and, for the default domain, the
+    // opset: "node 'y' (Softmax) at opset 11: ...".
+    std::string nodeWhere = "node '" + nodeName + "' (" + node.op_type() + ")";
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    std::string opsetText = " at opset " + std::to_string(defaultOpset);
+    std::string where = nodeWhere + (defaultDomain ? opsetText : "");
     bool trainingOp = node.domain() == kOnnxTrainingDomain;
     if (!node.domain().empty() && node.domain() != "ai.onnx" && !trainingOp)
       return error(where + ": operator domain '" + node.domain() +
@@ -1275,7 +1279,6 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         return err;
       continue;
     }
-    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     std::vector<std::pair<std::string, TensorData>> newConstants;
     std::vector<std::unique_ptr<TensorData>> constantData;
     auto constantOf = [&](StringRef name) -> const TensorData * {
@@ -1311,7 +1314,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     // normalized and imported in turn.
     std::vector<onnx::NodeProto> pieces = {node};
     if (defaultDomain) {
-      auto expanded = expandOnnxNode(node, defaultOpset, where, typeOf,
+      auto expanded = expandOnnxNode(node, defaultOpset, nodeWhere, typeOf,
                                      newConstants);
       if (!expanded)
         return error(llvm::toString(expanded.takeError()));
@@ -1323,11 +1326,14 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     for (onnx::NodeProto &piece : pieces) {
       bool original = pieces.size() == 1;
       std::string pieceName = original ? nodeName : piece.name();
-      std::string pieceWhere =
-          original ? where
+      std::string pieceNodeWhere =
+          original ? nodeWhere
                    : "node '" + pieceName + "' (" + piece.op_type() + ")";
+      std::string pieceWhere =
+          pieceNodeWhere + (defaultDomain ? opsetText : "");
       if (defaultDomain) {
-        if (auto err = normalizeOnnxNode(piece, defaultOpset, pieceWhere,
+        // normalizeOnnxNode adds " at opset N" itself.
+        if (auto err = normalizeOnnxNode(piece, defaultOpset, pieceNodeWhere,
                                          constantOf, typeOf, newConstants))
           return error(llvm::toString(std::move(err)));
         for (auto &[name, data] : newConstants)
@@ -1500,6 +1506,11 @@ static llvm::Error runOnnxChecker(StringRef path,
     std::string message = e.what();
     while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
       message.pop_back();
+    // One line: the checker puts its context ("==> Context: ...") on the
+    // next.
+    for (char &c : message)
+      if (c == '\n')
+        c = ' ';
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path + ": the ONNX checker rejects the "
                                           "model: " +
