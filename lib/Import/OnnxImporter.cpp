@@ -1156,8 +1156,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     return error("opset " + std::to_string(defaultOpset) +
                  " of the default domain is not supported (opsets " +
                  std::to_string(kMinOpset) + " to " +
-                 std::to_string(kMaxOpset) +
-                 " are; PyTorch exports 13 to 21)");
+                 std::to_string(kMaxOpset) + " are; PyTorch exports 13 to 21)");
 
   for (const onnx::GraphProto *part : graphs) {
     for (const auto &info : part->value_info())
@@ -1288,8 +1287,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       auto data = std::make_unique<TensorData>();
       data->type = c->second.tensor.type;
       const auto dtype = static_cast<plan::DType>(data->type.elem);
-      data->bytes.resize(c->second.tensor.data.size() *
-                         plan::dtypeSize(dtype));
+      data->bytes.resize(c->second.tensor.data.size() * plan::dtypeSize(dtype));
       for (size_t k = 0; k < c->second.tensor.data.size(); ++k)
         runtime::storeElement(data->bytes.data(), dtype,
                               static_cast<int64_t>(k),
@@ -1314,8 +1312,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     // normalized and imported in turn.
     std::vector<onnx::NodeProto> pieces = {node};
     if (defaultDomain) {
-      auto expanded = expandOnnxNode(node, defaultOpset, nodeWhere, typeOf,
-                                     newConstants);
+      auto expanded =
+          expandOnnxNode(node, defaultOpset, nodeWhere, typeOf, newConstants);
       if (!expanded)
         return error(llvm::toString(expanded.takeError()));
       pieces = std::move(*expanded);
@@ -1358,7 +1356,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
           return error(llvm::toString(parts.takeError()));
         for (const onnx::NodeProto &part : *parts)
           if (auto err = importSpecNode(
-                  part, parts->size() == 1 ? pieceName : part.name(), pieceWhere))
+                  part, parts->size() == 1 ? pieceName : part.name(),
+                  pieceWhere))
             return err;
         continue;
       }
@@ -1367,8 +1366,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         auto count = ComputeOp::create(
             builder, NameLoc::get(builder.getStringAttr(pieceName), fileLoc),
             TypeRange{values.lookup(piece.input(0)).getType()}, "StepCount",
-            ValueRange{values.lookup(piece.input(0))}, builder.getDictionaryAttr({}),
-            pieceName, StringAttr());
+            ValueRange{values.lookup(piece.input(0))},
+            builder.getDictionaryAttr({}), pieceName, StringAttr());
         values[piece.output(0)] = count.getResult(0);
         continue;
       }

@@ -124,15 +124,17 @@ llvm::Expected<int64_t> legacyBroadcastPadding(
     for (int64_t d = 0; equal && d < r; ++d)
       equal = same(a->dims[d], b->dims[d]);
     if (!equal)
-      return error(at + ": " + op + " without broadcast = 1 (opsets before "
+      return error(at + ": " + op +
+                   " without broadcast = 1 (opsets before "
                    "7) needs A and B of one shape, not " +
                    formatDims(a->dims) + " and " + formatDims(b->dims));
     return 0;
   }
   if (q > r)
-    return error(at + ": " + op + " with broadcast = 1 (opsets before 7) "
-                 "needs B of rank at most A's, not " + formatDims(b->dims) +
-                 " for A " + formatDims(a->dims));
+    return error(at + ": " + op +
+                 " with broadcast = 1 (opsets before 7) "
+                 "needs B of rank at most A's, not " +
+                 formatDims(b->dims) + " for A " + formatDims(a->dims));
   int64_t count = 1;
   for (int64_t d : b->dims)
     count *= d;
@@ -142,9 +144,9 @@ llvm::Expected<int64_t> legacyBroadcastPadding(
   if (axisAttr) {
     start = axisAttr->i() < 0 ? axisAttr->i() + r : axisAttr->i();
     if (start < 0 || start + q > r)
-      return error(at + ": " + op + "'s axis " +
-                   std::to_string(axisAttr->i()) + " does not fit B " +
-                   formatDims(b->dims) + " into A " + formatDims(a->dims));
+      return error(at + ": " + op + "'s axis " + std::to_string(axisAttr->i()) +
+                   " does not fit B " + formatDims(b->dims) + " into A " +
+                   formatDims(a->dims));
   }
   for (int64_t j = 0; j < q; ++j)
     if (b->dims[j] != 1 && !same(b->dims[j], a->dims[start + j]))
@@ -508,9 +510,10 @@ llvm::Error normalizeOnnxNode(
         int64_t M = a->dims[intAttr(node, "transA", 0) ? 1 : 0];
         int64_t N = b->dims[intAttr(node, "transB", 0) ? 0 : 1];
         if (c->dims != std::vector<int64_t>{M, N})
-          return error(at + ": Gemm without broadcast = 1 (opsets before 7) "
-                       "needs C of shape " + formatDims({M, N}) + ", not " +
-                       formatDims(c->dims));
+          return error(at +
+                       ": Gemm without broadcast = 1 (opsets before 7) "
+                       "needs C of shape " +
+                       formatDims({M, N}) + ", not " + formatDims(c->dims));
       }
     }
   }
@@ -640,8 +643,10 @@ llvm::Error normalizeOnnxNode(
     if (!axis)
       return axis.takeError();
     if (*axis != rankOf(node.input(0)) - 1)
-      return error(at + ": " + op + " before opset 13 normalizes over all "
-                   "dims from axis " + std::to_string(*axis) +
+      return error(at + ": " + op +
+                   " before opset 13 normalizes over all "
+                   "dims from axis " +
+                   std::to_string(*axis) +
                    " on (coerced to 2-D); expandOnnxNode flattens the input "
                    "for it");
     setIntAttr(node, "axis", *axis);
@@ -755,8 +760,7 @@ llvm::Expected<std::vector<onnx::NodeProto>> expandOnnxNode(
       return std::vector<onnx::NodeProto>{node};
     if (llvm::any_of(type->dims, [](int64_t d) { return d < 0; }))
       return error(at + ": " + op + " on axis " + std::to_string(*axis) +
-                   " of an input with unknown dims " +
-                   formatDims(type->dims) +
+                   " of an input with unknown dims " + formatDims(type->dims) +
                    " (coerced to 2-D) needs a static shape");
     if (node.output_size() != 1)
       return error(at + ": " + op + " has one output");
