@@ -388,6 +388,25 @@ llvm::Error normalizeGemm(
   return llvm::Error::success();
 }
 
+/// Softmax, LogSoftmax and Hardmax before opset 13 normalize over dims
+/// `axis` .. rank - 1 of `type`: when all of them but one have size 1 (or
+/// all do), that is normalizing over the one (or the last), the opset-13
+/// form in one node; squeezenet's Softmax on axis 1 of [1, 1000, 1, 1] is
+/// Softmax on axis 1, which a loss sees through as any Softmax. The dim, or
+/// nothing when two or more dims are wider (or unknown).
+std::optional<int64_t> singleNormalizedDim(const tdl::TensorType &type,
+                                           int64_t axis) {
+  int64_t rank = type.dims.size(), wide = rank - 1, wideCount = 0;
+  for (int64_t d = axis; d < rank; ++d)
+    if (type.dims[d] != 1) {
+      wide = d;
+      ++wideCount;
+    }
+  if (wideCount > 1)
+    return std::nullopt;
+  return wide;
+}
+
 /// The `axis` (default 1) of Softmax, LogSoftmax or Hardmax before opset
 /// 13, in [0, rank).
 llvm::Expected<int64_t>
@@ -637,19 +656,20 @@ llvm::Error normalizeOnnxNode(
       opset < 13) {
     // Before 13 the input is coerced to 2-D at `axis` (default 1) and
     // normalized over all dims from `axis` on; from 13 over `axis` alone.
-    // The two agree when `axis` is the last dim; expandOnnxNode flattens
-    // the input around the others.
+    // The two agree when `axis` is the last dim, or when the other dims
+    // from `axis` on have size 1 (singleNormalizedDim); expandOnnxNode
+    // flattens the input for the rest.
     auto axis = coercedAxis(node, at, rankOf);
     if (!axis)
       return axis.takeError();
-    if (*axis != rankOf(node.input(0)) - 1)
+    auto single = singleNormalizedDim(*typeOf(node.input(0)), *axis);
+    if (!single)
       return error(at + ": " + op +
-                   " before opset 13 normalizes over all "
-                   "dims from axis " +
+                   " before opset 13 normalizes over all dims from axis " +
                    std::to_string(*axis) +
                    " on (coerced to 2-D); expandOnnxNode flattens the input "
                    "for it");
-    setIntAttr(node, "axis", *axis);
+    setIntAttr(node, "axis", *single);
     return llvm::Error::success();
   }
   if (op == "Upsample" && opset < 7) {
@@ -756,8 +776,8 @@ llvm::Expected<std::vector<onnx::NodeProto>> expandOnnxNode(
     if (!axis)
       return axis.takeError();
     std::optional<tdl::TensorType> type = typeOf(node.input(0));
-    if (*axis == static_cast<int64_t>(type->dims.size()) - 1)
-      return std::vector<onnx::NodeProto>{node};
+    if (singleNormalizedDim(*type, *axis))
+      return std::vector<onnx::NodeProto>{node}; // normalizeOnnxNode's
     if (llvm::any_of(type->dims, [](int64_t d) { return d < 0; }))
       return error(at + ": " + op + " on axis " + std::to_string(*axis) +
                    " of an input with unknown dims " + formatDims(type->dims) +

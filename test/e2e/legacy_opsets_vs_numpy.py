@@ -63,6 +63,11 @@ def cases():
     s = RNG.standard_normal((1, 1000, 1, 1))
     yield ("softmax-squeezenet-opset9", 9, helper.make_node("Softmax", ["x"], ["y"], axis=1),
            {"x": s}, softmax_2d(s, 1), s, "the input itself")
+    # Dims 1 and 3 have size 1: the coerced softmax is one over dim 2.
+    w = RNG.standard_normal((2, 1, 4, 1))
+    yield ("softmax-one-wide-dim-opset11", 11,
+           helper.make_node("Softmax", ["x"], ["y"], axis=1),
+           {"x": w}, softmax_2d(w, 1), softmax_axis(w, 1), "opset 13's Softmax on axis 1")
     yield ("logsoftmax-axis-2-opset6", 6,
            helper.make_node("LogSoftmax", ["x"], ["y"], axis=-2),
            {"x": x}, np.log(softmax_2d(x, 2)), np.log(softmax_axis(x, 2)),
