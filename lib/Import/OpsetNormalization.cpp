@@ -487,7 +487,8 @@ llvm::Error normalizeOnnxNode(
       return error(at + ": B needs " + std::to_string(*padding) +
                    " size-1 dims appended to be aligned at axis " +
                    std::to_string(intAttr(node, "axis", 0)) +
-                   " (expandOnnxNode inserts that Unsqueeze)");
+                   ", an extra Unsqueeze node that only a model's graph gets "
+                   "(expandOnnxNode), not a lone node");
     removeAttr(node, "broadcast");
     removeAttr(node, "axis");
     return llvm::Error::success();
@@ -499,8 +500,8 @@ llvm::Error normalizeOnnxNode(
     if (*padding != 0)
       return error(at + ": the per-channel slope needs " +
                    std::to_string(*padding) +
-                   " size-1 dims appended (expandOnnxNode inserts that "
-                   "Unsqueeze)");
+                   " size-1 dims appended, an extra Unsqueeze node that only a "
+                   "model's graph gets (expandOnnxNode), not a lone node");
     return llvm::Error::success();
   }
   if (opset < 7 && (op == "RNN" || op == "GRU" || op == "LSTM"))
@@ -667,8 +668,9 @@ llvm::Error normalizeOnnxNode(
       return error(at + ": " + op +
                    " before opset 13 normalizes over all dims from axis " +
                    std::to_string(*axis) +
-                   " on (coerced to 2-D); expandOnnxNode flattens the input "
-                   "for it");
+                   " on (coerced to 2-D), which takes Flatten and Reshape nodes "
+                   "that only a model's graph gets (expandOnnxNode), not a "
+                   "lone node");
     setIntAttr(node, "axis", *single);
     return llvm::Error::success();
   }
