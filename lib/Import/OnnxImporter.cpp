@@ -1107,9 +1107,8 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
   }
   const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(node.op_type());
   if (!spec)
-    return error(where + ": operator '" + node.op_type() + "' (opset " +
-                 std::to_string(defaultOpset) +
-                 ") has no TDL spec (tdl-specs/); it is not supported yet" +
+    return error(where + ": operator '" + node.op_type() +
+                 "' has no TDL spec (tdl-specs/); it is not supported yet" +
                  (isFoldableOp(node.op_type())
                       ? " except with compile-time constant inputs, which "
                         "are folded at import"
@@ -1243,8 +1242,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     return error("opset " + std::to_string(defaultOpset) +
                  " of the default domain is not supported (opsets " +
                  std::to_string(kMinOpset) + " to " +
-                 std::to_string(kMaxOpset) +
-                 " are; PyTorch exports 13 to 21)");
+                 std::to_string(kMaxOpset) + " are; PyTorch exports 13 to 21)");
 
   for (const onnx::GraphProto *part : graphs) {
     for (const auto &info : part->value_info())
@@ -1339,7 +1337,12 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                      : node.op_type() + "_" + std::to_string(index);
     if (!usedNames.insert(nodeName).second)
       nodeName += "_" + std::to_string(index);
-    std::string where = "node '" + nodeName + "' (" + node.op_type() + ")";
+    // Messages name the node, its op and, for the default domain, the
+    // opset: "node 'y' (Softmax) at opset 11: ...".
+    std::string nodeWhere = "node '" + nodeName + "' (" + node.op_type() + ")";
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    std::string opsetText = " at opset " + std::to_string(defaultOpset);
+    std::string where = nodeWhere + (defaultDomain ? opsetText : "");
     bool trainingOp = node.domain() == kOnnxTrainingDomain;
     if (!node.domain().empty() && node.domain() != "ai.onnx" && !trainingOp)
       return error(where + ": operator domain '" + node.domain() +
@@ -1361,7 +1364,6 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         return err;
       continue;
     }
-    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     std::vector<std::pair<std::string, TensorData>> newConstants;
     std::vector<std::unique_ptr<TensorData>> constantData;
     auto constantOf = [&](StringRef name) -> const TensorData * {
@@ -1371,8 +1373,7 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       auto data = std::make_unique<TensorData>();
       data->type = c->second.tensor.type;
       const auto dtype = static_cast<plan::DType>(data->type.elem);
-      data->bytes.resize(c->second.tensor.data.size() *
-                         plan::dtypeSize(dtype));
+      data->bytes.resize(c->second.tensor.data.size() * plan::dtypeSize(dtype));
       for (size_t k = 0; k < c->second.tensor.data.size(); ++k)
         runtime::storeElement(data->bytes.data(), dtype,
                               static_cast<int64_t>(k),
@@ -1397,8 +1398,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     // normalized and imported in turn.
     std::vector<onnx::NodeProto> pieces = {node};
     if (defaultDomain) {
-      auto expanded = expandOnnxNode(node, defaultOpset, where, typeOf,
-                                     newConstants);
+      auto expanded =
+          expandOnnxNode(node, defaultOpset, nodeWhere, typeOf, newConstants);
       if (!expanded)
         return error(llvm::toString(expanded.takeError()));
       pieces = std::move(*expanded);
@@ -1409,11 +1410,14 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     for (onnx::NodeProto &piece : pieces) {
       bool original = pieces.size() == 1;
       std::string pieceName = original ? nodeName : piece.name();
-      std::string pieceWhere =
-          original ? where
+      std::string pieceNodeWhere =
+          original ? nodeWhere
                    : "node '" + pieceName + "' (" + piece.op_type() + ")";
+      std::string pieceWhere =
+          pieceNodeWhere + (defaultDomain ? opsetText : "");
       if (defaultDomain) {
-        if (auto err = normalizeOnnxNode(piece, defaultOpset, pieceWhere,
+        // normalizeOnnxNode adds " at opset N" itself.
+        if (auto err = normalizeOnnxNode(piece, defaultOpset, pieceNodeWhere,
                                          constantOf, typeOf, newConstants))
           return error(llvm::toString(std::move(err)));
         for (auto &[name, data] : newConstants)
@@ -1421,8 +1425,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         newConstants.clear();
       }
       if (piece.op_type() == "ReduceMax")
-        if (auto err =
-                refuseTorchMaxWithIndices(piece, algorithm->nodes, pieceWhere))
+        if (auto err = refuseTorchMaxWithIndices(piece, algorithm->nodes,
+                                                 pieceWhere))
           return err;
       if (piece.op_type() == "Constant") {
         if (auto err = importConstantNode(piece, pieceWhere))
@@ -1442,7 +1446,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
           return error(llvm::toString(parts.takeError()));
         for (const onnx::NodeProto &part : *parts)
           if (auto err = importSpecNode(
-                  part, parts->size() == 1 ? pieceName : part.name(), pieceWhere))
+                  part, parts->size() == 1 ? pieceName : part.name(),
+                  pieceWhere))
             return err;
         continue;
       }
@@ -1451,8 +1456,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         auto count = ComputeOp::create(
             builder, NameLoc::get(builder.getStringAttr(pieceName), fileLoc),
             TypeRange{values.lookup(piece.input(0)).getType()}, "StepCount",
-            ValueRange{values.lookup(piece.input(0))}, builder.getDictionaryAttr({}),
-            pieceName, StringAttr());
+            ValueRange{values.lookup(piece.input(0))},
+            builder.getDictionaryAttr({}), pieceName, StringAttr());
         values[piece.output(0)] = count.getResult(0);
         continue;
       }
@@ -1591,6 +1596,11 @@ static llvm::Error runOnnxChecker(StringRef path,
     std::string message = e.what();
     while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
       message.pop_back();
+    // One line: the checker puts its context ("==> Context: ...") on the
+    // next.
+    for (char &c : message)
+      if (c == '\n')
+        c = ' ';
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path + ": the ONNX checker rejects the "
                                           "model: " +

@@ -126,15 +126,17 @@ llvm::Expected<int64_t> legacyBroadcastPadding(
     for (int64_t d = 0; equal && d < r; ++d)
       equal = same(a->dims[d], b->dims[d]);
     if (!equal)
-      return error(at + ": " + op + " without broadcast = 1 (opsets before "
+      return error(at + ": " + op +
+                   " without broadcast = 1 (opsets before "
                    "7) needs A and B of one shape, not " +
                    formatDims(a->dims) + " and " + formatDims(b->dims));
     return 0;
   }
   if (q > r)
-    return error(at + ": " + op + " with broadcast = 1 (opsets before 7) "
-                 "needs B of rank at most A's, not " + formatDims(b->dims) +
-                 " for A " + formatDims(a->dims));
+    return error(at + ": " + op +
+                 " with broadcast = 1 (opsets before 7) "
+                 "needs B of rank at most A's, not " +
+                 formatDims(b->dims) + " for A " + formatDims(a->dims));
   int64_t count = 1;
   for (int64_t d : b->dims)
     count *= d;
@@ -144,9 +146,9 @@ llvm::Expected<int64_t> legacyBroadcastPadding(
   if (axisAttr) {
     start = axisAttr->i() < 0 ? axisAttr->i() + r : axisAttr->i();
     if (start < 0 || start + q > r)
-      return error(at + ": " + op + "'s axis " +
-                   std::to_string(axisAttr->i()) + " does not fit B " +
-                   formatDims(b->dims) + " into A " + formatDims(a->dims));
+      return error(at + ": " + op + "'s axis " + std::to_string(axisAttr->i()) +
+                   " does not fit B " + formatDims(b->dims) + " into A " +
+                   formatDims(a->dims));
   }
   for (int64_t j = 0; j < q; ++j)
     if (b->dims[j] != 1 && !same(b->dims[j], a->dims[start + j]))
@@ -388,6 +390,25 @@ llvm::Error normalizeGemm(
   return llvm::Error::success();
 }
 
+/// Softmax, LogSoftmax and Hardmax before opset 13 normalize over dims
+/// `axis` .. rank - 1 of `type`: when all of them but one have size 1 (or
+/// all do), that is normalizing over the one (or the last), the opset-13
+/// form in one node; squeezenet's Softmax on axis 1 of [1, 1000, 1, 1] is
+/// Softmax on axis 1, which a loss sees through as any Softmax. The dim, or
+/// nothing when two or more dims are wider (or unknown).
+std::optional<int64_t> singleNormalizedDim(const tdl::TensorType &type,
+                                           int64_t axis) {
+  int64_t rank = type.dims.size(), wide = rank - 1, wideCount = 0;
+  for (int64_t d = axis; d < rank; ++d)
+    if (type.dims[d] != 1) {
+      wide = d;
+      ++wideCount;
+    }
+  if (wideCount > 1)
+    return std::nullopt;
+  return wide;
+}
+
 /// The `axis` (default 1) of Softmax, LogSoftmax or Hardmax before opset
 /// 13, in [0, rank).
 llvm::Expected<int64_t>
@@ -468,7 +489,8 @@ llvm::Error normalizeOnnxNode(
       return error(at + ": B needs " + std::to_string(*padding) +
                    " size-1 dims appended to be aligned at axis " +
                    std::to_string(intAttr(node, "axis", 0)) +
-                   " (expandOnnxNode inserts that Unsqueeze)");
+                   ", an extra Unsqueeze node that only a model's graph gets "
+                   "(expandOnnxNode), not a lone node");
     removeAttr(node, "broadcast");
     removeAttr(node, "axis");
     return llvm::Error::success();
@@ -480,8 +502,8 @@ llvm::Error normalizeOnnxNode(
     if (*padding != 0)
       return error(at + ": the per-channel slope needs " +
                    std::to_string(*padding) +
-                   " size-1 dims appended (expandOnnxNode inserts that "
-                   "Unsqueeze)");
+                   " size-1 dims appended, an extra Unsqueeze node that only a "
+                   "model's graph gets (expandOnnxNode), not a lone node");
     return llvm::Error::success();
   }
   if (opset < 7 && (op == "RNN" || op == "GRU" || op == "LSTM"))
@@ -510,9 +532,10 @@ llvm::Error normalizeOnnxNode(
         int64_t M = a->dims[intAttr(node, "transA", 0) ? 1 : 0];
         int64_t N = b->dims[intAttr(node, "transB", 0) ? 0 : 1];
         if (c->dims != std::vector<int64_t>{M, N})
-          return error(at + ": Gemm without broadcast = 1 (opsets before 7) "
-                       "needs C of shape " + formatDims({M, N}) + ", not " +
-                       formatDims(c->dims));
+          return error(at +
+                       ": Gemm without broadcast = 1 (opsets before 7) "
+                       "needs C of shape " +
+                       formatDims({M, N}) + ", not " + formatDims(c->dims));
       }
     }
   }
@@ -643,17 +666,21 @@ llvm::Error normalizeOnnxNode(
       opset < 13) {
     // Before 13 the input is coerced to 2-D at `axis` (default 1) and
     // normalized over all dims from `axis` on; from 13 over `axis` alone.
-    // The two agree when `axis` is the last dim; expandOnnxNode flattens
-    // the input around the others.
+    // The two agree when `axis` is the last dim, or when the other dims
+    // from `axis` on have size 1 (singleNormalizedDim); expandOnnxNode
+    // flattens the input for the rest.
     auto axis = coercedAxis(node, at, rankOf);
     if (!axis)
       return axis.takeError();
-    if (*axis != rankOf(node.input(0)) - 1)
-      return error(at + ": " + op + " before opset 13 normalizes over all "
-                   "dims from axis " + std::to_string(*axis) +
-                   " on (coerced to 2-D); expandOnnxNode flattens the input "
-                   "for it");
-    setIntAttr(node, "axis", *axis);
+    auto single = singleNormalizedDim(*typeOf(node.input(0)), *axis);
+    if (!single)
+      return error(at + ": " + op +
+                   " before opset 13 normalizes over all dims from axis " +
+                   std::to_string(*axis) +
+                   " on (coerced to 2-D), which takes Flatten and Reshape nodes "
+                   "that only a model's graph gets (expandOnnxNode), not a "
+                   "lone node");
+    setIntAttr(node, "axis", *single);
     return llvm::Error::success();
   }
   if (op == "Upsample" && opset < 7) {
@@ -760,12 +787,11 @@ llvm::Expected<std::vector<onnx::NodeProto>> expandOnnxNode(
     if (!axis)
       return axis.takeError();
     std::optional<tdl::TensorType> type = typeOf(node.input(0));
-    if (*axis == static_cast<int64_t>(type->dims.size()) - 1)
-      return std::vector<onnx::NodeProto>{node};
+    if (singleNormalizedDim(*type, *axis))
+      return std::vector<onnx::NodeProto>{node}; // normalizeOnnxNode's
     if (llvm::any_of(type->dims, [](int64_t d) { return d < 0; }))
       return error(at + ": " + op + " on axis " + std::to_string(*axis) +
-                   " of an input with unknown dims " +
-                   formatDims(type->dims) +
+                   " of an input with unknown dims " + formatDims(type->dims) +
                    " (coerced to 2-D) needs a static shape");
     if (node.output_size() != 1)
       return error(at + ": " + op + " has one output");

@@ -476,11 +476,11 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
                              "-100) of the model output '" +
                              logits.getName() + "'")
                                 .str();
-  // An output [N, C, 1, ...] may be a Softmax over [N, C] reshaped back (a
-  // pre-13 Softmax on axis 1 of [N, C, 1, 1], coerced to 2-D at import, as
-  // SqueezeNet's), an output [N, C] a Softmax over axis 1 of [N, C, 1, 1]
-  // flattened: the reshapes that only add or drop unit dims are looked
-  // through to that Softmax, or the loss would apply a second softmax.
+  // An output [N, C, 1, ...] may be a Softmax over [N, C] reshaped back
+  // (Flatten, Softmax, Reshape: the 2-D coercion of a pre-13 Softmax written
+  // out), an output [N, C] a Softmax over axis 1 of [N, C, 1, 1] flattened:
+  // the reshapes that only add or drop unit dims are looked through to that
+  // Softmax, whose input is then the logits exactly.
   SmallVector<Operation *> reshapes;
   if (hasUnitTrailingDims(type, 2)) {
     Value probe = scores;
@@ -517,6 +517,32 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
       for (ComputeOp op : chain)
         reshapes.push_back(op);
     }
+  }
+  // Other probabilities reshaped after their Softmax (a Softmax before
+  // opset 13 on a non-last axis is imported as Flatten, Softmax, Reshape)
+  // are no logits either, and the Softmax's input has another shape:
+  // refused rather than given a second softmax.
+  for (Value v = scores;;) {
+    auto op = v.getDefiningOp<ComputeOp>();
+    if (!op || op.getGradOf() || op->getNumOperands() == 0)
+      break;
+    StringRef spec = op.getSpec();
+    if (spec == "Softmax" && v != scores) {
+      op.emitError() << "--loss=" << kSoftmaxCrossEntropy << ": the logits '"
+                     << logits.getName() << "' are the probabilities of "
+                     << "Softmax '" << op.getName() << "' reshaped (by "
+                     << scores.getDefiningOp<ComputeOp>().getSpec() << " '"
+                     << scores.getDefiningOp<ComputeOp>().getName()
+                     << "'; a Softmax before opset 13 on a non-last axis "
+                     << "is imported so), not logits; name the logits with "
+                     << "--loss=" << kSoftmaxCrossEntropy
+                     << ":<output>, or compute the loss in the model";
+      return failure();
+    }
+    if (spec != "Reshape" && spec != "Flatten" && spec != "Squeeze" &&
+        spec != "Unsqueeze" && spec != "Transpose" && spec != "Identity")
+      break;
+    v = op->getOperand(0);
   }
   skipped.append(reshapes.begin(), reshapes.end());
   if (auto producer = scores.getDefiningOp<ComputeOp>();

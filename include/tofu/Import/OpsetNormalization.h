@@ -7,8 +7,8 @@
 // coerce-to-2D semantics (before 13); before opset 7, the `axis` /
 // `broadcast` rule of Add, Mul, ..., Gemm's `broadcast`, the `is_test` of
 // BatchNormalization and Dropout, PRelu's per-channel slope and
-// Upsample-1's height_scale / width_scale. The TDL specs describe one form; this
-// rewrites a node into it, so one spec serves every version. It also
+// Upsample-1's height_scale / width_scale. The TDL specs describe one form;
+// this rewrites a node into it, so one spec serves every version. It also
 // rewrites edge values whose ONNX meaning the spec's expression would lose
 // (Gemm's alpha = 0 or beta = 0, which leave an operand unread; ReduceSum's
 // empty axes of a non-integer type, as torch.onnx.export writes them):
