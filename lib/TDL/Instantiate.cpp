@@ -469,7 +469,14 @@ llvm::Error Instantiator::computeOutput(unsigned o) {
   if (!decl.elemAttr.empty()) {
     auto a = impl.attrs.find(decl.elemAttr);
     int64_t code = a == impl.attrs.end() ? -1 : a->second.i;
-    std::optional<ElemType> elem = elemOfOnnxCode(code);
+    // A negative code (the attribute's default, `dtype: int = -1`) stands
+    // for "absent": the output then has type variable T's type (EyeLike
+    // without dtype).
+    auto inherited = typeVars.find("T");
+    std::optional<ElemType> elem =
+        code < 0 && inherited != typeVars.end()
+            ? std::optional<ElemType>(inherited->second)
+            : elemOfOnnxCode(code);
     if (!elem)
       return error("output " + decl.name + ": element type " +
                    std::to_string(code) + " (attribute '" + decl.elemAttr +
