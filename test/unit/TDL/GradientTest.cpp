@@ -272,6 +272,21 @@ TEST(TDLGradient, Activations) {
   checkGradient({"Shrink", {f32({4})}, {{"lambd", F(1.5)}}});
 }
 
+// tdl-specs/hyperbolic.tdl, on both sides of the series' 1e-3 switch.
+TEST(TDLGradient, Hyperbolic) {
+  for (const char *op : {"Sinh", "Cosh", "Asinh"}) {
+    SCOPED_TRACE(op);
+    checkGradient({op, {f32({2, 3})}, {}, -3, 3});
+  }
+  checkGradient({"Acosh", {f32({2, 3})}, {}, 1.5, 4});
+  checkGradient({"Atanh", {f32({2, 3})}, {}, -0.9, 0.9});
+  for (const char *op : {"Sinh", "Asinh", "Atanh"}) {
+    SCOPED_TRACE(op);
+    Problem small{op, {f32({4})}, {}, -0.0009, 0.0009};
+    checkGradient(small);
+  }
+}
+
 // tdl-specs/logical.tdl: Mod (both modes) away from its jumps, Reciprocal,
 // Round (zero gradient).
 TEST(TDLGradient, ModReciprocalRound) {
