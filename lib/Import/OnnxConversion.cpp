@@ -68,6 +68,24 @@ llvm::Expected<tdl::AttrMap> convertOnnxAttributes(const onnx::NodeProto &node,
       attrs[attr.name()] = tdl::AttrValue::ofInts(
           std::vector<int64_t>(attr.ints().begin(), attr.ints().end()));
       break;
+    case onnx::AttributeProto::TENSOR:
+      if (node.op_type() == "ConstantOfShape" && attr.name() == "value") {
+        // A one-element tensor: the spec takes its value and its ONNX
+        // data-type code (tdl-specs/generators.tdl).
+        std::string what = "node '" + nodeName.str() +
+                           "' (ConstantOfShape): attribute 'value'";
+        auto data = convertOnnxTensor(attr.t(), what);
+        if (!data)
+          return data.takeError();
+        if (data->numElements() != 1)
+          return error(what + " holds " +
+                       std::to_string(data->numElements()) +
+                       " elements, not one");
+        attrs["value"] = tdl::AttrValue::ofFloat(data->valueAt(0));
+        attrs["dtype"] = tdl::AttrValue::ofInt(attr.t().data_type());
+        break;
+      }
+      [[fallthrough]];
     default:
       return error("node '" + nodeName + "' (" + node.op_type() +
                    "): attribute '" + attr.name() + "' has kind " +

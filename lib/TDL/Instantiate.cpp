@@ -469,7 +469,14 @@ llvm::Error Instantiator::computeOutput(unsigned o) {
   if (!decl.elemAttr.empty()) {
     auto a = impl.attrs.find(decl.elemAttr);
     int64_t code = a == impl.attrs.end() ? -1 : a->second.i;
-    std::optional<ElemType> elem = elemOfOnnxCode(code);
+    // A negative code (the attribute's default, `dtype: int = -1`) stands
+    // for "absent": the output then has type variable T's type (EyeLike
+    // without dtype).
+    auto inherited = typeVars.find("T");
+    std::optional<ElemType> elem =
+        code < 0 && inherited != typeVars.end()
+            ? std::optional<ElemType>(inherited->second)
+            : elemOfOnnxCode(code);
     if (!elem)
       return error("output " + decl.name + ": element type " +
                    std::to_string(code) + " (attribute '" + decl.elemAttr +
@@ -917,8 +924,9 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
   case Expr::Kind::Call: {
     if (e.name == "unbroadcast")
       return lowerUnbroadcast(e);
-    if ((e.name == "sum" || e.name == "prod") && e.args.size() == 1 &&
-        e.args[0]->kind == Expr::Kind::For)
+    if ((e.name == "sum" || e.name == "prod" ||
+         (!inIndex && (e.name == "max" || e.name == "min"))) &&
+        e.args.size() == 1 && e.args[0]->kind == Expr::Kind::For)
       return lowerUnrolled(e, *e.args[0], inIndex);
     bool clampInIndex = inIndex && (e.name == "max" || e.name == "min" ||
                                     e.name == "abs");
@@ -1077,21 +1085,39 @@ llvm::Expected<LExprPtr> Instantiator::lower(const Expr &e, bool inIndex) {
 }
 
 /// `sum(for(d: n) e)` / `prod(for(d: n) e)` in a value: the static sum or
-/// product of e over d (empty: 0 / 1).
+/// product of e over d (empty: 0 / 1); `max(for(d: n) e)` /
+/// `min(for(d: n) e)`: nested max / min calls (empty: an error).
 llvm::Expected<LExprPtr> Instantiator::lowerUnrolled(const Expr &call,
                                                      const Expr &f,
                                                      bool inIndex) {
   bool isSum = call.name == "sum";
-  LExprPtr acc = makeConst(isSum ? 0 : 1, call.loc);
+  bool isExtremum = call.name == "max" || call.name == "min";
+  LExprPtr acc = isExtremum ? nullptr : makeConst(isSum ? 0 : 1, call.loc);
   if (auto err = forEach(f, [&](int64_t) -> llvm::Error {
         auto l = lower(*f.args[0], inIndex);
         if (!l)
           return l.takeError();
+        if (isExtremum) {
+          if (!acc) {
+            acc = std::move(*l);
+            return llvm::Error::success();
+          }
+          auto c = std::make_unique<LExpr>();
+          c->kind = LExpr::Kind::Call;
+          c->loc = call.loc;
+          c->fn = call.name == "max" ? Fn::Max : Fn::Min;
+          c->ops.push_back(std::move(acc));
+          c->ops.push_back(std::move(*l));
+          acc = std::move(c);
+          return llvm::Error::success();
+        }
         acc = foldBinary(isSum ? BinOp::Add : BinOp::Mul, std::move(acc),
                          std::move(*l), inIndex, call.loc);
         return llvm::Error::success();
       }))
     return std::move(err);
+  if (!acc)
+    return makeSpecError(call.loc, call.name + "(for(...)) over no element");
   return acc;
 }
 

@@ -531,9 +531,10 @@ llvm::Error OpChecker::checkValue(const Expr &e) {
                                     "with '*i'");
       return llvm::Error::success();
     }
-    if ((e.name == "sum" || e.name == "prod") && e.args.size() == 1 &&
-        e.args[0]->kind == Expr::Kind::For) {
-      // Unrolled at instantiation: sum/product over a static range.
+    if ((e.name == "sum" || e.name == "prod" || e.name == "max" ||
+         e.name == "min") &&
+        e.args.size() == 1 && e.args[0]->kind == Expr::Kind::For) {
+      // Unrolled at instantiation: sum/product/max/min over a static range.
       const Expr &f = *e.args[0];
       if (auto err = checkStatic(*f.vars[0].second))
         return err;

@@ -2,6 +2,7 @@
 #include "TDLTestSupport.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace tofu::tdl;
 using namespace tofu::tdl::test;
@@ -86,6 +87,76 @@ TEST(TDLEvaluator, ElementwiseOps) {
   expectNear(run("BiasGrad", {dy}), {12, 14});
   // Rank 0.
   expectNear(run("Relu", {tensor(f32({}), {-4})}), {0});
+}
+
+// tdl-specs/logical.tdl: two's complement bit operations on negative
+// values and the wrap of an unsigned BitwiseNot / BitShift at the store,
+// and the logical ops (numpy's values).
+TEST(TDLEvaluator, BitAndLogicalOps) {
+  auto a = tensor(i64({6}), {-6, -6, 12, 0, -1, (1LL << 52) + 5});
+  auto b = tensor(i64({6}), {3, -3, 10, -7, -1, (1LL << 52) + 3});
+  expectNear(run("BitwiseAnd", {a, b}),
+             {2, -8, 8, 0, -1, double((1LL << 52) + 1)});
+  expectNear(run("BitwiseOr", {a, b}),
+             {-5, -1, 14, -7, -1, double((1LL << 52) + 7)});
+  expectNear(run("BitwiseXor", {a, b}), {-7, 7, 6, -7, 0, 6});
+  expectNear(run("BitwiseNot", {a}),
+             {5, 5, -13, -1, 0, double(-(1LL << 52) - 6)});
+  TensorType u8{{3}, ElemType::U8};
+  expectNear(run("BitwiseNot", {tensor(u8, {5, 0, 255})}), {250, 255, 0});
+  expectNear(run("BitShift", {tensor(u8, {5, 200, 255}), tensor(u8, {1, 1, 4})},
+                 {{"direction", AttrValue::ofString("LEFT")}}),
+             {10, 144, 240});
+  expectNear(run("BitShift", {tensor(u8, {5, 200, 255}), tensor(u8, {1, 3, 8})},
+                 {{"direction", AttrValue::ofString("RIGHT")}}),
+             {2, 25, 0});
+  TensorType b4{{4}, ElemType::Bool};
+  auto p = tensor(b4, {0, 0, 1, 1}), q = tensor(b4, {0, 1, 0, 1});
+  expectNear(run("And", {p, q}), {0, 0, 0, 1});
+  expectNear(run("Or", {p, q}), {0, 1, 1, 1});
+  expectNear(run("Xor", {p, q}), {0, 1, 1, 0});
+  expectNear(run("Not", {p}), {1, 1, 0, 0});
+  double inf = std::numeric_limits<double>::infinity();
+  auto x = tensor(f32({4}), {-inf, inf, std::nan(""), 3.4e38});
+  expectNear(run("IsInf", {x}), {1, 1, 0, 0});
+  expectNear(run("IsInf", {x}, {{"detect_negative", AttrValue::ofInt(0)}}),
+             {0, 1, 0, 0});
+  expectNear(run("IsNaN", {x}), {0, 0, 1, 0});
+}
+
+// tdl-specs/hyperbolic.tdl vs the C library, near 0 (the series) and away
+// from it, to 1e-15 relative.
+TEST(TDLEvaluator, Hyperbolic) {
+  std::vector<double> xs = {-20, -2.5, -0.5, -0.3, -1e-3, -2e-5, 0, 1e-9,
+                            9.99e-4, 0.4999, 0.7, 3, 20};
+  auto x = tensor(TensorType{{int64_t(xs.size())}, ElemType::F64}, xs);
+  struct Fn {
+    const char *op;
+    double (*f)(double);
+  };
+  for (Fn fn : {Fn{"Sinh", std::sinh}, Fn{"Cosh", std::cosh},
+                Fn{"Asinh", std::asinh}}) {
+    std::vector<double> got = run(fn.op, {x});
+    ASSERT_EQ(got.size(), xs.size());
+    for (size_t k = 0; k < xs.size(); ++k)
+      EXPECT_NEAR(got[k], fn.f(xs[k]), 1e-15 * std::fabs(fn.f(xs[k])))
+          << fn.op << "(" << xs[k] << ")";
+  }
+  std::vector<double> ys = {-0.999, -0.5, -1e-3, -3e-7, 0, 5e-4, 0.25, 0.9};
+  std::vector<double> got = run("Atanh", {tensor(TensorType{{8}, ElemType::F64}, ys)});
+  for (size_t k = 0; k < ys.size(); ++k)
+    EXPECT_NEAR(got[k], std::atanh(ys[k]), 1e-15 * std::fabs(std::atanh(ys[k])))
+        << "atanh(" << ys[k] << ")";
+  std::vector<double> zs = {1, 1 + 1e-12, 1.5, 10, 1e6, 1e10, 1e300};
+  got = run("Acosh", {tensor(TensorType{{7}, ElemType::F64}, zs)});
+  for (size_t k = 0; k < zs.size(); ++k)
+    EXPECT_NEAR(got[k], std::acosh(zs[k]), 1e-15 * std::fabs(std::acosh(zs[k])))
+        << "acosh(" << zs[k] << ")";
+  std::vector<double> big = {-1e300, -1e10, 1e10, 1e300};
+  got = run("Asinh", {tensor(TensorType{{4}, ElemType::F64}, big)});
+  for (size_t k = 0; k < big.size(); ++k)
+    EXPECT_NEAR(got[k], std::asinh(big[k]), 1e-15 * std::fabs(std::asinh(big[k])))
+        << "asinh(" << big[k] << ")";
 }
 
 TEST(TDLEvaluator, SoftmaxCrossEntropy) {

@@ -222,7 +222,8 @@ TEST(TDLGradient, MaxMin) {
     checkGradient({op, {f32({2, 3}), f32({2, 3})}});
     checkGradient({op, {f32({2, 3}), f32({3})}});
     checkGradient({op, {f32({2, 1, 3}), f32({4, 1})}});
-    checkGradient({op, {f32({4}), std::nullopt}});
+    checkGradient({op, {f32({4})}});
+    checkGradient({op, {f32({2, 3}), f32({3}), f32({2, 1}), f32({})}});
   }
 }
 
@@ -252,6 +253,84 @@ TEST(TDLGradient, LRN) {
   checkGradient({"LRN", {f32({1, 3, 2, 2})},
                  {{"size", AttrValue::ofInt(7)}, {"alpha", AttrValue::ofFloat(2.0)}, {"beta", AttrValue::ofFloat(0.75)},
                   {"bias", AttrValue::ofFloat(1.0)}}});
+}
+
+// tdl-specs/activation.tdl, away from the kinks (SubgradientTest checks
+// those).
+TEST(TDLGradient, Activations) {
+  auto F = [](double v) { return AttrValue::ofFloat(v); };
+  Problem prelu{"PRelu", {f32({2, 3, 2}), f32({3, 1})}};
+  prelu.awayFromZero = 0.05;
+  checkGradient(prelu);
+  prelu.types = {f32({2, 3}), f32({2, 3})};
+  checkGradient(prelu);
+  prelu.types = {f32({4}), f32({})};
+  checkGradient(prelu);
+  for (const char *op : {"Elu", "Selu", "Celu", "ThresholdedRelu"}) {
+    SCOPED_TRACE(op);
+    Problem p{op, {f32({2, 3})}};
+    p.lo = -3;
+    p.hi = 2;
+    p.awayFromZero = 0.05;
+    if (std::string(op) == "ThresholdedRelu")
+      p.attrs = {{"alpha", F(0)}};
+    checkGradient(p);
+  }
+  checkGradient({"Elu", {f32({5})}, {{"alpha", F(0.5)}}, -2, -0.05});
+  checkGradient({"Selu", {f32({5})}, {{"alpha", F(2)}, {"gamma", F(3)}}, -2,
+                 -0.05});
+  checkGradient({"Celu", {f32({5})}, {{"alpha", F(2.5)}}, -3, -0.05});
+  for (const char *op : {"Softplus", "Softsign", "Mish"}) {
+    SCOPED_TRACE(op);
+    checkGradient({op, {f32({2, 3})}, {}, -4, 4});
+  }
+  // HardSigmoid's kinks are at +-2.5 (defaults) and -1, 1 (alpha 0.5,
+  // beta 0.5); HardSwish's at +-3.
+  checkGradient({"HardSigmoid", {f32({6})}, {}, -2.4, 2.4});
+  checkGradient({"HardSigmoid", {f32({6})}, {}, 2.6, 4});
+  checkGradient({"HardSigmoid", {f32({6})},
+                 {{"alpha", F(0.5)}, {"beta", F(0.5)}}, -0.9, 0.9});
+  checkGradient({"HardSwish", {f32({6})}, {}, -2.9, 2.9});
+  checkGradient({"HardSwish", {f32({6})}, {}, 3.1, 5});
+  checkGradient({"HardSwish", {f32({6})}, {}, -5, -3.1});
+  // Shrink: outside +-lambd (slope 1) and inside (slope 0).
+  Problem shrink{"Shrink", {f32({2, 3})}, {{"lambd", F(0.5)}, {"bias", F(0.2)}}};
+  shrink.awayFromZero = 0.6;
+  checkGradient(shrink);
+  checkGradient({"Shrink", {f32({4})}, {{"lambd", F(1.5)}}});
+}
+
+// tdl-specs/hyperbolic.tdl, on both sides of the series' 1e-3 switch.
+TEST(TDLGradient, Hyperbolic) {
+  for (const char *op : {"Sinh", "Cosh", "Asinh"}) {
+    SCOPED_TRACE(op);
+    checkGradient({op, {f32({2, 3})}, {}, -3, 3});
+  }
+  checkGradient({"Acosh", {f32({2, 3})}, {}, 1.5, 4});
+  checkGradient({"Atanh", {f32({2, 3})}, {}, -0.9, 0.9});
+  for (const char *op : {"Sinh", "Asinh", "Atanh"}) {
+    SCOPED_TRACE(op);
+    Problem small{op, {f32({4})}, {}, -0.0009, 0.0009};
+    checkGradient(small);
+  }
+}
+
+// tdl-specs/logical.tdl: Mod (both modes) away from its jumps, Reciprocal,
+// Round (zero gradient).
+TEST(TDLGradient, ModReciprocalRound) {
+  for (int64_t fmod : {0, 1}) {
+    SCOPED_TRACE(fmod);
+    Problem mod{"Mod", {f32({2, 3}), f32({3})},
+                {{"fmod", AttrValue::ofInt(fmod)}}, -3, 3};
+    mod.awayFromZero = 0.3;
+    checkGradient(mod);
+    mod.types = {f32({2, 3}), f32({2, 3})};
+    checkGradient(mod);
+  }
+  Problem rec{"Reciprocal", {f32({2, 3})}};
+  rec.awayFromZero = 0.5;
+  checkGradient(rec);
+  checkGradient({"Round", {f32({5})}, {}, 0.1, 0.4});
 }
 
 TEST(TDLGradient, Pow) {

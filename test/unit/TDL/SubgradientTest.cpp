@@ -40,6 +40,62 @@ std::vector<double> run(llvm::StringRef op,
   return (*r)[0].data;
 }
 
+/// The gradient of every input of `op` (one output) at `inputs` for the
+/// incoming gradient `dy`, through the op's gradient rule; an input without
+/// a gradient gives an empty vector.
+std::vector<std::vector<double>>
+grads(llvm::StringRef op, const std::vector<DenseTensor> &inputs,
+      const std::vector<double> &dy, const AttrMap &attrs = {}) {
+  const SpecLibrary &lib = SpecLibrary::builtin();
+  std::vector<std::optional<TensorType>> types;
+  std::vector<const DenseTensor *> ptrs;
+  for (const DenseTensor &t : inputs) {
+    types.push_back(t.type);
+    ptrs.push_back(&t);
+  }
+  OpInstance inst = mustInstantiate(lib, op, types, attrs);
+  auto out = evaluate(inst, ptrs);
+  auto g = expandGradient(lib, inst);
+  if (!out || !g) {
+    ADD_FAILURE() << op.str() << ": "
+                  << (out ? "" : llvm::toString(out.takeError()))
+                  << (g ? "" : llvm::toString(g.takeError()));
+    return {};
+  }
+  DenseTensor w = tensor((*out)[0].type, dy);
+  std::vector<DenseTensor> temps;
+  auto operand = [&](const GradOperand &o) -> const DenseTensor & {
+    switch (o.kind) {
+    case GradOperand::Kind::ForwardInput: return inputs[o.index];
+    case GradOperand::Kind::ForwardOutput: return (*out)[o.index];
+    case GradOperand::Kind::OutputGrad: return w;
+    case GradOperand::Kind::Temp: return temps[o.index];
+    }
+    return temps[0];
+  };
+  for (const GradCall &call : g->calls) {
+    std::vector<std::optional<TensorType>> callTypes;
+    std::vector<const DenseTensor *> callPtrs;
+    for (auto &o : call.operands) {
+      callTypes.push_back(operand(o).type);
+      callPtrs.push_back(&operand(o));
+    }
+    OpInstance ci = mustInstantiate(lib, call.op, callTypes, call.attrs);
+    auto r = evaluate(ci, callPtrs);
+    if (!r) {
+      ADD_FAILURE() << call.op << ": " << llvm::toString(r.takeError());
+      return {};
+    }
+    temps.push_back(std::move((*r)[0]));
+  }
+  std::vector<std::vector<double>> result;
+  for (auto &ig : g->inputGrads)
+    result.push_back(ig ? operand(*ig).data : std::vector<double>{});
+  return result;
+}
+
+using Values = std::vector<double>;
+
 } // namespace
 
 // PyTorch's max_pool (CPU and CUDA) and ONNX MaxPool's Indices pick the first
@@ -205,27 +261,143 @@ TEST(TDLSubgradient, PowAtZero) {
 }
 
 // torch.maximum / minimum: tied inputs get dY / 2 each (also through
-// broadcasting: a broadcast input sums its halves).
+// broadcasting: a broadcast input sums its halves); with more inputs, dY / t
+// to each of the t tied inputs, as torch.amax over the stacked inputs
+// (values measured with torch 1.13).
 TEST(TDLSubgradient, MaxMinTiesShareEvenly) {
-  DenseTensor dy = tensor(f32({2, 3}), {4, 4, 4, 8, 8, 8});
   DenseTensor a = tensor(f32({2, 3}), {1, 2, 3, 1, 2, 3});
   DenseTensor b = tensor(f32({3}), {2, 2, 2});
-  EXPECT_EQ(run("MaxGrad", {dy, a, b}),
-            (std::vector<double>{0, 2, 4, 0, 4, 8}));
-  EXPECT_EQ(run("MinGrad", {dy, a, b}),
-            (std::vector<double>{4, 2, 0, 8, 4, 0}));
+  Values dy = {4, 4, 4, 8, 8, 8};
+  auto g = grads("Max", {a, b}, dy);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0], (Values{0, 2, 4, 0, 4, 8}));
+  // b: 4 + 8 where b > a, 2 + 4 at the ties, 0 where a > b.
+  EXPECT_EQ(g[1], (Values{12, 6, 0}));
+  g = grads("Min", {a, b}, dy);
+  EXPECT_EQ(g[0], (Values{4, 2, 0, 8, 4, 0}));
+  EXPECT_EQ(g[1], (Values{0, 6, 12}));
+  // Three inputs: torch.amax(torch.stack([a, b, c]), 0) with dY = 6 gives
+  // a [0, 2, 6, 2], b [3, 2, 0, 2], c [3, 2, 0, 2]. (Max(Max(a, b), c)
+  // would give a and b 1.5 each and c 3 where all three tie.)
+  DenseTensor a3 = tensor(f32({4}), {1, 2, 2, 0});
+  DenseTensor b3 = tensor(f32({4}), {2, 2, 1, 0});
+  DenseTensor c3 = tensor(f32({4}), {2, 2, 0, 0});
+  g = grads("Max", {a3, b3, c3}, {6, 6, 6, 6});
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0], (Values{0, 2, 6, 2}));
+  EXPECT_EQ(g[1], (Values{3, 2, 0, 2}));
+  EXPECT_EQ(g[2], (Values{3, 2, 0, 2}));
+  g = grads("Min", {a3, b3, c3}, {6, 6, 6, 6});
+  EXPECT_EQ(g[0], (Values{6, 2, 0, 2}));
+  EXPECT_EQ(g[1], (Values{0, 2, 0, 2}));
+  EXPECT_EQ(g[2], (Values{0, 2, 6, 2}));
+  // Broadcast among three: a scalar tied with two [2, 2] tensors.
+  g = grads("Max",
+            {tensor(f32({}), {2}), tensor(f32({2, 2}), {2, 1, 2, 2}),
+             tensor(f32({2, 1}), {0, 2})},
+            {6, 6, 6, 6});
+  EXPECT_EQ(g[0], (Values{3 + 6 + 2 + 2}));
+  EXPECT_EQ(g[1], (Values{3, 0, 2, 2}));
+  EXPECT_EQ(g[2], (Values{0, 4}));
+  // One input: the identity.
+  g = grads("Max", {a3}, {1, 2, 3, 4});
+  EXPECT_EQ(g[0], (Values{1, 2, 3, 4}));
   const SpecLibrary &lib = SpecLibrary::builtin();
-  OpInstance max = mustInstantiate(lib, "Max", {f32({2, 3}), f32({3})});
-  auto g = expandGradient(lib, max);
-  ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
-  ASSERT_TRUE(g->inputGrads[1].has_value());
-  // b's gradient: MaxGrad(dY, b, a) summed over the rows: 2 + 4 (the ties)
-  // plus 4 + 8 where b > a.
-  EXPECT_EQ(g->calls.back().op, "Unbroadcast");
-  EXPECT_EQ(run("MaxGrad", {dy, b, a}),
-            (std::vector<double>{4, 2, 0, 8, 4, 0}));
-  // A Max of three inputs is refused (the tie rule is written for two).
-  EXPECT_NE(instantiateError(lib, "Max", {f32({3}), f32({3}), f32({3})}), "");
+  EXPECT_NE(instantiateError(lib, "Max", {f32({2, 3}), f32({4}), f32({3})}),
+            "");
+}
+
+// The activations of tdl-specs/activation.tdl at their kinks, with
+// PyTorch 1.13's float64 gradients for dY = 4.
+TEST(TDLSubgradient, ActivationKinks) {
+  // prelu (weight 0.25) at x = -1, 0, 2: dx = [1, 1, 4], dweight = -4 (0 from
+  // x = 0).
+  auto g = grads("PRelu", {tensor(f32({3}), {-1, 0, 2}), tensor(f32({1}), {0.25})},
+                 {4, 4, 4});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0], (Values{1, 1, 4}));
+  EXPECT_EQ(g[1], (Values{-4}));
+  // elu(alpha = 0.5) at 0: the exponential side, alpha * dY.
+  g = grads("Elu", {tensor(f32({3}), {-1, 0, 1})}, {4, 4, 4},
+            {{"alpha", F(0.5)}});
+  EXPECT_NEAR(g[0][0], 0.7357588823428847, 1e-15);
+  EXPECT_EQ(g[0][1], 2);
+  EXPECT_EQ(g[0][2], 4);
+  // selu at 0: alpha * scale * dY (torch's float64 constants are the
+  // defaults).
+  g = grads("Selu", {tensor(f32({3}), {-1, 0, 1})}, {4, 4, 4});
+  EXPECT_NEAR(g[0][0], 2.587074412139256, 1e-15);
+  EXPECT_NEAR(g[0][1], 7.0323973633895065, 1e-15);
+  EXPECT_NEAR(g[0][2], 4.202803949421922, 1e-15);
+  // celu(alpha = 2) at 0: dY * exp(0 / alpha).
+  g = grads("Celu", {tensor(f32({3}), {-1, 0, 1})}, {4, 4, 4},
+            {{"alpha", F(2)}});
+  EXPECT_NEAR(g[0][0], 2.4261226388505337, 1e-15);
+  EXPECT_EQ(g[0][1], 4);
+  EXPECT_EQ(g[0][2], 4);
+  // hardsigmoid: 0 at both kinks (-3, 3) with alpha 1/6, beta 1/2.
+  g = grads("HardSigmoid", {tensor(f32({5}), {-3, -1, 0, 3, 4})},
+            {4, 4, 4, 4, 4}, {{"alpha", F(1.0 / 6)}});
+  EXPECT_EQ(g[0][0], 0);
+  EXPECT_NEAR(g[0][1], 4.0 / 6, 1e-15);
+  EXPECT_EQ(g[0][3], 0);
+  EXPECT_EQ(g[0][4], 0);
+  // hardswish at -4, -3, 0, 3, 4: [0, -2, 2, 6, 4] (the middle piece owns
+  // both kinks), as torch's CUDA kernel and its CPU scalar loop (a tensor of
+  // 5); its vectorized CPU loop (the first elements of a tensor of 64) gives
+  // 4 at 3.
+  g = grads("HardSwish", {tensor(f32({5}), {-4, -3, 0, 3, 4})},
+            {4, 4, 4, 4, 4});
+  EXPECT_EQ(g[0], (Values{0, -2, 2, 6, 4}));
+  // hardshrink / softshrink (lambd = 1) at -2, -1, 0, 1, 2: [4, 0, 0, 0, 4].
+  for (double bias : {0.0, 1.0}) {
+    g = grads("Shrink", {tensor(f32({5}), {-2, -1, 0, 1, 2})},
+              {4, 4, 4, 4, 4}, {{"lambd", F(1)}, {"bias", F(bias)}});
+    EXPECT_EQ(g[0], (Values{4, 0, 0, 0, 4})) << bias;
+  }
+  // threshold(1, 0) at 0, 1, 2: [0, 0, 4].
+  g = grads("ThresholdedRelu", {tensor(f32({3}), {0, 1, 2})}, {4, 4, 4});
+  EXPECT_EQ(g[0], (Values{0, 0, 4}));
+  // softplus and mish at 0 are smooth: dY / 2 and dY * 0.6 (tanh(log 2)).
+  g = grads("Softplus", {tensor(f32({2}), {-1, 0})}, {4, 4});
+  EXPECT_NEAR(g[0][0], 1.0757656854799804, 1e-15);
+  EXPECT_EQ(g[0][1], 2);
+  g = grads("Mish", {tensor(f32({3}), {-1, 0, 1})}, {4, 4, 4});
+  EXPECT_NEAR(g[0][0], 0.23686702350958005, 1e-15);
+  EXPECT_NEAR(g[0][1], 2.4, 1e-15);
+  EXPECT_NEAR(g[0][2], 4.196144880399169, 1e-15);
+  // softsign at 0: slope 1.
+  g = grads("Softsign", {tensor(f32({1}), {0})}, {4});
+  EXPECT_EQ(g[0], (Values{4}));
+}
+
+// Mod: torch.remainder (fmod = 0) and torch.fmod (fmod = 1) of
+// [-7, 7, -7, 7] by [2, 2, -2, -2]: values and the divisor's gradient
+// -dY * floor(A / B) or -dY * trunc(A / B).
+TEST(TDLSubgradient, ModSigns) {
+  DenseTensor a = tensor(f32({4}), {-7, 7, -7, 7});
+  DenseTensor b = tensor(f32({4}), {2, 2, -2, -2});
+  EXPECT_EQ(run("Mod", {a, b}), (Values{1, 1, -1, -1}));
+  EXPECT_EQ(run("Mod", {a, b}, {{"fmod", I(1)}}), (Values{-1, 1, -1, 1}));
+  auto g = grads("Mod", {a, b}, {1, 1, 1, 1});
+  EXPECT_EQ(g[0], (Values{1, 1, 1, 1}));
+  EXPECT_EQ(g[1], (Values{4, -3, -3, 4}));
+  g = grads("Mod", {a, b}, {1, 1, 1, 1}, {{"fmod", I(1)}});
+  EXPECT_EQ(g[1], (Values{3, -3, -3, 3}));
+  // Integers (Python's % and C's %).
+  DenseTensor ai = tensor(i64({4}), {-7, 7, -7, 7});
+  DenseTensor bi = tensor(i64({4}), {3, 3, -3, -3});
+  EXPECT_EQ(run("Mod", {ai, bi}), (Values{2, 1, -1, -2}));
+  EXPECT_EQ(run("Mod", {ai, bi}, {{"fmod", I(1)}}), (Values{-1, 1, -1, 1}));
+}
+
+// Round: ties to even (torch.round), zero gradient.
+TEST(TDLSubgradient, RoundHalfToEven) {
+  EXPECT_EQ(run("Round", {tensor(f32({8}), {-2.5, -1.5, -0.5, 0.5, 1.5, 2.5,
+                                            0.49999999999999994, -0.7})}),
+            (Values{-2, -2, -0.0, 0, 2, 2, 0, -1}));
+  auto g = grads("Round", {tensor(f32({2}), {0.5, 1})}, {4, 4});
+  EXPECT_EQ(g[0], (Values{0, 0}));
 }
 
 // Sign, Floor and Ceil are piecewise constant: zero gradient (no NaN from a
