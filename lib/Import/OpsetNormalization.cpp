@@ -11,7 +11,9 @@
 #include <onnx/onnx_pb.h>
 
 #include <cfloat>
+#include <cmath>
 #include <cstring>
+#include <numeric>
 
 namespace tofu {
 
@@ -72,6 +74,159 @@ std::string stringAttr(const onnx::NodeProto &node, llvm::StringRef name,
   return attr ? attr->s() : fallback.str();
 }
 
+/// A positive scale as an exact fraction num / den (den <= 1000) within
+/// float32's precision of `scale`, or nullopt.
+std::optional<std::pair<int64_t, int64_t>> scaleFraction(double scale) {
+  if (!(scale > 0) || scale > 1e6)
+    return std::nullopt;
+  for (int64_t den = 1; den <= 1000; ++den) {
+    double num = std::round(scale * static_cast<double>(den));
+    if (num >= 1 &&
+        std::fabs(num / static_cast<double>(den) - scale) <= 1e-6 * scale)
+      return std::make_pair(static_cast<int64_t>(num), den);
+  }
+  return std::nullopt;
+}
+
+/// Resize / Upsample with mode linear or cubic become ResizeInterp
+/// (tdl-specs/resize-interp.tdl): per dim the output size and the source
+/// coordinate of output index y as the exact fraction
+/// (coord_num * y + coord_off) / coord_den of the scale (num / den: sizes
+/// give output / input, constant scales their nearest small fraction) and
+/// the coordinate_transformation_mode, as onnx's reference computes it.
+llvm::Error normalizeResizeInterp(
+    onnx::NodeProto &node, int64_t opset, const std::string &at,
+    const std::string &mode, bool legacy, const std::vector<double> &scales,
+    const std::string &sizesName,
+    llvm::function_ref<const TensorData *(llvm::StringRef)> constantOf,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)>
+        typeOf) {
+  const std::string op = node.op_type();
+  std::string x = node.input_size() ? node.input(0) : "";
+  std::optional<tdl::TensorType> type = typeOf(x);
+  if (!type || llvm::is_contained(type->dims, -1))
+    return error(at + ": " + op + " " + mode +
+                 " needs an input of known static shape");
+  const std::vector<int64_t> &in = type->dims;
+  size_t rank = in.size();
+  std::string transform =
+      legacy ? "asymmetric"
+             : stringAttr(node, "coordinate_transformation_mode", "half_pixel");
+  if (transform != "half_pixel" && transform != "pytorch_half_pixel" &&
+      transform != "half_pixel_symmetric" && transform != "asymmetric" &&
+      transform != "align_corners")
+    return error(at + ": " + op + " " + mode +
+                 " with coordinate_transformation_mode '" + transform +
+                 "' is not supported (half_pixel, pytorch_half_pixel, "
+                 "half_pixel_symmetric, asymmetric and align_corners are)");
+  const onnx::AttributeProto *excl = findAttr(node, "exclude_outside");
+  if (mode == "cubic" && excl && excl->i() != 0)
+    return error(at + ": Resize cubic with exclude_outside = 1 is not "
+                      "supported (exclude_outside = 0 is)");
+  float cubicA = -0.75f;
+  if (const onnx::AttributeProto *a = findAttr(node, "cubic_coeff_a"))
+    cubicA = a->f();
+
+  // Per dim: output size and the scale as num / den.
+  std::vector<int64_t> out(rank), num(rank), den(rank);
+  if (!scales.empty()) {
+    if (scales.size() != rank)
+      return error(at + ": " + std::to_string(scales.size()) +
+                   " scales for an input of rank " + std::to_string(rank));
+    for (size_t d = 0; d < rank; ++d) {
+      std::optional<std::pair<int64_t, int64_t>> f = scaleFraction(scales[d]);
+      if (!f)
+        return error(at + ": scale " + std::to_string(scales[d]) +
+                     " is not supported for " + mode +
+                     " (a positive fraction with a denominator up to 1000 "
+                     "is)");
+      num[d] = f->first;
+      den[d] = f->second;
+      // onnx's reference: floor(input size * scale), in float64.
+      out[d] = static_cast<int64_t>(std::floor(
+          static_cast<double>(in[d]) * static_cast<double>(scales[d])));
+    }
+  } else {
+    const TensorData *data = constantOf(sizesName);
+    if (!data || data->numElements() != static_cast<int64_t>(rank))
+      return error(at + ": Resize's sizes must have one entry per dimension "
+                        "of X");
+    for (size_t d = 0; d < rank; ++d) {
+      out[d] = static_cast<int64_t>(data->valueAt(d));
+      num[d] = out[d];
+      den[d] = in[d];
+    }
+  }
+  bool downsample = false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (out[d] < 1 || in[d] < 1)
+      return error(at + ": " + op + " " + mode +
+                   " with an empty input or output dimension is not "
+                   "supported");
+    downsample |= num[d] < den[d];
+  }
+  if (const onnx::AttributeProto *aa = findAttr(node, "antialias");
+      aa && aa->i() != 0 && downsample)
+    return error(at + ": Resize with antialias = 1 when downsampling is not "
+                      "supported (antialias = 0 is)");
+
+  // x = (cn * y + co) / cd per dim (P / Q the scale, I / O the sizes).
+  std::vector<int64_t> cn(rank), co(rank), cd(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t P = num[d], Q = den[d], I = in[d], O = out[d];
+    bool outputOne = P * I == Q; // the float output size scale * I is 1
+    if (transform == "asymmetric") {
+      cn[d] = Q, co[d] = 0, cd[d] = P;
+    } else if (transform == "align_corners") {
+      if (outputOne)
+        cn[d] = 0, co[d] = 0, cd[d] = 1;
+      else if (P * I - Q < 0)
+        return error(at + ": align_corners with an output size below 1");
+      else
+        cn[d] = (I - 1) * Q, co[d] = 0, cd[d] = P * I - Q;
+    } else if (transform == "pytorch_half_pixel" && outputOne) {
+      cn[d] = 0, co[d] = -1, cd[d] = 2; // onnx's reference: -0.5
+    } else if (transform == "half_pixel_symmetric") {
+      cn[d] = 2 * Q, co[d] = I * P - O * Q + Q - P, cd[d] = 2 * P;
+    } else { // half_pixel, pytorch_half_pixel
+      cn[d] = 2 * Q, co[d] = Q - P, cd[d] = 2 * P;
+    }
+    int64_t g = std::gcd(std::gcd(std::abs(cn[d]), std::abs(co[d])), cd[d]);
+    if (g > 1)
+      cn[d] /= g, co[d] /= g, cd[d] /= g;
+    // A dim of size 1 kept at 1 reads its one cell whatever the coordinate
+    // (every tap clamps to it, and the weights sum to 1): x = y, one tap.
+    if (I == 1 && O == 1)
+      cn[d] = 1, co[d] = 0, cd[d] = 1;
+  }
+
+  node.set_op_type("ResizeInterp");
+  node.clear_input();
+  node.add_input(x);
+  node.clear_attribute();
+  auto addInts = [&](const char *name, const std::vector<int64_t> &values) {
+    auto *attr = node.add_attribute();
+    attr->set_name(name);
+    attr->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : values)
+      attr->add_ints(v);
+  };
+  auto *modeAttr = node.add_attribute();
+  modeAttr->set_name("mode");
+  modeAttr->set_type(onnx::AttributeProto::STRING);
+  modeAttr->set_s(mode);
+  addInts("sizes", out);
+  addInts("coord_num", cn);
+  addInts("coord_off", co);
+  addInts("coord_den", cd);
+  auto *aAttr = node.add_attribute();
+  aAttr->set_name("cubic_coeff_a");
+  aAttr->set_type(onnx::AttributeProto::FLOAT);
+  aAttr->set_f(cubicA);
+  (void)opset;
+  return llvm::Error::success();
+}
+
 /// Resize (opsets 10-19) and Upsample (7-9) with mode "nearest" become
 /// ResizeNearest (tdl-specs/resize.tdl): upsampling by whole factors, where
 /// output index y reads input index y // f. That holds for a factor f >= 1
@@ -81,16 +236,17 @@ std::string stringAttr(const onnx::NodeProto &node, llvm::StringRef name,
 llvm::Error normalizeResize(
     onnx::NodeProto &node, int64_t opset, const std::string &at,
     llvm::function_ref<const TensorData *(llvm::StringRef)> constantOf,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)> typeOf,
     llvm::function_ref<int64_t(llvm::StringRef)> rankOf) {
   const std::string op = node.op_type();
   bool upsample = op == "Upsample";
   std::string mode = stringAttr(node, "mode", "nearest");
-  if (mode != "nearest")
+  // Upsample-7 and older name bilinear interpolation "bilinear".
+  if (upsample && mode == "bilinear")
+    mode = "linear";
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
     return error(at + ": " + op + " mode '" + mode +
-                 "' is not supported (only mode 'nearest' with whole "
-                 "upsampling factors is; linear and cubic interpolation "
-                 "need coordinates clamped to the input, which TDL index "
-                 "expressions cannot express yet)");
+                 "' is not supported (nearest, linear and cubic are)");
   // Before Resize-11 (and in Upsample) nearest is asymmetric with floor.
   bool legacy = upsample || opset < 11;
   std::string transform =
@@ -140,6 +296,9 @@ llvm::Error normalizeResize(
                  "' must be a compile-time constant (an initializer or a "
                  "Constant); a data-dependent output size is not "
                  "supported");
+  if (mode != "nearest")
+    return normalizeResizeInterp(node, opset, at, mode, legacy, scales,
+                                 sizes, constantOf, typeOf);
   bool identity = true;
   for (double scale : scales) {
     if (scale < 1 || scale != static_cast<double>(static_cast<int64_t>(scale)))
@@ -405,7 +564,7 @@ llvm::Error normalizeOnnxNode(
     return llvm::Error::success();
   }
   if (op == "Resize" || op == "Upsample")
-    return normalizeResize(node, opset, at, constantOf, rankOf);
+    return normalizeResize(node, opset, at, constantOf, typeOf, rankOf);
   return llvm::Error::success();
 }
 
