@@ -112,13 +112,22 @@ llvm::Error normalizeResizeInterp(
   std::string transform =
       legacy ? "asymmetric"
              : stringAttr(node, "coordinate_transformation_mode", "half_pixel");
+  bool nearest = mode == "nearest";
   if (transform != "half_pixel" && transform != "pytorch_half_pixel" &&
       transform != "half_pixel_symmetric" && transform != "asymmetric" &&
-      transform != "align_corners")
+      transform != "align_corners" &&
+      !(nearest && transform == "tf_half_pixel_for_nn"))
     return error(at + ": " + op + " " + mode +
                  " with coordinate_transformation_mode '" + transform +
                  "' is not supported (half_pixel, pytorch_half_pixel, "
-                 "half_pixel_symmetric, asymmetric and align_corners are)");
+                 "half_pixel_symmetric, asymmetric, align_corners and, for "
+                 "nearest, tf_half_pixel_for_nn are)");
+  std::string rounding =
+      legacy ? "floor" : stringAttr(node, "nearest_mode", "round_prefer_floor");
+  if (nearest && rounding != "floor" && rounding != "ceil" &&
+      rounding != "round_prefer_floor" && rounding != "round_prefer_ceil")
+    return error(at + ": Resize nearest_mode '" + rounding +
+                 "' is not supported");
   const onnx::AttributeProto *excl = findAttr(node, "exclude_outside");
   if (mode == "cubic" && excl && excl->i() != 0)
     return error(at + ": Resize cubic with exclude_outside = 1 is not "
@@ -188,15 +197,35 @@ llvm::Error normalizeResizeInterp(
       cn[d] = 0, co[d] = -1, cd[d] = 2; // onnx's reference: -0.5
     } else if (transform == "half_pixel_symmetric") {
       cn[d] = 2 * Q, co[d] = I * P - O * Q + Q - P, cd[d] = 2 * P;
+    } else if (transform == "tf_half_pixel_for_nn") {
+      cn[d] = 2 * Q, co[d] = Q, cd[d] = 2 * P;
     } else { // half_pixel, pytorch_half_pixel
       cn[d] = 2 * Q, co[d] = Q - P, cd[d] = 2 * P;
+    }
+    // Nearest: floor((a y + b) / c) becomes the rounded coordinate.
+    if (nearest && rounding == "ceil") {
+      co[d] += cd[d] - 1;
+    } else if (nearest && rounding != "floor") {
+      // round_prefer_floor: ceil(x - 1/2); round_prefer_ceil: floor(x + 1/2).
+      cn[d] *= 2;
+      co[d] = 2 * co[d] + cd[d] - (rounding == "round_prefer_floor" ? 1 : 0);
+      cd[d] *= 2;
     }
     int64_t g = std::gcd(std::gcd(std::abs(cn[d]), std::abs(co[d])), cd[d]);
     if (g > 1)
       cn[d] /= g, co[d] /= g, cd[d] /= g;
     // A dim of size 1 kept at 1 reads its one cell whatever the coordinate
-    // (every tap clamps to it, and the weights sum to 1): x = y, one tap.
-    if (I == 1 && O == 1)
+    // (every tap clamps to it, and the weights sum to 1); a nearest dim
+    // whose rounded coordinate is y reads cell y: x = y, one tap.
+    bool same = I == 1 && O == 1;
+    if (nearest && I == O) {
+      same = true;
+      for (int64_t y = 0; y < O && same; ++y) {
+        int64_t v = cn[d] * y + co[d];
+        same = (v >= 0 ? v / cd[d] : -((-v + cd[d] - 1) / cd[d])) == y;
+      }
+    }
+    if (same)
       cn[d] = 1, co[d] = 0, cd[d] = 1;
   }
 
@@ -299,20 +328,32 @@ llvm::Error normalizeResize(
   if (mode != "nearest")
     return normalizeResizeInterp(node, opset, at, mode, legacy, scales,
                                  sizes, constantOf, typeOf);
-  bool identity = true;
+  // Whole-factor upsampling is ResizeNearest (y // f, a cheap gradient);
+  // any other nearest resize is ResizeInterp's one-tap nearest.
+  bool whole = true, identity = true;
   for (double scale : scales) {
-    if (scale < 1 || scale != static_cast<double>(static_cast<int64_t>(scale)))
-      return error(at + ": scale " + std::to_string(scale) +
-                   " is not supported: only upsampling by whole factors "
-                   "(1, 2, 3, ...) is");
+    if (scale < 1 || scale != static_cast<double>(static_cast<int64_t>(scale))) {
+      whole = false;
+      break;
+    }
     factors.push_back(static_cast<int64_t>(scale));
     identity &= factors.back() == 1;
   }
-  if (fromScales) {
+  if (fromScales && whole) {
     int64_t rank = rankOf(inputAt(0));
     if (rank >= 0 && rank != static_cast<int64_t>(factors.size()))
       return error(at + ": " + std::to_string(factors.size()) +
                    " scales for an input of rank " + std::to_string(rank));
+  }
+  if (!sizes.empty()) {
+    const TensorData *data = constantOf(sizes);
+    std::optional<tdl::TensorType> type = typeOf(inputAt(0));
+    if (type && data->numElements() == static_cast<int64_t>(type->dims.size()))
+      for (size_t d = 0; d < type->dims.size(); ++d) {
+        int64_t want = static_cast<int64_t>(data->valueAt(d));
+        whole &= type->dims[d] > 0 && want >= type->dims[d] &&
+                 want % type->dims[d] == 0;
+      }
   }
   bool halfPixel = transform == "half_pixel" ||
                    transform == "pytorch_half_pixel" ||
@@ -321,14 +362,10 @@ llvm::Error normalizeResize(
       transform == "asymmetric" || transform == "tf_half_pixel_for_nn";
   bool round = rounding == "round_prefer_floor" ||
                rounding == "round_prefer_ceil";
-  if (!(fromScales && identity) &&
-      !((halfPixel && round) || (asymmetric && rounding == "floor")))
-    return error(at + ": nearest with coordinate_transformation_mode '" +
-                 transform + "' and nearest_mode '" + rounding +
-                 "' is not supported (whole-factor upsampling is, with "
-                 "half_pixel, pytorch_half_pixel or half_pixel_symmetric "
-                 "and round_prefer_floor or round_prefer_ceil, or with "
-                 "asymmetric or tf_half_pixel_for_nn and floor)");
+  if (!whole || (!(fromScales && identity) &&
+                 !((halfPixel && round) || (asymmetric && rounding == "floor"))))
+    return normalizeResizeInterp(node, opset, at, mode, legacy, scales, sizes,
+                                 constantOf, typeOf);
 
   // The ResizeNearest form: X (and the constant sizes), `factors`.
   node.set_op_type("ResizeNearest");

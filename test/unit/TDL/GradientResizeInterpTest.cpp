@@ -87,8 +87,16 @@ TEST(TDLResizeInterp, CubicValues) {
   }
 }
 
+TEST(TDLResizeInterp, NearestValues) {
+  // round_prefer_floor of x = (4y - 1) / 6 (half_pixel, 2 -> 3), folded
+  // into floor((8y + 3) / 12): y = 0, 1, 2 read 0, 0 (x = 0.5 rounds down),
+  // 1.
+  EXPECT_EQ(run1d(attrs1d("nearest", 3, 8, 3, 12), {5, 7}),
+            (std::vector<double>{5, 5, 7}));
+}
+
 TEST(TDLResizeInterp, Gradient) {
-  for (const char *mode : {"linear", "cubic"}) {
+  for (const char *mode : {"linear", "cubic", "nearest"}) {
     SCOPED_TRACE(mode);
     // Upsampling 3x4 -> 5x7 (half_pixel), N and C left alone.
     checkGradientFD({"ResizeInterp",
