@@ -59,7 +59,7 @@ SPARSE_OR_VALUE = "a value, not a computation (to be folded into an initializer)
 RESIZE = ("normalized at import into ResizeNearest (tdl-specs/resize.tdl: nearest upsampling "
           "by whole factors) or ResizeInterp (tdl-specs/resize-interp.tdl: linear, cubic and "
           "other nearest resizes) with constant scales or sizes; tf_crop_and_resize, cubic "
-          "exclude_outside, antialias when downsampling and the axes attribute are refused "
+          "exclude_outside and antialias when downsampling are refused "
           "(docs/Import.md)")
 
 NO_SPEC_REASONS = {

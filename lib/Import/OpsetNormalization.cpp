@@ -96,8 +96,9 @@ std::optional<std::pair<int64_t, int64_t>> scaleFraction(double scale) {
 /// the coordinate_transformation_mode, as onnx's reference computes it.
 llvm::Error normalizeResizeInterp(
     onnx::NodeProto &node, int64_t opset, const std::string &at,
-    const std::string &mode, bool legacy, const std::vector<double> &scales,
-    const std::string &sizesName,
+    const std::string &mode, bool legacy, std::vector<double> scales,
+    const std::string &sizesName, std::vector<int64_t> axes,
+    const std::string &policy,
     llvm::function_ref<const TensorData *(llvm::StringRef)> constantOf,
     llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)>
         typeOf) {
@@ -136,6 +137,29 @@ llvm::Error normalizeResizeInterp(
   if (const onnx::AttributeProto *a = findAttr(node, "cubic_coeff_a"))
     cubicA = a->f();
 
+  // `axes` (opset 18) names the dims scales / sizes give; the others keep
+  // their size (scale 1).
+  bool allAxes = axes.empty();
+  if (allAxes)
+    for (size_t d = 0; d < rank; ++d)
+      axes.push_back(static_cast<int64_t>(d));
+  for (int64_t &a : axes) {
+    if (a < -static_cast<int64_t>(rank) || a >= static_cast<int64_t>(rank))
+      return error(at + ": Resize axis " + std::to_string(a) +
+                   " out of range for rank " + std::to_string(rank));
+    if (a < 0)
+      a += static_cast<int64_t>(rank);
+  }
+  if (!scales.empty()) {
+    if (scales.size() != axes.size())
+      return error(at + ": " + std::to_string(scales.size()) + " scales for " +
+                   std::to_string(axes.size()) + " axes");
+    std::vector<double> full(rank, 1.0);
+    for (size_t i = 0; i < axes.size(); ++i)
+      full[axes[i]] = scales[i];
+    scales = full;
+  }
+
   // Per dim: output size and the scale as num / den.
   std::vector<int64_t> out(rank), num(rank), den(rank);
   if (!scales.empty()) {
@@ -157,13 +181,34 @@ llvm::Error normalizeResizeInterp(
     }
   } else {
     const TensorData *data = constantOf(sizesName);
-    if (!data || data->numElements() != static_cast<int64_t>(rank))
-      return error(at + ": Resize's sizes must have one entry per dimension "
-                        "of X");
-    for (size_t d = 0; d < rank; ++d) {
-      out[d] = static_cast<int64_t>(data->valueAt(d));
-      num[d] = out[d];
-      den[d] = in[d];
+    if (!data || data->numElements() != static_cast<int64_t>(axes.size()))
+      return error(at + ": Resize's sizes must have one entry per axis");
+    for (size_t d = 0; d < rank; ++d)
+      out[d] = num[d] = den[d] = in[d];
+    for (size_t i = 0; i < axes.size(); ++i) {
+      out[axes[i]] = num[axes[i]] = static_cast<int64_t>(data->valueAt(i));
+      den[axes[i]] = in[axes[i]];
+    }
+    if (policy == "not_larger" || policy == "not_smaller") {
+      // One scale for the axes, the smallest (not_larger) or largest
+      // (not_smaller) of sizes / input; sizes round half up (onnx).
+      size_t best = 0;
+      for (size_t i = 1; i < axes.size(); ++i) {
+        int64_t a = axes[i], b = axes[best];
+        bool less = num[a] * den[b] < num[b] * den[a];
+        bool greater = num[a] * den[b] > num[b] * den[a];
+        if (policy == "not_larger" ? less : greater)
+          best = i;
+      }
+      int64_t P = num[axes[best]], Q = den[axes[best]];
+      for (int64_t a : axes) {
+        num[a] = P, den[a] = Q;
+        out[a] = (2 * P * in[a] + Q) / (2 * Q);
+      }
+    } else if (policy != "stretch") {
+      return error(at + ": Resize's keep_aspect_ratio_policy '" + policy +
+                   "' is not supported (stretch, not_larger and not_smaller "
+                   "are)");
     }
   }
   bool downsample = false;
@@ -287,14 +332,11 @@ llvm::Error normalizeResize(
   auto inputAt = [&](int index) -> std::string {
     return index >= 0 && index < node.input_size() ? node.input(index) : "";
   };
-  if (const onnx::AttributeProto *axesAttr = findAttr(node, "axes");
-      axesAttr && axesAttr->ints_size() > 0)
-    return error(at + ": Resize's 'axes' attribute is not supported; give "
-                      "scales or sizes for every dimension");
-  if (stringAttr(node, "keep_aspect_ratio_policy", "stretch") != "stretch")
-    return error(at + ": Resize's keep_aspect_ratio_policy '" +
-                 stringAttr(node, "keep_aspect_ratio_policy", "") +
-                 "' is not supported (only 'stretch' is)");
+  // `axes` and keep_aspect_ratio_policy (opset 18): ResizeInterp.
+  std::vector<int64_t> axes;
+  if (const onnx::AttributeProto *axesAttr = findAttr(node, "axes"))
+    axes.assign(axesAttr->ints().begin(), axesAttr->ints().end());
+  std::string policy = stringAttr(node, "keep_aspect_ratio_policy", "stretch");
 
   // The factors, from constant scales (an attribute of Upsample-7).
   std::vector<int64_t> factors;
@@ -325,9 +367,9 @@ llvm::Error normalizeResize(
                  "' must be a compile-time constant (an initializer or a "
                  "Constant); a data-dependent output size is not "
                  "supported");
-  if (mode != "nearest")
+  if (mode != "nearest" || !axes.empty() || policy != "stretch")
     return normalizeResizeInterp(node, opset, at, mode, legacy, scales,
-                                 sizes, constantOf, typeOf);
+                                 sizes, axes, policy, constantOf, typeOf);
   // Whole-factor upsampling is ResizeNearest (y // f, a cheap gradient);
   // any other nearest resize is ResizeInterp's one-tap nearest.
   bool whole = true, identity = true;
@@ -365,7 +407,7 @@ llvm::Error normalizeResize(
   if (!whole || (!(fromScales && identity) &&
                  !((halfPixel && round) || (asymmetric && rounding == "floor"))))
     return normalizeResizeInterp(node, opset, at, mode, legacy, scales, sizes,
-                                 constantOf, typeOf);
+                                 axes, policy, constantOf, typeOf);
 
   // The ResizeNearest form: X (and the constant sizes), `factors`.
   node.set_op_type("ResizeNearest");
