@@ -10,6 +10,7 @@ debs=(
   libfmt-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev libopenblas0-pthread libgtest-dev
   python3-torch python3-torchvision python3-numpy python3-onnx python3-venv
+  python3-pip
   chromium python3-pil
   openmpi-bin libopenmpi-dev
 )
@@ -43,3 +44,8 @@ if [ ! -x "$ORT_VENV/bin/python" ] ||
     echo "setup: warning: onnxruntime-training could not be installed; e2e.ort_training will not run" >&2
   fi
 fi
+# onnx 1.17's backend test data (node tests with opsets up to 22), unpacked
+# from the onnx==1.17.0 wheel into a cache folder for ctest
+# onnx-node.cpu-onnx117. Offline, a note says the tests will not be
+# registered (cmake says so too).
+"$(dirname "$0")/fetch_onnx_testdata.sh"

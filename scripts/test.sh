@@ -12,5 +12,12 @@ scripts/build.sh
 if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "test: no nvcc (CUDA toolkit): CUDA compile checks will be skipped"
 fi
+# The e2e tests write models, plans and gradient dumps into build/test/e2e
+# and remove them when they pass; about 4 GB are in use at the peak (two
+# large models at once under -j2), measured on 2026-11-25.
+free_kb=$(df -Pk build | awk 'NR == 2 {print $4}')
+if [ "${free_kb:-0}" -lt $((6 * 1024 * 1024)) ]; then
+  echo "test: warning: only $((free_kb / 1024)) MiB free for build/; the e2e tests need about 4 GiB at their peak and fail with 'no space left on the device' below that"
+fi
 cd build
 ctest --output-on-failure -j"${TOFU_JOBS:-2}" "$@"

@@ -35,7 +35,7 @@ const llvm::StringSet<> &specFoldableOps() {
       "Transpose", "Split",    "Add",     "Sub",       "Mul",
       "Div",       "Neg",      "Abs",     "Sqrt",      "Pow",
       "Equal",     "Less",     "Greater", "LessOrEqual", "GreaterOrEqual",
-      "Where",     "ReduceSum"};
+      "Where",     "ReduceSum", "Max",     "Min"};
   return ops;
 }
 

@@ -3,9 +3,11 @@
 // An ONNX backend node test is a directory holding model.onnx and one or more
 // test_data_set_N/ directories of input_K.pb / output_K.pb TensorProtos (K in
 // the order of the graph's inputs / outputs). `loadNodeTest` reads one and
-// decides whether tofuc can run it: the graph must be a single node of the
-// default domain whose op type has a TDL spec, with tensor operands of
-// supported element types.
+// decides whether tofuc can run it: a single node of the default domain whose
+// op type has a TDL spec runs on its own; a graph of several nodes (the
+// `*_expanded` function expansions, a Gradient) runs whole through tofuc's
+// pipeline (RunGraphTest.cpp). Operands must be tensors of supported element
+// types.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_TEST_ONNXNODE_NODETEST_H
@@ -22,6 +24,7 @@ namespace tofu::nodetest {
 /// The inputs and expected outputs of one test_data_set_N directory.
 struct DataSet {
   std::string name; ///< e.g. "test_data_set_0"
+  std::string dir;  ///< its directory
   /// One entry per node input; nullopt for an omitted optional input.
   std::vector<std::optional<TensorData>> inputs;
   /// One entry per node output; nullopt when the graph does not output it.
@@ -43,11 +46,13 @@ struct NodeTest {
   /// The serialized NodeProto of an RNN, LSTM or GRU node: it has no TDL
   /// spec and runs unrolled into per-step cells (RunUnrolledNodeTest.cpp).
   std::string recurrentNode;
-  /// The model path of a graph with a Gradient node (several nodes): it is
-  /// imported whole and its gradients built (RunGradientGraphTest.cpp);
-  /// `outputNames` are then the graph's outputs, each data set's inputs
-  /// the graph's inputs.
-  std::string gradientGraph;
+  /// The model path of a graph of several nodes (or with a Gradient node):
+  /// it is compiled whole into a forward plan and run on the CPU runtime
+  /// (RunGraphTest.cpp). `outputNames` are then the graph's outputs, each
+  /// data set's inputs the graph's inputs that are not initializers
+  /// (`inputNames`).
+  std::string graphModel;
+  std::vector<std::string> inputNames; ///< graph tests: the fed inputs
   std::vector<DataSet> dataSets;
 
   /// Elements of all inputs and expected outputs of all data sets.

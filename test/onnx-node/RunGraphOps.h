@@ -1,10 +1,9 @@
 //===- RunGraphOps.h - Run the ops of a multi-op node test ------*- C++ -*-===//
 //
-// Two kinds of node test become several tofu ops before they run: an RNN,
-// LSTM or GRU node is unrolled into per-step cells (RunUnrolledNodeTest.cpp)
-// and a graph with a Gradient node gets its backward ops
-// (RunGradientGraphTest.cpp). Both then run the ops of a function in order,
-// each like a single-op test; this is that shared part.
+// An RNN, LSTM or GRU node test is unrolled into per-step cells
+// (RunUnrolledNodeTest.cpp) whose ops then run in order, each like a
+// single-op test; this is that part. (Graphs of several nodes run as a plan
+// instead: RunGraphTest.cpp.)
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_TEST_ONNXNODE_RUNGRAPHOPS_H

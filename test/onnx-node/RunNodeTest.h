@@ -27,6 +27,9 @@ struct RunOptions {
   Backend backend = Backend::Cpu;
   /// Tests whose inputs and outputs hold more elements are skipped.
   int64_t maxElements = 1 << 20;
+  /// Devices k of the plans that graph tests compile and run (k virtual
+  /// devices on the CPU executor); single-node tests always run whole.
+  int64_t devices = 1;
 };
 
 /// Loads the node test in `dir`, instantiates the TDL spec of its node on
@@ -39,16 +42,22 @@ TestResult runNodeTest(const std::string &dir, const RunOptions &options);
 TestResult runUnrolledNodeTest(const NodeTest &test, const RunOptions &options,
                                TestResult result);
 
-/// Runs a loaded test whose graph has a Gradient node: the model is
-/// imported as tofuc does, `tofu-build-training-step{gradient-graph}`
-/// replaces the gradients by their backward ops, and every op runs in order
-/// on the backend. `result` carries the test's name.
-TestResult runGradientGraphTest(const NodeTest &test, const RunOptions &options,
-                                TestResult result);
+/// Runs a loaded test whose graph has several nodes (or a Gradient node)
+/// through tofuc's pipeline: import, the Gradient's backward ops
+/// (`tofu-build-training-step{gradient-graph}`), a forward plan for k = 1
+/// (no training step), and one step of it on the CPU runtime's executor.
+/// `result` carries the test's name.
+TestResult runGraphTest(const NodeTest &test, const RunOptions &options,
+                        TestResult result);
 
 /// A short category of a skip reason, for the summary ("no TDL spec",
-/// "multi-node graph", "element type not supported", ...).
+/// "float8/int4/string/complex element type", ...); "other" when the reason
+/// is not a known limitation (a graph test then fails instead).
 std::string skipCategory(const std::string &reason);
+
+/// The op a skip reason names when it is "no TDL spec" or "random outputs"
+/// (for the summary's per-op breakdown), else "".
+std::string skippedOp(const std::string &reason);
 
 } // namespace tofu::nodetest
 

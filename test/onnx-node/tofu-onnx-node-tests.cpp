@@ -2,20 +2,28 @@
 //
 //   tofu-onnx-node-tests [--data DIR] [--backend cpu|native-kernels|
 //                        tdl-reference] [--filter SUBSTR] [--jobs N]
-//                        [--timeout S] [--max-elements N] [--baseline FILE]
+//                        [--timeout S] [--max-elements N] [--devices K]
+//                        [--baseline FILE]
 //                        [--write-passing FILE] [--report FILE] [--verbose]
 //   tofu-onnx-node-tests --list-ops
 //
-// Runs every ONNX backend node test (DIR/test_*/) whose graph is one node
-// with a TDL spec: instantiate the spec on the test's inputs, compute each
-// output with the chosen backend on whole tensors (k = 1) and compare it with
+// Runs every ONNX backend node test (DIR/test_*/): onnx 1.12's from the
+// Debian package (the default DIR) or a newer onnx wheel's
+// (onnx/backend/test/data/node; scripts/setup.sh unpacks onnx 1.17's). A
+// graph of one node with a TDL spec runs on its own: instantiate the spec on
+// the test's inputs, compute each output with the chosen backend on whole
+// tensors (k = 1). Any other graph (the `*_expanded` function expansions,
+// Gradient graphs, a single node that only the importer takes, such as
+// Shape) is compiled by tofuc's pipeline into a forward plan for k = 1 and
+// run on the CPU runtime (RunGraphTest.cpp). Each output is compared with
 // the expected output (rtol 1e-3, atol 1e-7; exact for integers and bools).
 // Each test runs in a forked child, so a crash or a hang fails that test
 // only. Prints failures, the sorted passing tests, skip reasons by category
-// and a summary line.
+// (with the ops behind "no TDL spec" and "random outputs") and a summary
+// line.
 //
-// With --baseline (cpu backend only), exits 1 when a test listed in FILE does
-// not pass or fewer tests pass than FILE lists; newly passing tests are
+// With --baseline (cpu backend only), exits 1 when a test listed in FILE (and
+// selected by --filter) does not pass or fewer tests pass than that; newly passing tests are
 // printed so that FILE can be updated. --list-ops prints, for every op with a
 // TDL spec or a CPU kernel: op, spec (yes/no), gradient rule (yes/no), CPU
 // kernel (native/interpreted/none), tab-separated.
@@ -68,6 +76,11 @@ static cl::opt<int64_t>
     maxElements("max-elements",
                 cl::desc("Skip tests with more input+output elements"),
                 cl::init(1 << 20));
+static cl::opt<int64_t> devices(
+    "devices",
+    cl::desc("k of the plans that graph tests (several nodes) compile and "
+             "run on k virtual CPU devices (default 1)"),
+    cl::init(1));
 static cl::opt<std::string>
     baseline("baseline", cl::desc("Tests that must pass (one name a line)"));
 static cl::opt<std::string>
@@ -290,6 +303,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   options.maxElements = maxElements;
+  if (devices < 1) {
+    llvm::errs() << "error: --devices must be at least 1\n";
+    return 2;
+  }
+  options.devices = devices;
   if (!baseline.empty() && options.backend != Backend::Cpu) {
     llvm::errs() << "error: --baseline counts CPU-backend passes only; the "
                  << backendOpt << " mode is a placeholder\n";
@@ -310,6 +328,7 @@ int main(int argc, char **argv) {
 
   std::vector<std::string> passing;
   std::map<std::string, int> skipCounts;
+  std::map<std::string, std::map<std::string, int>> skipOps;
   size_t failed = 0, skipped = 0;
   std::string reportText;
   for (const TestResult &r : results) {
@@ -320,12 +339,15 @@ int main(int argc, char **argv) {
       break;
     case TestResult::Status::Fail:
       ++failed;
-      llvm::outs() << "FAIL " << r.name << " (" << r.opType << "): "
+      llvm::outs() << "FAIL " << r.name << " ("
+                   << (r.opType.empty() ? "graph" : r.opType) << "): "
                    << r.detail << "\n";
       break;
     case TestResult::Status::Skip:
       ++skipped;
       ++skipCounts[skipCategory(r.detail)];
+      if (std::string op = skippedOp(r.detail); !op.empty())
+        ++skipOps[skipCategory(r.detail)][op];
       if (verbose)
         llvm::outs() << "SKIP " << r.name << ": " << r.detail << "\n";
       break;
@@ -336,16 +358,38 @@ int main(int argc, char **argv) {
   for (const std::string &name : passing)
     llvm::outs() << "  " << name << "\n";
   llvm::outs() << "skipped by reason:\n";
-  for (const auto &[category, count] : skipCounts)
+  for (const auto &[category, count] : skipCounts) {
     llvm::outs() << "  " << count << "  " << category << "\n";
+    // The ops behind "no TDL spec" and "random outputs", most tests first.
+    auto ops = skipOps.find(category);
+    if (ops == skipOps.end())
+      continue;
+    std::vector<std::pair<int, std::string>> byCount;
+    for (const auto &[op, n] : ops->second)
+      byCount.push_back({-n, op});
+    std::sort(byCount.begin(), byCount.end());
+    std::string line;
+    for (const auto &[n, op] : byCount) {
+      std::string item = op + " " + std::to_string(-n);
+      if (line.size() + item.size() > 72) {
+        llvm::outs() << "      " << line << "\n";
+        line.clear();
+      }
+      line += (line.empty() ? "" : ", ") + item;
+    }
+    if (!line.empty())
+      llvm::outs() << "      " << line << "\n";
+  }
   if (!report.empty() && !writeFile(report, reportText))
     return 2;
   if (!writePassing.empty() &&
       !writeFile(writePassing,
-                 "# ONNX backend node tests that pass on the CPU backend. The "
-                 "ctest test\n# onnx-node.cpu fails when one stops passing. "
-                 "Regenerate when more pass:\n#   tofu-onnx-node-tests "
-                 "--write-passing test/onnx-node/passing.txt\n" +
+                 "# ONNX backend node tests that pass on the CPU backend, of "
+                 "the data set this\n# file is the baseline of "
+                 "(test/onnx-node/CMakeLists.txt). Its ctest test fails\n# "
+                 "when one stops passing. Regenerate when more pass:\n#   "
+                 "tofu-onnx-node-tests --data <dir> --write-passing <this "
+                 "file>\n" +
                      llvm::join(passing, "\n") + "\n"))
     return 2;
 
@@ -356,6 +400,11 @@ int main(int argc, char **argv) {
       llvm::errs() << "error: cannot read baseline " << baseline << "\n";
       return 2;
     }
+    // With --filter, the baseline's tests that the filter selects.
+    if (!filter.empty())
+      llvm::erase_if(expected, [](const std::string &name) {
+        return name.find(filter) == std::string::npos;
+      });
     std::set<std::string> passSet(passing.begin(), passing.end());
     std::set<std::string> baseSet(expected.begin(), expected.end());
     std::map<std::string, const TestResult *> byName;
@@ -389,6 +438,9 @@ int main(int argc, char **argv) {
     }
   }
   llvm::outs() << "onnx node tests (backend " << backendOpt
+               << (devices > 1 ? ", graph plans on " + std::to_string(devices) +
+                                     " devices"
+                               : std::string())
                << "): " << results.size() << " tests, " << passing.size()
                << " passed, " << failed << " failed, " << skipped
                << " skipped";

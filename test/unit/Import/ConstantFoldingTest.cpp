@@ -116,6 +116,16 @@ TEST(ConstantFolding, LargeResultsAreNotFolded) {
   EXPECT_FALSE(result->has_value());
 }
 
+// ONNX's CenterCropPad function pads to Max(Shape(x), shape).
+TEST(ConstantFolding, MaxAndMinOfShapes) {
+  auto a = ints({10, 7, 3}, {3});
+  auto b = ints({8, 9, 3}, {3});
+  tdl::DenseTensor max = fold1("Max", {&a, &b});
+  EXPECT_EQ(max.data, (std::vector<double>{10, 9, 3}));
+  EXPECT_EQ(max.type.elem, tdl::ElemType::I64);
+  EXPECT_EQ(fold1("Min", {&a, &b}).data, (std::vector<double>{8, 7, 3}));
+}
+
 TEST(ConstantFolding, OnlyListedOpsFold) {
   EXPECT_TRUE(isFoldableOp("Shape"));
   EXPECT_TRUE(isFoldableOp("Unsqueeze"));
