@@ -139,13 +139,10 @@ NO_SPEC_REASONS = {
     "Size": "shape metadata: known at compile time, folded at import (docs/Import.md)",
     # others
     "Det": "opaque linear algebra (LU factorization): needs a native kernel",
-    "Einsum": "the equation string defines the indexing (a spec per equation)",
     "RoiAlign": "data-dependent input regions (boxes index the feature map)",
     "GridSample": "data-dependent input regions (the grid indexes the input)",
     "MaxUnpool": "scatter to data-dependent positions",
-    "ScatterND": "scatter to data-dependent positions",
-    "ScatterElements": "scatter to data-dependent positions",
-    "Scatter": "scatter to data-dependent positions",
+    "Scatter": "opsets 9-10: imported as ScatterElements",
 }
 
 CPU_KERNEL_NOTE = {

@@ -133,11 +133,20 @@ private:
   llvm::Error importSpecNode(const onnx::NodeProto &node,
                              const std::string &nodeName,
                              const std::string &where);
-  /// Refuses a Gather whose indices are a compile-time constant (an
-  /// integer initializer, a Constant node, folded arithmetic) with an index
-  /// outside [-n, n), n the size of the gathered axis.
-  llvm::Error checkGatherIndices(const onnx::NodeProto &node,
-                                 const std::string &where);
+  /// Refuses a Gather, GatherElements, GatherND, ScatterElements or
+  /// ScatterND whose indices are a compile-time constant (an integer
+  /// initializer, a Constant node, folded arithmetic) with an index outside
+  /// [-n, n), n the size of the dim it indexes (the axis, or for the ND ops
+  /// data's dim batch_dims + k for component k of an index tuple).
+  llvm::Error checkConstantIndices(const onnx::NodeProto &node,
+                                   const std::string &where);
+  /// Refuses a ReduceMax over one axis whose input an ArgMax over the same
+  /// axis also reads: torch.max(x, dim) with its indices used, whose
+  /// gradient at ties (all of dY to the returned index) differs from
+  /// ReduceMax's rule (torch.amax's: ties share dY evenly).
+  llvm::Error refuseTorchMaxWithIndices(const onnx::NodeProto &node,
+                                        ArrayRef<const onnx::NodeProto *> nodes,
+                                        const std::string &where);
   /// True for `T + 1` with T an updated int64 scalar (a training
   /// algorithm's update count), which is imported as StepCount; puts T
   /// first.
@@ -946,9 +955,51 @@ bool OnnxImporter::isStepCount(onnx::NodeProto &node) {
   return isCounter(node.input(0)) && isOne(node.input(1));
 }
 
-llvm::Error OnnxImporter::checkGatherIndices(const onnx::NodeProto &node,
-                                             const std::string &where) {
-  if (node.input_size() < 2)
+llvm::Error OnnxImporter::refuseTorchMaxWithIndices(
+    const onnx::NodeProto &node, ArrayRef<const onnx::NodeProto *> nodes,
+    const std::string &where) {
+  if (node.input_size() < 1)
+    return llvm::Error::success();
+  int64_t rank = -1;
+  if (auto v = values.find(node.input(0)); v != values.end())
+    rank = cast<RankedTensorType>(v->second.getType()).getRank();
+  else if (auto c = constants.find(node.input(0)); c != constants.end())
+    rank = c->second.tensor.type.dims.size();
+  std::vector<int64_t> axes;
+  for (const auto &attr : node.attribute())
+    if (attr.name() == "axes")
+      axes.assign(attr.ints().begin(), attr.ints().end());
+  if (rank < 0 || axes.size() != 1)
+    return llvm::Error::success();
+  auto normalized = [rank](int64_t a) { return a < 0 ? a + rank : a; };
+  for (const onnx::NodeProto *other : nodes) {
+    if (other->op_type() != "ArgMax" || other->input_size() < 1 ||
+        other->input(0) != node.input(0))
+      continue;
+    int64_t axis = 0;
+    for (const auto &attr : other->attribute())
+      if (attr.name() == "axis")
+        axis = attr.i();
+    if (normalized(axis) == normalized(axes[0]))
+      return error(
+          where + ": with ArgMax '" +
+          (other->name().empty() ? other->output(0) : other->name()) +
+          "' over the same axis of '" + node.input(0) +
+          "' it is torch.max(x, dim) with its indices used, whose gradient "
+          "gives all of dY to the index ArgMax returns, while ReduceMax's "
+          "rule (torch.amax) shares tied maxima evenly; not supported yet "
+          "(use torch.amax, or torch.gather at the argmax)");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error OnnxImporter::checkConstantIndices(const onnx::NodeProto &node,
+                                               const std::string &where) {
+  const std::string &op = node.op_type();
+  bool alongAxis =
+      op == "Gather" || op == "GatherElements" || op == "ScatterElements";
+  bool tuples = op == "GatherND" || op == "ScatterND";
+  if ((!alongAxis && !tuples) || node.input_size() < 2)
     return llvm::Error::success();
   auto indices = constants.find(node.input(1));
   if (indices == constants.end())
@@ -961,38 +1012,57 @@ llvm::Error OnnxImporter::checkGatherIndices(const onnx::NodeProto &node,
     llvm::append_range(dims, c->second.tensor.type.dims);
   else
     return llvm::Error::success(); // valueOf reports the missing input
-  int64_t axis = 0;
-  for (const auto &attr : node.attribute())
+  int64_t axis = 0, batchDims = 0;
+  for (const auto &attr : node.attribute()) {
     if (attr.name() == "axis")
       axis = attr.i();
+    if (attr.name() == "batch_dims")
+      batchDims = attr.i();
+  }
   int64_t rank = dims.size();
-  if (axis < -rank || axis >= rank)
-    return llvm::Error::success(); // the spec reports the axis
-  if (axis < 0)
-    axis += rank;
-  int64_t n = dims[axis];
+  const std::vector<int64_t> &indexDims = indices->second.tensor.type.dims;
+  // Component c of each index (tuples: its position in the last dim) and
+  // the dim of data it indexes; shapes the spec refuses are left to it.
+  int64_t components = 1;
+  if (alongAxis) {
+    if (axis < -rank || axis >= rank)
+      return llvm::Error::success();
+    if (axis < 0)
+      axis += rank;
+  } else {
+    if (indexDims.empty() || batchDims < 0 ||
+        batchDims + indexDims.back() > rank)
+      return llvm::Error::success();
+    components = indexDims.back();
+  }
+  if (components <= 0)
+    return llvm::Error::success();
   for (auto [position, index] :
-       llvm::enumerate(indices->second.tensor.data))
+       llvm::enumerate(indices->second.tensor.data)) {
+    int64_t d = alongAxis ? axis
+                          : batchDims + static_cast<int64_t>(position) %
+                                            components;
+    int64_t n = dims[d];
     if (!(index >= -static_cast<double>(n) && index < static_cast<double>(n)))
       return error(where + ": index " +
                    std::to_string(static_cast<long long>(index)) +
                    " (element " + std::to_string(position) +
                    " of the constant indices '" + node.input(1) +
                    "') is outside [-" + std::to_string(n) + ", " +
-                   std::to_string(n) + "), the range of axis " +
-                   std::to_string(axis) + " of '" + node.input(0) +
-                   "' (size " + std::to_string(n) +
+                   std::to_string(n) + "), the range of " +
+                   (alongAxis ? "axis " : "dim ") + std::to_string(d) +
+                   " of '" + node.input(0) + "' (size " + std::to_string(n) +
                    "); ONNX leaves such an index undefined and PyTorch "
                    "raises an IndexError");
+  }
   return llvm::Error::success();
 }
 
 llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
                                          const std::string &nodeName,
                                          const std::string &where) {
-  if (node.op_type() == "Gather")
-    if (auto err = checkGatherIndices(node, where))
-      return err;
+  if (auto err = checkConstantIndices(node, where))
+    return err;
   auto folded = tryFold(node, where);
   if (!folded)
     return folded.takeError();
@@ -1107,25 +1177,41 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
 }
 
 /// The number of rows that int64 input `indices` selects from when every
-/// end use (endUsesOf: directly or through shape-only ops) is a Gather
-/// reading it as its indices (an embedding lookup): the smallest gathered
-/// dimension among them. Nothing otherwise.
+/// end use (endUsesOf: directly or through shape-only ops) reads it as the
+/// indices of a Gather (an embedding lookup), GatherElements or
+/// ScatterElements (the size of data's axis), or GatherND or ScatterND (the
+/// dims of data an index tuple names): the smallest indexed dimension among
+/// them. Nothing otherwise.
 static std::optional<int64_t> rowsIndexedBy(Value indices) {
   std::optional<int64_t> rows;
   for (auto [compute, operand] : endUsesOf(indices)) {
-    if (!compute || compute.getSpec() != "Gather" ||
-        compute.getInputs().size() != 2 || operand != 1)
+    if (!compute || operand != 1 || compute.getInputs().size() < 2)
+      return std::nullopt;
+    StringRef spec = compute.getSpec();
+    bool alongAxis = spec == "Gather" || spec == "GatherElements" ||
+                     spec == "ScatterElements";
+    bool tuples = spec == "GatherND" || spec == "ScatterND";
+    if (!alongAxis && !tuples)
       return std::nullopt;
     auto data = cast<RankedTensorType>(compute.getInputs()[0].getType());
-    int64_t axis = 0;
-    if (auto attr = compute.getAttrs().getAs<IntegerAttr>("axis"))
-      axis = attr.getInt();
-    if (axis < 0)
-      axis += data.getRank();
-    if (axis < 0 || axis >= data.getRank())
+    auto index = cast<RankedTensorType>(compute.getInputs()[1].getType());
+    int64_t first = 0, count = 1;
+    if (alongAxis) {
+      if (auto attr = compute.getAttrs().getAs<IntegerAttr>("axis"))
+        first = attr.getInt();
+      if (first < 0)
+        first += data.getRank();
+    } else {
+      if (auto attr = compute.getAttrs().getAs<IntegerAttr>("batch_dims"))
+        first = attr.getInt();
+      count = index.getRank() ? index.getDimSize(index.getRank() - 1) : 0;
+    }
+    if (first < 0 || count < 1 || first + count > data.getRank())
       return std::nullopt;
-    int64_t dim = data.getDimSize(axis);
-    rows = rows ? std::min(*rows, dim) : dim;
+    for (int64_t d = first; d < first + count; ++d) {
+      int64_t dim = data.getDimSize(d);
+      rows = rows ? std::min(*rows, dim) : dim;
+    }
   }
   return rows;
 }
@@ -1305,6 +1391,9 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       for (auto &[name, data] : newConstants)
         constants[name] = {data.toDense(), /*foldable=*/true};
     }
+    if (node.op_type() == "ReduceMax")
+      if (auto err = refuseTorchMaxWithIndices(node, algorithm->nodes, where))
+        return err;
     if (node.op_type() == "Constant") {
       if (auto err = importConstantNode(node, where))
         return err;
@@ -1354,7 +1443,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       }
       return error("integer graph input '" + labels.getSymName() +
                    "' is neither the labels of a loss nor only the indices "
-                   "of Gather nodes (token ids), directly or through "
+                   "of Gather, GatherElements, GatherND, ScatterElements or "
+                   "ScatterND nodes (token ids), directly or through "
                    "shape-only ops (Reshape, Flatten, Squeeze, Unsqueeze, "
                    "Transpose, Identity, Cast to an integer type); other "
                    "integer inputs are not supported yet");

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/OpsetNormalization.h"
 
+#include "tofu/Import/EinsumNormalization.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <onnx/onnx_pb.h>
@@ -543,6 +545,13 @@ llvm::Error normalizeOnnxNode(
   };
   if (op == "Gemm")
     return normalizeGemm(node, at, prefix, typeOf, newConstants);
+  if (op == "Einsum")
+    return normalizeEinsum(node, at, typeOf);
+  // Scatter (opsets 9-10) is ScatterElements (11) without reduction.
+  if (op == "Scatter") {
+    node.set_op_type("ScatterElements");
+    return llvm::Error::success();
+  }
   if (op == "ReduceSum" && opset < 13) {
     intsAttrToInput("axes", 1);
     return llvm::Error::success();
