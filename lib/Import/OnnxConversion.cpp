@@ -79,6 +79,20 @@ llvm::Expected<tdl::AttrMap> convertOnnxAttributes(const onnx::NodeProto &node,
 }
 
 std::string onnxElemTypeName(int32_t elemType) {
+  // libonnx 1.12's enum stops at BFLOAT16 (16); the later types are named
+  // by their onnx.proto numbers (onnx 1.14: float8, 1.16: 4-bit integers,
+  // 1.18: FLOAT4E2M1), so that a model of a newer onnx is told which type it
+  // uses rather than a number.
+  switch (elemType) {
+  case 17: return "FLOAT8E4M3FN";
+  case 18: return "FLOAT8E4M3FNUZ";
+  case 19: return "FLOAT8E5M2";
+  case 20: return "FLOAT8E5M2FNUZ";
+  case 21: return "UINT4";
+  case 22: return "INT4";
+  case 23: return "FLOAT4E2M1";
+  default: break;
+  }
   if (!onnx::TensorProto::DataType_IsValid(elemType))
     return "<unknown type " + std::to_string(elemType) + ">";
   return onnx::TensorProto::DataType_Name(

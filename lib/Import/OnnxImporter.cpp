@@ -55,6 +55,11 @@ uint64_t fingerprintBytes(llvm::ArrayRef<uint8_t> bytes) {
 
 namespace {
 
+/// The default-domain opsets the importer takes: from 6 (the pytorch
+/// exports of the onnx backend test suites) to 22 (onnx 1.17);
+/// OpsetNormalization.h rewrites every older form into the specs' one.
+constexpr int64_t kMinOpset = 6, kMaxOpset = 22;
+
 /// Initializers up to this many elements are recorded for const operands.
 constexpr int64_t kMaxConstElements = 1 << 16;
 
@@ -1102,9 +1107,8 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
   }
   const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(node.op_type());
   if (!spec)
-    return error(where + ": operator '" + node.op_type() + "' (opset " +
-                 std::to_string(defaultOpset) +
-                 ") has no TDL spec (tdl-specs/); it is not supported yet" +
+    return error(where + ": operator '" + node.op_type() +
+                 "' has no TDL spec (tdl-specs/); it is not supported yet" +
                  (isFoldableOp(node.op_type())
                       ? " except with compile-time constant inputs, which "
                         "are folded at import"
@@ -1234,10 +1238,11 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
   for (const auto &opset : model.opset_import())
     if (opset.domain().empty() || opset.domain() == "ai.onnx")
       defaultOpset = opset.version();
-  if (defaultOpset < 7 || defaultOpset > 21)
+  if (defaultOpset < kMinOpset || defaultOpset > kMaxOpset)
     return error("opset " + std::to_string(defaultOpset) +
-                 " of the default domain is not supported (opsets 7 to 21 "
-                 "are; PyTorch exports 13 to 21)");
+                 " of the default domain is not supported (opsets " +
+                 std::to_string(kMinOpset) + " to " +
+                 std::to_string(kMaxOpset) + " are; PyTorch exports 13 to 21)");
 
   for (const onnx::GraphProto *part : graphs) {
     for (const auto &info : part->value_info())
@@ -1332,7 +1337,12 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
                      : node.op_type() + "_" + std::to_string(index);
     if (!usedNames.insert(nodeName).second)
       nodeName += "_" + std::to_string(index);
-    std::string where = "node '" + nodeName + "' (" + node.op_type() + ")";
+    // Messages name the node, its op and, for the default domain, the
+    // opset: "node 'y' (Softmax) at opset 11: ...".
+    std::string nodeWhere = "node '" + nodeName + "' (" + node.op_type() + ")";
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    std::string opsetText = " at opset " + std::to_string(defaultOpset);
+    std::string where = nodeWhere + (defaultDomain ? opsetText : "");
     bool trainingOp = node.domain() == kOnnxTrainingDomain;
     if (!node.domain().empty() && node.domain() != "ai.onnx" && !trainingOp)
       return error(where + ": operator domain '" + node.domain() +
@@ -1354,80 +1364,106 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
         return err;
       continue;
     }
-    if (node.domain().empty() || node.domain() == "ai.onnx") {
-      std::vector<std::pair<std::string, TensorData>> newConstants;
-      std::vector<std::unique_ptr<TensorData>> constantData;
-      auto constantOf = [&](StringRef name) -> const TensorData * {
-        auto c = constants.find(name);
-        if (c == constants.end())
-          return nullptr;
-        auto data = std::make_unique<TensorData>();
-        data->type = c->second.tensor.type;
-        const auto dtype = static_cast<plan::DType>(data->type.elem);
-        data->bytes.resize(c->second.tensor.data.size() *
-                           plan::dtypeSize(dtype));
-        for (size_t k = 0; k < c->second.tensor.data.size(); ++k)
-          runtime::storeElement(data->bytes.data(), dtype,
-                                static_cast<int64_t>(k),
-                                c->second.tensor.data[k]);
-        constantData.push_back(std::move(data));
-        return constantData.back().get();
-      };
-      auto typeOf = [&](StringRef name) -> std::optional<tdl::TensorType> {
-        if (auto v = values.find(name); v != values.end()) {
-          auto type = toTdlType(cast<RankedTensorType>(v->second.getType()));
-          if (type)
-            return *type;
-          llvm::consumeError(type.takeError());
-          return std::nullopt;
-        }
-        if (auto c = constants.find(name); c != constants.end())
-          return c->second.tensor.type;
+    std::vector<std::pair<std::string, TensorData>> newConstants;
+    std::vector<std::unique_ptr<TensorData>> constantData;
+    auto constantOf = [&](StringRef name) -> const TensorData * {
+      auto c = constants.find(name);
+      if (c == constants.end())
+        return nullptr;
+      auto data = std::make_unique<TensorData>();
+      data->type = c->second.tensor.type;
+      const auto dtype = static_cast<plan::DType>(data->type.elem);
+      data->bytes.resize(c->second.tensor.data.size() * plan::dtypeSize(dtype));
+      for (size_t k = 0; k < c->second.tensor.data.size(); ++k)
+        runtime::storeElement(data->bytes.data(), dtype,
+                              static_cast<int64_t>(k),
+                              c->second.tensor.data[k]);
+      constantData.push_back(std::move(data));
+      return constantData.back().get();
+    };
+    auto typeOf = [&](StringRef name) -> std::optional<tdl::TensorType> {
+      if (auto v = values.find(name); v != values.end()) {
+        auto type = toTdlType(cast<RankedTensorType>(v->second.getType()));
+        if (type)
+          return *type;
+        llvm::consumeError(type.takeError());
         return std::nullopt;
-      };
-      if (auto err = normalizeOnnxNode(node, defaultOpset, where, constantOf,
-                                       typeOf, newConstants))
-        return error(llvm::toString(std::move(err)));
+      }
+      if (auto c = constants.find(name); c != constants.end())
+        return c->second.tensor.type;
+      return std::nullopt;
+    };
+    // Old forms that take several nodes in the spec form become those
+    // nodes (a Softmax coerced to 2-D: Flatten, Softmax, Reshape), each
+    // normalized and imported in turn.
+    std::vector<onnx::NodeProto> pieces = {node};
+    if (defaultDomain) {
+      auto expanded =
+          expandOnnxNode(node, defaultOpset, nodeWhere, typeOf, newConstants);
+      if (!expanded)
+        return error(llvm::toString(expanded.takeError()));
+      pieces = std::move(*expanded);
       for (auto &[name, data] : newConstants)
         constants[name] = {data.toDense(), /*foldable=*/true};
+      newConstants.clear();
     }
-    if (node.op_type() == "ReduceMax")
-      if (auto err = refuseTorchMaxWithIndices(node, algorithm->nodes, where))
-        return err;
-    if (node.op_type() == "Constant") {
-      if (auto err = importConstantNode(node, where))
-        return err;
-      continue;
-    }
-    if (isRecurrentOpType(node.op_type())) {
-      if (auto err = importRecurrentNode(node, nodeName, where))
-        return err;
-      continue;
-    }
-    if (node.domain() == kOnnxTrainingDomain &&
-        isOnnxOptimizerOp(node.op_type())) {
-      // One op per updated tensor, the form of the TDL specs.
-      auto pieces = splitOptimizerNode(node, nodeName);
-      if (!pieces)
-        return error(llvm::toString(pieces.takeError()));
-      for (const onnx::NodeProto &piece : *pieces)
-        if (auto err = importSpecNode(
-                piece, pieces->size() == 1 ? nodeName : piece.name(), where))
+    for (onnx::NodeProto &piece : pieces) {
+      bool original = pieces.size() == 1;
+      std::string pieceName = original ? nodeName : piece.name();
+      std::string pieceNodeWhere =
+          original ? nodeWhere
+                   : "node '" + pieceName + "' (" + piece.op_type() + ")";
+      std::string pieceWhere =
+          pieceNodeWhere + (defaultDomain ? opsetText : "");
+      if (defaultDomain) {
+        // normalizeOnnxNode adds " at opset N" itself.
+        if (auto err = normalizeOnnxNode(piece, defaultOpset, pieceNodeWhere,
+                                         constantOf, typeOf, newConstants))
+          return error(llvm::toString(std::move(err)));
+        for (auto &[name, data] : newConstants)
+          constants[name] = {data.toDense(), /*foldable=*/true};
+        newConstants.clear();
+      }
+      if (piece.op_type() == "ReduceMax")
+        if (auto err = refuseTorchMaxWithIndices(piece, algorithm->nodes,
+                                                 pieceWhere))
           return err;
-      continue;
+      if (piece.op_type() == "Constant") {
+        if (auto err = importConstantNode(piece, pieceWhere))
+          return err;
+        continue;
+      }
+      if (isRecurrentOpType(piece.op_type())) {
+        if (auto err = importRecurrentNode(piece, pieceName, pieceWhere))
+          return err;
+        continue;
+      }
+      if (piece.domain() == kOnnxTrainingDomain &&
+          isOnnxOptimizerOp(piece.op_type())) {
+        // One op per updated tensor, the form of the TDL specs.
+        auto parts = splitOptimizerNode(piece, pieceName);
+        if (!parts)
+          return error(llvm::toString(parts.takeError()));
+        for (const onnx::NodeProto &part : *parts)
+          if (auto err = importSpecNode(
+                  part, parts->size() == 1 ? pieceName : part.name(),
+                  pieceWhere))
+            return err;
+        continue;
+      }
+      if (isStepCount(piece)) {
+        // T + 1 on the int64 update count: StepCount (Add takes floats).
+        auto count = ComputeOp::create(
+            builder, NameLoc::get(builder.getStringAttr(pieceName), fileLoc),
+            TypeRange{values.lookup(piece.input(0)).getType()}, "StepCount",
+            ValueRange{values.lookup(piece.input(0))},
+            builder.getDictionaryAttr({}), pieceName, StringAttr());
+        values[piece.output(0)] = count.getResult(0);
+        continue;
+      }
+      if (auto err = importSpecNode(piece, pieceName, pieceWhere))
+        return err;
     }
-    if (isStepCount(node)) {
-      // T + 1 on the int64 update count: StepCount (Add takes floats).
-      auto count = ComputeOp::create(
-          builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
-          TypeRange{values.lookup(node.input(0)).getType()}, "StepCount",
-          ValueRange{values.lookup(node.input(0))}, builder.getDictionaryAttr({}),
-          nodeName, StringAttr());
-      values[node.output(0)] = count.getResult(0);
-      continue;
-    }
-    if (auto err = importSpecNode(node, nodeName, where))
-      return err;
   }
 
   for (InputOp labels : labelInputs) {
@@ -1560,6 +1596,11 @@ static llvm::Error runOnnxChecker(StringRef path,
     std::string message = e.what();
     while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
       message.pop_back();
+    // One line: the checker puts its context ("==> Context: ...") on the
+    // next.
+    for (char &c : message)
+      if (c == '\n')
+        c = ' ';
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path + ": the ONNX checker rejects the "
                                           "model: " +

@@ -1,4 +1,4 @@
-//===- OpsetNormalization.cpp - One node form for opsets 7 to 21 ----------===//
+//===- OpsetNormalization.cpp - One node form for opsets 6 to 22 ----------===//
 //
 // See OpsetNormalization.h. Each rule names the opset where ONNX changed the
 // operator and rewrites the older (or newer) form into the spec's.
@@ -59,6 +59,144 @@ TensorData floatScalar(float value) {
   data.bytes.resize(sizeof(float));
   std::memcpy(data.bytes.data(), &value, sizeof(float));
   return data;
+}
+
+TensorData boolScalar(bool value) {
+  TensorData data;
+  data.type.elem = tdl::ElemType::Bool;
+  data.bytes.assign(1, value ? 1 : 0);
+  return data;
+}
+
+/// The int attribute `name` of `node`, or `fallback`.
+int64_t intAttr(const onnx::NodeProto &node, llvm::StringRef name,
+                int64_t fallback) {
+  const onnx::AttributeProto *attr = findAttr(node, name);
+  return attr ? attr->i() : fallback;
+}
+
+void setIntAttr(onnx::NodeProto &node, llvm::StringRef name, int64_t value) {
+  removeAttr(node, name);
+  auto *attr = node.add_attribute();
+  attr->set_name(name.str());
+  attr->set_type(onnx::AttributeProto::INT);
+  attr->set_i(value);
+}
+
+/// "[2, 3, 4]".
+std::string formatDims(const std::vector<int64_t> &dims) {
+  std::string text = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(dims[i]);
+  return text + "]";
+}
+
+/// The element-wise ops whose B operand broadcast only with `broadcast = 1`
+/// before opset 7, its dims aligned with A's from `axis` on (suffix
+/// matching without `axis`), where later opsets broadcast both ways as
+/// numpy does.
+bool hasLegacyBroadcast(llvm::StringRef op) {
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
+         op == "Pow" || op == "And" || op == "Or" || op == "Xor" ||
+         op == "Equal" || op == "Greater" || op == "Less";
+}
+
+/// For a node with the legacy broadcast (hasLegacyBroadcast, opset < 7):
+/// how many size-1 dims B needs appended so that numpy broadcasting aligns
+/// it with A from `axis` on, as the legacy rule does. Legacy B dims equal
+/// A's (a size-1 B dim broadcasting was "not supported yet" there; it is
+/// taken with its numpy meaning, which is what PyTorch's exports mean).
+/// Without `broadcast = 1`, A and B must have the same shape.
+llvm::Expected<int64_t> legacyBroadcastPadding(
+    const onnx::NodeProto &node, const std::string &at,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)>
+        typeOf) {
+  const std::string op = node.op_type();
+  const onnx::AttributeProto *axisAttr = findAttr(node, "axis");
+  bool broadcast = intAttr(node, "broadcast", 0) != 0;
+  if (node.input_size() != 2)
+    return error(at + ": " + op + " takes two inputs");
+  std::optional<tdl::TensorType> a = typeOf(node.input(0));
+  std::optional<tdl::TensorType> b = typeOf(node.input(1));
+  if (!a || !b)
+    return error(at + ": the shapes of A and B must be known to apply " + op +
+                 "'s broadcast rule of opsets before 7");
+  auto same = [](int64_t x, int64_t y) { return x == y || x < 0 || y < 0; };
+  int64_t r = a->dims.size(), q = b->dims.size();
+  if (!broadcast) {
+    bool equal = r == q;
+    for (int64_t d = 0; equal && d < r; ++d)
+      equal = same(a->dims[d], b->dims[d]);
+    if (!equal)
+      return error(at + ": " + op +
+                   " without broadcast = 1 (opsets before "
+                   "7) needs A and B of one shape, not " +
+                   formatDims(a->dims) + " and " + formatDims(b->dims));
+    return 0;
+  }
+  if (q > r)
+    return error(at + ": " + op +
+                 " with broadcast = 1 (opsets before 7) "
+                 "needs B of rank at most A's, not " +
+                 formatDims(b->dims) + " for A " + formatDims(a->dims));
+  int64_t count = 1;
+  for (int64_t d : b->dims)
+    count *= d;
+  if (count == 1)
+    return 0; // one element: broadcast alike wherever it is aligned
+  int64_t start = r - q;
+  if (axisAttr) {
+    start = axisAttr->i() < 0 ? axisAttr->i() + r : axisAttr->i();
+    if (start < 0 || start + q > r)
+      return error(at + ": " + op + "'s axis " + std::to_string(axisAttr->i()) +
+                   " does not fit B " + formatDims(b->dims) + " into A " +
+                   formatDims(a->dims));
+  }
+  for (int64_t j = 0; j < q; ++j)
+    if (b->dims[j] != 1 && !same(b->dims[j], a->dims[start + j]))
+      return error(at + ": " + op + " with broadcast = 1 aligns B " +
+                   formatDims(b->dims) + " with A " + formatDims(a->dims) +
+                   " from axis " + std::to_string(start) + ", but B's dim " +
+                   std::to_string(j) + " (" + std::to_string(b->dims[j]) +
+                   ") is not A's dim " + std::to_string(start + j) + " (" +
+                   std::to_string(a->dims[start + j]) + ")");
+  return r - start - q;
+}
+
+/// PRelu before opset 7 (Caffe2's): a slope [C] with C > 1 is per channel
+/// (dim 1 of X [N, C, ...]), where numpy broadcasting (opset 7 on) aligns it
+/// with the last dim. Returns how many size-1 dims the slope needs appended
+/// (0 when numpy broadcasting already means the same), or an error when the
+/// slope fits neither form.
+llvm::Expected<int64_t> legacyPReluPadding(
+    const onnx::NodeProto &node, const std::string &at,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)>
+        typeOf) {
+  if (node.input_size() != 2)
+    return error(at + ": PRelu takes two inputs");
+  std::optional<tdl::TensorType> x = typeOf(node.input(0));
+  std::optional<tdl::TensorType> slope = typeOf(node.input(1));
+  if (!x || !slope)
+    return error(at + ": the shapes of X and slope must be known to apply "
+                      "PRelu's per-channel slope of opsets before 7");
+  int64_t count = 1;
+  for (int64_t d : slope->dims)
+    count *= d;
+  if (count == 1 || slope->dims == x->dims)
+    return 0;
+  int64_t r = x->dims.size(), q = slope->dims.size();
+  if (q == 1 && r >= 2 && x->dims[1] == slope->dims[0])
+    return r - 2; // per channel: [C] -> [C, 1, ..., 1]
+  // A slope [C, 1, ..., 1] (what the per-channel form becomes) or another
+  // that broadcasts to X.
+  bool broadcasts = q > 1 && q <= r;
+  for (int64_t j = 0; broadcasts && j < q; ++j)
+    broadcasts = slope->dims[j] == 1 || slope->dims[j] == x->dims[r - q + j];
+  if (broadcasts)
+    return 0;
+  return error(at + ": PRelu's slope " + formatDims(slope->dims) +
+               " is neither one value, X's shape " + formatDims(x->dims) +
+               " nor one value per channel (dim 1)");
 }
 
 /// Sets input `index` of `node` to `name`, padding with absent inputs.
@@ -490,6 +628,41 @@ llvm::Error normalizeGemm(
   return llvm::Error::success();
 }
 
+/// Softmax, LogSoftmax and Hardmax before opset 13 normalize over dims
+/// `axis` .. rank - 1 of `type`: when all of them but one have size 1 (or
+/// all do), that is normalizing over the one (or the last), the opset-13
+/// form in one node; squeezenet's Softmax on axis 1 of [1, 1000, 1, 1] is
+/// Softmax on axis 1, which a loss sees through as any Softmax. The dim, or
+/// nothing when two or more dims are wider (or unknown).
+std::optional<int64_t> singleNormalizedDim(const tdl::TensorType &type,
+                                           int64_t axis) {
+  int64_t rank = type.dims.size(), wide = rank - 1, wideCount = 0;
+  for (int64_t d = axis; d < rank; ++d)
+    if (type.dims[d] != 1) {
+      wide = d;
+      ++wideCount;
+    }
+  if (wideCount > 1)
+    return std::nullopt;
+  return wide;
+}
+
+/// The `axis` (default 1) of Softmax, LogSoftmax or Hardmax before opset
+/// 13, in [0, rank).
+llvm::Expected<int64_t>
+coercedAxis(const onnx::NodeProto &node, const std::string &at,
+            llvm::function_ref<int64_t(llvm::StringRef)> rankOf) {
+  int64_t rank = node.input_size() ? rankOf(node.input(0)) : -1;
+  if (rank < 0)
+    return error(at + ": the input's rank is unknown");
+  int64_t axis = intAttr(node, "axis", 1);
+  if (axis < -rank || axis >= rank)
+    return error(at + ": axis " + std::to_string(axis) +
+                 " is outside [-rank, rank) for an input of rank " +
+                 std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
 } // namespace
 
 llvm::Error normalizeOnnxNode(
@@ -543,6 +716,67 @@ llvm::Error normalizeOnnxNode(
     newConstants.push_back({name, int64Tensor({})});
     node.set_input(1, name);
   };
+  // `consumed_inputs` (opset 1 of Add, BatchNormalization, Relu, ...)
+  // only marked inputs that an op could overwrite in place.
+  removeAttr(node, "consumed_inputs");
+  if (opset < 7 && hasLegacyBroadcast(op)) {
+    auto padding = legacyBroadcastPadding(node, at, typeOf);
+    if (!padding)
+      return padding.takeError();
+    if (*padding != 0)
+      return error(at + ": B needs " + std::to_string(*padding) +
+                   " size-1 dims appended to be aligned at axis " +
+                   std::to_string(intAttr(node, "axis", 0)) +
+                   ", an extra Unsqueeze node that only a model's graph gets "
+                   "(expandOnnxNode), not a lone node");
+    removeAttr(node, "broadcast");
+    removeAttr(node, "axis");
+    return llvm::Error::success();
+  }
+  if (opset < 7 && op == "PRelu") {
+    auto padding = legacyPReluPadding(node, at, typeOf);
+    if (!padding)
+      return padding.takeError();
+    if (*padding != 0)
+      return error(at + ": the per-channel slope needs " +
+                   std::to_string(*padding) +
+                   " size-1 dims appended, an extra Unsqueeze node that only a "
+                   "model's graph gets (expandOnnxNode), not a lone node");
+    return llvm::Error::success();
+  }
+  if (opset < 7 && (op == "RNN" || op == "GRU" || op == "LSTM"))
+    // Whether Y is produced is the node's output list from opset 7 on.
+    removeAttr(node, "output_sequence");
+  if (op == "TopK" && opset < 10) {
+    // k, an attribute before 10, is the int64 [1] input of later opsets.
+    if (const onnx::AttributeProto *k = findAttr(node, "k")) {
+      std::string name = prefix + "/k";
+      newConstants.push_back({name, int64Tensor({k->i()})});
+      setInput(node, 1, name);
+      removeAttr(node, "k");
+    }
+    return llvm::Error::success();
+  }
+  if (op == "Gemm" && opset < 7) {
+    // Before 7, C broadcast (unidirectionally, as from 7 on) only with
+    // broadcast = 1; otherwise it is [M, N].
+    bool broadcast = intAttr(node, "broadcast", 0) != 0;
+    removeAttr(node, "broadcast");
+    if (!broadcast && node.input_size() > 2) {
+      std::optional<tdl::TensorType> a = typeOf(node.input(0));
+      std::optional<tdl::TensorType> b = typeOf(node.input(1));
+      std::optional<tdl::TensorType> c = typeOf(node.input(2));
+      if (a && b && c && a->dims.size() == 2 && b->dims.size() == 2) {
+        int64_t M = a->dims[intAttr(node, "transA", 0) ? 1 : 0];
+        int64_t N = b->dims[intAttr(node, "transB", 0) ? 0 : 1];
+        if (c->dims != std::vector<int64_t>{M, N})
+          return error(at +
+                       ": Gemm without broadcast = 1 (opsets before 7) "
+                       "needs C of shape " +
+                       formatDims({M, N}) + ", not " + formatDims(c->dims));
+      }
+    }
+  }
   if (op == "Gemm")
     return normalizeGemm(node, at, prefix, typeOf, newConstants);
   if (op == "Einsum")
@@ -604,10 +838,27 @@ llvm::Error normalizeOnnxNode(
     return llvm::Error::success();
   }
   if (op == "Dropout" && opset < 12) {
-    if (findAttr(node, "is_test"))
-      return error(at + ": Dropout's 'is_test' attribute (opset < 7) is not "
-                        "supported; re-export the model at opset 13 or later");
-    floatAttrToInput("ratio", 1, std::nullopt);
+    bool training = false;
+    if (opset < 7) {
+      // Dropout-6 drops at random unless is_test = 1 (default 0), with
+      // `ratio` (default 0.5); its mask output is float.
+      training = intAttr(node, "is_test", 0) == 0;
+      removeAttr(node, "is_test");
+      if (node.output_size() > 1 && !node.output(1).empty())
+        return error(at + ": Dropout's mask output before opset 10 is a "
+                          "float tensor, which is not supported (opset 12's "
+                          "Dropout has a bool mask)");
+    } else if (findAttr(node, "is_test")) {
+      return error(at + ": Dropout's 'is_test' attribute exists before "
+                        "opset 7 only");
+    }
+    floatAttrToInput("ratio", 1,
+                     training ? std::optional<float>(0.5f) : std::nullopt);
+    if (training) {
+      std::string name = prefix + "/training_mode";
+      newConstants.push_back({name, boolScalar(true)});
+      setInput(node, 2, name);
+    }
     return llvm::Error::success();
   }
   if (op == "Pad" && opset < 11) {
@@ -617,6 +868,27 @@ llvm::Error normalizeOnnxNode(
     return llvm::Error::success();
   }
   if (op == "BatchNormalization" && opset < 9) {
+    if (opset < 7) {
+      // Before 7, is_test = 1 is inference (outputs Y only) and is_test = 0
+      // (the default) training, with outputs Y, mean, var (the running
+      // statistics) and saved_mean, saved_var: the spec's training_mode.
+      bool training = intAttr(node, "is_test", 0) == 0;
+      removeAttr(node, "is_test");
+      for (int k = training ? 3 : 1; k < node.output_size(); ++k)
+        if (!node.output(k).empty())
+          return error(at + ": BatchNormalization with is_test = " +
+                       (training ? "0" : "1") + " and output " +
+                       std::to_string(k) + " ('" + node.output(k) +
+                       "') is not supported (" +
+                       (training ? "saved_mean and saved_var are not "
+                                   "computed"
+                                 : "test mode outputs Y only") +
+                       ")");
+      if (node.output_size() > 3)
+        node.mutable_output()->DeleteSubrange(3, node.output_size() - 3);
+      if (training)
+        setIntAttr(node, "training_mode", 1);
+    }
     // Before 9, `spatial` (default 1) chose per-channel statistics (1) or
     // per-activation ones (0); from 9 on only the per-channel form exists.
     if (const onnx::AttributeProto *attr = findAttr(node, "spatial")) {
@@ -628,32 +900,156 @@ llvm::Error normalizeOnnxNode(
     }
     return llvm::Error::success();
   }
-  if ((op == "Softmax" || op == "LogSoftmax") && opset < 13) {
+  if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") &&
+      opset < 13) {
     // Before 13 the input is coerced to 2-D at `axis` (default 1) and
     // normalized over all dims from `axis` on; from 13 over `axis` alone.
-    // The two agree when `axis` is the last dim.
-    const onnx::AttributeProto *attr = findAttr(node, "axis");
-    int64_t axis = attr ? attr->i() : 1;
-    int64_t rank = node.input_size() ? rankOf(node.input(0)) : -1;
-    if (rank < 0)
-      return error(at + ": the input's rank is unknown");
-    if (axis < 0)
-      axis += rank;
-    if (axis != rank - 1)
-      return error(at + ": " + op + " before opset 13 normalizes over all "
-                   "dims from axis " + std::to_string(axis) +
-                   " on (coerced to 2-D); only axis = rank - 1 is supported: "
-                   "re-export the model at opset 13 or later");
-    removeAttr(node, "axis");
-    auto *newAttr = node.add_attribute();
-    newAttr->set_name("axis");
-    newAttr->set_type(onnx::AttributeProto::INT);
-    newAttr->set_i(axis);
+    // The two agree when `axis` is the last dim, or when the other dims
+    // from `axis` on have size 1 (singleNormalizedDim); expandOnnxNode
+    // flattens the input for the rest.
+    auto axis = coercedAxis(node, at, rankOf);
+    if (!axis)
+      return axis.takeError();
+    auto single = singleNormalizedDim(*typeOf(node.input(0)), *axis);
+    if (!single)
+      return error(at + ": " + op +
+                   " before opset 13 normalizes over all dims from axis " +
+                   std::to_string(*axis) +
+                   " on (coerced to 2-D), which takes Flatten and Reshape nodes "
+                   "that only a model's graph gets (expandOnnxNode), not a "
+                   "lone node");
+    setIntAttr(node, "axis", *single);
     return llvm::Error::success();
+  }
+  if (op == "Upsample" && opset < 7) {
+    // Upsample-1 (experimental): height_scale and width_scale of a 4-D
+    // [N, C, H, W] input, mode nearest or bilinear.
+    const onnx::AttributeProto *h = findAttr(node, "height_scale");
+    const onnx::AttributeProto *w = findAttr(node, "width_scale");
+    if (!h || !w)
+      return error(at + ": Upsample before opset 7 needs the height_scale "
+                        "and width_scale attributes");
+    if (node.input_size() < 1 || rankOf(node.input(0)) != 4)
+      return error(at + ": Upsample before opset 7 takes a 4-D input");
+    auto *scales = node.add_attribute();
+    scales->set_name("scales");
+    scales->set_type(onnx::AttributeProto::FLOATS);
+    for (float f : {1.0f, 1.0f, h->f(), w->f()})
+      scales->add_floats(f);
+    removeAttr(node, "height_scale");
+    removeAttr(node, "width_scale");
+    if (stringAttr(node, "mode", "nearest") == "bilinear") {
+      removeAttr(node, "mode");
+      auto *mode = node.add_attribute();
+      mode->set_name("mode");
+      mode->set_type(onnx::AttributeProto::STRING);
+      mode->set_s("linear");
+    }
   }
   if (op == "Resize" || op == "Upsample")
     return normalizeResize(node, opset, at, constantOf, typeOf, rankOf);
   return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<onnx::NodeProto>> expandOnnxNode(
+    const onnx::NodeProto &node, int64_t opset, llvm::StringRef where,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)> typeOf,
+    std::vector<std::pair<std::string, TensorData>> &newConstants) {
+  const std::string op = node.op_type();
+  std::string prefix = node.name().empty()
+                           ? (node.output_size() ? node.output(0) : op)
+                           : node.name();
+  std::string at = where.str() + " at opset " + std::to_string(opset);
+  auto rankOf = [&](llvm::StringRef name) -> int64_t {
+    std::optional<tdl::TensorType> type = typeOf(name);
+    return type ? static_cast<int64_t>(type->dims.size()) : -1;
+  };
+  auto makeNode = [&](llvm::StringRef opType, llvm::StringRef name,
+                      std::vector<std::string> inputs,
+                      std::vector<std::string> outputs) {
+    onnx::NodeProto piece;
+    piece.set_op_type(opType.str());
+    piece.set_name(name.str());
+    for (const std::string &input : inputs)
+      piece.add_input(input);
+    for (const std::string &output : outputs)
+      piece.add_output(output);
+    return piece;
+  };
+  // Operand `index` of `main` through an Unsqueeze that appends `count`
+  // size-1 dims to its `rank` dims.
+  auto appendUnitDims = [&](onnx::NodeProto &main, int index, int64_t rank,
+                            int64_t count, llvm::StringRef what) {
+    std::vector<int64_t> axes;
+    for (int64_t k = 0; k < count; ++k)
+      axes.push_back(rank + k);
+    std::string axesName = prefix + "/" + what.str() + ".axes";
+    std::string aligned = prefix + "/" + what.str() + ".aligned";
+    newConstants.push_back({axesName, int64Tensor(axes)});
+    onnx::NodeProto unsqueeze =
+        makeNode("Unsqueeze", prefix + "/" + what.str() + ".unsqueeze",
+                 {main.input(index), axesName}, {aligned});
+    main.set_input(index, aligned);
+    return unsqueeze;
+  };
+
+  if (opset < 7 && hasLegacyBroadcast(op)) {
+    auto padding = legacyBroadcastPadding(node, at, typeOf);
+    if (!padding)
+      return padding.takeError();
+    if (*padding == 0)
+      return std::vector<onnx::NodeProto>{node};
+    // B aligned at `axis`: B with size-1 dims appended, then the suffix
+    // matching of broadcast = 1 without axis, which is numpy's.
+    onnx::NodeProto main = node;
+    main.set_name(prefix);
+    removeAttr(main, "axis");
+    onnx::NodeProto unsqueeze =
+        appendUnitDims(main, 1, rankOf(node.input(1)), *padding, "B");
+    return std::vector<onnx::NodeProto>{unsqueeze, main};
+  }
+  if (opset < 7 && op == "PRelu") {
+    auto padding = legacyPReluPadding(node, at, typeOf);
+    if (!padding)
+      return padding.takeError();
+    if (*padding == 0)
+      return std::vector<onnx::NodeProto>{node};
+    onnx::NodeProto main = node;
+    main.set_name(prefix);
+    onnx::NodeProto unsqueeze = appendUnitDims(main, 1, 1, *padding, "slope");
+    return std::vector<onnx::NodeProto>{unsqueeze, main};
+  }
+  if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") &&
+      opset < 13) {
+    auto axis = coercedAxis(node, at, rankOf);
+    if (!axis)
+      return axis.takeError();
+    std::optional<tdl::TensorType> type = typeOf(node.input(0));
+    if (singleNormalizedDim(*type, *axis))
+      return std::vector<onnx::NodeProto>{node}; // normalizeOnnxNode's
+    if (llvm::any_of(type->dims, [](int64_t d) { return d < 0; }))
+      return error(at + ": " + op + " on axis " + std::to_string(*axis) +
+                   " of an input with unknown dims " + formatDims(type->dims) +
+                   " (coerced to 2-D) needs a static shape");
+    if (node.output_size() != 1)
+      return error(at + ": " + op + " has one output");
+    // [d0 .. d(axis-1)] x [d(axis) ..], the op on axis 1, and back.
+    std::string flat = prefix + "/coerced", result = prefix + "/coerced.out";
+    std::string shape = prefix + "/shape";
+    onnx::NodeProto flatten =
+        makeNode("Flatten", prefix + "/coerce", {node.input(0)}, {flat});
+    setIntAttr(flatten, "axis", *axis);
+    onnx::NodeProto main = node;
+    main.set_name(prefix);
+    main.set_input(0, flat);
+    main.set_output(0, result);
+    setIntAttr(main, "axis", 1);
+    newConstants.push_back({shape, int64Tensor(type->dims)});
+    onnx::NodeProto reshape = makeNode("Reshape", prefix + "/uncoerce",
+                                       {result, shape}, {node.output(0)});
+    return std::vector<onnx::NodeProto>{flatten, main, reshape};
+  }
+  return std::vector<onnx::NodeProto>{node};
 }
 
 } // namespace tofu

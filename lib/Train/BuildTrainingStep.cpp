@@ -456,6 +456,32 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
   // read as they are: softmax(log_softmax(x)) = softmax(x). Either tells the
   // class axis.
   Value scores = logits.getValue();
+  // Probabilities reshaped after their Softmax (a Softmax before opset 13
+  // on a non-last axis is imported as Flatten, Softmax, Reshape) are no
+  // logits either, and the Softmax's input has another shape: refused
+  // rather than given a second softmax.
+  for (Value v = scores;;) {
+    auto op = v.getDefiningOp<ComputeOp>();
+    if (!op || op.getGradOf() || op->getNumOperands() == 0)
+      break;
+    StringRef spec = op.getSpec();
+    if (spec == "Softmax" && v != scores) {
+      op.emitError() << "--loss=" << kSoftmaxCrossEntropy << ": the logits '"
+                     << logits.getName() << "' are the probabilities of "
+                     << "Softmax '" << op.getName() << "' reshaped (by "
+                     << scores.getDefiningOp<ComputeOp>().getSpec() << " '"
+                     << scores.getDefiningOp<ComputeOp>().getName()
+                     << "'; a Softmax before opset 13 on a non-last axis "
+                     << "is imported so), not logits; name the logits with "
+                     << "--loss=" << kSoftmaxCrossEntropy
+                     << ":<output>, or compute the loss in the model";
+      return failure();
+    }
+    if (spec != "Reshape" && spec != "Flatten" && spec != "Squeeze" &&
+        spec != "Unsqueeze" && spec != "Transpose" && spec != "Identity")
+      break;
+    v = op->getOperand(0);
+  }
   int64_t classAxis = 1;
   std::string description = ("softmax cross-entropy (mean, ignore_index "
                              "-100) of the model output '" +

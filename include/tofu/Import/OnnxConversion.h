@@ -36,8 +36,10 @@ namespace tofu {
 llvm::Expected<tdl::AttrMap> convertOnnxAttributes(const onnx::NodeProto &node,
                                                    llvm::StringRef nodeName);
 
-/// The name of an ONNX TensorProto::DataType value ("FLOAT", "BOOL", ...), or
-/// "<unknown type N>".
+/// The name of an ONNX TensorProto::DataType value ("FLOAT", "BOOL", ...,
+/// also the types libonnx 1.12 does not know: "FLOAT8E4M3FN" ... "INT4",
+/// "FLOAT4E2M1"), or "<unknown type N>" for a number onnx.proto does not
+/// define.
 std::string onnxElemTypeName(int32_t elemType);
 
 /// The TDL element type of an ONNX element type: FLOAT -> F32, INT64 -> I64,
