@@ -298,7 +298,7 @@ private:
                                           GradientBuilder &grads,
                                           ArrayRef<OutputOp> outputs,
                                           StringRef logitsName,
-                                          Operation *&skippedSoftmax);
+                                          SmallVectorImpl<Operation *> &skipped);
   FailureOr<llvm::DenseSet<Operation *>> frozenParams(func::FuncOp func);
   LogicalResult buildBackward(func::FuncOp func, Value loss,
                               GradientBuilder &grads,
@@ -344,15 +344,17 @@ FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
       name.starts_with((kSoftmaxCrossEntropy + ":").str())) {
     StringRef logits = name.drop_front(kSoftmaxCrossEntropy.size());
     logits.consume_front(":");
-    Operation *skipped = nullptr;
+    SmallVector<Operation *> skipped;
     auto loss = addSoftmaxCrossEntropy(func, builder, grads, outputs, logits,
                                        skipped);
     if (succeeded(loss))
       eraseOutputs();
-    // The model's own Softmax, whose input became the logits, computes
-    // nothing the step needs any more.
-    if (skipped && skipped->use_empty())
-      skipped->erase();
+    // The model's own Softmax, whose input became the logits, and the
+    // reshapes after it compute nothing the step needs any more (outermost
+    // first).
+    for (Operation *op : skipped)
+      if (op->use_empty())
+        op->erase();
     return loss;
   }
 
@@ -405,22 +407,35 @@ FailureOr<Value> BuildTrainingStepPass::selectLoss(func::FuncOp func,
   return loss;
 }
 
+/// Whether every dim of `type` from `from` on is 1 (true when there are none).
+static bool hasUnitTrailingDims(RankedTensorType type, int64_t from) {
+  for (int64_t d = from; d < type.getRank(); ++d)
+    if (type.getDimSize(d) != 1)
+      return false;
+  return true;
+}
+
 FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     func::FuncOp func, OpBuilder &builder, GradientBuilder &grads,
     ArrayRef<OutputOp> outputs, StringRef logitsName,
-    Operation *&skippedSoftmax) {
+    SmallVectorImpl<Operation *> &skipped) {
   OutputOp logits;
   if (logitsName.empty()) {
+    // [N, C], or [N, C, 1, ...]: a classifier whose head is a 1x1
+    // convolution or a global pool (SqueezeNet, DenseNet of the ONNX model
+    // zoo) keeps unit spatial dims, which the loss squeezes below.
     SmallVector<OutputOp> candidates;
     for (OutputOp output : outputs) {
       auto type = cast<RankedTensorType>(output.getValue().getType());
-      if (type.getRank() == 2 && isa<FloatType>(type.getElementType()))
+      if (type.getRank() >= 2 && hasUnitTrailingDims(type, 2) &&
+          isa<FloatType>(type.getElementType()))
         candidates.push_back(output);
     }
     if (candidates.size() != 1) {
       func.emitError() << "--loss=" << kSoftmaxCrossEntropy << " needs the "
                        << "logits: the model has " << candidates.size()
-                       << " float outputs of rank 2; name one with --loss="
+                       << " float outputs of shape [N, C] or [N, C, 1, ...]; "
+                       << "name one with --loss="
                        << kSoftmaxCrossEntropy << ":<output> ("
                        << describeOutputs(outputs) << ")";
       return failure();
@@ -456,10 +471,57 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
   // read as they are: softmax(log_softmax(x)) = softmax(x). Either tells the
   // class axis.
   Value scores = logits.getValue();
-  // Probabilities reshaped after their Softmax (a Softmax before opset 13
-  // on a non-last axis is imported as Flatten, Softmax, Reshape) are no
-  // logits either, and the Softmax's input has another shape: refused
-  // rather than given a second softmax.
+  int64_t classAxis = 1;
+  std::string description = ("softmax cross-entropy (mean, ignore_index "
+                             "-100) of the model output '" +
+                             logits.getName() + "'")
+                                .str();
+  // An output [N, C, 1, ...] may be a Softmax over [N, C] reshaped back
+  // (Flatten, Softmax, Reshape: the 2-D coercion of a pre-13 Softmax written
+  // out), an output [N, C] a Softmax over axis 1 of [N, C, 1, 1] flattened:
+  // the reshapes that only add or drop unit dims are looked through to that
+  // Softmax, whose input is then the logits exactly.
+  SmallVector<Operation *> reshapes;
+  if (hasUnitTrailingDims(type, 2)) {
+    Value probe = scores;
+    SmallVector<ComputeOp> chain;
+    while (auto op = probe.getDefiningOp<ComputeOp>()) {
+      if (op.getGradOf() || op.getInputs().empty() ||
+          !llvm::is_contained({"Reshape", "Flatten", "Squeeze", "Unsqueeze"},
+                              op.getSpec()))
+        break;
+      auto in = dyn_cast<RankedTensorType>(op.getInputs()[0].getType());
+      if (!in || in.getRank() < 2 || in.getDimSize(0) != type.getDimSize(0) ||
+          in.getDimSize(1) != type.getDimSize(1) || !hasUnitTrailingDims(in, 2))
+        break;
+      chain.push_back(op);
+      probe = op.getInputs()[0];
+    }
+    // The Softmax's class axis must be dim 1 of its [N, C, 1, ...] input.
+    auto softmax = probe.getDefiningOp<ComputeOp>();
+    auto isClassAxisOne = [&]() {
+      int64_t rank = cast<RankedTensorType>(probe.getType()).getRank();
+      int64_t axis = -1;
+      if (auto attr = softmax.getAttrs().getAs<IntegerAttr>("axis"))
+        axis = attr.getInt();
+      return (axis < 0 ? axis + rank : axis) == 1;
+    };
+    if (!chain.empty() && softmax && !softmax.getGradOf() &&
+        (softmax.getSpec() == "Softmax" || softmax.getSpec() == "LogSoftmax") &&
+        isClassAxisOne()) {
+      description += (", through the reshape '" + chain.back().getName() +
+                      "'")
+                         .str();
+      scores = probe;
+      type = cast<RankedTensorType>(probe.getType());
+      for (ComputeOp op : chain)
+        reshapes.push_back(op);
+    }
+  }
+  // Other probabilities reshaped after their Softmax (a Softmax before
+  // opset 13 on a non-last axis is imported as Flatten, Softmax, Reshape)
+  // are no logits either, and the Softmax's input has another shape:
+  // refused rather than given a second softmax.
   for (Value v = scores;;) {
     auto op = v.getDefiningOp<ComputeOp>();
     if (!op || op.getGradOf() || op->getNumOperands() == 0)
@@ -482,11 +544,7 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
       break;
     v = op->getOperand(0);
   }
-  int64_t classAxis = 1;
-  std::string description = ("softmax cross-entropy (mean, ignore_index "
-                             "-100) of the model output '" +
-                             logits.getName() + "'")
-                                .str();
+  skipped.append(reshapes.begin(), reshapes.end());
   if (auto producer = scores.getDefiningOp<ComputeOp>();
       producer && !producer.getGradOf() &&
       (producer.getSpec() == "Softmax" || producer.getSpec() == "LogSoftmax")) {
@@ -507,7 +565,7 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     classAxis = axis;
     if (producer.getSpec() == "Softmax") {
       scores = producer.getInputs()[0];
-      skippedSoftmax = producer;
+      skipped.push_back(producer);
       description += (", read before its Softmax '" + producer.getName() +
                       "' (the loss takes the Softmax's input as the logits "
                       "instead of applying a second softmax)")
@@ -537,6 +595,24 @@ FailureOr<Value> BuildTrainingStepPass::addSoftmaxCrossEntropy(
     scores = moved->getResult(0);
     scoresType = cast<RankedTensorType>(scores.getType());
     description += ", classes along its axis " + std::to_string(classAxis);
+  }
+
+  // Scores [N, C, 1, ...] (a 1x1 head): the spatial dims hold one cell, so
+  // the loss over them is the loss over [N, C] with labels [N]; flattened,
+  // so the labels are [N] as for any classifier.
+  if (scoresType.getRank() > 2 && hasUnitTrailingDims(scoresType, 2)) {
+    tdl::AttrMap attrs;
+    attrs["axis"] = tdl::AttrValue::ofInt(1);
+    auto flat = grads.create(logits.getLoc(), "Flatten", {scores}, attrs,
+                             "softmax_cross_entropy.squeeze_unit_dims", "");
+    if (failed(flat))
+      return failure();
+    std::string dims;
+    llvm::raw_string_ostream os(dims);
+    llvm::interleave(scoresType.getShape(), os, "x");
+    scores = flat->getResult(0);
+    scoresType = cast<RankedTensorType>(scores.getType());
+    description += ", its unit dims squeezed ([" + dims + "] read as [N, C])";
   }
 
   // The labels input: after the existing inputs, named "labels" unless the

@@ -226,6 +226,34 @@ TEST(TDLGradient, MaxMin) {
   }
 }
 
+TEST(TDLGradient, SumMean) {
+  // Variadic with broadcasting: a lower-rank input, size-1 dims on both
+  // sides, a single input (the identity / itself).
+  for (const char *op : {"Sum", "Mean"}) {
+    SCOPED_TRACE(op);
+    checkGradient({op, {f32({2, 3, 4}), f32({2, 3, 4})}});
+    checkGradient({op, {f32({2, 3, 4}), f32({3, 1}), f32({4}), f32({1})}});
+    checkGradient({op, {f32({2, 1, 3}), f32({4, 1})}});
+    checkGradient({op, {f32({5})}});
+  }
+}
+
+TEST(TDLGradient, LRN) {
+  // Odd windows (AlexNet's 5, 3), an even one (ONNX's window is
+  // [c - 1, c + 2] for size 4), a window wider than C, and no spatial dims;
+  // large alpha so the square-sum term matters at float64 finite differences.
+  checkGradient({"LRN",
+                 {f32({2, 7, 3, 2})},
+                 {{"size", AttrValue::ofInt(5)}, {"alpha", AttrValue::ofFloat(0.9)}}});
+  checkGradient({"LRN", {f32({1, 6, 4})},
+                 {{"size", AttrValue::ofInt(4)}, {"alpha", AttrValue::ofFloat(0.5)}, {"beta", AttrValue::ofFloat(0.6)},
+                  {"bias", AttrValue::ofFloat(2.0)}}});
+  checkGradient({"LRN", {f32({3, 5})}, {{"size", AttrValue::ofInt(3)}, {"alpha", AttrValue::ofFloat(1.0)}}});
+  checkGradient({"LRN", {f32({1, 3, 2, 2})},
+                 {{"size", AttrValue::ofInt(7)}, {"alpha", AttrValue::ofFloat(2.0)}, {"beta", AttrValue::ofFloat(0.75)},
+                  {"bias", AttrValue::ofFloat(1.0)}}});
+}
+
 TEST(TDLGradient, Pow) {
   Problem p{"Pow", {f32({2, 3}), f32({3})}};
   p.lo = 0.5;

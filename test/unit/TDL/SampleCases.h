@@ -629,6 +629,22 @@ inline std::vector<SampleCase> sampleCases() {
       {"MaxPoolGrad", {f32({1, 1, 6}), f32({1, 1, 6}), f32({1, 1, 6})},
        {{"kernel_shape", Is({4})}, {"auto_pad", S("SAME_LOWER")}},
        0, 3, 0, 2, {}, true},
+      // Sum / Mean (tdl-specs/variadic.tdl): broadcast from lower ranks and
+      // size-1 dims, one input.
+      {"Sum", {f32({2, 3, 4}), f32({3, 1}), f32({4})}},
+      {"Sum", {f32({2, 1}), f32({1, 3})}},
+      {"Sum", {f32({5})}},
+      {"Mean", {f32({2, 3}), f32({2, 3}), f32({1})}},
+      {"Mean", {f32({1, 4}), f32({3, 1})}},
+      // LRN (tdl-specs/lrn.tdl): an odd and an even window, 1-D and none
+      // spatial; inputs of both signs.
+      {"LRN", {f32({2, 7, 3, 2})}, {{"size", I(5)}}},
+      {"LRN", {f32({1, 6, 4})},
+       {{"size", I(4)}, {"alpha", F(0.5)}, {"beta", F(0.6)}, {"bias", F(2.0)}}},
+      {"LRN", {f32({3, 5})}, {{"size", I(3)}, {"alpha", F(1.0)}}},
+      {"LRNGrad", {f32({2, 7, 3, 2}), f32({2, 7, 3, 2})}, {{"size", I(5)}}},
+      {"LRNGrad", {f32({1, 6, 4}), f32({1, 6, 4})},
+       {{"size", I(4)}, {"alpha", F(0.5)}, {"beta", F(0.6)}, {"bias", F(2.0)}}},
   };
   return cases;
 }
