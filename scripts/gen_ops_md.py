@@ -60,9 +60,11 @@ RANDOM = "random (not a function of its inputs)"
 UNSIGNED = "unsigned integer types only (not in TDL's dtypes)"
 RECURRENT = "unrolled at import into per-step cells of spec'd ops (docs/RecurrentUnrolling.md)"
 SPARSE_OR_VALUE = "a value, not a computation (to be folded into an initializer)"
-RESIZE = ("normalized at import into ResizeNearest (tdl-specs/resize.tdl) for mode nearest "
-          "upsampling by whole factors with constant scales or sizes; linear and cubic modes, "
-          "downsampling and other coordinate modes are refused (docs/Import.md)")
+RESIZE = ("normalized at import into ResizeNearest (tdl-specs/resize.tdl: nearest upsampling "
+          "by whole factors) or ResizeInterp (tdl-specs/resize-interp.tdl: linear, cubic and "
+          "other nearest resizes) with constant scales or sizes; tf_crop_and_resize, cubic "
+          "exclude_outside and antialias when downsampling are refused "
+          "(docs/Import.md)")
 
 NO_SPEC_REASONS = {
     # data-dependent output shapes

@@ -13,7 +13,9 @@
 #include <onnx/onnx_pb.h>
 
 #include <cfloat>
+#include <cmath>
 #include <cstring>
+#include <numeric>
 
 namespace tofu {
 
@@ -212,6 +214,233 @@ std::string stringAttr(const onnx::NodeProto &node, llvm::StringRef name,
   return attr ? attr->s() : fallback.str();
 }
 
+/// A positive scale as an exact fraction num / den (den <= 1000) within
+/// float32's precision of `scale`, or nullopt.
+std::optional<std::pair<int64_t, int64_t>> scaleFraction(double scale) {
+  if (!(scale > 0) || scale > 1e6)
+    return std::nullopt;
+  for (int64_t den = 1; den <= 1000; ++den) {
+    double num = std::round(scale * static_cast<double>(den));
+    if (num >= 1 &&
+        std::fabs(num / static_cast<double>(den) - scale) <= 1e-6 * scale)
+      return std::make_pair(static_cast<int64_t>(num), den);
+  }
+  return std::nullopt;
+}
+
+/// Resize / Upsample with mode linear or cubic become ResizeInterp
+/// (tdl-specs/resize-interp.tdl): per dim the output size and the source
+/// coordinate of output index y as the exact fraction
+/// (coord_num * y + coord_off) / coord_den of the scale (num / den: sizes
+/// give output / input, constant scales their nearest small fraction) and
+/// the coordinate_transformation_mode, as onnx's reference computes it.
+llvm::Error normalizeResizeInterp(
+    onnx::NodeProto &node, int64_t opset, const std::string &at,
+    const std::string &mode, bool legacy, std::vector<double> scales,
+    const std::string &sizesName, std::vector<int64_t> axes,
+    const std::string &policy,
+    llvm::function_ref<const TensorData *(llvm::StringRef)> constantOf,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)>
+        typeOf) {
+  const std::string op = node.op_type();
+  std::string x = node.input_size() ? node.input(0) : "";
+  std::optional<tdl::TensorType> type = typeOf(x);
+  if (!type || llvm::is_contained(type->dims, -1))
+    return error(at + ": " + op + " " + mode +
+                 " needs an input of known static shape");
+  const std::vector<int64_t> &in = type->dims;
+  size_t rank = in.size();
+  std::string transform =
+      legacy ? "asymmetric"
+             : stringAttr(node, "coordinate_transformation_mode", "half_pixel");
+  bool nearest = mode == "nearest";
+  if (transform != "half_pixel" && transform != "pytorch_half_pixel" &&
+      transform != "half_pixel_symmetric" && transform != "asymmetric" &&
+      transform != "align_corners" &&
+      !(nearest && transform == "tf_half_pixel_for_nn"))
+    return error(at + ": " + op + " " + mode +
+                 " with coordinate_transformation_mode '" + transform +
+                 "' is not supported (half_pixel, pytorch_half_pixel, "
+                 "half_pixel_symmetric, asymmetric, align_corners and, for "
+                 "nearest, tf_half_pixel_for_nn are)");
+  std::string rounding =
+      legacy ? "floor" : stringAttr(node, "nearest_mode", "round_prefer_floor");
+  if (nearest && rounding != "floor" && rounding != "ceil" &&
+      rounding != "round_prefer_floor" && rounding != "round_prefer_ceil")
+    return error(at + ": Resize nearest_mode '" + rounding +
+                 "' is not supported");
+  const onnx::AttributeProto *excl = findAttr(node, "exclude_outside");
+  if (mode == "cubic" && excl && excl->i() != 0)
+    return error(at + ": Resize cubic with exclude_outside = 1 is not "
+                      "supported (exclude_outside = 0 is)");
+  float cubicA = -0.75f;
+  if (const onnx::AttributeProto *a = findAttr(node, "cubic_coeff_a"))
+    cubicA = a->f();
+
+  // `axes` (opset 18) names the dims scales / sizes give; the others keep
+  // their size (scale 1).
+  bool allAxes = axes.empty();
+  if (allAxes)
+    for (size_t d = 0; d < rank; ++d)
+      axes.push_back(static_cast<int64_t>(d));
+  for (int64_t &a : axes) {
+    if (a < -static_cast<int64_t>(rank) || a >= static_cast<int64_t>(rank))
+      return error(at + ": Resize axis " + std::to_string(a) +
+                   " out of range for rank " + std::to_string(rank));
+    if (a < 0)
+      a += static_cast<int64_t>(rank);
+  }
+  if (!scales.empty()) {
+    if (scales.size() != axes.size())
+      return error(at + ": " + std::to_string(scales.size()) + " scales for " +
+                   std::to_string(axes.size()) + " axes");
+    std::vector<double> full(rank, 1.0);
+    for (size_t i = 0; i < axes.size(); ++i)
+      full[axes[i]] = scales[i];
+    scales = full;
+  }
+
+  // Per dim: output size and the scale as num / den.
+  std::vector<int64_t> out(rank), num(rank), den(rank);
+  if (!scales.empty()) {
+    if (scales.size() != rank)
+      return error(at + ": " + std::to_string(scales.size()) +
+                   " scales for an input of rank " + std::to_string(rank));
+    for (size_t d = 0; d < rank; ++d) {
+      std::optional<std::pair<int64_t, int64_t>> f = scaleFraction(scales[d]);
+      if (!f)
+        return error(at + ": scale " + std::to_string(scales[d]) +
+                     " is not supported for " + mode +
+                     " (a positive fraction with a denominator up to 1000 "
+                     "is)");
+      num[d] = f->first;
+      den[d] = f->second;
+      // onnx's reference: floor(input size * scale), in float64.
+      out[d] = static_cast<int64_t>(std::floor(
+          static_cast<double>(in[d]) * static_cast<double>(scales[d])));
+    }
+  } else {
+    const TensorData *data = constantOf(sizesName);
+    if (!data || data->numElements() != static_cast<int64_t>(axes.size()))
+      return error(at + ": Resize's sizes must have one entry per axis");
+    for (size_t d = 0; d < rank; ++d)
+      out[d] = num[d] = den[d] = in[d];
+    for (size_t i = 0; i < axes.size(); ++i) {
+      out[axes[i]] = num[axes[i]] = static_cast<int64_t>(data->valueAt(i));
+      den[axes[i]] = in[axes[i]];
+    }
+    if (policy == "not_larger" || policy == "not_smaller") {
+      // One scale for the axes, the smallest (not_larger) or largest
+      // (not_smaller) of sizes / input; sizes round half up (onnx).
+      size_t best = 0;
+      for (size_t i = 1; i < axes.size(); ++i) {
+        int64_t a = axes[i], b = axes[best];
+        bool less = num[a] * den[b] < num[b] * den[a];
+        bool greater = num[a] * den[b] > num[b] * den[a];
+        if (policy == "not_larger" ? less : greater)
+          best = i;
+      }
+      int64_t P = num[axes[best]], Q = den[axes[best]];
+      for (int64_t a : axes) {
+        num[a] = P, den[a] = Q;
+        out[a] = (2 * P * in[a] + Q) / (2 * Q);
+      }
+    } else if (policy != "stretch") {
+      return error(at + ": Resize's keep_aspect_ratio_policy '" + policy +
+                   "' is not supported (stretch, not_larger and not_smaller "
+                   "are)");
+    }
+  }
+  bool downsample = false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (out[d] < 1 || in[d] < 1)
+      return error(at + ": " + op + " " + mode +
+                   " with an empty input or output dimension is not "
+                   "supported");
+    downsample |= num[d] < den[d];
+  }
+  if (const onnx::AttributeProto *aa = findAttr(node, "antialias");
+      aa && aa->i() != 0 && downsample)
+    return error(at + ": Resize with antialias = 1 when downsampling is not "
+                      "supported (antialias = 0 is)");
+
+  // x = (cn * y + co) / cd per dim (P / Q the scale, I / O the sizes).
+  std::vector<int64_t> cn(rank), co(rank), cd(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t P = num[d], Q = den[d], I = in[d], O = out[d];
+    bool outputOne = P * I == Q; // the float output size scale * I is 1
+    if (transform == "asymmetric") {
+      cn[d] = Q, co[d] = 0, cd[d] = P;
+    } else if (transform == "align_corners") {
+      if (outputOne)
+        cn[d] = 0, co[d] = 0, cd[d] = 1;
+      else if (P * I - Q < 0)
+        return error(at + ": align_corners with an output size below 1");
+      else
+        cn[d] = (I - 1) * Q, co[d] = 0, cd[d] = P * I - Q;
+    } else if (transform == "pytorch_half_pixel" && outputOne) {
+      cn[d] = 0, co[d] = -1, cd[d] = 2; // onnx's reference: -0.5
+    } else if (transform == "half_pixel_symmetric") {
+      cn[d] = 2 * Q, co[d] = I * P - O * Q + Q - P, cd[d] = 2 * P;
+    } else if (transform == "tf_half_pixel_for_nn") {
+      cn[d] = 2 * Q, co[d] = Q, cd[d] = 2 * P;
+    } else { // half_pixel, pytorch_half_pixel
+      cn[d] = 2 * Q, co[d] = Q - P, cd[d] = 2 * P;
+    }
+    // Nearest: floor((a y + b) / c) becomes the rounded coordinate.
+    if (nearest && rounding == "ceil") {
+      co[d] += cd[d] - 1;
+    } else if (nearest && rounding != "floor") {
+      // round_prefer_floor: ceil(x - 1/2); round_prefer_ceil: floor(x + 1/2).
+      cn[d] *= 2;
+      co[d] = 2 * co[d] + cd[d] - (rounding == "round_prefer_floor" ? 1 : 0);
+      cd[d] *= 2;
+    }
+    int64_t g = std::gcd(std::gcd(std::abs(cn[d]), std::abs(co[d])), cd[d]);
+    if (g > 1)
+      cn[d] /= g, co[d] /= g, cd[d] /= g;
+    // A dim of size 1 kept at 1 reads its one cell whatever the coordinate
+    // (every tap clamps to it, and the weights sum to 1); a nearest dim
+    // whose rounded coordinate is y reads cell y: x = y, one tap.
+    bool same = I == 1 && O == 1;
+    if (nearest && I == O) {
+      same = true;
+      for (int64_t y = 0; y < O && same; ++y) {
+        int64_t v = cn[d] * y + co[d];
+        same = (v >= 0 ? v / cd[d] : -((-v + cd[d] - 1) / cd[d])) == y;
+      }
+    }
+    if (same)
+      cn[d] = 1, co[d] = 0, cd[d] = 1;
+  }
+
+  node.set_op_type("ResizeInterp");
+  node.clear_input();
+  node.add_input(x);
+  node.clear_attribute();
+  auto addInts = [&](const char *name, const std::vector<int64_t> &values) {
+    auto *attr = node.add_attribute();
+    attr->set_name(name);
+    attr->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : values)
+      attr->add_ints(v);
+  };
+  auto *modeAttr = node.add_attribute();
+  modeAttr->set_name("mode");
+  modeAttr->set_type(onnx::AttributeProto::STRING);
+  modeAttr->set_s(mode);
+  addInts("sizes", out);
+  addInts("coord_num", cn);
+  addInts("coord_off", co);
+  addInts("coord_den", cd);
+  auto *aAttr = node.add_attribute();
+  aAttr->set_name("cubic_coeff_a");
+  aAttr->set_type(onnx::AttributeProto::FLOAT);
+  aAttr->set_f(cubicA);
+  (void)opset;
+  return llvm::Error::success();
+}
+
 /// Resize (opsets 10-19) and Upsample (7-9) with mode "nearest" become
 /// ResizeNearest (tdl-specs/resize.tdl): upsampling by whole factors, where
 /// output index y reads input index y // f. That holds for a factor f >= 1
@@ -221,16 +450,17 @@ std::string stringAttr(const onnx::NodeProto &node, llvm::StringRef name,
 llvm::Error normalizeResize(
     onnx::NodeProto &node, int64_t opset, const std::string &at,
     llvm::function_ref<const TensorData *(llvm::StringRef)> constantOf,
+    llvm::function_ref<std::optional<tdl::TensorType>(llvm::StringRef)> typeOf,
     llvm::function_ref<int64_t(llvm::StringRef)> rankOf) {
   const std::string op = node.op_type();
   bool upsample = op == "Upsample";
   std::string mode = stringAttr(node, "mode", "nearest");
-  if (mode != "nearest")
+  // Upsample-7 and older name bilinear interpolation "bilinear".
+  if (upsample && mode == "bilinear")
+    mode = "linear";
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
     return error(at + ": " + op + " mode '" + mode +
-                 "' is not supported (only mode 'nearest' with whole "
-                 "upsampling factors is; linear and cubic interpolation "
-                 "need coordinates clamped to the input, which TDL index "
-                 "expressions cannot express yet)");
+                 "' is not supported (nearest, linear and cubic are)");
   // Before Resize-11 (and in Upsample) nearest is asymmetric with floor.
   bool legacy = upsample || opset < 11;
   std::string transform =
@@ -242,14 +472,11 @@ llvm::Error normalizeResize(
   auto inputAt = [&](int index) -> std::string {
     return index >= 0 && index < node.input_size() ? node.input(index) : "";
   };
-  if (const onnx::AttributeProto *axesAttr = findAttr(node, "axes");
-      axesAttr && axesAttr->ints_size() > 0)
-    return error(at + ": Resize's 'axes' attribute is not supported; give "
-                      "scales or sizes for every dimension");
-  if (stringAttr(node, "keep_aspect_ratio_policy", "stretch") != "stretch")
-    return error(at + ": Resize's keep_aspect_ratio_policy '" +
-                 stringAttr(node, "keep_aspect_ratio_policy", "") +
-                 "' is not supported (only 'stretch' is)");
+  // `axes` and keep_aspect_ratio_policy (opset 18): ResizeInterp.
+  std::vector<int64_t> axes;
+  if (const onnx::AttributeProto *axesAttr = findAttr(node, "axes"))
+    axes.assign(axesAttr->ints().begin(), axesAttr->ints().end());
+  std::string policy = stringAttr(node, "keep_aspect_ratio_policy", "stretch");
 
   // The factors, from constant scales (an attribute of Upsample-7).
   std::vector<int64_t> factors;
@@ -280,20 +507,35 @@ llvm::Error normalizeResize(
                  "' must be a compile-time constant (an initializer or a "
                  "Constant); a data-dependent output size is not "
                  "supported");
-  bool identity = true;
+  if (mode != "nearest" || !axes.empty() || policy != "stretch")
+    return normalizeResizeInterp(node, opset, at, mode, legacy, scales,
+                                 sizes, axes, policy, constantOf, typeOf);
+  // Whole-factor upsampling is ResizeNearest (y // f, a cheap gradient);
+  // any other nearest resize is ResizeInterp's one-tap nearest.
+  bool whole = true, identity = true;
   for (double scale : scales) {
-    if (scale < 1 || scale != static_cast<double>(static_cast<int64_t>(scale)))
-      return error(at + ": scale " + std::to_string(scale) +
-                   " is not supported: only upsampling by whole factors "
-                   "(1, 2, 3, ...) is");
+    if (scale < 1 || scale != static_cast<double>(static_cast<int64_t>(scale))) {
+      whole = false;
+      break;
+    }
     factors.push_back(static_cast<int64_t>(scale));
     identity &= factors.back() == 1;
   }
-  if (fromScales) {
+  if (fromScales && whole) {
     int64_t rank = rankOf(inputAt(0));
     if (rank >= 0 && rank != static_cast<int64_t>(factors.size()))
       return error(at + ": " + std::to_string(factors.size()) +
                    " scales for an input of rank " + std::to_string(rank));
+  }
+  if (!sizes.empty()) {
+    const TensorData *data = constantOf(sizes);
+    std::optional<tdl::TensorType> type = typeOf(inputAt(0));
+    if (type && data->numElements() == static_cast<int64_t>(type->dims.size()))
+      for (size_t d = 0; d < type->dims.size(); ++d) {
+        int64_t want = static_cast<int64_t>(data->valueAt(d));
+        whole &= type->dims[d] > 0 && want >= type->dims[d] &&
+                 want % type->dims[d] == 0;
+      }
   }
   bool halfPixel = transform == "half_pixel" ||
                    transform == "pytorch_half_pixel" ||
@@ -302,14 +544,10 @@ llvm::Error normalizeResize(
       transform == "asymmetric" || transform == "tf_half_pixel_for_nn";
   bool round = rounding == "round_prefer_floor" ||
                rounding == "round_prefer_ceil";
-  if (!(fromScales && identity) &&
-      !((halfPixel && round) || (asymmetric && rounding == "floor")))
-    return error(at + ": nearest with coordinate_transformation_mode '" +
-                 transform + "' and nearest_mode '" + rounding +
-                 "' is not supported (whole-factor upsampling is, with "
-                 "half_pixel, pytorch_half_pixel or half_pixel_symmetric "
-                 "and round_prefer_floor or round_prefer_ceil, or with "
-                 "asymmetric or tf_half_pixel_for_nn and floor)");
+  if (!whole || (!(fromScales && identity) &&
+                 !((halfPixel && round) || (asymmetric && rounding == "floor"))))
+    return normalizeResizeInterp(node, opset, at, mode, legacy, scales, sizes,
+                                 axes, policy, constantOf, typeOf);
 
   // The ResizeNearest form: X (and the constant sizes), `factors`.
   node.set_op_type("ResizeNearest");
@@ -709,7 +947,7 @@ llvm::Error normalizeOnnxNode(
     }
   }
   if (op == "Resize" || op == "Upsample")
-    return normalizeResize(node, opset, at, constantOf, rankOf);
+    return normalizeResize(node, opset, at, constantOf, typeOf, rankOf);
   return llvm::Error::success();
 }
 

@@ -87,11 +87,14 @@ struct Pool {
     return "";
   }
 
-  /// Number of cells AveragePool divides window `o` of dim s by.
+  /// Number of cells AveragePool divides window `o` of dim s by: the whole
+  /// kernel with count_include_pad (also past the end padding, as onnx's
+  /// reference), else the window's cells inside X.
   int64_t count(size_t s, int64_t o) const {
+    if (countIncludePad)
+      return kernel[s];
     int64_t start = o * stride[s] - padBegin[s];
-    int64_t lo = countIncludePad ? -padBegin[s] : 0;
-    int64_t hi = countIncludePad ? in[s] + padEnd[s] : in[s];
+    int64_t lo = 0, hi = in[s];
     auto ceilDiv = [](int64_t a, int64_t b) {
       return a >= 0 ? (a + b - 1) / b : -((-a) / b);
     };

@@ -33,7 +33,8 @@ gradient leaves it.
   against torch's transposed convolution cropped or zero-extended to it.
 * ``avgpool_*``: AveragePool with ceil_mode = 1 and count_include_pad 0/1,
   against torch.nn.functional.avg_pool2d (the divisor of a window that
-  reaches past the end padding is the kernel clipped to the padded input),
+  reaches past the end padding is the kernel clipped to the padded input;
+  count_include_pad = 1 as torch.onnx.export writes it, Pad + AveragePool),
   and onnx 1.17's node test ``averagepool_2d_ceil_last_window_starts_on_pad``.
 
 * ``empty_*``: reductions over a zero-size dimension (ReduceSum of an
@@ -265,19 +266,32 @@ def convtranspose_cases():
 
 # --------------------------------------------------------------------------- AveragePool
 def avgpool_case(size, kernel, stride, pad, count_include_pad):
+    """count_include_pad = 1 is written as torch.onnx.export writes it: Pad +
+    AveragePool(pads 0, count_include_pad 0), whose divisor (the window's
+    cells inside the padded input) is torch's. An AveragePool node with
+    count_include_pad = 1 divides a ceil_mode window that reaches past the
+    end padding by the whole kernel (onnx's reference; its node tests check
+    that), where torch clips the divisor to the padded input."""
     name = f"avgpool_in{size}_k{kernel}_s{stride}_p{pad}_cip{count_include_pad}"
     rng = np.random.default_rng(len(name) + size * 13 + kernel)
     x = rng.standard_normal((2, 2, size, size))
     params = {"S": rng.standard_normal(x.shape)}
-    nodes = [helper.make_node("Mul", ["X", "S"], ["P"]),
-             helper.make_node("AveragePool", ["P"], ["Y"], kernel_shape=[kernel, kernel],
-                              strides=[stride, stride], pads=[pad] * 4, ceil_mode=1,
-                              count_include_pad=count_include_pad)]
+    consts = {}
+    if count_include_pad:
+        consts["pads"] = np.array([0, 0, pad, pad] * 2, dtype=np.int64)
+        nodes = [helper.make_node("Mul", ["X", "S"], ["P"]),
+                 helper.make_node("Pad", ["P", "pads"], ["Q"], mode="constant"),
+                 helper.make_node("AveragePool", ["Q"], ["Y"], kernel_shape=[kernel, kernel],
+                                  strides=[stride, stride], ceil_mode=1)]
+    else:
+        nodes = [helper.make_node("Mul", ["X", "S"], ["P"]),
+                 helper.make_node("AveragePool", ["P"], ["Y"], kernel_shape=[kernel, kernel],
+                                  strides=[stride, stride], pads=[pad] * 4, ceil_mode=1)]
 
     def torch_y(X, p):
         return F.avg_pool2d(X * p["S"], kernel, stride, pad, ceil_mode=True,
                             count_include_pad=bool(count_include_pad))
-    return Case(name, nodes, x, params, torch_y, opset=11)
+    return Case(name, nodes, x, params, torch_y, opset=11, consts=consts)
 
 
 def avgpool_cases():
@@ -286,6 +300,11 @@ def avgpool_cases():
     for size, kernel, stride, pad in ((6, 3, 2, 1), (5, 2, 2, 0), (7, 3, 3, 1), (4, 3, 2, 1),
                                       (2, 3, 3, 1)):
         for cip in (0, 1):
+            # torch drops a last window that starts in the end padding (2x2
+            # -> 1x1 here); its export (Pad + AveragePool) cannot, as the
+            # padding became input: torch's own export changes the shape.
+            if cip and (size, kernel, stride, pad) == (2, 3, 3, 1):
+                continue
             cases.append(avgpool_case(size, kernel, stride, pad, cip))
     return cases
 
