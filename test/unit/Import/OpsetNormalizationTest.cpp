@@ -176,4 +176,48 @@ TEST(OpsetNormalization, CoercedSoftmaxFlattensAroundTheOp) {
   EXPECT_EQ(expandAndNormalize(softmax, 13, types, constants).size(), 1u);
 }
 
+TEST(OpsetNormalization, GroupNormalizationBecomesLayerNormalization) {
+  // InstanceNormalization: a group per channel, scale and bias per channel.
+  std::vector<std::pair<std::string, TensorData>> constants;
+  onnx::NodeProto instance =
+      makeNode("InstanceNormalization", {"x", "s", "b"}, {"y"});
+  Types types{{{"x", {2, 3, 4, 5}}, {"s", {3}}, {"b", {3}}}};
+  auto pieces = expandAndNormalize(instance, 13, types, constants);
+  std::vector<std::string> ops;
+  for (const onnx::NodeProto &piece : pieces)
+    ops.push_back(piece.op_type());
+  EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "LayerNormalization",
+                                           "Reshape", "Reshape", "Reshape",
+                                           "Mul", "Add"}));
+  EXPECT_EQ(pieces.back().output(0), "y");
+  std::map<std::string, std::vector<double>> byName;
+  for (auto &[name, data] : constants)
+    byName[name] = valuesOf(data);
+  EXPECT_EQ(byName["y/grouped.shape"], (std::vector<double>{2, 3, 20}));
+  EXPECT_EQ(byName["y/ones"], std::vector<double>(20, 1.0));
+  EXPECT_EQ(byName["y/param.shape"], (std::vector<double>{3, 1, 1}));
+
+  // GroupNormalization of opset 18: scale and bias per group, applied on
+  // [N, G, M] before the shape comes back.
+  constants.clear();
+  onnx::NodeProto group =
+      makeNode("GroupNormalization", {"x", "s2", "b2"}, {"y"});
+  addInt(group, "num_groups", 1);
+  Types groupTypes{{{"x", {2, 4, 3}}, {"s2", {1}}, {"b2", {1}}}};
+  pieces = expandAndNormalize(group, 18, groupTypes, constants);
+  ASSERT_FALSE(pieces.empty());
+  EXPECT_EQ(pieces.back().op_type(), "Reshape");
+  EXPECT_EQ(pieces.back().output(0), "y");
+  byName.clear();
+  for (auto &[name, data] : constants)
+    byName[name] = valuesOf(data);
+  EXPECT_EQ(byName["y/grouped.shape"], (std::vector<double>{2, 1, 12}));
+  EXPECT_EQ(byName["y/param.shape"], (std::vector<double>{1, 1}));
+
+  // An unknown dim keeps the node (the spec runs it).
+  constants.clear();
+  Types dynamic{{{"x", {-1, 3, 4}}, {"s", {3}}, {"b", {3}}}};
+  EXPECT_EQ(expandAndNormalize(instance, 13, dynamic, constants).size(), 1u);
+}
+
 } // namespace
