@@ -170,27 +170,12 @@ def strip_celu_casts(path):
 
 
 def torch_steps(module, params0, x, labels):
-    """Step-1 gradients and the losses of STEPS torch SGD steps (float64)."""
-    state = module.state_dict()
-    with torch.no_grad():
-        for n, v in params0.items():
-            state[n].copy_(torch.from_numpy(v))
-    opt = torch.optim.SGD(module.parameters(), lr=LR)
-    losses, grads = [], None
+    """torch's SGD steps with the module in its reference mode."""
     module.reference = True
     try:
-        for step in range(STEPS):
-            opt.zero_grad()
-            loss = module(x, labels)
-            loss.backward()
-            if step == 0:
-                grads = {n: p.grad.detach().numpy().copy()
-                         for n, p in module.named_parameters()}
-            losses.append(loss.item())
-            opt.step()
+        return E.torch_sgd_steps(module, params0, (x, labels), LR, STEPS)
     finally:
         module.reference = False
-    return np.array(losses), grads
 
 
 def main():
@@ -217,36 +202,11 @@ def main():
         data = env.path(name, "data", "batch_0", "input.npy")
         np.save(data, x.numpy())
         np.save(os.path.join(os.path.dirname(data), "labels.npy"), labels.numpy())
-        params = dict(module.named_parameters())
         for k in KS:
-            plan = env.path(name, f"k{k}", "plan.bin")
-            dump = os.path.dirname(env.path(name, f"k{k}", "dump", "x"))
-            report = env.path(name, f"k{k}", "r.json")
-            E.run_tool([env.tofuc, path, "--gpus", k, "--optimizer", "sgd", "--lr", LR,
-                        "-o", plan])
-            E.run_tool([env.tofu_run, plan, "--data", os.path.dirname(os.path.dirname(data)),
-                        "--steps", STEPS, "--dump", dump, "--report", report, "--quiet"])
-            losses = E.report_losses(E.load_json(report), report)
-            fed = np.load(os.path.join(dump, "input.input.npy"))
-            E.check(fed.dtype == np.float64 and np.array_equal(fed, x.numpy()),
-                    f"{name} k={k}: tofu-run did not feed the fixed float64 batch")
-            params0 = {n: np.load(os.path.join(dump, f"param.{E.dump_name(n)}.npy"))
-                       for n in params}
-            ref_losses, ref_grads = torch_steps(module, params0, x, labels)
-            for n, ref in ref_grads.items():
-                got = np.load(os.path.join(dump, f"grad.{E.dump_name(n)}.npy"))
-                d = E.rel_diff(got, ref)
-                if d > TOL:
-                    worst = np.unravel_index(np.argmax(np.abs(got - ref)), ref.shape)
-                    failures.append(f"{name} k={k}: step-1 gradient of {n} differs from "
-                                    f"torch by rel {d:.3e}, worst at {worst}: tofu "
-                                    f"{got[worst]!r}, torch {ref[worst]!r}")
-            d = E.rel_diff(losses, ref_losses)
-            if d > LOSS_TOL:
-                failures.append(f"{name} k={k}: losses {losses} vs torch {ref_losses} "
-                                f"(rel {d:.2e})")
-            print(f"{name} k={k}: losses {losses} (torch {ref_losses}, rel {d:.1e}); "
-                  f"{len(ref_grads)} step-1 gradients checked", flush=True)
+            E.train_vs_torch(env, name, path, os.path.dirname(os.path.dirname(data)),
+                             module, x, labels, k, lr=LR, steps=STEPS, tol=TOL,
+                             loss_tol=LOSS_TOL, failures=failures,
+                             reference_steps=torch_steps)
     E.check(not failures, "\n  " + "\n  ".join(failures))
 
 

@@ -446,6 +446,71 @@ class TorchGraph:
             f"TorchGraph: op {op} (node {node.name!r}) is not supported by the oracle")
 
 
+def torch_sgd_steps(module, params0, args, lr, steps):
+    """Losses of ``steps`` torch SGD steps of the loss ``module(*args)`` from
+    the parameters ``params0`` ({name: ndarray}, e.g. tofu's dumped initial
+    values), and the step-1 gradients ({name: ndarray})."""
+    import torch
+    state = module.state_dict()
+    with torch.no_grad():
+        for n, v in params0.items():
+            state[n].copy_(torch.from_numpy(v))
+    opt = torch.optim.SGD(module.parameters(), lr=lr)
+    losses, grads = [], None
+    for step in range(steps):
+        opt.zero_grad()
+        loss = module(*args)
+        loss.backward()
+        if step == 0:
+            grads = {n: p.grad.detach().numpy().copy()
+                     for n, p in module.named_parameters()}
+        losses.append(loss.item())
+        opt.step()
+    return np.array(losses), grads
+
+
+def train_vs_torch(env, tag, onnx_path, data_dir, module, x, labels, k, *, lr, steps,
+                   tol, loss_tol, failures, reference_steps=None):
+    """tofuc ``onnx_path`` (a loss of inputs ``input`` and ``labels``) at
+    ``k`` devices with SGD, ``steps`` tofu-run steps on the batch in
+    ``data_dir`` (written from ``x`` and ``labels``), against torch from
+    the same initial parameters: appends to ``failures`` every step-1
+    gradient off by more than ``tol`` (rel_diff) and losses off by more than
+    ``loss_tol``. ``reference_steps(module, params0, x, labels)`` replaces
+    ``torch_sgd_steps`` where the torch side needs more (a flag on the
+    module). The folders are ``<tag>/k<k>/`` in the workdir."""
+    plan = env.path(tag, f"k{k}", "plan.bin")
+    dump = os.path.dirname(env.path(tag, f"k{k}", "dump", "x"))
+    report = env.path(tag, f"k{k}", "r.json")
+    run_tool([env.tofuc, onnx_path, "--gpus", k, "--optimizer", "sgd", "--lr", lr,
+              "-o", plan])
+    run_tool([env.tofu_run, plan, "--data", data_dir, "--steps", steps, "--dump", dump,
+              "--report", report, "--quiet"])
+    losses = report_losses(load_json(report), report)
+    fed = np.load(os.path.join(dump, "input.input.npy"))
+    check(fed.dtype == np.float64 and np.array_equal(fed, x.numpy()),
+          f"{tag} k={k}: tofu-run did not feed the fixed float64 batch")
+    params0 = {n: np.load(os.path.join(dump, f"param.{dump_name(n)}.npy"))
+               for n, _ in module.named_parameters()}
+    if reference_steps:
+        ref_losses, ref_grads = reference_steps(module, params0, x, labels)
+    else:
+        ref_losses, ref_grads = torch_sgd_steps(module, params0, (x, labels), lr, steps)
+    for n, ref in ref_grads.items():
+        got = np.load(os.path.join(dump, f"grad.{dump_name(n)}.npy"))
+        d = rel_diff(got, ref)
+        if d > tol:
+            worst = np.unravel_index(np.argmax(np.abs(got - ref)), ref.shape)
+            failures.append(f"{tag} k={k}: step-1 gradient of {n} differs from torch by "
+                            f"rel {d:.3e}, worst at {worst}: tofu {got[worst]!r}, torch "
+                            f"{ref[worst]!r}")
+    d = rel_diff(losses, ref_losses)
+    if d > loss_tol:
+        failures.append(f"{tag} k={k}: losses {losses} vs torch {ref_losses} (rel {d:.2e})")
+    print(f"{tag} k={k}: losses {losses} (torch {ref_losses}, rel {d:.1e}); "
+          f"{len(ref_grads)} step-1 gradients checked", flush=True)
+
+
 def main_wrapper(fn):
     """Runs ``fn()``; prints PASS or ``FAIL: ...`` and exits 0 / 1."""
     name = os.path.basename(sys.argv[0])

@@ -84,26 +84,6 @@ class Indexing(nn.Module):
         return F.cross_entropy(self.fc(torch.cat(feats, 1)), labels)
 
 
-def torch_steps(module, params0, x, labels):
-    """Step-1 gradients and the losses of STEPS torch SGD steps (float64)."""
-    state = module.state_dict()
-    with torch.no_grad():
-        for n, v in params0.items():
-            state[n].copy_(torch.from_numpy(v))
-    opt = torch.optim.SGD(module.parameters(), lr=LR)
-    losses, grads = [], None
-    for step in range(STEPS):
-        opt.zero_grad()
-        loss = module(x, labels)
-        loss.backward()
-        if step == 0:
-            grads = {n: p.grad.detach().numpy().copy()
-                     for n, p in module.named_parameters()}
-        losses.append(loss.item())
-        opt.step()
-    return np.array(losses), grads
-
-
 def main():
     env = E.parse_args(__doc__.splitlines()[1])
     env.require_tools()
@@ -124,32 +104,11 @@ def main():
     data = env.path("indexing", "data", "batch_0", "input.npy")
     np.save(data, x.numpy())
     np.save(os.path.join(os.path.dirname(data), "labels.npy"), labels.numpy())
-    params = dict(module.named_parameters())
     failures = []
     for k in KS:
-        plan = env.path("indexing", f"k{k}", "plan.bin")
-        dump = os.path.dirname(env.path("indexing", f"k{k}", "dump", "x"))
-        report = env.path("indexing", f"k{k}", "r.json")
-        E.run_tool([env.tofuc, path, "--gpus", k, "--optimizer", "sgd", "--lr", LR,
-                    "-o", plan])
-        E.run_tool([env.tofu_run, plan, "--data", os.path.dirname(os.path.dirname(data)),
-                    "--steps", STEPS, "--dump", dump, "--report", report, "--quiet"])
-        losses = E.report_losses(E.load_json(report), report)
-        params0 = {n: np.load(os.path.join(dump, f"param.{E.dump_name(n)}.npy"))
-                   for n in params}
-        ref_losses, ref_grads = torch_steps(module, params0, x, labels)
-        for n, ref in ref_grads.items():
-            got = np.load(os.path.join(dump, f"grad.{E.dump_name(n)}.npy"))
-            d = E.rel_diff(got, ref)
-            if d > TOL:
-                failures.append(f"k={k}: step-1 gradient of {n} differs from torch by "
-                                f"rel {d:.3e}:\n    tofu  {got.ravel()[:12]}\n"
-                                f"    torch {ref.ravel()[:12]}")
-        d = E.rel_diff(losses, ref_losses)
-        if d > LOSS_TOL:
-            failures.append(f"k={k}: losses {losses} vs torch {ref_losses} (rel {d:.2e})")
-        print(f"k={k}: losses {losses} (torch {ref_losses}, rel {d:.1e}); "
-              f"{len(ref_grads)} step-1 gradients checked", flush=True)
+        E.train_vs_torch(env, "indexing", path, os.path.dirname(os.path.dirname(data)),
+                         module, x, labels, k, lr=LR, steps=STEPS, tol=TOL,
+                         loss_tol=LOSS_TOL, failures=failures)
     E.check(not failures, "\n  " + "\n  ".join(failures))
 
 

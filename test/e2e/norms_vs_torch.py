@@ -103,24 +103,6 @@ def make_model(name):
 MODELS = ("norms", "reductions", "interpolate")
 
 
-def torch_steps(module, params0, x, labels):
-    state = module.state_dict()
-    with torch.no_grad():
-        for n, v in params0.items():
-            state[n].copy_(torch.from_numpy(v))
-    opt = torch.optim.SGD(module.parameters(), lr=LR)
-    losses, grads = [], None
-    for step in range(STEPS):
-        opt.zero_grad()
-        loss = module(x, labels)
-        loss.backward()
-        if step == 0:
-            grads = {n: p.grad.detach().numpy().copy() for n, p in module.named_parameters()}
-        losses.append(loss.item())
-        opt.step()
-    return np.array(losses), grads
-
-
 def check_exported(env, name, failures):
     module, x, labels = make_model(name)
     module = module.double()
@@ -131,30 +113,10 @@ def check_exported(env, name, failures):
     data = env.path(name, "data", "batch_0", "input.npy")
     np.save(data, x.numpy())
     np.save(os.path.join(os.path.dirname(data), "labels.npy"), labels.numpy())
-    params = dict(module.named_parameters())
     for k in KS:
-        plan = env.path(name, f"k{k}", "plan.bin")
-        dump = os.path.dirname(env.path(name, f"k{k}", "dump", "x"))
-        report = env.path(name, f"k{k}", "r.json")
-        E.run_tool([env.tofuc, path, "--gpus", k, "--optimizer", "sgd", "--lr", LR, "-o", plan])
-        E.run_tool([env.tofu_run, plan, "--data", os.path.dirname(os.path.dirname(data)),
-                    "--steps", STEPS, "--dump", dump, "--report", report, "--quiet"])
-        losses = E.report_losses(E.load_json(report), report)
-        params0 = {n: np.load(os.path.join(dump, f"param.{E.dump_name(n)}.npy"))
-                   for n in params}
-        ref_losses, ref_grads = torch_steps(module, params0, x, labels)
-        for n, ref in ref_grads.items():
-            got = np.load(os.path.join(dump, f"grad.{E.dump_name(n)}.npy"))
-            d = E.rel_diff(got, ref)
-            if d > TOL:
-                failures.append(f"{name} k={k}: step-1 gradient of {n} differs from torch "
-                                f"by rel {d:.3e}:\n    tofu  {got.ravel()[:8]}\n"
-                                f"    torch {ref.ravel()[:8]}")
-        d = E.rel_diff(losses, ref_losses)
-        if d > LOSS_TOL:
-            failures.append(f"{name} k={k}: losses {losses} vs torch {ref_losses} (rel {d:.2e})")
-        print(f"{name} k={k}: losses {losses} (torch {ref_losses}, rel {d:.1e}); "
-              f"{len(ref_grads)} step-1 gradients checked", flush=True)
+        E.train_vs_torch(env, name, path, os.path.dirname(os.path.dirname(data)),
+                         module, x, labels, k, lr=LR, steps=STEPS, tol=TOL,
+                         loss_tol=LOSS_TOL, failures=failures)
 
 
 def node_cases():
