@@ -21,19 +21,7 @@ AttrValue S(std::string v) { return AttrValue::ofString(std::move(v)); }
 
 std::vector<double> run(llvm::StringRef op, const std::vector<DenseTensor> &in,
                         const AttrMap &attrs = {}) {
-  std::vector<std::optional<TensorType>> types;
-  std::vector<const DenseTensor *> ptrs;
-  for (const auto &t : in) {
-    types.push_back(t.type);
-    ptrs.push_back(&t);
-  }
-  OpInstance inst = mustInstantiate(SpecLibrary::builtin(), op, types, attrs);
-  auto r = evaluate(inst, ptrs);
-  if (!r) {
-    ADD_FAILURE() << op.str() << ": " << llvm::toString(r.takeError());
-    return {};
-  }
-  return (*r)[0].data;
+  return evaluateFirstOutput(op, in, attrs);
 }
 
 } // namespace

@@ -19,22 +19,9 @@ namespace {
 
 AttrValue I(int64_t v) { return AttrValue::ofInt(v); }
 
-std::vector<double> run(llvm::StringRef op,
-                        const std::vector<DenseTensor> &inputs,
+std::vector<double> run(llvm::StringRef op, const std::vector<DenseTensor> &in,
                         const AttrMap &attrs = {}) {
-  std::vector<std::optional<TensorType>> types;
-  std::vector<const DenseTensor *> ptrs;
-  for (const auto &t : inputs) {
-    types.push_back(t.type);
-    ptrs.push_back(&t);
-  }
-  OpInstance inst = mustInstantiate(SpecLibrary::builtin(), op, types, attrs);
-  auto r = evaluate(inst, ptrs);
-  if (!r) {
-    ADD_FAILURE() << op.str() << ": " << llvm::toString(r.takeError());
-    return {};
-  }
-  return (*r)[0].data;
+  return evaluateFirstOutput(op, in, attrs);
 }
 
 const char *const kOps[] = {"ReduceMin",       "ReduceProd",   "ReduceL1",

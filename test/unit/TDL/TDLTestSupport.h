@@ -53,6 +53,27 @@ inline std::string instantiateError(
   return llvm::toString(inst.takeError());
 }
 
+/// The first output of `op` instantiated on the types of `inputs` and run by
+/// the reference evaluator; a test failure naming the op and an empty result
+/// when it cannot be.
+inline std::vector<double> evaluateFirstOutput(llvm::StringRef op,
+                                               const std::vector<DenseTensor> &inputs,
+                                               const AttrMap &attrs = {}) {
+  std::vector<std::optional<TensorType>> types;
+  std::vector<const DenseTensor *> ptrs;
+  for (const DenseTensor &t : inputs) {
+    types.push_back(t.type);
+    ptrs.push_back(&t);
+  }
+  OpInstance inst = mustInstantiate(SpecLibrary::builtin(), op, types, attrs);
+  auto r = evaluate(inst, ptrs);
+  if (!r) {
+    ADD_FAILURE() << op.str() << ": " << llvm::toString(r.takeError());
+    return {};
+  }
+  return (*r)[0].data;
+}
+
 inline DenseTensor tensor(TensorType t, std::vector<double> data) {
   return DenseTensor{std::move(t), std::move(data)};
 }
