@@ -9,7 +9,8 @@
 //     whose body block runs once per iteration.
 // A node is placed in the outermost block where all variables it reads are
 // bound, so loop-invariant work (e.g. an access indexed only by output
-// variables inside a reduction) is hoisted out of the reduction loop. No
+// variables inside a reduction, or a whole inner reduction such as a
+// softmax's row maximum) is hoisted out of the reduction loop. No
 // allocation happens per element.
 //
 //===----------------------------------------------------------------------===//
@@ -18,6 +19,7 @@
 
 #include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/CounterRng.h"
+#include "tofu/runtime/ExprFreeVariables.h"
 #include "tofu/runtime/ExprProgramCheck.h"
 
 #include <algorithm>
@@ -163,6 +165,8 @@ private:
   std::vector<int32_t> levelScopes;  ///< scope id of level L at [L + 1]
   int32_t nextScope = 0;
   std::vector<int32_t> varLevel;     ///< level binding each variable
+  /// Per node, the variables it reads that it does not bind itself.
+  std::vector<std::vector<int32_t>> freeVars;
   std::vector<Memo> memo;
   std::vector<std::pair<int64_t, int64_t>> varRange;
 
@@ -199,8 +203,12 @@ std::string Evaluator::place(int32_t id, Placed &out, int depth) {
     regs[id] = n.value;
     break;
   case ExprNode::Kind::Reduce: {
-    // The loop runs in the current block; its body is a new level.
-    level = current;
+    // The loop runs in the outermost block where every variable its body
+    // reads from outside is bound (block 0 when there is none), not in each
+    // iteration of the loops around it; its body is a new level.
+    level = -1;
+    for (int32_t v : freeVars[id])
+      level = std::max(level, varLevel[v]);
     int32_t body = static_cast<int32_t>(blocks.size());
     blocks.emplace_back();
     levelBlocks.push_back(body);
@@ -309,6 +317,7 @@ std::string Evaluator::compile() {
   varLevel.assign(nv, -2);
   for (int32_t v : p.outputVars)
     varLevel[v] = 0;
+  freeVars = freeVariablesOfNodes(p);
 
   regs.assign(p.nodes.size() + nv, 0.0);
   memo.assign(p.nodes.size(), Memo());

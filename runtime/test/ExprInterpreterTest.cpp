@@ -8,6 +8,7 @@
 
 #include "TestSupport.h"
 #include "tofu/runtime/ComputeKernel.h"
+#include "tofu/runtime/ExprFreeVariables.h"
 #include "tofu/runtime/ExprProgramCheck.h"
 
 #include <gtest/gtest.h>
@@ -243,6 +244,55 @@ TEST(ExprInterpreter, NestedReductionsMaxAndFloorIndex) {
       best = std::max(best, double(X[ii * 6 + jj * 2]) + X[ii * 6 + jj * 2 + 1]);
     EXPECT_NEAR(Y[ii], best + X[ii * 6 + (ii / 2) * 2], 1e-5);
   }
+}
+
+TEST(ExprInterpreter, InnerReductionsAreHoistedToTheirVariables) {
+  // Y[i, j] = exp(X[i, j] - max_t X[i, t]) / sum_u exp(X[i, u] - max_t X[i, t])
+  // (the max reads only i: one loop per row, also inside sum_u), and
+  // L = sum_n X[n, 0] / sum_m 1 over a share [1, 3) of n (the count reads
+  // no variable: it runs once per call, in block 0).
+  Builder b;
+  int32_t i = b.var(3), j = b.var(4), t = b.var(4), u = b.var(4);
+  int32_t rowMax = b.reduce(Reducer::Max, b.at(0, {b.v(i), b.v(t)}), {t});
+  int32_t shifted = b.bin(BinaryOp::Sub, b.at(0, {b.v(i), b.v(u)}), rowMax);
+  int32_t denom =
+      b.reduce(Reducer::Sum, b.call(Function::Exp, {shifted}), {u});
+  int32_t num = b.call(Function::Exp,
+                       {b.bin(BinaryOp::Sub, b.at(0, {b.v(i), b.v(j)}), rowMax)});
+  ExprProgram softmax = b.done(b.bin(BinaryOp::Div, num, denom), {i, j});
+  std::vector<std::vector<int32_t>> free = freeVariablesOfNodes(softmax);
+  EXPECT_EQ(free[rowMax], std::vector<int32_t>{i});
+  EXPECT_EQ(free[denom], std::vector<int32_t>{i});
+  EXPECT_EQ(free[softmax.root], (std::vector<int32_t>{i, j}));
+
+  Builder l;
+  int32_t n = l.var(4), m = l.var(4);
+  int32_t count = l.reduce(Reducer::Sum, l.c(1), {m});
+  int32_t body = l.bin(BinaryOp::Div, l.at(0, {l.v(n), l.c(0)}), count);
+  ExprProgram loss = l.done(l.reduce(Reducer::Sum, body, {n}), {}, {n});
+  EXPECT_TRUE(freeVariablesOfNodes(loss)[count].empty());
+
+  std::vector<float> X = randomFloats(12, 7), Y(12), L(1);
+  ASSERT_EQ(runCompute("Softmax", {},
+                       {TensorView::whole(X.data(), DType::F32, {3, 4})},
+                       {TensorView::whole(Y.data(), DType::F32, {3, 4})},
+                       {softmax}, {}),
+            "");
+  for (int r = 0; r < 3; ++r) {
+    double mx = -INFINITY, sum = 0;
+    for (int c = 0; c < 4; ++c)
+      mx = std::max(mx, double(X[r * 4 + c]));
+    for (int c = 0; c < 4; ++c)
+      sum += std::exp(X[r * 4 + c] - mx);
+    for (int c = 0; c < 4; ++c)
+      EXPECT_NEAR(Y[r * 4 + c], std::exp(X[r * 4 + c] - mx) / sum, 1e-6);
+  }
+  ASSERT_EQ(runCompute("Loss", {},
+                       {TensorView::whole(X.data(), DType::F32, {3, 4})},
+                       {TensorView::whole(L.data(), DType::F32, {})}, {loss},
+                       {ReductionRanges{{1, 3}}}),
+            "");
+  EXPECT_NEAR(L[0], (double(X[4]) + X[8]) / 4, 1e-6);
 }
 
 TEST(ExprInterpreter, NegativeIndexFloorsToPadding) {
