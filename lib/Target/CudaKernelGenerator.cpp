@@ -4,12 +4,14 @@
 // (runtime/lib/ExprInterpreter.cpp) so that both give the same values:
 // every node is a `double` local, placed in the outermost scope where the
 // index variables it reads are bound (loop-invariant reads are hoisted out
-// of reductions); each Reduce node becomes a loop nest over its variables
-// (last variable fastest) accumulating in the interpreter's order.
+// of reductions, inner reductions included); each Reduce node becomes a loop
+// nest over its variables (last variable fastest) accumulating in the
+// interpreter's order.
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/CudaKernelGenerator.h"
 
+#include "tofu/runtime/ExprFreeVariables.h"
 #include "tofu/runtime/ExprProgramCheck.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -87,10 +89,16 @@ bool isIdentityAccess(const ExprProgram &p, const ExprNode &n) {
 /// Emits the statements computing one stage's value for one element.
 class StageEmitter {
 public:
+  /// `parallelRoot`: the program's root is a Reduce (blockReductionRoot)
+  /// whose iterations are shared by the threads of a block: thread
+  /// `tofu_t` of `tofu_nt` runs iterations tofu_t, tofu_t + tofu_nt, ... of
+  /// its flattened loop nest and the statements leave that thread's partial
+  /// value in the root's variable, for the block's tree combination.
   StageEmitter(const KernelDescription &kernel, const ParamLayout &layout,
-               size_t stage, std::string &out)
+               size_t stage, std::string &out, bool parallelRoot = false)
       : kernel(kernel), layout(layout), stage(stage),
-        p(*kernel.stages[stage].program), out(out) {}
+        p(*kernel.stages[stage].program), out(out),
+        parallelRoot(parallelRoot) {}
 
   /// Appends the stage's statements; returns the expression of its value.
   llvm::Expected<std::string> emit();
@@ -123,12 +131,15 @@ private:
   size_t stage;
   const ExprProgram &p;
   std::string &out;
+  const bool parallelRoot;
 
   /// Text of each open level's block (level L at [L]); level 0 is `out`.
   std::vector<std::string> blocks;
   std::vector<int32_t> scopes;
   int32_t nextScope = 0;
   std::vector<int32_t> varLevel;
+  /// Per node, the variables it reads that it does not bind itself.
+  std::vector<std::vector<int32_t>> freeVars;
   std::vector<Memo> memo;
 };
 
@@ -154,11 +165,17 @@ llvm::Error StageEmitter::place(int32_t id, Placed &result, int depth) {
   const std::string name = nodeName(id);
   int32_t level = -1;
   if (n.kind == ExprNode::Kind::Reduce) {
-    level = current;
+    // As in the interpreter: the loop goes where every variable its body
+    // reads from outside is bound, not into each enclosing iteration.
+    level = 0;
+    for (int32_t v : freeVars[id])
+      level = std::max(level, varLevel[v]);
     int32_t body = current + 1;
     blocks.emplace_back();
     scopes.push_back(++nextScope);
     std::string loops, closes;
+    const bool shared = parallelRoot && id == p.root && level == 0;
+    std::vector<std::pair<std::string, std::string>> bounds;
     for (size_t j = 0; j < n.vars.size(); ++j) {
       int32_t v = n.vars[j];
       varLevel[v] = body;
@@ -169,10 +186,38 @@ llvm::Error StageEmitter::place(int32_t id, Placed &result, int depth) {
           lo = "params[" + std::to_string(at) + "]";
           hi = "params[" + std::to_string(at + 1) + "]";
         }
+      bounds.emplace_back(lo, hi);
+      if (shared)
+        continue;
       loops += indent(level + static_cast<int32_t>(j)) + "for (int64_t " +
                varName(v) + " = " + lo + "; " + varName(v) + " < " + hi +
                "; ++" + varName(v) + ") {\n";
       closes = indent(level + static_cast<int32_t>(j)) + "}\n" + closes;
+    }
+    if (shared) {
+      // One flat loop over the nest, strided by the block's threads; the
+      // last variable varies fastest, as in the nest.
+      std::string total = name + "_total", it = name + "_it",
+                  rest = name + "_rest";
+      loops += indent(0) + "int64_t " + total + " = 1;\n";
+      for (size_t j = 0; j < n.vars.size(); ++j) {
+        std::string extent = name + "_n" + std::to_string(j);
+        loops += indent(0) + "const int64_t " + extent + " = " +
+                 bounds[j].second + " - " + bounds[j].first + ";\n" +
+                 indent(0) + total + " *= " + extent + " > 0 ? " + extent +
+                 " : 0;\n";
+      }
+      loops += indent(0) + "for (int64_t " + it + " = tofu_t; " + it + " < " +
+               total + "; " + it + " += tofu_nt) {\n" + indent(1) +
+               "int64_t " + rest + " = " + it + ";\n";
+      for (size_t j = n.vars.size(); j-- > 0;) {
+        std::string extent = name + "_n" + std::to_string(j);
+        loops += indent(1) + "const int64_t " + varName(n.vars[j]) + " = " +
+                 bounds[j].first + " + " + rest + " % " + extent + ";\n" +
+                 indent(1) + rest + " /= " + extent + ";\n";
+      }
+      loops += indent(1) + "(void)" + rest + ";\n";
+      closes = indent(0) + "}\n";
     }
     Placed value;
     llvm::Error err = place(n.operands[0], value, depth + 1);
@@ -342,6 +387,7 @@ llvm::Expected<std::string> StageEmitter::emit() {
            std::to_string(d) + ";\n";
   }
   memo.assign(p.nodes.size(), Memo());
+  freeVars = freeVariablesOfNodes(p);
   blocks.assign(1, "");
   scopes.assign(1, 0);
   Placed root;
@@ -361,6 +407,8 @@ const char *kPrelude = R"cuda(// Generated by tofuc (lib/Target/CudaKernelGenera
 #else
 #define TOFU_HD
 #endif
+// Threads of a block-reduction kernel's block (a power of two).
+#define TOFU_BLOCK_THREADS 256
 
 template <int N> struct TofuPointers { void *p[N]; };
 template <int N> struct TofuParams { int64_t v[N]; };
@@ -766,6 +814,21 @@ tofu::cudagen::emitKernel(const KernelDescription &kernel,
   for (size_t s = 0; s < kernel.stages.size(); ++s)
     body += "  (void)s" + std::to_string(s) + "_value;\n";
 
+  // A block per output element: the same statements, the root reduction's
+  // iterations shared by the block's threads (blockReductionRoot).
+  const bool block = kernel.stages.size() == 1 &&
+                     blockReductionRoot(*kernel.stages[0].program);
+  std::string partialBody, partialValue;
+  if (block) {
+    partialBody = body.substr(0, body.find("  // stage 0: "));
+    auto value = StageEmitter(kernel, layout, 0, partialBody,
+                              /*parallelRoot=*/true)
+                     .emit();
+    if (!value)
+      return value.takeError();
+    partialValue = *value;
+  }
+
   std::string np = std::to_string(layout.numPointers);
   std::string nq = std::to_string(layout.numParams);
   std::string src;
@@ -793,11 +856,99 @@ tofu::cudagen::emitKernel(const KernelDescription &kernel,
          "    unsigned long long *error) {\n"
          "  for (int64_t e = 0; e < params[0]; ++e)\n"
          "    " + name + "_element(e, ptrs, params, step, error);\n}\n";
+  if (block) {
+    const ExprProgram &p = *kernel.stages[0].program;
+    std::string combine;
+    switch (p.nodes[p.root].reducer) {
+    case plan::Reducer::Sum: combine = "a + b"; break;
+    case plan::Reducer::Prod: combine = "a * b"; break;
+    case plan::Reducer::Max: combine = "tofu_max(a, b)"; break;
+    case plan::Reducer::Min: combine = "tofu_min(a, b)"; break;
+    }
+    std::string store = "tofu_store<" +
+                        dtypeCode(kernel.stages[0].outputType) + ">(";
+    src += "TOFU_HD inline double " + name +
+           "_partial(int64_t e, int64_t tofu_t, int64_t tofu_nt,\n"
+           "    void *const *ptrs, const int64_t *params, uint64_t step,\n"
+           "    unsigned long long *error) {\n"
+           "  (void)step; (void)error;\n" +
+           partialBody + "  return " + partialValue + ";\n}\n";
+    src += "TOFU_HD inline double " + name +
+           "_combine(double a, double b) { return " + combine + "; }\n";
+    src += "#ifdef __CUDACC__\nextern \"C\" __global__ void "
+           "__launch_bounds__(256) " +
+           name + "_block(TofuPointers<" + np + "> ptrs, TofuParams<" + nq +
+           "> params,\n    const unsigned long long *step, unsigned long long "
+           "*error) {\n"
+           "  __shared__ double partials[TOFU_BLOCK_THREADS];\n"
+           "  const uint64_t s = step ? *step : 0;\n"
+           "  for (int64_t e = blockIdx.x; e < params.v[0]; e += gridDim.x) {\n"
+           "    partials[threadIdx.x] = " + name +
+           "_partial(e, threadIdx.x, TOFU_BLOCK_THREADS, ptrs.p, params.v, s, "
+           "error);\n"
+           "    __syncthreads();\n"
+           "    for (unsigned w = TOFU_BLOCK_THREADS / 2; w > 0; w >>= 1) {\n"
+           "      if (threadIdx.x < w)\n"
+           "        partials[threadIdx.x] = " + name +
+           "_combine(partials[threadIdx.x], partials[threadIdx.x + w]);\n"
+           "      __syncthreads();\n"
+           "    }\n"
+           "    if (threadIdx.x == 0)\n"
+           "      " + store + "ptrs.p[0], e, partials[0]);\n"
+           "    __syncthreads();\n"
+           "  }\n}\n#endif\n";
+    src += "extern \"C\" void " + name +
+           "_block_host(void *const *ptrs, const int64_t *params, uint64_t step,\n"
+           "    unsigned long long *error) {\n"
+           "  double partials[TOFU_BLOCK_THREADS];\n"
+           "  for (int64_t e = 0; e < params[0]; ++e) {\n"
+           "    for (int t = 0; t < TOFU_BLOCK_THREADS; ++t)\n"
+           "      partials[t] = " + name +
+           "_partial(e, t, TOFU_BLOCK_THREADS, ptrs, params, step, error);\n"
+           "    for (int w = TOFU_BLOCK_THREADS / 2; w > 0; w >>= 1)\n"
+           "      for (int t = 0; t < w; ++t)\n"
+           "        partials[t] = " + name +
+           "_combine(partials[t], partials[t + w]);\n"
+           "    " + store + "ptrs[0], e, partials[0]);\n"
+           "  }\n}\n";
+  }
   return src;
+}
+
+bool tofu::cudagen::blockReductionRoot(const ExprProgram &p) {
+  if (p.root < 0 || p.root >= static_cast<int32_t>(p.nodes.size()) ||
+      p.nodes[p.root].kind != ExprNode::Kind::Reduce)
+    return false;
+  // Iterations per output element: a Reduce runs its extent times the
+  // reductions nested in its body (counted once each, as the generator
+  // hoists them); saturated at the threshold so that nothing overflows.
+  const int64_t cap = kBlockReductionMinIterations;
+  std::vector<int64_t> work(p.nodes.size(), 0);
+  for (size_t id = 0; id < p.nodes.size(); ++id) {
+    const ExprNode &n = p.nodes[id];
+    int64_t inner = 0;
+    for (int32_t operand : n.operands)
+      if (operand >= 0 && operand < static_cast<int32_t>(id))
+        inner = std::min(cap, inner + work[operand]);
+    if (n.kind != ExprNode::Kind::Reduce) {
+      work[id] = inner;
+      continue;
+    }
+    int64_t extent = 1;
+    for (int32_t v : n.vars)
+      extent = v >= 0 && v < static_cast<int32_t>(p.varExtents.size())
+                   ? std::min(cap, extent * std::clamp<int64_t>(
+                                                p.varExtents[v], 0, cap))
+                   : 0;
+    work[id] = std::min(cap, extent * (1 + inner));
+  }
+  return work[p.root] >= cap;
 }
 
 std::string tofu::cudagen::classifyProgram(const ExprProgram &p) {
   bool elementwise = true;
+  if (blockReductionRoot(p))
+    return "block-reduction";
   for (const ExprNode &n : p.nodes) {
     if (n.kind == ExprNode::Kind::Reduce)
       return "reduction";

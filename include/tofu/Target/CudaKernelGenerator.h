@@ -101,7 +101,27 @@ std::string emitPrelude();
 llvm::Expected<std::string> emitKernel(const KernelDescription &kernel,
                                        const std::string &name);
 
-/// Classifies a program: "reduction" (has a Reduce node), "elementwise"
+/// Fewest loop iterations per output element (the root reduction's, times
+/// the reductions nested in it) for which a kernel also gets a block
+/// variant (blockReductionRoot).
+inline constexpr int64_t kBlockReductionMinIterations = 256;
+
+/// Whether the kernel of this one program also gets a variant that computes
+/// each output element with a block of TOFU_BLOCK_THREADS threads,
+/// `<name>_block` (host driver `<name>_block_host`): its root is a Reduce
+/// and an element takes at least kBlockReductionMinIterations iterations (a
+/// loss, a bias or BatchNorm gradient, a normalization's statistics). Each
+/// thread accumulates a strided share of the root's flattened loop nest in
+/// double and the block combines the shares in a fixed tree order
+/// (deterministic; the host driver follows the same order), which differs
+/// from the CPU interpreter's sequential order only by rounding. The CUDA
+/// executor launches the block variant when a launch has few elements
+/// (runtime/cuda/CudaExecutor.cpp), the one-thread-per-element kernel
+/// otherwise.
+bool blockReductionRoot(const plan::ExprProgram &program);
+
+/// Classifies a program: "block-reduction" (blockReductionRoot: both
+/// variants), "reduction" (has a Reduce node), "elementwise"
 /// (every access reads its input at the output element, with ONNX
 /// broadcasting: index k of a rank-r input is output variable
 /// k + outRank - r, or a constant), otherwise

@@ -7,7 +7,8 @@
 //   - for every sample instance of every builtin op (test/unit/TDL/
 //     SampleCases.h), every output, on random inputs: the whole tensor
 //     against the TDL reference evaluator (fp32 tolerance) and against the
-//     CPU expression interpreter (bit-exact), and partitioned shares (an
+//     CPU expression interpreter (bit-exact; block-reduction kernels within
+//     the rounding of their tree order), and partitioned shares (an
 //     output dimension split, a top-level reduction split) against the
 //     interpreter on the same local buffers; with tensors stored as the
 //     samples say (float32/int64), as float64, and as float16 or bfloat16
@@ -72,6 +73,21 @@ struct Storage {
 /// Same value, NaN equal to NaN.
 bool identical(double a, double b) {
   return a == b || (std::isnan(a) && std::isnan(b));
+}
+
+/// How far a block-reduction kernel (cudagen::blockReductionRoot: the
+/// threads of a block share the root reduction and combine their partial
+/// sums in a tree) may be from the sequential interpreter: the rounding of
+/// a different summation order in double, 1e-12 of the largest magnitude
+/// `scale` of the output, then at most one unit of the stored type's last
+/// place. Integer outputs must be identical.
+double blockReductionTolerance(plan::DType stored, double want, double scale) {
+  const double eps = stored == plan::DType::F64    ? 0x1p-52
+                     : stored == plan::DType::F32  ? 0x1p-23
+                     : stored == plan::DType::F16  ? 0x1p-10
+                     : stored == plan::DType::BF16 ? 0x1p-7
+                                                   : 0.0;
+  return eps == 0.0 ? 0.0 : eps * std::fabs(want) + 1e-12 * scale;
 }
 
 /// Compiles `source` with the host C++ compiler into a shared object and
@@ -202,7 +218,7 @@ void runShare(const Case &c, HostDriver driver,
               const std::vector<DenseTensor> &inputs,
               const std::vector<double> *reference, const plan::Box &outBox,
               const std::vector<std::pair<int64_t, int64_t>> &ranges,
-              const std::string &what) {
+              const std::string &what, bool block = false) {
   const TensorType &outType = c.instance->outputTypes()[c.output];
   Box box;
   for (size_t d = 0; d < outBox.lo.size(); ++d)
@@ -261,11 +277,20 @@ void runShare(const Case &c, HostDriver driver,
       c.sample.op, {}, views, {outView}, {c.program},
       {runtime::ReductionRanges(ranges)}, runtime::ComputePath::Interpreter);
   ASSERT_EQ(err, "") << c.describe() << " " << what;
+  // Bit-exact, except the block variant (`block`), whose threads share the
+  // root reduction.
+  double scale = 0;
+  for (int64_t e = 0; e < interpreted.size(); ++e)
+    if (std::isfinite(interpreted.get(e)))
+      scale = std::max(scale, std::fabs(interpreted.get(e)));
   for (int64_t e = 0; e < generated.size(); ++e) {
-    ASSERT_TRUE(identical(generated.get(e), interpreted.get(e)))
+    const double got = generated.get(e), want = interpreted.get(e);
+    ASSERT_TRUE(identical(got, want) ||
+                (block && std::fabs(got - want) <=
+                              blockReductionTolerance(outDType, want, scale)))
         << c.describe() << " " << what << " element " << e
-        << ": generated code gives " << generated.get(e)
-        << ", the interpreter " << interpreted.get(e);
+        << ": generated code gives " << got << ", the interpreter " << want
+        << (block ? " (block reduction)" : "");
     if (reference) {
       // The reference computes in double on the same (rounded) inputs; the
       // kernel differs by its final rounding and its order of operations.
@@ -364,6 +389,22 @@ void checkEveryProgram(Storing storing) {
   for (auto &c : cases) {
     HostDriver driver = module->driver(c->name);
     ASSERT_NE(driver, nullptr) << c->name;
+    // The block variant, where the generator writes one, on every share too.
+    HostDriver blockDriver = nullptr;
+    if (cudagen::blockReductionRoot(c->program)) {
+      blockDriver = module->driver(c->name + "_block");
+      ASSERT_NE(blockDriver, nullptr) << c->name << "_block";
+    }
+    auto runShares = [&](const std::vector<DenseTensor> &inputs,
+                         const std::vector<double> *reference,
+                         const plan::Box &box,
+                         const std::vector<std::pair<int64_t, int64_t>> &ranges,
+                         const std::string &what) {
+      runShare(*c, driver, inputs, reference, box, ranges, what);
+      if (blockDriver)
+        runShare(*c, blockDriver, inputs, reference, box, ranges,
+                 what + " (block variant)", /*block=*/true);
+    };
     const auto &dims = c->instance->outputTypes()[c->output].dims;
     std::vector<ReductionVar> redVars = c->instance->reductionVars(c->output);
     for (unsigned seed : {1u, 2u}) {
@@ -385,8 +426,8 @@ void checkEveryProgram(Storing storing) {
       }
       auto reference = evaluate(*c->instance, inputPtrs);
       ASSERT_TRUE(static_cast<bool>(reference)) << c->describe();
-      runShare(*c, driver, inputs, &(*reference)[c->output].data,
-               wholeBox(dims), {}, "whole");
+      runShares(inputs, &(*reference)[c->output].data, wholeBox(dims), {},
+                "whole");
       ++shares;
       for (size_t d = 0; d < dims.size(); ++d) {
         if (dims[d] < 2)
@@ -395,8 +436,8 @@ void checkEveryProgram(Storing storing) {
           plan::Box box = wholeBox(dims);
           box.lo[d] = dims[d] * w / 2;
           box.hi[d] = dims[d] * (w + 1) / 2;
-          runShare(*c, driver, inputs, nullptr, box, {},
-                   "dim " + std::to_string(d) + " share " + std::to_string(w));
+          runShares(inputs, nullptr, box, {},
+                    "dim " + std::to_string(d) + " share " + std::to_string(w));
           ++shares;
         }
       }
@@ -410,9 +451,9 @@ void checkEveryProgram(Storing storing) {
             ranges.push_back({0, v.extent});
           ranges[r] = {redVars[r].extent * w / 2,
                        redVars[r].extent * (w + 1) / 2};
-          runShare(*c, driver, inputs, nullptr, wholeBox(dims), ranges,
-                   "reduction " + std::to_string(r) + " share " +
-                       std::to_string(w));
+          runShares(inputs, nullptr, wholeBox(dims), ranges,
+                    "reduction " + std::to_string(r) + " share " +
+                        std::to_string(w));
           ++shares;
         }
       }
