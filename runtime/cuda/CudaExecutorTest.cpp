@@ -20,6 +20,10 @@
 //
 // Usage: tofu-cuda-executor-tests --tofuc T --nvcc N --python P
 //          --examples DIR --workdir DIR [gtest flags]
+//        tofu-cuda-executor-tests ... --compile-only sm_90   (no GPU: write
+//          the plans into the work directory and exit)
+//        tofu-cuda-executor-tests --plans DIR   (run on plans compiled by
+//          --compile-only, e.g. in bench/gpu's bundle)
 //
 // NEVER RUN YET: written and compiled on a machine without a GPU.
 //
@@ -180,6 +184,21 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "tofu-cuda-executor-tests: %s\n", err.c_str());
     return 2;
   }
+  const std::vector<ExampleModel> models = {
+      {"mlp", {1, 8}}, {"mlp64", {1, 8}}, {"rnn", {8}}, {"gpt", {8}}};
+  if (!cudaTestArgs.compileOnlyArch.empty()) {
+    compileExamplePlans(models, cudaTestArgs.compileOnlyArch);
+    int failed = 0;
+    for (const ExampleModel &m : models)
+      for (int k : m.ks)
+        if (!std::filesystem::exists(cudaTestArgs.workdir + "/" + m.name +
+                                     "-" + std::to_string(k) + ".bin")) {
+          std::fprintf(stderr, "%s-%d: not compiled (see the logs in %s)\n",
+                       m.name.c_str(), k, cudaTestArgs.workdir.c_str());
+          ++failed;
+        }
+    return failed ? 1 : 0;
+  }
   std::string why = describeGpus(gpuCount);
   if (gpuCount == 0) {
     std::printf("SKIPPED: no GPU (%s)\n", why.c_str());
@@ -196,8 +215,10 @@ int main(int argc, char **argv) {
   }
   const std::string arch =
       "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
-  std::printf("GPUs:\n%s(plans compiled for %s)\n", why.c_str(), arch.c_str());
-  compileExamplePlans(
-      {{"mlp", {1, 8}}, {"mlp64", {1, 8}}, {"rnn", {8}}, {"gpt", {8}}}, arch);
+  std::printf("GPUs:\n%s(plans %s)\n", why.c_str(),
+              cudaTestArgs.plansDir.empty()
+                  ? ("compiled for " + arch).c_str()
+                  : ("read from " + cudaTestArgs.plansDir).c_str());
+  compileExamplePlans(models, arch);
   return RUN_ALL_TESTS();
 }

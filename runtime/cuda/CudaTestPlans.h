@@ -22,13 +22,22 @@ namespace tofu::test {
 struct CudaTestArgs {
   std::string tofuc, nvcc, python, examples, workdir;
   std::string hostCxx; ///< --host-cxx (the host emulator compiles with it)
+  /// --plans DIR: read the plans `compileExamplePlans` would write from DIR
+  /// (`<name>.bin`, written by an earlier --compile-only run, perhaps on
+  /// another machine) instead of running the generators and tofuc. This is
+  /// how the GPU bundle (bench/gpu/prepare.sh) runs these tests on a machine
+  /// that has no tofuc.
+  std::string plansDir;
+  /// --compile-only ARCH: compile the plans for ARCH into the work
+  /// directory and exit without running a test (needs no GPU).
+  std::string compileOnlyArch;
 };
 /// Set by `parseCudaTestArgs`.
 extern CudaTestArgs cudaTestArgs;
 
 /// Parses `--tofuc T --nvcc N --python P --examples DIR --workdir DIR
-/// [--host-cxx CXX]` (after gtest removed its flags) into `cudaTestArgs`;
-/// "" or what is wrong.
+/// [--host-cxx CXX] [--compile-only ARCH]`, or `--plans DIR` alone (after
+/// gtest removed its flags) into `cudaTestArgs`; "" or what is wrong.
 std::string parseCudaTestArgs(int argc, char **argv);
 /// Whether CMake found nvcc (tofuc --cuda-arch needs it).
 bool haveNvcc();
@@ -57,7 +66,7 @@ const plan::Plan &planNamed(const std::string &name);
 /// |got - want| <= tol * (0.1 + |want|).
 double parameterTolerance(plan::DType type);
 
-/// Compares every owned f32 and f64 Param buffer of `got` with `want`
+/// Compares every owned, non-empty f32 and f64 Param buffer of `got` with `want`
 /// within `parameterTolerance` (f32: 1e-5 + 1e-4 |want|); fails the test
 /// on the first difference and when there is no parameter at all.
 void expectParametersMatch(const plan::Plan &plan,
