@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# bench/gpu/run.sh BUNDLE OUTDIR
+#
+# Runs the prepared GPU check (bench/gpu/README.md) from a bundle written by
+# bench/gpu/prepare.sh (a folder, or its .tar.xz). Each part has its own time
+# limit, so that one hang cannot eat the rest; the whole run is sized for
+# at most 8 minutes on one H100 (TOFU_GPU_BUDGET_S, default 450). Writes OUTDIR/results.json,
+# OUTDIR/results.md and OUTDIR/logs.tar.gz. Without a GPU every part is
+# recorded as skipped and the script exits 0 (how it is tested here).
+set -uo pipefail
+
+BUNDLE=${1:?usage: run.sh BUNDLE OUTDIR}
+OUTDIR=${2:?usage: run.sh BUNDLE OUTDIR}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+if [ -f "$BUNDLE" ]; then
+  tar -C "$OUTDIR" -xJf "$BUNDLE" || { echo "run.sh: cannot unpack $BUNDLE" >&2; exit 1; }
+  BUNDLE="$OUTDIR/$(tar -tJf "$BUNDLE" | head -1 | cut -d/ -f1)"
+fi
+BUNDLE=$(cd "$BUNDLE" && pwd)
+LOGS="$OUTDIR/logs"
+mkdir -p "$LOGS"
+PARTS="$OUTDIR/parts.tsv"   # name  status  seconds  log
+: > "$PARTS"
+PY=${PYTHON:-python3}
+START=$(date +%s)
+# The whole run's budget: a part gets at most what is left of it, and none
+# starts with under 10 s left (recorded as "no-time").
+BUDGET=${TOFU_GPU_BUDGET_S:-450}
+
+# The GPU machine's CUDA libraries: its toolkit and the cuDNN/NCCL wheels.
+cuda_dirs=""
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+  f=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib \
+        -name "$lib" 2>/dev/null | head -1)
+  [ -n "$f" ] && case ":$cuda_dirs:" in *":$(dirname "$f"):"*) ;; *) cuda_dirs="$cuda_dirs:$(dirname "$f")" ;; esac
+done
+export LD_LIBRARY_PATH="$BUNDLE/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# part NAME LIMIT_S CMD...: runs CMD with a time limit, logs, records status.
+part() {
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s) rc
+  local left=$(( BUDGET - (t0 - START) ))
+  if [ $left -lt 10 ]; then
+    printf '%s\tno-time\t0\t-\n' "$name" >> "$PARTS"
+    echo "== $name: no time left of the ${BUDGET}s budget"
+    return
+  fi
+  [ $limit -gt $left ] && limit=$left
+  echo "== $name (limit ${limit}s)"
+  timeout -k 5 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  rc=$?
+  local status=pass
+  if [ $rc -eq 77 ]; then status=skipped
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status=timeout
+  elif [ $rc -ne 0 ]; then status="fail(rc=$rc)"; fi
+  printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$(( $(date +%s) - t0 ))" "$name.log" >> "$PARTS"
+  echo "   $status, $(( $(date +%s) - t0 )) s"
+  tail -3 "$LOGS/$name.log" | sed 's/^/   | /'
+}
+
+skip_all() {
+  for name in "$@"; do printf '%s\tskipped\t0\t-\n' "$name" >> "$PARTS"; done
+}
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "bundle commit: $(cat "$BUNDLE/COMMIT" 2>/dev/null)"
+  echo "bundle arch: $(cat "$BUNDLE/ARCH" 2>/dev/null)"
+  echo "LD_LIBRARY_PATH: $LD_LIBRARY_PATH"
+  nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+  nvcc --version 2>&1 | tail -1
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name(0))' 2>&1
+  for f in "$BUNDLE"/bin/*; do
+    missing=$(ldd "$f" 2>&1 | grep "not found")
+    [ -n "$missing" ] && echo "$(basename "$f"): $missing"
+  done
+} > "$LOGS/environment.log" 2>&1
+cat "$LOGS/environment.log" | head -40
+
+HAVE_GPU=0
+if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  HAVE_GPU=1
+fi
+
+PLANS=$("$PY" -c 'import json,sys; [print(p["name"]) for p in json.load(open(sys.argv[1]))]' \
+          "$BUNDLE/plans/index.json")
+
+if [ $HAVE_GPU -eq 0 ]; then
+  echo "run.sh: no GPU visible (nvidia-smi -L lists none): every part is skipped"
+  skip_all gtest.library gtest.elementwise gtest.multifetch gtest.executor
+  for p in $PLANS; do skip_all "plan.$p" "trace.$p"; done
+  skip_all torch
+else
+  B="$BUNDLE/bin"
+  part gtest.library 90 "$B/tofu-cuda-library-tests"
+  part gtest.elementwise 90 "$B/tofu-cuda-elementwise-tests"
+  part gtest.multifetch 60 "$B/tofu-cuda-multifetch-gpu-tests"
+  part gtest.executor 150 "$B/tofu-cuda-executor-tests" --plans "$BUNDLE/executor-plans"
+  mkdir -p "$OUTDIR/runs"
+  for p in $PLANS; do
+    data=$("$PY" -c 'import json,sys; d=[p for p in json.load(open(sys.argv[1])) if p["name"]==sys.argv[2]][0]["data"]; print(d or "")' \
+             "$BUNDLE/plans/index.json" "$p")
+    dflags=()
+    [ -n "$data" ] && dflags=(--data "$BUNDLE/plans/$data")
+    # 25 steps: the first 5 are compared with the CPU backend, the median of
+    # the rest is the step time (CUDA graph replay, the default).
+    part "plan.$p" 45 "$B/tofu-run" "$BUNDLE/plans/$p.bin" --backend cuda --devices 1 \
+      --steps 25 --quiet --report "$OUTDIR/runs/$p.json" "${dflags[@]}"
+  done
+  part torch 200 env PYTHONPATH="$BUNDLE/py" "$PY" "$BUNDLE/torch_step.py" \
+    --index "$BUNDLE/plans/index.json" --out "$OUTDIR/runs/torch.json"
+  for p in $PLANS; do
+    data=$("$PY" -c 'import json,sys; d=[p for p in json.load(open(sys.argv[1])) if p["name"]==sys.argv[2]][0]["data"]; print(d or "")' \
+             "$BUNDLE/plans/index.json" "$p")
+    dflags=()
+    [ -n "$data" ] && dflags=(--data "$BUNDLE/plans/$data")
+    case "$p" in *-k1)
+      part "trace.$p" 30 "$B/tofu-run" "$BUNDLE/plans/$p.bin" --backend cuda --devices 1 \
+        --steps 3 --quiet --trace "$OUTDIR/runs/$p.trace.json" "${dflags[@]}" ;;
+    esac
+  done
+fi
+
+"$PY" "$BUNDLE/compare.py" --bundle "$BUNDLE" --outdir "$OUTDIR" --parts "$PARTS" \
+  --have-gpu $HAVE_GPU --seconds $(( $(date +%s) - START ))
+tar -C "$OUTDIR" -czf "$OUTDIR/logs.tar.gz" logs parts.tsv $( [ -d "$OUTDIR/runs" ] && echo runs )
+echo "run.sh: wrote $OUTDIR/results.md, $OUTDIR/results.json, $OUTDIR/logs.tar.gz ($(( $(date +%s) - START )) s)"
