@@ -24,8 +24,10 @@ std::string tofu::runtime::kernelFloatType(const KernelArgs &args,
             "in one of them)");
       }
     }
+  // Integer-only calls (int64 Mul of shapes, say) go to the interpreter.
   if (!found)
-    return "no floating-point operand: the operands must be float32 or "
-           "float64";
+    return unsupportedConfiguration(
+        "no floating-point operand: the native kernels compute in float32 "
+        "or float64");
   return "";
 }

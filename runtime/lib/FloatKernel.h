@@ -55,8 +55,9 @@ bool isFloatType(plan::DType type);
 
 /// The element type a float kernel call computes in: that of its first
 /// present floating-point output, else of its first floating-point input.
-/// Returns an error (unsupportedConfiguration when float32 and float64 are
-/// mixed), or "" with `type` set.
+/// Returns unsupportedConfiguration when float32 and float64 are mixed or
+/// no operand is floating-point (runCompute then interprets the program),
+/// or "" with `type` set.
 std::string kernelFloatType(const KernelArgs &args, plan::DType &type);
 
 /// A registered kernel: runs `F32` or `F64` (instantiations of one template)

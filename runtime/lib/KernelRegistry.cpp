@@ -31,6 +31,7 @@ const std::map<std::string, KernelFn> &registry() {
     registerSoftmaxKernels(addKernel);
     registerNormalizationKernels(addKernel);
     registerPoolKernels(addKernel);
+    registerShapeKernels(addKernel);
     return true;
   }();
   (void)initialized;

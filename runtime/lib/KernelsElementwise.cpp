@@ -1,7 +1,8 @@
 //===- KernelsElementwise.cpp - Element-wise CPU kernels ------------------===//
 //
 // Relu, ReluGrad, Scale, SGDUpdate, Ones (same-shaped operands, any rank) and
-// Add (ONNX multidirectional broadcasting decided from the global shapes).
+// Add, Sub, Mul, Div (ONNX multidirectional broadcasting decided from the
+// global shapes).
 // Generic over float and double (FloatKernel.h).
 //
 //===----------------------------------------------------------------------===//
@@ -99,7 +100,23 @@ template <typename T> std::string ones(const KernelArgs &args) {
   return "";
 }
 
-template <typename T> std::string add(const KernelArgs &args) {
+/// Add, Sub, Mul, Div: `Op` on two operands with ONNX broadcasting. Each
+/// is computed in T; for these four operations on floats that is the value
+/// the interpreter gets by computing in double and rounding once to T.
+struct AddOp {
+  template <typename T> T operator()(T a, T b) const { return a + b; }
+};
+struct SubOp {
+  template <typename T> T operator()(T a, T b) const { return a - b; }
+};
+struct MulOp {
+  template <typename T> T operator()(T a, T b) const { return a * b; }
+};
+struct DivOp {
+  template <typename T> T operator()(T a, T b) const { return a / b; }
+};
+
+template <typename T, typename Op> std::string binary(const KernelArgs &args) {
   if (args.inputs.size() != 2 || args.outputs.size() != 1)
     return "expects 2 inputs and 1 output";
   const TensorView &c = args.outputs[0];
@@ -113,7 +130,7 @@ template <typename T> std::string add(const KernelArgs &args) {
   int64_t n = c.numElements();
   if (sameBox(c, a) && sameBox(c, b)) {
     for (int64_t i = 0; i < n; ++i)
-      out[i] = pa[i] + pb[i];
+      out[i] = Op()(pa[i], pb[i]);
     return "";
   }
   std::vector<int64_t> oa, ob;
@@ -122,7 +139,7 @@ template <typename T> std::string add(const KernelArgs &args) {
   if (auto err = broadcastOffsets(c, b, ob); !err.empty())
     return "input B: " + err;
   for (int64_t i = 0; i < n; ++i)
-    out[i] = pa[oa[i]] + pb[ob[i]];
+    out[i] = Op()(pa[oa[i]], pb[ob[i]]);
   return "";
 }
 
@@ -135,5 +152,8 @@ void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
   addKernel("Scale", byFloatType<scale<float>, scale<double>>);
   addKernel("SGDUpdate", byFloatType<sgdUpdate<float>, sgdUpdate<double>>);
   addKernel("Ones", byFloatType<ones<float>, ones<double>>);
-  addKernel("Add", byFloatType<add<float>, add<double>>);
+  addKernel("Add", byFloatType<binary<float, AddOp>, binary<double, AddOp>>);
+  addKernel("Sub", byFloatType<binary<float, SubOp>, binary<double, SubOp>>);
+  addKernel("Mul", byFloatType<binary<float, MulOp>, binary<double, MulOp>>);
+  addKernel("Div", byFloatType<binary<float, DivOp>, binary<double, DivOp>>);
 }

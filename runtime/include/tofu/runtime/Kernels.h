@@ -80,6 +80,7 @@ void registerLossKernels(void (*add)(const char *, KernelFn));
 void registerSoftmaxKernels(void (*add)(const char *, KernelFn));
 void registerNormalizationKernels(void (*add)(const char *, KernelFn));
 void registerPoolKernels(void (*add)(const char *, KernelFn));
+void registerShapeKernels(void (*add)(const char *, KernelFn));
 
 } // namespace tofu::runtime
 
