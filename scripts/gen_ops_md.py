@@ -307,9 +307,10 @@ def generate(args):
                f"a CPU kernel to run on tofu-run's CPU backend: *native* (a "
                f"hand-written kernel) or *interpreted* (the runtime evaluates the "
                f"spec's lowered expression). *CUDA kernel* says how "
-               f"`tofu-run --backend cuda` would run it (generated kernels take float32, "
-               f"int64 and bool operands): none of these has run on a GPU yet "
-               f"([Cuda.md](Cuda.md)).")
+               f"`tofu-run --backend cuda` runs it (generated kernels take float32, "
+               f"int64 and bool operands); the executor has run on one H200 for the "
+               f"ops of the GPU check's models only ([Cuda.md](Cuda.md), "
+               f"[bench/gpu/H200.md](../bench/gpu/H200.md)).")
     out.append("")
     out.append("*Node tests*: onnx 1.12's backend node tests "
                "(`/usr/share/libonnx-testdata/data/node`) passing on the CPU "

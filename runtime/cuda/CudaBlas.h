@@ -8,8 +8,8 @@
 // cuBLAS is column-major; a row-major product is computed as the
 // column-major C^T = op(B)^T op(A)^T, with no copies. Called by the CUDA
 // executor (CudaExecutor.cpp) for MatMul and Gemm; tested against the CPU
-// kernels where a GPU exists (tofu-cuda-library-tests, label gpu; never run
-// yet, docs/Cuda.md).
+// kernels where a GPU exists (tofu-cuda-library-tests, label gpu; run on an
+// H200, bench/gpu/H200.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDABLAS_H

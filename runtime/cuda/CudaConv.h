@@ -8,8 +8,8 @@
 // chosen once per shape (cuDNN's heuristics, the first one whose workspace
 // fits the limit) and cached. Called by the CUDA executor (CudaExecutor.cpp)
 // for Conv, ConvGradInput and ConvGradWeight; tested against the CPU kernels
-// where a GPU exists (tofu-cuda-library-tests, label gpu; never run yet,
-// docs/Cuda.md).
+// where a GPU exists (tofu-cuda-library-tests, label gpu; run on an H200,
+// bench/gpu/H200.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDACONV_H

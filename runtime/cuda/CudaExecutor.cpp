@@ -2,7 +2,9 @@
 //
 // See CudaExecutor.h. Every decision (placement, streams, events, calls) is
 // taken from the Schedule (CudaSchedule.cpp); this file only makes the CUDA
-// calls. Compiled and linked here and in CI, never run on a GPU yet.
+// calls. Compiled and linked here and in CI; run on one H200 (one process,
+// --devices 1; bench/gpu/H200.md), never on two or more GPUs nor as one
+// process per GPU.
 //
 //===----------------------------------------------------------------------===//
 

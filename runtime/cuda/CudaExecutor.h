@@ -31,7 +31,9 @@
 // The interface has no CUDA types: tofu-run includes it unconditionally and
 // links the implementation only where the CUDA toolkit was found.
 //
-// NOT RUN ON A GPU YET: this machine and CI have none (docs/Cuda.md).
+// Run on one H200 only (one process, --devices 1; bench/gpu/H200.md): never
+// on two or more GPUs (peer access) nor as one process per GPU; this
+// machine and CI have no GPU (docs/Cuda.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDAEXECUTOR_H

@@ -1,6 +1,8 @@
 //===- CudaNccl.cpp - The NCCL communicator of one process per GPU --------===//
 //
-// See CudaNccl.h. Compiled here and in CI; never run on a GPU yet.
+// See CudaNccl.h. Compiled here and in CI; never run on a GPU (one process
+// per GPU has never run; the single-process executor ran on an H200,
+// bench/gpu/H200.md).
 //
 //===----------------------------------------------------------------------===//
 

@@ -15,7 +15,8 @@
 // Built only where CMake finds nccl.h and libnccl (TOFU_HAVE_NCCL); without
 // them every function says that this build has no multi-process support.
 //
-// NOT RUN ON A GPU YET (docs/Cuda.md).
+// NEVER RUN ON A GPU: one process per GPU has not run yet; only the
+// single-process executor has (one H200, bench/gpu/H200.md; docs/Cuda.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDANCCL_H

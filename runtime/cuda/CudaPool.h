@@ -8,7 +8,8 @@
 // extents, symmetric pads smaller than the window, no dilation, floor
 // output extents). Descriptors are built once per call shape and cached.
 // Called by the CUDA executor; tested against the CPU kernels where a GPU
-// exists (tofu-cuda-library-tests, label gpu; never run yet).
+// exists (tofu-cuda-library-tests, label gpu; run on an H200,
+// bench/gpu/H200.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDAPOOL_H

@@ -16,7 +16,8 @@
 //    instruction, its start and end, the bytes its copies bring from other
 //    plan devices), which TraceRecorder writes as for the CPU backend.
 //
-// NOT RUN ON A GPU YET (docs/Cuda.md).
+// Timing (--trace) ran on one H200 (bench/gpu/H200.md); snapshots (--dump)
+// have never run on a GPU (docs/Cuda.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDASTEPOBSERVER_H
