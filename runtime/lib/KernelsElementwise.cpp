@@ -2,7 +2,8 @@
 //
 // Relu, ReluGrad, Scale, SGDUpdate, Ones (same-shaped operands, any rank) and
 // Add, Sub, Mul, Div (ONNX multidirectional broadcasting decided from the
-// global shapes).
+// global shapes) and Unbroadcast (their gradient's sum back to an operand's
+// shape).
 // Generic over float and double (FloatKernel.h).
 //
 //===----------------------------------------------------------------------===//
@@ -143,6 +144,67 @@ template <typename T, typename Op> std::string binary(const KernelArgs &args) {
   return "";
 }
 
+/// Unbroadcast(dY, X) -> dX: the sum of dY's elements that broadcast onto
+/// each element of dX (dY's extra leading dims and its dims where X has
+/// extent 1), accumulated in double in dY's row-major order, which is the
+/// interpreter's order (the reduction variables in dim order, the last
+/// fastest), then rounded once. Takes whole reductions only: a box of dY
+/// that does not span every reduced dim (a partial sum) goes to the
+/// interpreter.
+template <typename T> std::string unbroadcast(const KernelArgs &args) {
+  if (args.inputs.size() != 2 || args.outputs.size() != 1)
+    return "expects 2 inputs and 1 output";
+  const TensorView &dY = args.inputs[0], &dX = args.outputs[0];
+  if (!isFloat<T>(dY) || dX.dtype != FloatType<T>::dtype)
+    return "dY and dX must be " + floatName<T>();
+  const size_t r = dY.shape.size(), q = dX.shape.size();
+  if (q > r)
+    return "dX has a higher rank than dY";
+  if (args.partialReduction)
+    return unsupportedConfiguration("a partial sum over a split dim of dY");
+  // Per dY dim: its local stride in dX, or 0 where it is summed.
+  std::vector<int64_t> toOut(r, 0);
+  int64_t outStride = 1;
+  for (size_t d = r; d-- > 0;) {
+    const bool leading = d < r - q;
+    const size_t o = leading ? 0 : d - (r - q);
+    const bool kept = !leading && dX.globalShape[o] == dY.globalShape[d];
+    if (!leading && !kept && dX.globalShape[o] != 1)
+      return "dim " + std::to_string(d) + " of dY (" +
+             std::to_string(dY.globalShape[d]) + ") does not broadcast to " +
+             std::to_string(dX.globalShape[o]);
+    if (kept) {
+      if (dY.lo[d] != dX.lo[o] || dY.shape[d] != dX.shape[o])
+        return unsupportedConfiguration(
+            "dY's box differs from dX's along a kept dim");
+      toOut[d] = outStride;
+    } else if (dY.lo[d] != 0 || dY.shape[d] != dY.globalShape[d]) {
+      return unsupportedConfiguration("dY's box does not span a summed dim");
+    }
+    if (!leading)
+      outStride *= dX.shape[o];
+  }
+  const int64_t n = dX.numElements(), m = dY.numElements();
+  std::vector<double> acc(static_cast<size_t>(n), 0.0);
+  const T *g = elements<T>(dY);
+  std::vector<int64_t> idx(r, 0);
+  int64_t at = 0; // dX element of dY element e
+  for (int64_t e = 0; e < m; ++e) {
+    acc[static_cast<size_t>(at)] += static_cast<double>(g[e]);
+    for (size_t d = r; d-- > 0;) {
+      at += toOut[d];
+      if (++idx[d] < dY.shape[d])
+        break;
+      at -= toOut[d] * dY.shape[d];
+      idx[d] = 0;
+    }
+  }
+  T *out = elements<T>(dX);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<T>(acc[static_cast<size_t>(i)]);
+  return "";
+}
+
 } // namespace
 
 void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
@@ -156,4 +218,6 @@ void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
   addKernel("Sub", byFloatType<binary<float, SubOp>, binary<double, SubOp>>);
   addKernel("Mul", byFloatType<binary<float, MulOp>, binary<double, MulOp>>);
   addKernel("Div", byFloatType<binary<float, DivOp>, binary<double, DivOp>>);
+  addKernel("Unbroadcast",
+            byFloatType<unbroadcast<float>, unbroadcast<double>>);
 }

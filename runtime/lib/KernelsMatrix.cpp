@@ -1,9 +1,10 @@
 //===- KernelsMatrix.cpp - Matrix CPU kernels (GEMM via OpenBLAS) ---------===//
 //
-// Gemm (ONNX semantics, C broadcast decided from the global shapes),
-// Transpose and BiasGrad on 2-D local boxes, float32 or float64 (one
+// Gemm (ONNX semantics, C broadcast decided from the global shapes)
+// and BiasGrad on 2-D local boxes, float32 or float64 (one
 // template per kernel, FloatKernel.h; MatMul, N-D, lives in
-// KernelsMatMul.cpp). When a reduction dimension is split, the same code
+// KernelsMatMul.cpp; Transpose, in KernelsShape.cpp). When a reduction
+// dimension is split, the same code
 // computes a partial product over the local slice; the compiler's Reduce
 // sums the parts.
 //
@@ -90,32 +91,6 @@ template <typename T> std::string gemm(const KernelArgs &args) {
   return "";
 }
 
-template <typename T> std::string transpose(const KernelArgs &args) {
-  if (args.inputs.size() != 1 || args.outputs.size() != 1)
-    return "expects 1 input and 1 output";
-  const TensorView &X = args.inputs[0], &Y = args.outputs[0];
-  // Other ranks and permutations are left to the interpreter.
-  std::vector<int64_t> perm = args.intsAttr("perm", {});
-  if (X.shape.size() != 2 ||
-      !(perm.empty() || perm == std::vector<int64_t>{1, 0}))
-    return unsupportedConfiguration(
-        "the native Transpose handles 2-D [1, 0] only (rank " +
-        std::to_string(X.shape.size()) + ", perm " + dims(perm) + ")");
-  for (auto [v, what] : {std::pair{&X, "X"}, {&Y, "Y"}})
-    if (auto err = checkMatrix<T>(*v, what); !err.empty())
-      return err;
-  int64_t M = X.shape[0], N = X.shape[1];
-  if (Y.shape[0] != N || Y.shape[1] != M)
-    return "local shapes do not match: X " + dims(X.shape) + " Y " +
-           dims(Y.shape);
-  const T *x = elements<T>(X);
-  T *y = elements<T>(Y);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n)
-      y[n * M + m] = x[m * N + n];
-  return "";
-}
-
 template <typename T> std::string biasGrad(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.size() != 1)
     return "expects 1 input and 1 output";
@@ -142,6 +117,5 @@ template <typename T> std::string biasGrad(const KernelArgs &args) {
 void tofu::runtime::registerMatrixKernels(void (*addKernel)(const char *,
                                                             KernelFn)) {
   addKernel("Gemm", byFloatType<gemm<float>, gemm<double>>);
-  addKernel("Transpose", byFloatType<transpose<float>, transpose<double>>);
   addKernel("BiasGrad", byFloatType<biasGrad<float>, biasGrad<double>>);
 }
