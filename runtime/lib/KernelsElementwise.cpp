@@ -2,8 +2,10 @@
 //
 // Relu, ReluGrad, Scale, SGDUpdate, Ones (same-shaped operands, any rank) and
 // Add, Sub, Mul, Div (ONNX multidirectional broadcasting decided from the
-// global shapes) and Unbroadcast (their gradient's sum back to an operand's
-// shape).
+// global shapes), Unbroadcast (their gradient's sum back to an operand's
+// shape), and Neg, Exp, Log, Sqrt, Tanh, Erf, Sigmoid and the gradients
+// TanhGrad, SigmoidGrad, ErfGrad, SqrtGrad (one box, computed in double as
+// the interpreter does).
 // Generic over float and double (FloatKernel.h).
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +13,8 @@
 #include "Broadcast.h"
 #include "FloatKernel.h"
 #include "tofu/runtime/Kernels.h"
+
+#include <cmath>
 
 using namespace tofu::runtime;
 using tofu::plan::DType;
@@ -100,6 +104,59 @@ template <typename T> std::string ones(const KernelArgs &args) {
     p[i] = T(1);
   return "";
 }
+
+/// Y = F(X), X and Y of one box, computed in double as the interpreter does
+/// (the same <cmath> call) and rounded once to T.
+template <typename T, double (*F)(double)>
+std::string unary(const KernelArgs &args) {
+  if (auto err = checkSameShape<T>(args, 1); !err.empty())
+    return err;
+  if (!sameBox(args.outputs[0], args.inputs[0]))
+    return unsupportedConfiguration("X's box differs from Y's");
+  const T *x = elements<T>(args.inputs[0]);
+  T *y = elements<T>(args.outputs[0]);
+  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
+    y[i] = static_cast<T>(F(static_cast<double>(x[i])));
+  return "";
+}
+
+/// dX = F(dY, Z) for a gradient of the same box as dY and Z (Z is the op's
+/// input or output, as its TDL spec says), in double in the spec's order.
+template <typename T, double (*F)(double, double)>
+std::string unaryGrad(const KernelArgs &args) {
+  if (auto err = checkSameShape<T>(args, 2); !err.empty())
+    return err;
+  if (!sameBox(args.outputs[0], args.inputs[0]) ||
+      !sameBox(args.outputs[0], args.inputs[1]))
+    return unsupportedConfiguration("an input's box differs from dX's");
+  const T *dy = elements<T>(args.inputs[0]);
+  const T *z = elements<T>(args.inputs[1]);
+  T *dx = elements<T>(args.outputs[0]);
+  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
+    dx[i] = static_cast<T>(
+        F(static_cast<double>(dy[i]), static_cast<double>(z[i])));
+  return "";
+}
+
+// The functions of the TDL specs (tdl-specs/elementwise.tdl), written as
+// the interpreter evaluates them (runtime/lib/ExprInterpreter.cpp).
+double negOf(double a) { return -a; }
+double expOf(double a) { return std::exp(a); }
+double logOf(double a) { return std::log(a); }
+double sqrtOf(double a) { return std::sqrt(a); }
+double tanhOf(double a) { return std::tanh(a); }
+double erfOf(double a) { return std::erf(a); }
+double sigmoidOf(double a) { return 1 / (1 + std::exp(-a)); }
+/// dY * (1 - Y * Y)
+double tanhGradOf(double dy, double y) { return dy * (1 - y * y); }
+/// dY * Y * (1 - Y)
+double sigmoidGradOf(double dy, double y) { return dy * y * (1 - y); }
+/// dY * 1.1283791670955126 * exp(-X * X)
+double erfGradOf(double dy, double x) {
+  return dy * 1.1283791670955126 * std::exp(-x * x);
+}
+/// 0.5 * dY / Y
+double sqrtGradOf(double dy, double y) { return 0.5 * dy / y; }
 
 /// Add, Sub, Mul, Div: `Op` on two operands with ONNX broadcasting. Each
 /// is computed in T; for these four operations on floats that is the value
@@ -218,6 +275,22 @@ void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
   addKernel("Sub", byFloatType<binary<float, SubOp>, binary<double, SubOp>>);
   addKernel("Mul", byFloatType<binary<float, MulOp>, binary<double, MulOp>>);
   addKernel("Div", byFloatType<binary<float, DivOp>, binary<double, DivOp>>);
+  addKernel("Neg", byFloatType<unary<float, negOf>, unary<double, negOf>>);
+  addKernel("Exp", byFloatType<unary<float, expOf>, unary<double, expOf>>);
+  addKernel("Log", byFloatType<unary<float, logOf>, unary<double, logOf>>);
+  addKernel("Sqrt", byFloatType<unary<float, sqrtOf>, unary<double, sqrtOf>>);
+  addKernel("Tanh", byFloatType<unary<float, tanhOf>, unary<double, tanhOf>>);
+  addKernel("Erf", byFloatType<unary<float, erfOf>, unary<double, erfOf>>);
+  addKernel("Sigmoid",
+            byFloatType<unary<float, sigmoidOf>, unary<double, sigmoidOf>>);
+  addKernel("TanhGrad", byFloatType<unaryGrad<float, tanhGradOf>,
+                                    unaryGrad<double, tanhGradOf>>);
+  addKernel("SigmoidGrad", byFloatType<unaryGrad<float, sigmoidGradOf>,
+                                       unaryGrad<double, sigmoidGradOf>>);
+  addKernel("ErfGrad", byFloatType<unaryGrad<float, erfGradOf>,
+                                   unaryGrad<double, erfGradOf>>);
+  addKernel("SqrtGrad", byFloatType<unaryGrad<float, sqrtGradOf>,
+                                    unaryGrad<double, sqrtGradOf>>);
   addKernel("Unbroadcast",
             byFloatType<unbroadcast<float>, unbroadcast<double>>);
 }
