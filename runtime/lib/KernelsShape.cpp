@@ -1,7 +1,8 @@
 //===- KernelsShape.cpp - Reshape-family CPU kernels ----------------------===//
 //
-// Transpose: any rank and permutation, any element type, on any box whose
-// input box holds the permuted output box.
+// Transpose (any rank and permutation), Concat and ConcatGrad: box copies
+// (copyBox), any element type, on any box whose input boxes hold what the
+// output box reads; contiguous runs are copied whole.
 //
 // Reshape, Flatten, Squeeze, Unsqueeze, ReshapeAs and Identity: the output is
 // the input's elements in the same row-major order under another shape, so
@@ -18,6 +19,7 @@
 
 #include "tofu/runtime/Kernels.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace tofu::runtime;
@@ -91,14 +93,90 @@ std::string rowMajorCopy(const KernelArgs &args) {
   return "";
 }
 
+/// Copies the elements of `dst` in box [lo, hi) (global coordinates of
+/// dst) from `src`: dst element i reads src element j with
+/// j[perm[k]] = i[k] + shift[k]. Any element type (bytes). An error made by
+/// unsupportedConfiguration when src's local box lacks a needed element.
+std::string copyBox(const TensorView &src, const TensorView &dst,
+                    const std::vector<int64_t> &perm,
+                    const std::vector<int64_t> &shift,
+                    const std::vector<int64_t> &lo,
+                    const std::vector<int64_t> &hi) {
+  const size_t rank = dst.shape.size();
+  if (src.dtype != dst.dtype)
+    return "the output's element type differs from the input's";
+  std::vector<int64_t> srcStride(rank, 1), dstStride(rank, 1), stride(rank);
+  for (size_t d = rank; d-- > 1;) {
+    srcStride[d - 1] = srcStride[d] * src.shape[d];
+    dstStride[d - 1] = dstStride[d] * dst.shape[d];
+  }
+  int64_t from = 0, to = 0, n = 1;
+  std::vector<int64_t> extent(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    const int64_t p = perm[k];
+    extent[k] = hi[k] - lo[k];
+    if (extent[k] <= 0)
+      return "";
+    n *= extent[k];
+    if (lo[k] < dst.lo[k] || hi[k] > dst.lo[k] + dst.shape[k])
+      return "the box to write is outside the output's local box";
+    if (lo[k] + shift[k] < src.lo[p] ||
+        hi[k] + shift[k] > src.lo[p] + src.shape[p])
+      return unsupportedConfiguration(
+          "the input's local box lacks part of what the output box reads");
+    stride[k] = srcStride[p];
+    from += (lo[k] + shift[k] - src.lo[p]) * srcStride[p];
+    to += (lo[k] - dst.lo[k]) * dstStride[k];
+  }
+  const size_t size = tofu::plan::dtypeSize(dst.dtype);
+  const auto *s = static_cast<const uint8_t *>(src.data);
+  auto *t = static_cast<uint8_t *>(dst.data);
+  // Runs along the last dim are contiguous in dst; in src too when the last
+  // output dim is the last input dim.
+  const bool contiguous = rank > 0 && stride[rank - 1] == 1;
+  const int64_t run = rank > 0 && contiguous ? extent[rank - 1] : 1;
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t e = 0; e < n; e += run) {
+    if (contiguous)
+      std::memcpy(t + static_cast<size_t>(to) * size,
+                  s + static_cast<size_t>(from) * size,
+                  static_cast<size_t>(run) * size);
+    else
+      std::memcpy(t + static_cast<size_t>(to) * size,
+                  s + static_cast<size_t>(from) * size, size);
+    for (size_t k = contiguous ? rank - 1 : rank; k-- > 0;) {
+      from += stride[k];
+      to += dstStride[k];
+      if (++idx[k] < extent[k])
+        break;
+      from -= stride[k] * extent[k];
+      to -= dstStride[k] * extent[k];
+      idx[k] = 0;
+    }
+  }
+  return "";
+}
+
+std::vector<int64_t> identity(size_t rank) {
+  std::vector<int64_t> perm(rank);
+  for (size_t d = 0; d < rank; ++d)
+    perm[d] = static_cast<int64_t>(d);
+  return perm;
+}
+
+std::vector<int64_t> boxEnd(const TensorView &v) {
+  std::vector<int64_t> hi(v.lo);
+  for (size_t d = 0; d < hi.size(); ++d)
+    hi[d] += v.shape[d];
+  return hi;
+}
+
 std::string transpose(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.size() != 1)
     return "expects 1 input and 1 output";
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
   if (!in.present())
     return "the data input is missing";
-  if (in.dtype != out.dtype)
-    return "the output's element type differs from the input's";
   const size_t rank = in.shape.size();
   std::vector<int64_t> perm = args.intsAttr("perm", {});
   if (perm.empty())
@@ -107,45 +185,68 @@ std::string transpose(const KernelArgs &args) {
   if (perm.size() != rank || out.shape.size() != rank)
     return "perm has " + std::to_string(perm.size()) + " entries for rank " +
            std::to_string(rank);
-  // Output dim k reads input dim perm[k]: its local stride there, and the
-  // check that the input box holds the output box.
-  std::vector<int64_t> inStride(rank, 1), stride(rank);
-  for (size_t d = rank; d-- > 1;)
-    inStride[d - 1] = inStride[d] * in.shape[d];
-  int64_t base = 0;
-  for (size_t k = 0; k < rank; ++k) {
-    const int64_t p = perm[k];
-    if (p < 0 || p >= static_cast<int64_t>(rank))
-      return "perm entry " + std::to_string(p) + " out of range";
-    if (out.globalShape[k] != in.globalShape[p])
+  for (size_t k = 0; k < rank; ++k)
+    if (perm[k] < 0 || perm[k] >= static_cast<int64_t>(rank) ||
+        out.globalShape[k] != in.globalShape[perm[k]])
       return "the output's global shape is not the permuted input's";
-    if (out.lo[k] < in.lo[p] ||
-        out.lo[k] + out.shape[k] > in.lo[p] + in.shape[p])
-      return unsupportedConfiguration(
-          "the input box lacks part of the permuted output box");
-    stride[k] = inStride[p];
-    base += (out.lo[k] - in.lo[p]) * inStride[p];
+  return copyBox(in, out, perm, std::vector<int64_t>(rank, 0), out.lo,
+                 boxEnd(out));
+}
+
+/// The axis attribute, normalized; -1 when out of range.
+int64_t axisOf(const KernelArgs &args, size_t rank) {
+  int64_t axis = args.intAttr("axis", 0);
+  if (axis < 0)
+    axis += static_cast<int64_t>(rank);
+  return axis >= 0 && axis < static_cast<int64_t>(rank) ? axis : -1;
+}
+
+/// Concat: input k fills [offs_k, offs_k + its extent) along the axis.
+std::string concat(const KernelArgs &args) {
+  if (args.inputs.empty() || args.outputs.size() != 1)
+    return "expects inputs and 1 output";
+  const TensorView &out = args.outputs[0];
+  const size_t rank = out.shape.size();
+  const int64_t axis = axisOf(args, rank);
+  if (axis < 0)
+    return "axis out of range";
+  int64_t offset = 0;
+  for (const TensorView &in : args.inputs) {
+    if (in.shape.size() != rank)
+      return "an input's rank differs from the output's";
+    std::vector<int64_t> lo(out.lo), hi = boxEnd(out);
+    lo[axis] = std::max(lo[axis], offset);
+    hi[axis] = std::min(hi[axis], offset + in.globalShape[axis]);
+    std::vector<int64_t> shift(rank, 0);
+    shift[axis] = -offset;
+    offset += in.globalShape[axis];
+    if (lo[axis] >= hi[axis])
+      continue; // not in this output box
+    if (!in.present())
+      return unsupportedConfiguration("an input the output box needs is absent");
+    if (std::string err = copyBox(in, out, identity(rank), shift, lo, hi);
+        !err.empty())
+      return err;
   }
-  const size_t size = tofu::plan::dtypeSize(in.dtype);
-  const auto *src = static_cast<const uint8_t *>(in.data);
-  auto *dst = static_cast<uint8_t *>(out.data);
-  const int64_t n = out.numElements();
-  if (n == 0)
-    return "";
-  std::vector<int64_t> idx(rank, 0); // local output coordinates
-  int64_t offset = base;             // input element of output element e
-  for (int64_t e = 0; e < n; ++e) {
-    std::memcpy(dst + static_cast<size_t>(e) * size,
-                src + static_cast<size_t>(offset) * size, size);
-    for (size_t k = rank; k-- > 0;) {
-      offset += stride[k];
-      if (++idx[k] < out.shape[k])
-        break;
-      offset -= stride[k] * out.shape[k];
-      idx[k] = 0;
-    }
-  }
+  if (offset != out.globalShape[axis])
+    return "the inputs' extents along the axis do not add up to the output's";
   return "";
+}
+
+/// ConcatGrad(dY, X) -> dX: dX is dY's piece at `offset` along the axis.
+std::string concatGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 2 || args.outputs.size() != 1)
+    return "expects 2 inputs and 1 output";
+  const TensorView &dY = args.inputs[0], &dX = args.outputs[0];
+  if (!dY.present())
+    return "dY is missing";
+  const size_t rank = dX.shape.size();
+  const int64_t axis = axisOf(args, rank);
+  if (axis < 0 || dY.shape.size() != rank)
+    return "axis out of range, or dY's rank differs from dX's";
+  std::vector<int64_t> shift(rank, 0);
+  shift[axis] = args.intAttr("offset", 0);
+  return copyBox(dY, dX, identity(rank), shift, dX.lo, boxEnd(dX));
 }
 
 } // namespace
@@ -156,4 +257,6 @@ void tofu::runtime::registerShapeKernels(void (*addKernel)(const char *,
        {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "ReshapeAs", "Identity"})
     addKernel(op, rowMajorCopy);
   addKernel("Transpose", transpose);
+  addKernel("Concat", concat);
+  addKernel("ConcatGrad", concatGrad);
 }
