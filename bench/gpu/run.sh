@@ -84,8 +84,17 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU
   HAVE_GPU=1
 fi
 
-PLANS=$("$PY" -c 'import json,sys; [print(p["name"]) for p in json.load(open(sys.argv[1]))]' \
-          "$BUNDLE/plans/index.json")
+# "name data" per plan (data "-" when the plan runs on synthetic batches).
+PLAN_DATA=$("$PY" -c 'import json,sys; [print(p["name"], p["data"] or "-") for p in json.load(open(sys.argv[1]))]' \
+              "$BUNDLE/plans/index.json")
+PLANS=$(echo "$PLAN_DATA" | cut -d' ' -f1)
+# data_flags PLAN: sets dflags to the plan's --data flags (none for "-").
+data_flags() {
+  local data
+  data=$(echo "$PLAN_DATA" | awk -v p="$1" '$1 == p {print $2}')
+  dflags=()
+  [ "$data" != "-" ] && dflags=(--data "$BUNDLE/plans/$data")
+}
 
 if [ $HAVE_GPU -eq 0 ]; then
   echo "run.sh: no GPU visible (nvidia-smi -L lists none): every part is skipped"
@@ -100,10 +109,7 @@ else
   part gtest.executor 150 "$B/tofu-cuda-executor-tests" --plans "$BUNDLE/executor-plans"
   mkdir -p "$OUTDIR/runs"
   for p in $PLANS; do
-    data=$("$PY" -c 'import json,sys; d=[p for p in json.load(open(sys.argv[1])) if p["name"]==sys.argv[2]][0]["data"]; print(d or "")' \
-             "$BUNDLE/plans/index.json" "$p")
-    dflags=()
-    [ -n "$data" ] && dflags=(--data "$BUNDLE/plans/$data")
+    data_flags "$p"
     # 25 steps: the first 5 are compared with the CPU backend, the median of
     # the rest is the step time (CUDA graph replay, the default).
     part "plan.$p" 45 "$B/tofu-run" "$BUNDLE/plans/$p.bin" --backend cuda --devices 1 \
@@ -112,10 +118,7 @@ else
   part torch 200 env PYTHONPATH="$BUNDLE/py" "$PY" "$BUNDLE/torch_step.py" \
     --index "$BUNDLE/plans/index.json" --out "$OUTDIR/runs/torch.json"
   for p in $PLANS; do
-    data=$("$PY" -c 'import json,sys; d=[p for p in json.load(open(sys.argv[1])) if p["name"]==sys.argv[2]][0]["data"]; print(d or "")' \
-             "$BUNDLE/plans/index.json" "$p")
-    dflags=()
-    [ -n "$data" ] && dflags=(--data "$BUNDLE/plans/$data")
+    data_flags "$p"
     case "$p" in *-k1)
       part "trace.$p" 30 "$B/tofu-run" "$BUNDLE/plans/$p.bin" --backend cuda --devices 1 \
         --steps 3 --quiet --trace "$OUTDIR/runs/$p.trace.json" "${dflags[@]}" ;;
