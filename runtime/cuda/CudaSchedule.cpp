@@ -1104,7 +1104,22 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
                plan.cuda.kernels[plan.cuda.launches[op.launch].kernel].name;
         break;
       case CudaOp::Kind::Gemm:
-        out += std::string(" ") + gemmCallName(op);
+        // The call's row-major shape (CudaBlas.h GemmShape), so that the
+        // GEMMs of a step can be timed alone (bench/gpu/gemm_bench.cu).
+        out += std::string(" ") + gemmCallName(op) + "(" +
+               dtypeNumpyName(op.dtype) + " tA=" + std::to_string(op.transA) +
+               " tB=" + std::to_string(op.transB) +
+               " m=" + std::to_string(op.m) + " n=" + std::to_string(op.n) +
+               " k=" + std::to_string(op.k) +
+               " lda=" + std::to_string(op.lda) +
+               " ldb=" + std::to_string(op.ldb) +
+               " ldc=" + std::to_string(op.ldc) +
+               " batch=" + std::to_string(op.batch) +
+               " sA=" + std::to_string(op.strideA) +
+               " sB=" + std::to_string(op.strideB) +
+               " sC=" + std::to_string(op.strideC) +
+               " beta=" +
+               (op.beta == 0 ? std::string("0") : std::to_string(op.beta)) + ")";
         break;
       case CudaOp::Kind::GemmBias:
         out += " gemm-bias";
