@@ -121,6 +121,34 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
   let dependentDialects = ["::tofu::TofuDialect"];
 }
 
+def DeduplicateComputes : Pass<"tofu-deduplicate-computes", "::mlir::func::FuncOp"> {
+  let summary = "Merges tofu.compute ops that compute the same value";
+  let description = [{
+    Common-subexpression elimination for the training graph: two
+    `tofu.compute` ops with the same spec, operands (the same SSA values),
+    op attributes and result types compute the same tensors (every TDL op is
+    a pure function of its inputs and attributes; a random op's values
+    depend only on its seed attribute and the element index), so the later
+    one's results are replaced by the earlier one's and it is erased. Their
+    `name` and `grad_of` tags are not compared.
+
+    The backward pass repeats work that only its inputs decide: an unrolled
+    RNN's gradient transposes the same recurrent weight at every timestep
+    (`MatMul(dY, Transpose(R))`), a weight shared by several ops is
+    transposed once per use. Each copy costs compute, memory and a
+    partitioning decision.
+
+    Not merged: ops tagged `grad_for` (the complete gradient of a model
+    tensor, which the optimizer update finds by that tag) and forward ops
+    of unrolled RNN timesteps (`tofu.timestep` without `grad_of`), which
+    `tofu-coarsen` aligns across timesteps by position.
+
+    Example: two `%t1 = tofu.compute "Transpose"(%r) {attrs = {}, name =
+    "t1/hR.grad"}` and `%t2 = tofu.compute "Transpose"(%r) {attrs = {},
+    name = "t2/hR.grad"}` become one; the uses of `%t2` read `%t1`.
+  }];
+}
+
 def AnalyzeStrategies : Pass<"tofu-analyze-strategies", "::mlir::func::FuncOp"> {
   let summary = "Attaches each op's basic partition strategies (interval analysis)";
   let description = [{
