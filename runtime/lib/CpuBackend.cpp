@@ -279,6 +279,7 @@ std::string CpuExecutor::execute(const Prepared &p) {
   const int32_t d = p.device;
   const auto &buffers = plan.devices[d].buffers;
   lastRan = true;
+  lastInterpreted = false;
   if (!isLocal(d)) {
     lastRan = false;
     return sendPieces(p);
@@ -313,12 +314,16 @@ std::string CpuExecutor::execute(const Prepared &p) {
     ComputePath path = interpretPrograms && !in.programs.empty()
                            ? ComputePath::Interpreter
                            : ComputePath::Auto;
+    ComputePath used = ComputePath::Native;
     std::string err = runCompute(in.kernel, in.attrs, p.inputs, p.outputs,
-                                 in.programs, in.reductionRanges, path,
-                                 /*used=*/nullptr,
+                                 in.programs, in.reductionRanges, path, &used,
                                  static_cast<uint64_t>(currentStep));
     if (!err.empty())
       return describe(plan, d, p.index) + ": " + err;
+    if (used == ComputePath::Interpreter) {
+      lastInterpreted = true;
+      ++interpretedCounts[in.kernel];
+    }
     for (int32_t b : in.outputs)
       afterWrite(d, b);
     return "";
@@ -391,6 +396,7 @@ std::string CpuExecutor::runStep(int64_t step) {
       return err;
     e.end = std::chrono::steady_clock::now();
     e.remoteBytes = commBytes[p.device] - before;
+    e.interpreted = lastInterpreted;
     if (lastRan)
       observer(e);
   }

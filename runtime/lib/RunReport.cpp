@@ -58,7 +58,11 @@ std::string RunReport::toJson() const {
            "\": " + std::to_string(copyBytesByPath[p].second);
     j += "}";
   }
-  j += "\n}\n";
+  j += ",\n  \"interpreted_instructions\": {";
+  for (size_t p = 0; p < interpretedInstructions.size(); ++p)
+    j += std::string(p ? ", " : "") + "\"" + interpretedInstructions[p].first +
+         "\": " + std::to_string(interpretedInstructions[p].second);
+  j += "}\n}\n";
   return j;
 }
 

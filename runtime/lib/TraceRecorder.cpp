@@ -87,6 +87,8 @@ void TraceRecorder::record(const CpuExecutor::ExecutedInstr &e) {
             ", \"instr\": " + std::to_string(e.index);
   if (in.kind != Instr::Kind::Compute)
     events += ", \"bytes\": " + std::to_string(e.remoteBytes);
+  else if (e.interpreted)
+    events += ", \"path\": \"interpreter\"";
   events += "}}";
 }
 

@@ -486,6 +486,11 @@ public:
   std::vector<uint64_t> measuredPeakBytes() const override {
     return exec.measuredPeakBytes();
   }
+  std::vector<std::pair<std::string, uint64_t>>
+  interpretedInstructions() const override {
+    const auto &counts = exec.interpretedInstructions();
+    return {counts.begin(), counts.end()};
+  }
 
 private:
   const Plan &plan;
@@ -817,6 +822,7 @@ int run(int argc, char **argv) {
   }
   report.commBytes = {plan.commBytes, receivedTotal};
   report.copyBytesByPath = backend->copyBytesByPath();
+  report.interpretedInstructions = backend->interpretedInstructions();
 
   if (!opts.quiet) {
     std::printf("samples/s %.1f  (%lld steps, %.4f s%s)\n",
@@ -833,6 +839,17 @@ int run(int argc, char **argv) {
                 static_cast<unsigned long long>(report.commBytes.planned),
                 static_cast<unsigned long long>(report.commBytes.measured));
     std::fputs(backend->finalLines().c_str(), stdout);
+    if (!report.interpretedInstructions.empty()) {
+      std::string ops;
+      for (const auto &[kernel, count] : report.interpretedInstructions)
+        ops += " " + kernel + " x" + std::to_string(count);
+      std::printf("ran on the TDL expression interpreter (%s; 10-1000x "
+                  "slower):%s\n",
+                  opts.kernels == "interpreter"
+                      ? "--kernels interpreter"
+                      : "no native kernel for their configuration",
+                  ops.c_str());
+    }
   }
   if (leader && report.commBytes.planned != report.commBytes.measured)
     std::fprintf(stderr,

@@ -53,6 +53,14 @@ public:
   /// kernels against their TDL specs; slower). Default: native first.
   void preferInterpreter(bool prefer) { interpretPrograms = prefer; }
 
+  /// The Compute instructions that ran on the expression interpreter
+  /// (instead of a native kernel) in all steps so far: kernel name and
+  /// count, by name. The interpreter is 10-1000x slower than a native
+  /// kernel; an entry here is where a step's time goes.
+  const std::map<std::string, uint64_t> &interpretedInstructions() const {
+    return interpretedCounts;
+  }
+
   /// Where Input/Label values come from: writes box `region` (global
   /// coordinates) of tensor `tensor` for training step `step` (0-based)
   /// densely to `out`, or returns an error. Default (unset): the synthetic
@@ -88,6 +96,9 @@ public:
     std::chrono::steady_clock::time_point start, end;
     /// Fetch/Reduce: bytes received from other devices (0 for Compute).
     uint64_t remoteBytes = 0;
+    /// Compute: ran on the expression interpreter (no native kernel, or the
+    /// native kernel refused this configuration), not a native kernel.
+    bool interpreted = false;
   };
   /// Called after every instruction that did work (Compute instructions
   /// whose output regions are all empty are skipped and not reported).
@@ -159,6 +170,10 @@ private:
   DataSource dataSource;
   Observer observer;
   bool lastRan = false; ///< whether the last execute() did work
+  /// Whether the last execute() was a Compute on the interpreter.
+  bool lastInterpreted = false;
+  /// Compute instructions run on the interpreter so far, by kernel name.
+  std::map<std::string, uint64_t> interpretedCounts;
   /// The step `runStep` is executing (keys the random expressions).
   int64_t currentStep = 0;
   Transport *transport = nullptr;

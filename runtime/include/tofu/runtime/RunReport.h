@@ -43,6 +43,10 @@ struct RunReport {
   /// Bytes copied per step by path (CUDA: "same device", "same GPU",
   /// "peer"); written only when not empty.
   std::vector<std::pair<std::string, uint64_t>> copyBytesByPath;
+  /// Compute instructions run on the CPU expression interpreter, all steps
+  /// and devices: (kernel name, count), by name; written always (an empty
+  /// object: every op ran a native kernel).
+  std::vector<std::pair<std::string, uint64_t>> interpretedInstructions;
 
   /// The report as JSON text.
   std::string toJson() const;

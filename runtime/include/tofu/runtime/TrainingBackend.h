@@ -76,6 +76,13 @@ public:
   }
   /// Printed at the end of the samples/s line ("" for none).
   virtual std::string runNote() const { return ""; }
+  /// Compute instructions that ran on the CPU expression interpreter instead
+  /// of a native kernel, in all steps so far: (kernel name, count), by name.
+  /// Empty where every op ran native (and on backends without one).
+  virtual std::vector<std::pair<std::string, uint64_t>>
+  interpretedInstructions() const {
+    return {};
+  }
   /// Extra lines for the end of the run ("" for none).
   virtual std::string finalLines() const { return ""; }
 };
