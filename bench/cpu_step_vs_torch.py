@@ -99,14 +99,19 @@ ISSUE16 = ("resnet18", "vit", "transformer_encoder", "lstm_lm", "convnext_tiny")
 
 
 def tofu_step(bin_dir, plan, data, steps):
-    """(median seconds of steps 3..steps, step-1 loss) of tofu-run."""
+    """(median seconds of steps 3..steps, step-1 loss, the ops that ran on
+    the TDL interpreter per step as "Op xN ...") of tofu-run."""
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "r.json")
         subprocess.run([os.path.join(bin_dir, "tofu-run"), plan, "--data", data,
                         "--steps", str(steps), "--quiet", "--report", report],
                        check=True, stdout=subprocess.DEVNULL)
-        record = json.load(open(report))["steps"]
-    return statistics.median(s["seconds"] for s in record[2:]), record[0]["loss"]
+        full = json.load(open(report))
+    record = full["steps"]
+    interpreted = " ".join(f"{op} x{n // steps}"
+                           for op, n in full.get("interpreted_instructions", {}).items())
+    return (statistics.median(s["seconds"] for s in record[2:]), record[0]["loss"],
+            interpreted or "none")
 
 
 def torch_step(model, loss_fn, lr, steps):
@@ -156,8 +161,8 @@ def run_issue16(args, threads):
                                 "--lr", str(lr), "-o", plan], check=True,
                                stdout=subprocess.DEVNULL)
                 compile_s = time.perf_counter() - t0
-                tofu_s, tofu_loss = tofu_step(args.bin, plan, data, args.steps)
-                rows.append((name, k, tofu_s, torch_s, tofu_loss, torch_loss, compile_s))
+                tofu_s, tofu_loss, interp = tofu_step(args.bin, plan, data, args.steps)
+                rows.append((name, k, tofu_s, torch_s, tofu_loss, torch_loss, compile_s, interp))
                 print(f"{name} k={k}: tofu-run {tofu_s * 1e3:.1f} ms, torch {torch_s * 1e3:.1f} ms",
                       file=sys.stderr, flush=True)
     return rows
@@ -175,8 +180,8 @@ def run_bundle(args, threads):
         if not entry.get("real_model") or entry["k"] != 1:
             continue
         data = os.path.join(plans, entry["data"])
-        tofu_s, tofu_loss = tofu_step(args.bin, os.path.join(plans, entry["plan"]), data,
-                                      args.steps)
+        tofu_s, tofu_loss, interp = tofu_step(args.bin, os.path.join(plans, entry["plan"]),
+                                              data, args.steps)
         base = entry["model"][:-4] if entry["model"].endswith("-f64") else entry["model"]
         dtype = torch.float64 if entry.get("dtype") == "float64" else torch.float32
         case = R.make_case(base)
@@ -185,7 +190,7 @@ def run_bundle(args, threads):
                 np.load(os.path.join(data, "batch_0", E.dump_name(name) + ".npy")))
         torch_s, torch_loss = torch_step(case.model.to(dtype),
                                          lambda m: case.loss(m, case.batch), case.lr, args.steps)
-        rows.append((entry["model"], 1, tofu_s, torch_s, tofu_loss, torch_loss, None))
+        rows.append((entry["model"], 1, tofu_s, torch_s, tofu_loss, torch_loss, None, interp))
     return rows
 
 
@@ -209,12 +214,12 @@ def main():
     print(f"threads: torch {threads}, tofu-run {threads} (every core); torch {torch.__version__}; "
           f"{args.steps} steps, median of steps 3..{args.steps}\n")
     print("| model | k | tofu-run ms | torch eager ms | tofu / torch | tofuc s "
-          "| step-1 loss tofu | torch |")
-    print("|---|---|---|---|---|---|---|---|")
-    for model, k, t, p, lt, lp, c in rows:
+          "| step-1 loss tofu | torch | interpreted ops per step |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for model, k, t, p, lt, lp, c, interp in rows:
         compile_s = f"{c:.1f}" if c is not None else "-"
         print(f"| {model} | {k} | {t * 1e3:.1f} | {p * 1e3:.1f} | {t / p:.2f} | {compile_s} "
-              f"| {lt:.7g} | {lp:.7g} |")
+              f"| {lt:.7g} | {lp:.7g} | {interp} |")
     for k in sorted({r[1] for r in rows}):
         ratios = [r[2] / r[3] for r in rows if r[1] == k]
         geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
