@@ -21,6 +21,11 @@ step by step; for it only the first step must match, the row says
 "chaotic", and its float64 twin (``<model>-f64``) carries the multi-step
 comparison. The spread is measured on every run, never assumed.
 
+Also, per k = 1 plan whose step calls cuBLAS, the GEMM part (gemms.py:
+each GEMM's time in the step against the same call alone, and the aggregate
+ratio), and per plan with a CPU dump in the bundle, step 1's gradients
+against the CPU backend's (compare_dumps.py, its tolerances).
+
 Runs with the standard library only (the GPU machine's python3 has numpy,
 but nothing here needs it).
 """
@@ -76,6 +81,8 @@ def main():
     ap.add_argument("--parts", required=True)
     ap.add_argument("--have-gpu", type=int, default=0)
     ap.add_argument("--seconds", type=int, default=0)
+    ap.add_argument("--simulated", type=int, default=0,
+                    help="run.sh TOFU_GPU_SIMULATE_CPU=1: the CPU backend stood in")
     args = ap.parse_args()
 
     parts = {}
@@ -125,6 +132,14 @@ def main():
             row["losses_match"] = None if not args.have_gpu else False
         row["gpu_step_seconds"] = step_seconds(run, steps)
         row["cpu_step_seconds"] = step_seconds(ref, 1)
+        dump = load(os.path.join(args.outdir, "runs", name + ".dump.json"))
+        if isinstance(dump, dict):
+            row["dump"] = {k: dump.get(k) for k in (
+                "pass", "tensors", "compared", "missing", "failed", "ill_conditioned",
+                "max_err", "worst", "rtol", "error")}
+        gemm = load(os.path.join(args.outdir, "runs", name + ".gemms.json"))
+        if isinstance(gemm, dict):
+            row["gemm"] = gemm
         if entry["k"] == 1:
             row["top_kernels"] = top_kernels(os.path.join(args.outdir, "runs", name + ".trace.json"))
             t = torch_runs.get(entry["model"]) if isinstance(torch_runs, dict) else None
@@ -134,8 +149,12 @@ def main():
 
     failed = [n for n, p in parts.items() if p["status"] not in ("pass", "skipped")]
     failed += [p["name"] for p in plans if p["losses_match"] is False]
-    result = {"have_gpu": bool(args.have_gpu), "seconds": args.seconds, "parts": parts,
-              "plans": plans, "environment": environment, "failed": sorted(set(failed))}
+    failed += ["dump." + p["name"] for p in plans if p.get("dump") and not p["dump"]["pass"]]
+    gemm_summary = {p["name"]: p["gemm"]["aggregate"] for p in plans if p.get("gemm")}
+    result = {"have_gpu": bool(args.have_gpu), "simulated_on_cpu": bool(args.simulated),
+              "seconds": args.seconds, "parts": parts,
+              "plans": plans, "gemm": gemm_summary, "environment": environment,
+              "failed": sorted(set(failed))}
     with open(os.path.join(args.outdir, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
 
@@ -143,7 +162,7 @@ def main():
         return "-" if x is None else spec.format(x)
 
     lines = ["# GPU check results", "", "```", environment.strip()[:3000], "```", "",
-             f"GPU: {'yes' if args.have_gpu else 'none: every part skipped'}; "
+             f"GPU: {'SIMULATED: the CPU backend stood in for the CUDA backend' if args.simulated else 'yes' if args.have_gpu else 'none: every part skipped'}; "
              f"{args.seconds} s in all.", "", "## Parts", "", "| part | status | seconds |",
              "|---|---|---|"]
     lines += [f"| {n} | {p['status']} | {p['seconds']} |" for n, p in parts.items()]
@@ -161,9 +180,57 @@ def main():
                      f"| {fmt(p['cpu_step_seconds'] and p['cpu_step_seconds'] * 1e3)} "
                      f"| {fmt(t.get('eager_seconds') and t['eager_seconds'] * 1e3)} "
                      f"| {fmt(t.get('compile_seconds') and t['compile_seconds'] * 1e3)} |")
+    if any(p.get("dump") for p in plans):
+        lines += ["", "## Step 1's gradients: CUDA backend --dump against the CPU backend's", "",
+                  "err = max |gpu - cpu| / max |cpu| per tensor; allowed: the dtype's "
+                  "tolerance, or 10x the CPU backend's own k=1 vs k=8 err where that is "
+                  "larger (ill-conditioned).", "",
+                  "| plan | match | tensors compared | max err | worst (err / allowed) "
+                  "| ill-conditioned | failed or missing |", "|---|---|---|---|---|---|---|"]
+        for p in plans:
+            d = p.get("dump")
+            if not d:
+                continue
+            w = d.get("worst") or {}
+            bad = (d.get("failed") or []) + (d.get("missing") or [])
+            lines.append(
+                f"| {p['name']} | {'yes' if d['pass'] else 'NO'} "
+                f"| {d.get('compared')}/{d.get('tensors')} | {fmt(d.get('max_err'), '{:.1e}')} "
+                f"| {w.get('tensor', '-')} ({fmt(w.get('err'), '{:.1e}')} / "
+                f"{fmt(w.get('allowed'), '{:.0e}')}) | {d.get('ill_conditioned')} "
+                f"| {', '.join(bad[:4]) + (' ...' if len(bad) > 4 else '') or d.get('error') or '-'} |")
+    if gemm_summary:
+        lines += ["", "## cuBLAS alone against the same GEMMs inside the step (k = 1)", "",
+                  "in step: --trace (events around each instruction, eager issue, median "
+                  "of steps 2-5); alone: gemm_bench, the same cuBLAS call back to back; "
+                  "ratio = alone / in step (goal >= 0.9 on GEMM-heavy steps); folded: a "
+                  "broadcast-B batched GEMM timed as one GEMM of m*batch rows.", "",
+                  "| plan | GEMM instrs | share of traced step | in step us | alone us "
+                  "| ratio | ratio vs folded | TFLOP/s in step / alone |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, a in gemm_summary.items():
+            lines.append(
+                f"| {name} | {a.get('timed')}/{a.get('gemm_instructions')} "
+                f"| {fmt(a.get('gemm_share_of_traced_step'), '{:.0%}')} "
+                f"| {fmt(a.get('in_step_us'), '{:.0f}')} | {fmt(a.get('alone_us'), '{:.0f}')} "
+                f"| {fmt(a.get('ratio'), '{:.2f}')} | {fmt(a.get('ratio_vs_folded'), '{:.2f}')} "
+                f"| {fmt(a.get('in_step_tflops'), '{:.2f}')} / {fmt(a.get('alone_tflops'), '{:.2f}')} |")
+        for p in plans:
+            if not p.get("gemm") or p["name"] not in ("gpt-big-k1", "gpt-k1"):
+                continue
+            rows = sorted(p["gemm"]["gemms"], key=lambda r: -(r.get("in_step_us") or 0))[:16]
+            lines += ["", f"GEMMs of {p['name']} (slowest 16 in the step):", "",
+                      "| instr | shape | in step us | alone us | event us | folded us | ratio |",
+                      "|---|---|---|---|---|---|---|"]
+            for r in rows:
+                lines.append(
+                    f"| {r['instr']} | {r['shape']}{' +' + ','.join(r['other_calls']) if r['other_calls'] else ''} "
+                    f"| {fmt(r.get('in_step_us'), '{:.1f}')} | {fmt(r.get('alone_us'), '{:.1f}')} "
+                    f"| {fmt(r.get('alone_event_us'), '{:.1f}')} | {fmt(r.get('alone_folded_us'), '{:.1f}')} "
+                    f"| {fmt(r.get('ratio'), '{:.2f}')} |")
     for p in plans:
         if p.get("top_kernels"):
-            lines += ["", f"Slowest instructions of {p['name']} (3 steps, --trace):", ""]
+            lines += ["", f"Slowest instructions of {p['name']} (5 steps, --trace):", ""]
             lines += [f"- {k['name']}: {k['microseconds']} us" for k in p["top_kernels"]]
     if failed:
         lines += ["", "## Failed", ""] + [f"- {n}" for n in sorted(set(failed))]

@@ -5,8 +5,10 @@
 # machine without a GPU: tofu-run and its CUDA plugin, the GPU test binaries,
 # the shared libraries they need that a bare CUDA machine lacks (ldd; neither
 # the driver nor the CUDA toolkit's libraries, which run.sh finds there),
-# plans compiled with --cuda-arch and their CPU-backend reference losses, and
-# the scripts that run it all (run.sh, compare.py, torch_step.py). Writes
+# plans compiled with --cuda-arch, their CPU-backend reference losses, --dump
+# snapshots and CUDA schedules, gemm_bench (cuBLAS alone), and the scripts
+# that run it all (run.sh, compare.py, gemms.py, compare_dumps.py,
+# torch_step.py). Writes
 # OUTDIR/ and OUTDIR.tar.xz (at most 60 MiB; the script fails above that).
 set -euo pipefail
 
@@ -47,6 +49,8 @@ rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR/bin" "$OUTDIR/lib" "$OUTDIR/py"
 cp "$BUILD/bin/tofu-run" "$BUILD/bin/libtofu_cuda_run.so" "$OUTDIR/bin/"
 for t in $GPU_TESTS; do cp "$BUILD/bin/$t" "$OUTDIR/bin/"; done
+# cuBLAS alone, called as the CUDA backend calls it (run.sh's GEMM part).
+"$NVCC" -O2 -std=c++17 -o "$OUTDIR/bin/gemm_bench" "$HERE/gemm_bench.cu" -lcublas
 
 # Libraries: everything ldd resolves except the C library family, the C++
 # runtime (newer on the GPU machine, and backward compatible), the driver and
@@ -68,7 +72,8 @@ rm -f "$OUTDIR"/executor-plans/*.onnx
 /usr/bin/python3 "$HERE/prepare_plans.py" --bin "$BUILD/bin" --out "$OUTDIR" \
   --arch "$ARCH" --nvcc "$NVCC" ${MODELS:+--models "$MODELS"}
 
-cp "$HERE/run.sh" "$HERE/compare.py" "$HERE/torch_step.py" "$OUTDIR/"
+cp "$HERE/run.sh" "$HERE/compare.py" "$HERE/torch_step.py" "$HERE/gemms.py" \
+  "$HERE/compare_dumps.py" "$OUTDIR/"
 cp "$ROOT/test/e2e/real_models.py" "$ROOT/test/e2e/e2e_common.py" "$OUTDIR/py/"
 ( cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown ) > "$OUTDIR/COMMIT"
 echo "$ARCH" > "$OUTDIR/ARCH"

@@ -10,7 +10,20 @@ no GPU. For every model of ``MODELS`` and every k of ``KS`` it writes into
 * ``<model>-k<k>.ref.json``: ``tofu-run --backend cpu --steps STEPS --report``,
   the losses the CUDA backend must reproduce (bench/gpu/compare.py);
 * ``<model>.data/`` for the real models: the fixed batch that both backends
-  and PyTorch are fed (``--data``), so that their losses can be compared.
+  and PyTorch are fed (``--data``), so that their losses can be compared;
+* ``<model>-k<k>.schedule.txt``: ``tofu-run --backend cuda --devices 1
+  --dump-cuda-schedule`` (what the CUDA backend will issue, every cuBLAS
+  call with its shape; a plan the backend would refuse fails here, not on
+  the GPU); bench/gpu/gemms.py reads the k = 1 ones for the GEMM part;
+* ``<model>.dump/`` and ``<model>.dump.json`` (models of ``DUMP_MODELS``):
+  the CPU backend's ``--dump`` of step 1 at k = 1, its gradients (and
+  inputs) only, the smallest tensors first up to ``DUMP_BYTES`` a model,
+  and per tensor how far the CPU backend's own k = 8 dump is from it
+  (bench/gpu/compare_dumps.py compares the CUDA backend's dumps with them).
+
+Models marked in ``BF16_WEIGHTS`` have their initial weights rounded to
+bfloat16 values (still float32 tensors, trained in float32): the archive
+holds them at about a third of the size (bench/gpu/README.md).
 
 The real models are those of the project's real-model suite
 (test/e2e/real_models.py ``make_case``: torchvision / torch.nn modules with
@@ -36,9 +49,31 @@ EXAMPLES = {
     "mlp": None,  # examples/mlp/mlp.onnx as committed
     "gpt": "transformer/make_gpt.py --layers 2 --hidden 128 --heads 4 --seq 64 "
            "--vocab 512 --batch 8",
+    # GEMM-heavy: 1024 tokens a step through hidden 512 (GEMMs of
+    # 1024 x 1536 x 512 and 1024 x 2048 x 512), for the GEMM part.
+    "gpt-big": "transformer/make_gpt.py --layers 2 --hidden 512 --heads 8 --seq 128 "
+               "--vocab 512 --batch 8",
     "rnn": "rnn/make_rnn.py --layers 2 --hidden 128 --batch 16 --vocab 256 --steps 16",
     "cnnbn": "cnn/make_cnn_bn.py",
+    # WResNet-50 (examples/wresnet: the 50-layer bottleneck network with
+    # BatchNorm in training mode), every width a quarter of ResNet-50's
+    # (make_wresnet.py takes whole widening factors; see make_small_wresnet)
+    # so that its 1.5 M weights fit the bundle, on 64x64 images, batch 8.
+    "wresnet50": "wresnet",
 }
+#: The ks of each example (default KS): gpt-big is there for the GEMM part
+#: (k = 1).
+EXAMPLE_KS = {"gpt-big": (1,)}
+#: Initial weights rounded to bfloat16 values (the archive's size).
+BF16_WEIGHTS = ("gpt-big", "wresnet50")
+WRESNET = {"depth": 50, "width": 0.25, "image": 64, "batch": 8, "classes": 10}
+
+#: Models whose CPU --dump (step 1, k = 1) the bundle carries, and the bytes
+#: of tensors kept a model (the smallest first: every bias and norm gradient,
+#: from the last layer to the first, then weight gradients while they fit).
+DUMP_MODELS = ("mlp", "gpt", "rnn", "cnnbn", "wresnet50", "shufflenet_v2_x0_5",
+               "vit", "shufflenet_v2_x0_5-f64")
+DUMP_BYTES = 1 << 20
 
 #: Real-model-suite models (test/e2e/real_models.py), small enough to carry.
 REAL_MODELS = ("shufflenet_v2_x0_5", "vit")
@@ -83,6 +118,93 @@ def export_real_model(name, folder, float64=False):
     return onnx, os.path.dirname(data), ["--lr", str(case.lr), *case.tofuc_flags]
 
 
+class _Width:
+    """A fractional widening factor for make_wresnet.build, whose channel
+    counts are 64 * width * 2**s (and 4 times that): 64 * _Width(0.25) is the
+    int 16, so every count stays an int."""
+
+    def __init__(self, w):
+        self.w = w
+
+    def __rmul__(self, c):
+        v = c * self.w
+        if v != int(v):
+            raise ValueError(f"width {self.w} gives {v} channels")
+        return int(v)
+
+    def __str__(self):
+        return str(self.w)
+
+
+def make_small_wresnet(onnx):
+    """WResNet-50 of WRESNET (make_wresnet.build, BatchNorm in training
+    mode) written to ``onnx``."""
+    sys.path.insert(0, os.path.join(ROOT, "examples", "wresnet"))
+    import make_wresnet as W
+    c = WRESNET
+    g = W.build(c["depth"], _Width(c["width"]), c["image"], c["batch"], c["classes"],
+                seed=0, bn_training=True)
+    g.save(onnx, weights=True)
+
+
+def round_weights_bf16(onnx):
+    """Rounds every float32 initializer of ``onnx`` to the nearest bfloat16
+    value (ties to even), in place."""
+    import numpy as np
+    import onnx as O
+    from onnx import numpy_helper
+    model = O.load(onnx)
+    for t in model.graph.initializer:
+        if t.data_type != O.TensorProto.FLOAT:
+            continue
+        u = numpy_helper.to_array(t).astype(np.float32).view(np.uint32).astype(np.uint64)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        t.CopyFrom(numpy_helper.from_array(
+            u.astype(np.uint32).view(np.float32), t.name))
+    O.save(model, onnx)
+
+
+def cpu_dump(bin_dir, plan, folder, data_flags, log):
+    """The CPU backend's --dump of step 1 into ``folder``."""
+    import shutil
+    shutil.rmtree(folder, ignore_errors=True)
+    run([os.path.join(bin_dir, "tofu-run"), plan, "--backend", "cpu", "--steps", 1,
+         "--quiet", "--dump", folder, *data_flags], log)
+
+
+def keep_dump(full, other, out, budget):
+    """Copies the gradients and inputs of dump ``full`` into ``out``, the
+    smallest first while they fit ``budget`` bytes; returns the index
+    {file: {dtype, shape, cpu_k_err}} where cpu_k_err is max |full - other| /
+    max |full| against dump ``other`` (the same model at another k)."""
+    import numpy as np
+    import shutil
+    os.makedirs(out, exist_ok=True)
+    files = sorted((f for f in os.listdir(full)
+                    if f.endswith(".npy") and f.startswith(("grad.", "input."))),
+                   key=lambda f: (os.path.getsize(os.path.join(full, f)), f))
+    index, used = {}, 0
+    for f in files:
+        size = os.path.getsize(os.path.join(full, f))
+        if used + size > budget:
+            continue
+        a = np.load(os.path.join(full, f))
+        row = {"dtype": str(a.dtype), "shape": list(a.shape)}
+        o = os.path.join(other, f)
+        if os.path.exists(o):
+            b = np.load(o)
+            if b.shape == a.shape and a.dtype.kind == "f":
+                scale = float(np.max(np.abs(a))) if a.size else 0.0
+                err = float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0
+                row["cpu_k_err"] = err / scale if scale > 0 else err
+            elif b.shape == a.shape:
+                row["cpu_k_err"] = 0.0 if np.array_equal(a, b) else None
+        shutil.copy(os.path.join(full, f), os.path.join(out, f))
+        index[f] = row
+        used += size
+    return index, used, len(files)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", required=True, help="the build's bin/ (tofuc, tofu-run)")
@@ -104,31 +226,65 @@ def main():
         if name in EXAMPLES:
             gen = EXAMPLES[name]
             onnx = os.path.join(ROOT, "examples", name, name + ".onnx")
-            if gen:
+            if gen == "wresnet":
+                onnx = os.path.join(plans, name + ".onnx")
+                make_small_wresnet(onnx)
+            elif gen:
                 onnx = os.path.join(plans, name + ".onnx")
                 script, *gen_args = gen.split()
                 run([sys.executable, os.path.join(ROOT, "examples", script), *gen_args,
                      "-o", onnx], os.path.join(plans, name + ".gen.log"))
+            if name in BF16_WEIGHTS:
+                round_weights_bf16(onnx)
         else:
             onnx, data, flags = export_real_model(base, plans, float64=name != base)
-        for k in KS:
+        data_flags = ["--data", data] if data else []
+        dumps = {}
+        for k in EXAMPLE_KS.get(name, KS):
             tag = f"{name}-k{k}"
             plan = os.path.join(plans, tag + ".bin")
             compile_s = run([os.path.join(args.bin, "tofuc"), onnx, "--gpus", k,
                              "--cuda-arch", args.arch, "--nvcc", args.nvcc, *flags,
                              "-o", plan], os.path.join(plans, tag + ".tofuc.log"))
             ref = os.path.join(plans, tag + ".ref.json")
-            data_flags = ["--data", data] if data else []
             run([os.path.join(args.bin, "tofu-run"), plan, "--backend", "cpu",
                  "--steps", STEPS, "--report", ref, "--quiet", *data_flags],
                 os.path.join(plans, tag + ".ref.log"))
+            # What the CUDA backend will issue on one GPU: a plan it refuses
+            # fails here. Its cuBLAS calls are the GEMM part's shapes.
+            run([os.path.join(args.bin, "tofu-run"), plan, "--backend", "cuda",
+                 "--devices", 1, "--dump-cuda-schedule"],
+                os.path.join(plans, tag + ".schedule.txt"))
+            if name in DUMP_MODELS:
+                dumps[k] = os.path.join(plans, tag + ".fulldump")
+                cpu_dump(args.bin, plan, dumps[k], data_flags,
+                         os.path.join(plans, tag + ".dump.log"))
             index.append({"name": tag, "model": name, "k": k, "plan": tag + ".bin",
                           "reference": tag + ".ref.json",
+                          "schedule": tag + ".schedule.txt",
                           "data": os.path.basename(data) if data else None,
                           "steps": STEPS, "arch": args.arch,
                           "real_model": base in REAL_MODELS,
                           "dtype": "float64" if name != base else "float32",
+                          "bf16_weights": name in BF16_WEIGHTS,
                           "compile_seconds": round(compile_s, 2)})
+        if 1 in dumps:
+            import shutil
+            other = dumps.get(max(dumps))
+            tensors, used, total = keep_dump(dumps[1], other, os.path.join(plans, name + ".dump"),
+                                             DUMP_BYTES)
+            with open(os.path.join(plans, name + ".dump.json"), "w") as f:
+                json.dump({"model": name, "step": 1, "from": f"{name}-k1",
+                           "cpu_k_err_against": f"{name}-k{max(dumps)}",
+                           "bytes": used, "tensors_in_full_dump": total,
+                           "tensors": tensors}, f, indent=1)
+            for entry in index:
+                if entry["model"] == name:
+                    entry["dump"] = name + ".dump"
+            print(f"prepare_plans: {name}: {len(tensors)} of {total} dumped tensors kept "
+                  f"({used} bytes)", flush=True)
+            for d in dumps.values():
+                shutil.rmtree(d, ignore_errors=True)
         if os.path.exists(onnx) and onnx.startswith(plans):
             os.remove(onnx)  # the plan holds the model
     with open(os.path.join(plans, "index.json"), "w") as f:

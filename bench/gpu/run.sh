@@ -7,6 +7,12 @@
 # at most 8 minutes on one H100 (TOFU_GPU_BUDGET_S, default 450). Writes OUTDIR/results.json,
 # OUTDIR/results.md and OUTDIR/logs.tar.gz. Without a GPU every part is
 # recorded as skipped and the script exits 0 (how it is tested here).
+#
+# TOFU_GPU_SIMULATE_CPU=1 (no GPU needed): the plan, trace, GEMM and dump
+# parts run the CPU backend in the CUDA backend's place (6 steps), so that
+# everything after tofu-run (reports, traces, gemms.py, compare_dumps.py,
+# compare.py) is exercised here; the GPU tests and torch are skipped and
+# gemm_bench fails (no GPU).
 set -uo pipefail
 
 BUNDLE=${1:?usage: run.sh BUNDLE OUTDIR}
@@ -83,15 +89,34 @@ HAVE_GPU=0
 if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
   HAVE_GPU=1
 fi
+SIMULATE=${TOFU_GPU_SIMULATE_CPU:-0}
+BACKEND=(--backend cuda --devices 1)
+RUN_STEPS=25
+if [ "$SIMULATE" = 1 ]; then
+  echo "run.sh: TOFU_GPU_SIMULATE_CPU=1: the CPU backend stands in for the GPU"
+  HAVE_GPU=1
+  BACKEND=(--backend cpu)
+  RUN_STEPS=6
+fi
 
-# "name data" per plan (data "-" when the plan runs on synthetic batches).
-PLAN_DATA=$("$PY" -c 'import json,sys; [print(p["name"], p["data"] or "-") for p in json.load(open(sys.argv[1]))]' \
+# "name k data dump dtype" per plan ("-" where the plan runs on synthetic
+# batches, or the bundle has no CPU dump of its model).
+PLAN_INFO=$("$PY" -c 'import json,sys
+for p in json.load(open(sys.argv[1])):
+    print(p["name"], p["k"], p["data"] or "-", p.get("dump") or "-", p.get("dtype", "float32"))' \
               "$BUNDLE/plans/index.json")
-PLANS=$(echo "$PLAN_DATA" | cut -d' ' -f1)
+PLANS=$(echo "$PLAN_INFO" | cut -d' ' -f1)
+K1_PLANS=$(echo "$PLAN_INFO" | awk '$2 == 1 {print $1}')
+DUMP_PLANS=$(echo "$PLAN_INFO" | awk '$4 != "-" {print $1}')
+# GEMM part: the k = 1 plans whose CUDA schedule calls cuBLAS.
+GEMM_PLANS=$(for p in $K1_PLANS; do
+  grep -q cublas "$BUNDLE/plans/$p.schedule.txt" 2>/dev/null && echo "$p"; done)
+# info PLAN FIELD: a field of the plan's line (3 data, 4 dump, 5 dtype).
+info() { echo "$PLAN_INFO" | awk -v p="$1" -v f="$2" '$1 == p {print $f}'; }
 # data_flags PLAN: sets dflags to the plan's --data flags (none for "-").
 data_flags() {
   local data
-  data=$(echo "$PLAN_DATA" | awk -v p="$1" '$1 == p {print $2}')
+  data=$(info "$1" 3)
   dflags=()
   [ "$data" != "-" ] && dflags=(--data "$BUNDLE/plans/$data")
 }
@@ -99,34 +124,60 @@ data_flags() {
 if [ $HAVE_GPU -eq 0 ]; then
   echo "run.sh: no GPU visible (nvidia-smi -L lists none): every part is skipped"
   skip_all gtest.library gtest.elementwise gtest.multifetch gtest.executor
-  for p in $PLANS; do skip_all "plan.$p" "trace.$p"; done
+  for p in $PLANS; do skip_all "plan.$p"; done
+  for p in $K1_PLANS; do skip_all "trace.$p"; done
+  for p in $GEMM_PLANS; do skip_all "gemm.$p"; done
+  for p in $DUMP_PLANS; do skip_all "dump.$p"; done
   skip_all torch
 else
   B="$BUNDLE/bin"
-  part gtest.library 90 "$B/tofu-cuda-library-tests"
-  part gtest.elementwise 90 "$B/tofu-cuda-elementwise-tests"
-  part gtest.multifetch 60 "$B/tofu-cuda-multifetch-gpu-tests"
-  part gtest.executor 150 "$B/tofu-cuda-executor-tests" --plans "$BUNDLE/executor-plans"
+  if [ "$SIMULATE" = 1 ]; then
+    skip_all gtest.library gtest.elementwise gtest.multifetch gtest.executor
+  else
+    part gtest.library 90 "$B/tofu-cuda-library-tests"
+    part gtest.elementwise 90 "$B/tofu-cuda-elementwise-tests"
+    part gtest.multifetch 60 "$B/tofu-cuda-multifetch-gpu-tests"
+    part gtest.executor 150 "$B/tofu-cuda-executor-tests" --plans "$BUNDLE/executor-plans"
+  fi
   mkdir -p "$OUTDIR/runs"
   for p in $PLANS; do
     data_flags "$p"
     # 25 steps: the first 5 are compared with the CPU backend, the median of
     # the rest is the step time (CUDA graph replay, the default).
-    part "plan.$p" 45 "$B/tofu-run" "$BUNDLE/plans/$p.bin" --backend cuda --devices 1 \
-      --steps 25 --quiet --report "$OUTDIR/runs/$p.json" "${dflags[@]}"
+    part "plan.$p" 45 "$B/tofu-run" "$BUNDLE/plans/$p.bin" "${BACKEND[@]}" \
+      --steps $RUN_STEPS --quiet --report "$OUTDIR/runs/$p.json" "${dflags[@]}"
   done
-  part torch 200 env PYTHONPATH="$BUNDLE/py" "$PY" "$BUNDLE/torch_step.py" \
-    --index "$BUNDLE/plans/index.json" --out "$OUTDIR/runs/torch.json"
-  for p in $PLANS; do
+  # Per-instruction times (eager issue, events around each instruction):
+  # the slowest kernels, and the GEMMs' time in the step (median of steps 2-5).
+  for p in $K1_PLANS; do
     data_flags "$p"
-    case "$p" in *-k1)
-      part "trace.$p" 30 "$B/tofu-run" "$BUNDLE/plans/$p.bin" --backend cuda --devices 1 \
-        --steps 3 --quiet --trace "$OUTDIR/runs/$p.trace.json" "${dflags[@]}" ;;
-    esac
+    part "trace.$p" 30 "$B/tofu-run" "$BUNDLE/plans/$p.bin" "${BACKEND[@]}" \
+      --steps 5 --quiet --trace "$OUTDIR/runs/$p.trace.json" "${dflags[@]}"
   done
+  # The same cuBLAS calls alone (gemm_bench), against their time in the step.
+  for p in $GEMM_PLANS; do
+    part "gemm.$p" 60 "$PY" "$BUNDLE/gemms.py" run "$B/gemm_bench" \
+      "$BUNDLE/plans/$p.schedule.txt" "$OUTDIR/runs/$p.trace.json" "$OUTDIR/runs/$p.gemms"
+  done
+  # Step 1's gradients (and inputs) against the CPU backend's --dump.
+  for p in $DUMP_PLANS; do
+    data_flags "$p"
+    dump=$(info "$p" 4)
+    part "dump.$p" 60 "$PY" "$BUNDLE/compare_dumps.py" --tofu-run "$B/tofu-run" \
+      --backend "${BACKEND[1]}" --plan "$BUNDLE/plans/$p.bin" --ref "$BUNDLE/plans/$dump" \
+      --index "$BUNDLE/plans/$dump.json" --dtype "$(info "$p" 5)" \
+      --workdir "$OUTDIR/dump-work/$p" --out "$OUTDIR/runs/$p.dump.json" -- "${dflags[@]}"
+  done
+  rm -rf "$OUTDIR/dump-work"
+  if [ "$SIMULATE" = 1 ]; then
+    skip_all torch
+  else
+    part torch 200 env PYTHONPATH="$BUNDLE/py" "$PY" "$BUNDLE/torch_step.py" \
+      --index "$BUNDLE/plans/index.json" --out "$OUTDIR/runs/torch.json"
+  fi
 fi
 
 "$PY" "$BUNDLE/compare.py" --bundle "$BUNDLE" --outdir "$OUTDIR" --parts "$PARTS" \
-  --have-gpu $HAVE_GPU --seconds $(( $(date +%s) - START ))
+  --have-gpu $HAVE_GPU --simulated "$SIMULATE" --seconds $(( $(date +%s) - START ))
 tar -C "$OUTDIR" -czf "$OUTDIR/logs.tar.gz" logs parts.tsv $( [ -d "$OUTDIR/runs" ] && echo runs )
 echo "run.sh: wrote $OUTDIR/results.md, $OUTDIR/results.json, $OUTDIR/logs.tar.gz ($(( $(date +%s) - START )) s)"
