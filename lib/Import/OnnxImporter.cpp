@@ -45,12 +45,7 @@ using namespace mlir;
 namespace tofu {
 
 uint64_t fingerprintBytes(llvm::ArrayRef<uint8_t> bytes) {
-  uint64_t hash = 1469598103934665603ull;
-  for (uint8_t b : bytes) {
-    hash ^= b;
-    hash *= 1099511628211ull;
-  }
-  return hash;
+  return llvm::xxh3_64bits(bytes);
 }
 
 namespace {
@@ -1624,14 +1619,17 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
         path + ": cannot read the model: " + buffer.getError().message());
   ImportedModel result;
   StringRef bytes = (*buffer)->getBuffer();
-  onnx::ModelProto model;
+  result.model = std::make_shared<onnx::ModelProto>();
+  onnx::ModelProto &model = *result.model;
   if (isOnnxTextPath(path)) {
     if (auto err = parseOnnxText(path, bytes, model))
       return std::move(err);
-    // The plan keeps the binary model (for --save), as if it had been read.
+    // Fingerprinted as the binary model it stands for.
     std::string binary;
     model.SerializeToString(&binary);
-    result.modelBytes.assign(binary.begin(), binary.end());
+    result.fingerprint = fingerprintBytes(
+        ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(binary.data()),
+                          binary.size()));
   } else {
     // One protobuf message cannot exceed 2 GB: larger models keep their
     // weights as external data, and the graph part stays small.
@@ -1642,7 +1640,8 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
               " bytes; a protobuf message cannot exceed 2 GB: save the "
               "weights as external data (onnx.save(..., "
               "save_as_external_data=True))");
-    result.modelBytes.assign(bytes.begin(), bytes.end());
+    result.fingerprint = fingerprintBytes(ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
     if (bytes.empty() || !model.ParseFromArray(bytes.data(), bytes.size()))
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
@@ -1650,7 +1649,6 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
               std::to_string(bytes.size()) +
               " bytes); the file may be truncated or corrupt: re-export it");
   }
-  result.fingerprint = fingerprintBytes(result.modelBytes);
   if (!model.has_graph() || model.graph().node_size() == 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    path +
@@ -1659,23 +1657,11 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
   result.module = ModuleOp::create(FileLineColLoc::get(context, path, 0, 0));
   OnnxImporter importer(context, path, options);
   // The initialization graph runs once, here: the plan's model (for --save)
-  // starts from its values and no longer carries it. The fingerprint stays
-  // the one of the file as read.
+  // starts from its values and no longer carries it (`model` is changed in
+  // place). The fingerprint stays the one of the file as read.
   bool initialized = false;
   if (llvm::Error err = importer.applyInitialization(model, initialized))
     return std::move(err);
-  if (initialized) {
-    if (model.ByteSizeLong() >= (uint64_t(1) << 31))
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          path + ": the values of training_info's initialization graph "
-                 "make the model over 2 GB, more than one protobuf message "
-                 "holds; store large initial weights as external data "
-                 "instead of computing them in the initialization graph");
-    std::string binary;
-    model.SerializeToString(&binary);
-    result.modelBytes.assign(binary.begin(), binary.end());
-  }
   if (llvm::Error err = importer.importGraph(model, *result.module))
     return std::move(err);
   if (auto err = runOnnxChecker(path, model, options))

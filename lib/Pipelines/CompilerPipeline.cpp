@@ -9,6 +9,8 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/Format.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <chrono>
@@ -120,9 +122,32 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     return success();
   });
 
+  // --time-phases: wall seconds since the previous mark, printed at the
+  // end (or when an error ends compilation early, what was measured).
+  std::vector<std::pair<const char *, double>> phaseSeconds;
+  auto phaseStart = std::chrono::steady_clock::now();
+  auto mark = [&](const char *phase) {
+    auto now = std::chrono::steady_clock::now();
+    phaseSeconds.push_back(
+        {phase, std::chrono::duration<double>(now - phaseStart).count()});
+    phaseStart = now;
+  };
+  auto printPhases = llvm::make_scope_exit([&] {
+    if (!options.timePhases || phaseSeconds.empty())
+      return;
+    double total = 0;
+    llvm::errs() << "tofuc: phase seconds:";
+    for (const auto &[phase, seconds] : phaseSeconds) {
+      llvm::errs() << " " << phase << " " << llvm::format("%.3f", seconds);
+      total += seconds;
+    }
+    llvm::errs() << "; total " << llvm::format("%.3f", total) << "\n";
+  });
+
   auto imported = importOnnxFile(&context, options.inputPath, options.import);
   if (!imported)
     return imported.takeError();
+  mark("import");
   ModuleOp module = *imported->module;
   if (options.stopAfter == Phase::Import) {
     // Resource blobs (external weights, mapped) are never printed: MLIR
@@ -139,6 +164,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   buildIRPipeline(prePm, preOptions, std::min(irStop, Phase::Coarsen));
   if (failed(prePm.run(module)))
     return fail(options.inputPath + ": " + diagnostics);
+  mark("train+analyze+coarsen");
   if (options.import.verbose)
     module.walk([&](LossOp loss) {
       if (auto description = loss.getDescription())
@@ -156,6 +182,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     searchSeconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
+    mark("search");
   }
   if (options.stopAfter <= Phase::Partition) {
     module.print(os, OpPrintingFlags().elideLargeElementsAttrs(16)
@@ -167,6 +194,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   auto plan = materialize(func);
   if (!plan)
     return fail(options.inputPath + ": " + llvm::toString(plan.takeError()));
+  mark("materialize");
   plan->producer = kVersion;
   plan->modelFingerprint = imported->fingerprint;
   if (plan->withoutWeights && !imported->withoutWeights)
@@ -178,17 +206,40 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     return llvm::Error::success();
   }
   planMemory(*plan);
+  mark("memory-plan");
   if (options.stopAfter == Phase::Schedule) {
     printDevicePrograms(*plan, os);
     return llvm::Error::success();
   }
-  plan->onnxModel = imported->modelBytes;
+  {
+    // --save writes the trained values into the embedded model: it need
+    // not carry their initial values, which WEIGHTS holds.
+    std::vector<bool> updated(plan->tensors.size(), false);
+    for (const auto &[param, newValue] : plan->paramUpdates)
+      if (param >= 0 && static_cast<size_t>(param) < updated.size())
+        updated[param] = true;
+    std::vector<std::string> trained;
+    for (size_t t = 0; t < plan->tensors.size(); ++t)
+      if (updated[t] && plan->tensors[t].role == plan::TensorRole::Param &&
+          !plan->tensors[t].paramName.empty())
+        trained.push_back(plan->tensors[t].paramName);
+    if (imported->model) {
+      auto model = modelForSave(*imported->model, trained);
+      if (!model)
+        return fail(options.inputPath + ": " +
+                    llvm::toString(model.takeError()));
+      plan->onnxModel = std::move(*model);
+      imported->model.reset();
+    }
+  }
+  mark("model-for-save");
   if (!options.cudaArch.empty()) {
     cudagen::CudaCodegenOptions cuda;
     cuda.arch = options.cudaArch;
     cuda.nvccPath = options.nvccPath;
     if (llvm::Error err = cudagen::generateCudaKernels(*plan, cuda))
       return fail(options.inputPath + ": " + llvm::toString(std::move(err)));
+    mark("cuda");
   }
   // plan.bin holds no timing, so that it is byte-for-byte reproducible.
   plan->summary = formatPlanText(func, *plan, /*withSearchTime=*/false);
@@ -199,6 +250,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     os << formatPlanJson(func, *plan);
   else if (options.dumpPlan == PlanDump::Html)
     os << formatPlanHtml(func, *plan);
+  mark("summary+dump");
   if (!options.outputPath.empty()) {
     plan->searchSeconds = 0;
     plan::WriteOptions write;
@@ -207,6 +259,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     std::string err = plan::writePlan(*plan, options.outputPath, write);
     if (!err.empty())
       return fail(options.outputPath + ": " + err);
+    mark("write");
   }
   return llvm::Error::success();
 }

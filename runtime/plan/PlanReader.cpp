@@ -779,7 +779,7 @@ std::string readContainer(PlanInput &in, Plan &plan) {
     } else {
       continue; // not read, not checked
     }
-    uint64_t found = ct::fnv1a64(data, s.size);
+    uint64_t found = ct::bulkChecksum(minor, data, s.size);
     if (found != s.checksum)
       return std::string("checksum mismatch in the ") +
              ct::sectionName(s.kind) + " section: expected " +
@@ -856,7 +856,7 @@ std::string readContainer(PlanInput &in, Plan &plan) {
       shard = shardBytes.data();
     }
     if (shardChecksums) {
-      uint64_t found = ct::fnv1a64(shard, wSize);
+      uint64_t found = ct::bulkChecksum(minor, shard, wSize);
       if (found != fd.weights_checksum())
         return where + ": checksum mismatch in its weights in " + what +
                ": expected " + hex(fd.weights_checksum()) + ", found " +

@@ -37,11 +37,12 @@ struct Chunks {
       pieces.push_back({data, bytes});
     size += bytes;
   }
+  /// ct::contentChecksum of the concatenated pieces.
   uint64_t checksum() const {
-    uint64_t hash = 0xcbf29ce484222325ULL;
+    ct::ContentHasher hash;
     for (const auto &[data, bytes] : pieces)
-      hash = ct::fnv1a64(data, bytes, hash);
-    return hash;
+      hash.update(data, bytes);
+    return hash.digest();
   }
 };
 

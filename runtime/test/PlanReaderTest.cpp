@@ -59,7 +59,7 @@ void expectResignedSectionDamageHandled(const std::vector<uint8_t> &clean,
   for (uint64_t i = off; i < off + size; ++i)
     for (int bit = 0; bit < 8; ++bit) {
       bytes[i] ^= static_cast<uint8_t>(1u << bit);
-      ct::storeLE(&bytes[entry(section) + 24], ct::fnv1a64(&bytes[off], size),
+      ct::storeLE(&bytes[entry(section) + 24], ct::contentChecksum(&bytes[off], size),
                   8);
       resignHeader(bytes);
       if (!readError(bytes).empty())
@@ -187,9 +187,56 @@ TEST(PlanFormat, NewerMajorVersion) {
 
 TEST(PlanFormat, NewerMinorVersionIsAccepted) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
-  ct::storeLE(&bytes[ct::kOffMinor], 7, 2);
+  ct::storeLE(&bytes[ct::kOffMinor], ct::kMinor + 1, 2);
   resignHeader(bytes);
   EXPECT_EQ(readError(bytes), "");
+}
+
+/// Plans before format 1.9 checksum their sections with FNV-1a 64: the
+/// reader verifies them that way, and a 1.9 checksum in such a plan is a
+/// mismatch (the algorithm follows the minor, not a guess).
+TEST(PlanFormat, OlderMinorVerifiesFnvChecksums) {
+  Plan plan = makeTwoDevicePlan();
+  for (DeviceProgram &d : plan.devices)
+    for (Buffer &b : d.buffers)
+      b.init.clear(); // no weight shards (their checksums sit in PLAN)
+  std::vector<uint8_t> bytes = bytesOf(plan);
+  ct::storeLE(&bytes[ct::kOffMinor], ct::kMinorContentChecksum - 1, 2);
+  resignHeader(bytes);
+  EXPECT_NE(readError(bytes).find("checksum mismatch in the PLAN section"),
+            std::string::npos);
+  size_t numSections = ct::loadLE(&bytes[ct::kOffNumSections], 4);
+  for (size_t i = 0; i < numSections; ++i) {
+    uint64_t off = ct::loadLE(&bytes[entry(i) + 8], 8);
+    uint64_t size = ct::loadLE(&bytes[entry(i) + 16], 8);
+    ct::storeLE(&bytes[entry(i) + 24], ct::fnv1a64(&bytes[off], size), 8);
+  }
+  resignHeader(bytes);
+  EXPECT_EQ(readError(bytes), "");
+}
+
+/// contentChecksum changes with every single-bit flip and with the length,
+/// also across the 32-byte block boundary and in the tail, and streaming in
+/// pieces gives the one-shot value.
+TEST(PlanFormat, ContentChecksumSeesEveryBitAndLength) {
+  std::vector<uint8_t> data(77);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<uint8_t>(i * 37 + 11);
+  const uint64_t clean = ct::contentChecksum(data.data(), data.size());
+  for (size_t i = 0; i < data.size(); ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      data[i] ^= static_cast<uint8_t>(1u << bit);
+      EXPECT_NE(ct::contentChecksum(data.data(), data.size()), clean)
+          << "byte " << i << " bit " << bit;
+      data[i] ^= static_cast<uint8_t>(1u << bit);
+    }
+  EXPECT_NE(ct::contentChecksum(data.data(), data.size() - 1), clean);
+  for (size_t cut : {0, 1, 31, 32, 33, 64, 76, 77}) {
+    ct::ContentHasher h;
+    h.update(data.data(), cut);
+    h.update(data.data() + cut, data.size() - cut);
+    EXPECT_EQ(h.digest(), clean) << "cut at " << cut;
+  }
 }
 
 TEST(PlanFormat, BadMagic) {
@@ -389,10 +436,10 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsOneEight) {
+TEST(PlanPrograms, VersionIsOneNine) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 8u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 9u);
 }
 
 /// The two-device plan with programs and a CUDA section (format 1.6): one

@@ -126,6 +126,11 @@ static cl::opt<bool> externalWeights(
              "plan.bin (<checksum>.tofu-weights) instead of inside it; "
              "automatic above 2 GiB of weights"),
     cl::cat(tofucCategory));
+static cl::opt<bool> timePhases(
+    "time-phases",
+    cl::desc("print the wall seconds of each compilation phase (import, "
+             "training step, search, materialize, ..., write) to stderr"),
+    cl::cat(tofucCategory));
 static cl::opt<bool> allowHardlinkedData(
     "allow-hardlinked-data",
     cl::desc("accept external data files with several hard links"),
@@ -190,6 +195,7 @@ int main(int argc, char **argv) {
   options.inputPath = inputPath;
   options.outputPath = outputPath;
   options.externalWeights = externalWeights;
+  options.timePhases = timePhases;
   options.devices = gpus;
   options.partitioner = partitioner;
   options.topology = topology;

@@ -13,6 +13,10 @@
 #include <string>
 #include <vector>
 
+namespace onnx {
+class ModelProto;
+} // namespace onnx
+
 namespace tofu {
 
 /// What the user tells the importer beyond the model file (tofuc's flags).
@@ -40,9 +44,12 @@ struct ImportOptions {
 /// weights can be written back into the same model).
 struct ImportedModel {
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  std::vector<uint8_t> modelBytes;
-  /// FNV-1a 64 of modelBytes, mixed with an xxh3 hash of each external
-  /// data range when the model has external data.
+  /// The parsed ONNX model (after its initialization graph ran), for the
+  /// plan's MODEL section (modelForSave); null where none was parsed.
+  std::shared_ptr<onnx::ModelProto> model;
+  /// fingerprintBytes of the model file's bytes (a text model: of its binary
+  /// serialization), mixed with an xxh3 hash of each external data range
+  /// when the model has external data.
   uint64_t fingerprint = 0;
   /// True when some parameter has no value (--no-weights, graph-only model).
   bool withoutWeights = false;
@@ -64,8 +71,18 @@ importOnnxFile(mlir::MLIRContext *context, llvm::StringRef path,
 /// with onnx::OnnxParser; used for importer lit tests).
 bool isOnnxTextPath(llvm::StringRef path);
 
-/// FNV-1a 64-bit hash of `bytes`.
+/// XXH3 64-bit hash of `bytes` (at memory speed: a model's identity is
+/// hashed over all its weights).
 uint64_t fingerprintBytes(llvm::ArrayRef<uint8_t> bytes);
+
+/// The ONNX model a plan embeds for `tofu-run --save`, serialized: `model`
+/// with the values of the initializers named in `trained` removed (in place;
+/// their name, type and dims kept). `--save` writes the trained values into
+/// exactly those initializers, so the plan need not carry the initial
+/// weights twice (they are in its WEIGHTS section); a VGG19 plan halves. An
+/// error when the result exceeds what one protobuf message holds (2 GB).
+llvm::Expected<std::vector<uint8_t>>
+modelForSave(onnx::ModelProto &model, const std::vector<std::string> &trained);
 
 } // namespace tofu
 

@@ -55,6 +55,8 @@ struct CompileOptions {
   /// automatically when all weights together exceed
   /// kAutoExternalWeightsBytes.
   bool externalWeights = false;
+  /// --time-phases: print each phase's wall seconds to stderr.
+  bool timePhases = false;
   int64_t devices = 1;
   std::string partitioner = "tofu";
   std::string topology; ///< --topology; empty = steps are k's prime factors
