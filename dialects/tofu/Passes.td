@@ -149,6 +149,26 @@ def DeduplicateComputes : Pass<"tofu-deduplicate-computes", "::mlir::func::FuncO
   }];
 }
 
+def FoldTransposes : Pass<"tofu-fold-transposes", "::mlir::func::FuncOp"> {
+  let summary = "Replaces a Transpose of a Transpose that undoes it by its input";
+  let description = [{
+    `Transpose(Transpose(x, p), q)` is `x` when the permutation q undoes p
+    (`q[i]` = the position of i in p; an absent `perm` reverses the dims),
+    and `Transpose(x, identity)` is `x`: their uses read `x` and the ops
+    are erased when nothing else reads them.
+
+    The gradient rule of MatMul transposes its weight operand
+    (`dA = MatMul(dY, Transpose(B))`); where B is itself the transposed
+    weight of an `nn.Linear` (PyTorch exports `x W^T` as
+    `MatMul(x, Transpose(W))`), that copies W back every step. An op
+    tagged `grad_for` (the complete gradient of a tensor) is kept.
+
+    Example: `%t = tofu.compute "Transpose"(%w)` and
+    `%u = tofu.compute "Transpose"(%t)` (both reversing a 2-D tensor): the
+    uses of `%u` read `%w`.
+  }];
+}
+
 def AnalyzeStrategies : Pass<"tofu-analyze-strategies", "::mlir::func::FuncOp"> {
   let summary = "Attaches each op's basic partition strategies (interval analysis)";
   let description = [{

@@ -66,8 +66,10 @@ void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
   OpPassManager &funcPm = pm.nest<func::FuncOp>();
   if (stopAfter >= Phase::Train)
     funcPm.addPass(createBuildTrainingStep(trainingStepOptions(options)));
-  if (stopAfter >= Phase::Train)
+  if (stopAfter >= Phase::Train) {
+    funcPm.addPass(createFoldTransposes());
     funcPm.addPass(createDeduplicateComputes());
+  }
   if (stopAfter >= Phase::Analyze)
     funcPm.addPass(createAnalyzeStrategies());
   if (stopAfter >= Phase::Coarsen)
