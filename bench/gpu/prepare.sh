@@ -8,8 +8,8 @@
 # plans compiled with --cuda-arch, their CPU-backend reference losses, --dump
 # snapshots and CUDA schedules, gemm_bench (cuBLAS alone), and the scripts
 # that run it all (run.sh, compare.py, gemms.py, compare_dumps.py,
-# torch_step.py). Writes
-# OUTDIR/ and OUTDIR.tar.xz (at most 60 MiB; the script fails above that).
+# torch_step.py). Writes OUTDIR/ and OUTDIR.tar.xz (at most 60 MiB; the
+# script fails above that).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -76,6 +76,8 @@ cp "$HERE/run.sh" "$HERE/compare.py" "$HERE/torch_step.py" "$HERE/gemms.py" \
   "$HERE/compare_dumps.py" "$OUTDIR/"
 cp "$ROOT/test/e2e/real_models.py" "$ROOT/test/e2e/e2e_common.py" "$OUTDIR/py/"
 ( cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown ) > "$OUTDIR/COMMIT"
+# The binaries are built from the work tree: name what differed from COMMIT.
+( cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null ) > "$OUTDIR/UNCOMMITTED"
 echo "$ARCH" > "$OUTDIR/ARCH"
 
 tar -C "$(dirname "$OUTDIR")" -cf - "$(basename "$OUTDIR")" | xz -T2 -6 > "$OUTDIR.tar.xz"

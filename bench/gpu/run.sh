@@ -74,6 +74,8 @@ skip_all() {
   echo "date: $(date -u +%FT%TZ)"
   echo "bundle commit: $(cat "$BUNDLE/COMMIT" 2>/dev/null)"
   echo "bundle arch: $(cat "$BUNDLE/ARCH" 2>/dev/null)"
+  [ -s "$BUNDLE/UNCOMMITTED" ] && echo "bundle built with uncommitted changes in:" \
+    $(awk '{print $2}' "$BUNDLE/UNCOMMITTED")
   echo "LD_LIBRARY_PATH: $LD_LIBRARY_PATH"
   nvidia-smi 2>&1 || echo "nvidia-smi: not available"
   nvcc --version 2>&1 | tail -1
