@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ExprInterpreter.h"
+#include "ParallelFor.h"
 
 #include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/CounterRng.h"
@@ -525,23 +526,18 @@ std::string tofu::runtime::evaluateProgram(const ExprProgram &program,
   const int64_t n = output.numElements();
   // Threads for large outputs: each compiles its own evaluator (registers,
   // loop state) and writes a disjoint range of elements.
-  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = std::min<unsigned>(threads, 16);
+  unsigned threads = parallelThreads();
   const double work = elementCost(program) * static_cast<double>(n);
   if (work < 1e6 || n < 2 * static_cast<int64_t>(threads))
     threads = 1;
   if (threads == 1)
     return Evaluator(program, inputs, output, ranges, randomStep).run(0, n);
   std::vector<std::string> errors(threads);
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      int64_t begin = n * t / threads, end = n * (t + 1) / threads;
-      errors[t] = Evaluator(program, inputs, output, ranges, randomStep)
-                      .run(begin, end);
-    });
-  for (std::thread &th : pool)
-    th.join();
+  runOnPool(threads, [&](unsigned t) {
+    int64_t begin = n * t / threads, end = n * (t + 1) / threads;
+    errors[t] =
+        Evaluator(program, inputs, output, ranges, randomStep).run(begin, end);
+  });
   for (const std::string &err : errors)
     if (!err.empty())
       return err;

@@ -3,7 +3,11 @@
 // The threading of the CPU kernels: a loop over [0, n) is cut into one
 // contiguous range per thread when the work is large enough to pay for the
 // threads (each range runs `body(begin, end)`; ranges are disjoint, so
-// writes to distinct outputs need no locking). Internal to tofu_runtime.
+// writes to distinct outputs need no locking). The threads are one
+// persistent pool per process (ParallelFor.cpp), shared by every kernel and
+// every virtual device: a kernel call wakes them instead of creating and
+// joining threads (tens of microseconds each, paid by every mid-sized op).
+// Internal to tofu_runtime.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_LIB_PARALLELFOR_H
@@ -11,19 +15,29 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <thread>
-#include <vector>
+#include <functional>
 
 namespace tofu::runtime {
 
-/// Runs `body(begin, end)` over [0, n) on up to 16 threads when
-/// n * workPerItem (a rough count of operations) is at least 2^18, else on
-/// the calling thread.
+/// The number of threads a parallelFor may use: the machine's hardware
+/// threads, at most 16.
+unsigned parallelThreads();
+
+/// Runs `task(t)` for every t in [0, count) concurrently, task 0 on the
+/// calling thread and the others on the process's worker pool, and returns
+/// when all have finished. When the pool is busy (a parallelFor on another
+/// thread, or nested in a task) the tasks run one after another on the
+/// calling thread instead.
+void runOnPool(unsigned count, const std::function<void(unsigned)> &task);
+
+/// Runs `body(begin, end)` over [0, n) on up to parallelThreads() threads
+/// when n * workPerItem (a rough count of operations) is at least 2^18,
+/// else on the calling thread.
 template <typename Body>
 void parallelFor(int64_t n, double workPerItem, Body body) {
   if (n <= 0)
     return;
-  unsigned threads = std::min(16u, std::max(1u, std::thread::hardware_concurrency()));
+  unsigned threads = parallelThreads();
   if (static_cast<double>(n) * workPerItem < double(1 << 18))
     threads = 1;
   threads = static_cast<unsigned>(std::min<int64_t>(threads, n));
@@ -31,11 +45,9 @@ void parallelFor(int64_t n, double workPerItem, Body body) {
     body(int64_t(0), n);
     return;
   }
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] { body(n * t / threads, n * (t + 1) / threads); });
-  for (std::thread &th : pool)
-    th.join();
+  runOnPool(threads, [&](unsigned t) {
+    body(n * t / threads, n * (t + 1) / threads);
+  });
 }
 
 } // namespace tofu::runtime
