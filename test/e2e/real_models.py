@@ -454,6 +454,10 @@ def tofu_train(env, case, onnx_path, data, k, tag):
     E.run_tool([env.tofu_run, plan, "--data", data, "--steps", STEPS, "--dump", dump,
                 "--report", report, "--quiet"], timeout=900)
     t2 = time.time()
+    interpreted = E.load_json(report).get("interpreted_instructions") or {}
+    if interpreted:
+        print(f"{tag}: ran on the TDL interpreter (slow, issue 16): "
+              + ", ".join(f"{op} x{n // STEPS}" for op, n in interpreted.items()), flush=True)
     return report_losses(report), dump, t1 - t0, t2 - t1
 
 
