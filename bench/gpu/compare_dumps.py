@@ -155,7 +155,7 @@ def main():
         cmd = [args.tofu_run, args.plan, "--backend", args.backend, "--steps", "1",
                "--quiet", "--dump", args.workdir, *extra]
         if args.backend == "cuda":
-            cmd[3:3] = ["--devices", "1"]
+            cmd[4:4] = ["--devices", "1"]
         print(" ".join(cmd), flush=True)
         rc = subprocess.call(cmd)
         result["tofu_run_rc"] = rc
