@@ -60,6 +60,11 @@ EXAMPLES = {
     # (make_wresnet.py takes whole widening factors; see make_small_wresnet)
     # so that its 1.5 M weights fit the bundle, on 64x64 images, batch 8.
     "wresnet50": "wresnet",
+    # Its float64 twin (bench/to_float64.py of the same model): float32
+    # BatchNorm at these sizes is ill-conditioned (the CPU backend's own
+    # k = 1 and k = 8 step-1 gradients part by 1e-2), so the gradients of
+    # the two backends are compared in float64.
+    "wresnet50-f64": "wresnet",
 }
 #: The ks of each example (default KS): gpt-big is there for the GEMM part
 #: (k = 1).
@@ -71,8 +76,8 @@ WRESNET = {"depth": 50, "width": 0.25, "image": 64, "batch": 8, "classes": 10}
 #: Models whose CPU --dump (step 1, k = 1) the bundle carries, and the bytes
 #: of tensors kept a model (the smallest first: every bias and norm gradient,
 #: from the last layer to the first, then weight gradients while they fit).
-DUMP_MODELS = ("mlp", "gpt", "rnn", "cnnbn", "wresnet50", "shufflenet_v2_x0_5",
-               "vit", "shufflenet_v2_x0_5-f64")
+DUMP_MODELS = ("mlp", "gpt", "rnn", "cnnbn", "wresnet50", "wresnet50-f64",
+               "shufflenet_v2_x0_5", "vit", "shufflenet_v2_x0_5-f64")
 DUMP_BYTES = 1 << 20
 
 #: Real-model-suite models (test/e2e/real_models.py), small enough to carry.
@@ -229,6 +234,9 @@ def main():
             if gen == "wresnet":
                 onnx = os.path.join(plans, name + ".onnx")
                 make_small_wresnet(onnx)
+                if name.endswith("-f64"):
+                    run([sys.executable, os.path.join(ROOT, "bench", "to_float64.py"), onnx,
+                         onnx], os.path.join(plans, name + ".f64.log"))
             elif gen:
                 onnx = os.path.join(plans, name + ".onnx")
                 script, *gen_args = gen.split()
