@@ -32,6 +32,7 @@ const std::map<std::string, KernelFn> &registry() {
     registerNormalizationKernels(addKernel);
     registerPoolKernels(addKernel);
     registerShapeKernels(addKernel);
+    registerReduceKernels(addKernel);
     return true;
   }();
   (void)initialized;
