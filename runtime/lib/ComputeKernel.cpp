@@ -187,6 +187,7 @@ std::string tofu::runtime::runCompute(
     args.inputs = inputs;
     args.outputs = outputs;
     args.attrs = &attrs;
+    args.randomStep = randomStep;
     args.programs = &programs;
     for (size_t o = 0; o < reductionRanges.size() && o < programs.size(); ++o)
       for (size_t r = 0; r < reductionRanges[o].size(); ++r) {

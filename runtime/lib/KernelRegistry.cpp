@@ -33,6 +33,7 @@ const std::map<std::string, KernelFn> &registry() {
     registerPoolKernels(addKernel);
     registerShapeKernels(addKernel);
     registerReduceKernels(addKernel);
+    registerIndexKernels(addKernel);
     return true;
   }();
   (void)initialized;
