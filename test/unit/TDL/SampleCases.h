@@ -97,6 +97,9 @@ inline std::vector<SampleCase> sampleCases() {
       // Explicit attributes: the native kernels (runtime/) do not yet accept
       // the spec defaults (empty lists) nor N-D transposes.
       {"Transpose", {f32({3, 4})}, {{"perm", Is({1, 0})}}},
+      // NCHW <-> NHWC (convnext): the tiled transpose of two dims.
+      {"Transpose", {f32({2, 3, 4, 5})}, {{"perm", Is({0, 2, 3, 1})}}},
+      {"Transpose", {f32({2, 4, 5, 3})}, {{"perm", Is({0, 3, 1, 2})}}},
       {"MatMul", {f32({2, 1, 3, 4}), f32({3, 4, 2})}},
       {"MatMul", {f32({4}), f32({2, 4, 3})}},
       {"MatMul", {f32({2, 3, 4}), f32({4})}},
