@@ -274,8 +274,9 @@ std::string mapBroadcast(const KernelArgs &args, size_t first = 0) {
   if (args.inputs.size() < first + N || args.outputs.size() != 1)
     return "expects " + std::to_string(first + N) + " inputs and 1 output";
   const TensorView &c = args.outputs[0];
+  // An integer output (Pow of int64 by float) goes to the interpreter.
   if (c.dtype != FloatType<T>::dtype)
-    return "the output must be " + floatName<T>();
+    return unsupportedConfiguration("the output is not " + floatName<T>());
   LoopNest nest = outputNest(c);
   for (size_t j = 0; j < N; ++j) {
     const TensorView &in = args.inputs[first + j];
