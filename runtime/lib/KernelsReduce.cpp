@@ -195,7 +195,9 @@ template <typename T, bool Mean> std::string reduce(const KernelArgs &args) {
     return "expects the data input and 1 output";
   const TensorView &data = args.inputs[0], &out = args.outputs[0];
   if (!data.present())
-    return "the data input is missing";
+    return data.numElements() == 0
+               ? unsupportedConfiguration("an empty input (no buffer)")
+               : "the data input is missing";
   std::vector<int64_t> axes;
   if (Mean) {
     axes = args.intsAttr("axes", {});
@@ -240,7 +242,9 @@ template <typename T> std::string unbroadcast(const KernelArgs &args) {
     return "expects 2 inputs and 1 output";
   const TensorView &dY = args.inputs[0], &dX = args.outputs[0];
   if (!dY.present())
-    return "dY is missing";
+    return dY.numElements() == 0
+               ? unsupportedConfiguration("an empty dY (no buffer)")
+               : "dY is missing";
   const size_t r = dY.shape.size(), q = dX.shape.size();
   if (q > r)
     return "dX has a higher rank than dY";

@@ -117,10 +117,14 @@ inline std::string addOperand(LoopNest &nest, const TensorView &out,
              std::to_string(k) + ")";
     if (out.shape[k] == 0)
       continue;
-    if (out.lo[k] < in.lo[size_t(j)] ||
-        out.lo[k] + out.shape[k] > in.lo[size_t(j)] + in.shape[size_t(j)])
+    const int64_t ilo = in.lo[size_t(j)], ihi = ilo + in.shape[size_t(j)];
+    if (out.lo[k] < ilo || out.lo[k] + out.shape[k] > ihi)
       return unsupportedConfiguration(
-          "an input's local box lacks part of what the output box reads");
+          "the input's local box [" + std::to_string(ilo) + ", " +
+          std::to_string(ihi) + ") of dimension " + std::to_string(j) +
+          " lacks global index " +
+          std::to_string(out.lo[k] < ilo ? out.lo[k] : ihi) +
+          " needed by the output");
     stride[k] = s[size_t(j)];
     offset += (out.lo[k] - in.lo[size_t(j)]) * s[size_t(j)];
   }
