@@ -311,11 +311,14 @@ std::string mapBroadcast(const KernelArgs &args, size_t first = 0) {
       plain = false;
   }
   const int64_t so = nest.inner(0);
-  const double work = std::is_same_v<Op, AddOp> ||
-                              std::is_same_v<Op, SubOp> ||
-                              std::is_same_v<Op, MulOp>
-                          ? 1.0
-                          : 8.0;
+  // Rough cost per element for parallelFor, which starts threads per call:
+  // only the transcendental ops (pow, log) are worth threads below ~256k
+  // elements.
+  const double work =
+      std::is_same_v<Op, PowOp> || std::is_same_v<Op, PowGradBaseOp> ||
+              std::is_same_v<Op, PowGradExponentOp>
+          ? 8.0
+          : 1.0;
   forEachRow(nest, work, [&](const int64_t *off, int64_t n) {
     const T *in[N];
     for (size_t j = 0; j < N; ++j)
