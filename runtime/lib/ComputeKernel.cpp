@@ -10,6 +10,11 @@
 #include "ExprInterpreter.h"
 #include "tofu/runtime/Kernels.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
 using namespace tofu::runtime;
 using namespace tofu::plan;
 
@@ -58,6 +63,21 @@ std::string interpret(const std::vector<TensorView> &inputs,
       return "output " + std::to_string(o) + ": " + err;
   }
   return "";
+}
+
+/// With TOFU_LOG_INTERPRETED set, names (once per op and reason) each op
+/// that runs on the expression interpreter, on stderr: the way to find the
+/// ops of a model that still lack a native kernel.
+void logInterpreted(const std::string &kernel, const std::string &why) {
+  static const bool enabled = std::getenv("TOFU_LOG_INTERPRETED") != nullptr;
+  if (!enabled)
+    return;
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (seen.insert(kernel + "\n" + why).second)
+    std::fprintf(stderr, "tofu: interpreted %s: %s\n", kernel.c_str(),
+                 why.empty() ? "no native kernel" : why.c_str());
 }
 
 } // namespace
@@ -167,6 +187,8 @@ std::string tofu::runtime::runCompute(
     args.inputs = inputs;
     args.outputs = outputs;
     args.attrs = &attrs;
+    args.randomStep = randomStep;
+    args.programs = &programs;
     for (size_t o = 0; o < reductionRanges.size() && o < programs.size(); ++o)
       for (size_t r = 0; r < reductionRanges[o].size(); ++r) {
         const ExprProgram &p = programs[o];
@@ -200,6 +222,8 @@ std::string tofu::runtime::runCompute(
            ") and no expression program; add a kernel to the runtime or a "
            "TDL spec that is not opaque";
   }
+  if (path != ComputePath::Interpreter)
+    logInterpreted(kernel, !nativeError.empty() ? nativeError : foreignType);
   if (std::string err =
           interpret(inputs, outputs, programs, reductionRanges, randomStep);
       !err.empty())

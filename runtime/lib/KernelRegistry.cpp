@@ -32,6 +32,8 @@ const std::map<std::string, KernelFn> &registry() {
     registerNormalizationKernels(addKernel);
     registerPoolKernels(addKernel);
     registerShapeKernels(addKernel);
+    registerReduceKernels(addKernel);
+    registerIndexKernels(addKernel);
     return true;
   }();
   (void)initialized;

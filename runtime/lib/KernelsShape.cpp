@@ -2,7 +2,9 @@
 //
 // Transpose (any rank and permutation), Concat and ConcatGrad: box copies
 // (copyBox), any element type, on any box whose input boxes hold what the
-// output box reads; contiguous runs are copied whole.
+// output box reads; contiguous runs are copied whole, and a copy that
+// swaps the contiguous dim (a transpose: MatMul weights, NCHW <-> NHWC) goes
+// by 8 x 8 register blocks in 64 x 64 tiles, spread over threads.
 //
 // Reshape, Flatten, Squeeze, Unsqueeze, ReshapeAs and Identity: the output is
 // the input's elements in the same row-major order under another shape, so
@@ -17,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
@@ -93,6 +96,79 @@ std::string rowMajorCopy(const KernelArgs &args) {
   return "";
 }
 
+/// dst[i * dstRow + j] = src[i + j * srcCol] for i in [i0, i1), j < cols:
+/// 8 x 8 blocks read as 8 contiguous runs of src into registers and written
+/// as 8 contiguous runs of dst (16 cache lines per block, whatever the
+/// strides: power-of-two strides make a column walk thrash the cache),
+/// blocks walked in 64 x 64 tiles.
+template <typename E>
+void transpose2D(E *dst, int64_t dstRow, const E *src, int64_t srcCol,
+                 int64_t i0, int64_t i1, int64_t cols) {
+  constexpr int64_t kB = 8, kTile = 64;
+  for (int64_t ti = i0; ti < i1; ti += kTile) {
+    const int64_t te = std::min(i1, ti + kTile);
+    for (int64_t tj = 0; tj < cols; tj += kTile) {
+      const int64_t tje = std::min(cols, tj + kTile);
+      for (int64_t i = ti; i < te; i += kB) {
+        for (int64_t j = tj; j < tje; j += kB) {
+          if (i + kB <= te && j + kB <= tje) {
+            E block[kB][kB];
+            for (int64_t b = 0; b < kB; ++b)
+              for (int64_t a = 0; a < kB; ++a)
+                block[a][b] = src[(i + a) + (j + b) * srcCol];
+            for (int64_t a = 0; a < kB; ++a)
+              for (int64_t b = 0; b < kB; ++b)
+                dst[(i + a) * dstRow + j + b] = block[a][b];
+          } else {
+            for (int64_t a = i; a < std::min(te, i + kB); ++a)
+              for (int64_t b = j; b < std::min(tje, j + kB); ++b)
+                dst[a * dstRow + b] = src[a + b * srcCol];
+          }
+        }
+      }
+    }
+  }
+}
+
+/// copyBox's transposing case: output dim `ks` has src stride 1, the last
+/// output dim dst stride 1; the other dims are looped over (in parallel
+/// when the copy is large), each step one transpose2D.
+template <typename E>
+void tiledCopy(uint8_t *t, const uint8_t *s, const std::vector<int64_t> &extent,
+               const std::vector<int64_t> &stride,
+               const std::vector<int64_t> &dstStride, int64_t from, int64_t to,
+               size_t ks) {
+  const size_t rank = extent.size(), last = rank - 1;
+  std::vector<size_t> outer;
+  int64_t count = 1;
+  for (size_t k = 0; k < last; ++k)
+    if (k != ks) {
+      outer.push_back(k);
+      count *= extent[k];
+    }
+  const int64_t rows = extent[ks], cols = extent[last];
+  E *dst = reinterpret_cast<E *>(t) + to;
+  const E *src = reinterpret_cast<const E *>(s) + from;
+  // Items: (outer index, block of 64 rows).
+  const int64_t blocks = (rows + 63) / 64;
+  parallelFor(count * blocks, double(std::min<int64_t>(rows, 64) * cols) / 4,
+              [&](int64_t b, int64_t e) {
+    for (int64_t it = b; it < e; ++it) {
+      const int64_t item = it / blocks, r0 = (it % blocks) * 64;
+      int64_t rem = item, fo = 0, too = 0;
+      for (size_t q = outer.size(); q-- > 0;) {
+        const size_t k = outer[q];
+        const int64_t i = rem % extent[k];
+        rem /= extent[k];
+        fo += i * stride[k];
+        too += i * dstStride[k];
+      }
+      transpose2D<E>(dst + too, dstStride[ks], src + fo, stride[last], r0,
+                     std::min(rows, r0 + 64), cols);
+    }
+  });
+}
+
 /// Copies the elements of `dst` in box [lo, hi) (global coordinates of
 /// dst) from `src`: dst element i reads src element j with
 /// j[perm[k]] = i[k] + shift[k]. Any element type (bytes). An error made by
@@ -134,6 +210,25 @@ std::string copyBox(const TensorView &src, const TensorView &dst,
   // Runs along the last dim are contiguous in dst; in src too when the last
   // output dim is the last input dim.
   const bool contiguous = rank > 0 && stride[rank - 1] == 1;
+  if (!contiguous && rank >= 2 && (size == 1 || size == 2 || size == 4 ||
+                                   size == 8)) {
+    // A transpose: the output dim `ks` that walks src contiguously and the
+    // last output dim (contiguous in dst) are copied as 2-D tiles, both
+    // sides cache-friendly, once per index of the other dims.
+    size_t ks = rank;
+    for (size_t k = 0; k + 1 < rank; ++k)
+      if (stride[k] == 1 && extent[k] > 1)
+        ks = k;
+    if (ks < rank) {
+      switch (size) {
+      case 1: tiledCopy<uint8_t>(t, s, extent, stride, dstStride, from, to, ks); break;
+      case 2: tiledCopy<uint16_t>(t, s, extent, stride, dstStride, from, to, ks); break;
+      case 4: tiledCopy<uint32_t>(t, s, extent, stride, dstStride, from, to, ks); break;
+      default: tiledCopy<uint64_t>(t, s, extent, stride, dstStride, from, to, ks); break;
+      }
+      return "";
+    }
+  }
   const int64_t run = rank > 0 && contiguous ? extent[rank - 1] : 1;
   std::vector<int64_t> idx(rank, 0);
   for (int64_t e = 0; e < n; e += run) {

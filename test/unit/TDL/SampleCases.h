@@ -97,6 +97,9 @@ inline std::vector<SampleCase> sampleCases() {
       // Explicit attributes: the native kernels (runtime/) do not yet accept
       // the spec defaults (empty lists) nor N-D transposes.
       {"Transpose", {f32({3, 4})}, {{"perm", Is({1, 0})}}},
+      // NCHW <-> NHWC (convnext): the tiled transpose of two dims.
+      {"Transpose", {f32({2, 3, 4, 5})}, {{"perm", Is({0, 2, 3, 1})}}},
+      {"Transpose", {f32({2, 4, 5, 3})}, {{"perm", Is({0, 3, 1, 2})}}},
       {"MatMul", {f32({2, 1, 3, 4}), f32({3, 4, 2})}},
       {"MatMul", {f32({4}), f32({2, 4, 3})}},
       {"MatMul", {f32({2, 3, 4}), f32({4})}},
@@ -156,6 +159,22 @@ inline std::vector<SampleCase> sampleCases() {
        {{"auto_pad", S("SAME_LOWER")}, {"strides", Is({2, 1})}}},
       {"Add", {f32({2, 3}), f32({3})}},
       {"Add", {f32({2, 1}), f32({1, 3})}},
+      // Decomposed LayerNorm: x - mean, / std, * gamma + beta.
+      {"Sub", {f32({2, 3, 4}), f32({2, 3, 1})}},
+      {"Div", {f32({2, 3, 4}), f32({2, 3, 1})}, {}, 0, 3, 0.5, 2},
+      {"Mul", {f32({4}), f32({2, 3, 4})}},
+      {"Add", {f32({2, 3, 4}), f32({})}},
+      {"DivGradB", {f32({2, 3, 4}), f32({2, 3, 4}), f32({2, 3, 1})}, {}, 0, 3,
+       0.5, 2},
+      {"PowGradBase", {f32({2, 3, 4}), f32({2, 3, 4}), f32({})}, {}, 0, 3, 0.5,
+       2},
+      {"ReduceMean", {f32({2, 3, 4})}, {{"axes", Is({-1})}}},
+      {"ReduceMean", {f32({2, 3, 4, 5})}, {{"axes", Is({2, 3})}}},
+      {"ReduceMeanGrad", {f32({2, 3, 1}), f32({2, 3, 4})}, {{"axes", Is({-1})}}},
+      {"ReduceMeanGrad", {f32({3}), f32({2, 3, 4})},
+       {{"axes", Is({0, 2})}, {"keepdims", I(0)}}},
+      {"Unbroadcast", {f32({2, 3, 4}), f32({4})}},
+      {"Unbroadcast", {f32({2, 3, 4}), f32({3, 1})}},
       {"Relu", {f32({2, 3})}},
       {"ReluGrad", {f32({2, 3}), f32({2, 3})}},
       {"Scale", {f32({4})}, {{"alpha", F(-3)}}},

@@ -31,6 +31,15 @@ struct KernelArgs {
   /// kernel whose reduction does not (a pooling window) must decline with
   /// unsupportedConfiguration.
   bool partialReduction = false;
+  /// The training step being executed (random ops such as Dropout draw
+  /// tofu::rng::counterUniform(seed, counter, randomStep), as the
+  /// interpreter does).
+  uint64_t randomStep = 0;
+  /// The instruction's expression programs (one per output), or null. The
+  /// values of an op's const inputs (Slice's starts, ReduceSum's axes) are
+  /// folded into them, and the plan ships those inputs as empty boxes: a
+  /// kernel that needs such values reads them off the program.
+  const std::vector<plan::ExprProgram> *programs = nullptr;
 
   /// Float attribute `name` (an Int attribute is converted), or `dflt`.
   double floatAttr(const std::string &name, double dflt) const;
@@ -81,6 +90,8 @@ void registerSoftmaxKernels(void (*add)(const char *, KernelFn));
 void registerNormalizationKernels(void (*add)(const char *, KernelFn));
 void registerPoolKernels(void (*add)(const char *, KernelFn));
 void registerShapeKernels(void (*add)(const char *, KernelFn));
+void registerReduceKernels(void (*add)(const char *, KernelFn));
+void registerIndexKernels(void (*add)(const char *, KernelFn));
 
 } // namespace tofu::runtime
 
