@@ -31,6 +31,18 @@ struct KernelArgs {
   /// kernel whose reduction does not (a pooling window) must decline with
   /// unsupportedConfiguration.
   bool partialReduction = false;
+  /// The range of one top-level reduction variable this call sums over:
+  /// [lo, hi) of its whole extent [0, extent).
+  struct ReductionSpan {
+    int64_t lo = 0, hi = 0, extent = 0;
+  };
+  /// The reduction ranges of the first output's program, one per top-level
+  /// reduction variable in the order of the spec's sum (e.g. ConvGradInput:
+  /// mm, then the kernel offsets); empty when the call gave none (whole
+  /// ranges). For a kernel whose split reduction does not show in its
+  /// inputs' boxes (a grouped convolution's output channels within each
+  /// group, read through a hull over the groups).
+  std::vector<ReductionSpan> reductions;
 
   /// Float attribute `name` (an Int attribute is converted), or `dflt`.
   double floatAttr(const std::string &name, double dflt) const;
