@@ -17,6 +17,12 @@
 // first in-bounds cell of the window (row-major kernel offsets) equal to the
 // window's Y, as PyTorch and MaxPool's Indices (ties do not share dY).
 //
+// A split of the kernel offsets (the top-level reduction of AveragePool,
+// AveragePoolGrad and MaxPoolGrad) is a partial sum over the offsets in the
+// call's reduction ranges (KernelArgs::reductions): MaxPoolGrad still picks
+// each window's cell over the whole window, and counts it only when its
+// offset lies in the range.
+//
 // The compiler materializes each output of a multi-output op as its own
 // instruction: MaxPool tells Y (float) from Indices (int64) by type.
 //
@@ -134,6 +140,37 @@ struct Reader {
 const char kPartialWindow[] =
     "a partial sum over part of the pooling window (a split of the kernel "
     "offsets)";
+
+/// The kernel offsets [kLo[s], kHi[s]) a call sums over: with a partial
+/// sum over part of the window (the plan split the top-level reduction over
+/// the kernel offsets), the call's reduction ranges; else the whole kernel.
+/// unsupportedConfiguration when the ranges do not fit the kernel.
+std::string windowRange(const KernelArgs &args, const std::vector<int64_t> &kernel,
+                        std::vector<int64_t> &kLo, std::vector<int64_t> &kHi) {
+  kLo.assign(kernel.size(), 0);
+  kHi = kernel;
+  if (!args.partialReduction)
+    return "";
+  if (args.reductions.size() != kernel.size())
+    return unsupportedConfiguration(kPartialWindow);
+  for (size_t s = 0; s < kernel.size(); ++s) {
+    const KernelArgs::ReductionSpan &r = args.reductions[s];
+    if (r.extent != kernel[s] || r.lo < 0 || r.hi > kernel[s])
+      return unsupportedConfiguration(kPartialWindow);
+    kLo[s] = r.lo;
+    kHi[s] = r.hi;
+  }
+  return "";
+}
+
+/// True when kernel offsets `k` lie in [kLo, kHi).
+bool inRange(const std::vector<int64_t> &k, const std::vector<int64_t> &kLo,
+             const std::vector<int64_t> &kHi) {
+  for (size_t s = 0; s < k.size(); ++s)
+    if (k[s] < kLo[s] || k[s] >= kHi[s])
+      return false;
+  return true;
+}
 
 const char kTooLittle[] =
     "an operand's box lacks a cell a window needs (the plan gave this device "
@@ -356,7 +393,9 @@ template <typename T>
 bool maxPoolGradFast(const Pool &pool, const TensorView &dy,
                      const TensorView &x, const TensorView &y,
                      const TensorView &dx, const std::vector<int64_t> &oLoV,
-                     const std::vector<int64_t> &oHiV) {
+                     const std::vector<int64_t> &oHiV,
+                     const std::vector<int64_t> &kLoV,
+                     const std::vector<int64_t> &kHiV) {
   if (pool.nsp > 2)
     return false;
   const int64_t n0 = dx.lo[0], nN = dx.shape[0], c0 = dx.lo[1],
@@ -366,10 +405,12 @@ bool maxPoolGradFast(const Pool &pool, const TensorView &dy,
     return false;
   const Axes ax(pool);
   const size_t off = pool.nsp == 1 ? 1 : 0;
-  int64_t oLo[2] = {0, 0}, oN[2] = {1, 1};
+  int64_t oLo[2] = {0, 0}, oN[2] = {1, 1}, kLo[2] = {0, 0}, kHi[2] = {1, 1};
   for (size_t s = 0; s < pool.nsp; ++s) {
     oLo[s + off] = oLoV[s];
     oN[s + off] = std::max<int64_t>(0, oHiV[s] - oLoV[s]);
+    kLo[s + off] = kLoV[s];
+    kHi[s + off] = kHiV[s];
   }
   int64_t xlo[2], xn[2], ylo[2], yn[2], dlo[2], dn[2];
   axesBox(x, xlo, xn);
@@ -405,7 +446,7 @@ bool maxPoolGradFast(const Pool &pool, const TensorView &dy,
                   yOff + (oLo[0] + oy - ylo[0]) * yn[1] + (oLo[1] + ox - ylo[1]);
               const T yv = yp[at];
               const int64_t nx = w1.kB[ox] - w1.kA[ox];
-              int64_t hitY = -1, hitX = -1;
+              int64_t hitY = -1, hitX = -1, qy = 0, qx = 0;
               for (int64_t ky = 0; ky < w0.kB[oy] - w0.kA[oy] && hitY < 0; ++ky) {
                 const int64_t ly = w0.local[oy] + ky * w0.dl;
                 const T *row = xs + ly * xn[1];
@@ -414,11 +455,15 @@ bool maxPoolGradFast(const Pool &pool, const TensorView &dy,
                   if (row[lx] == yv) {
                     hitY = ly;
                     hitX = lx;
+                    qy = w0.kA[oy] + ky;
+                    qx = w1.kA[ox] + kx;
                     break;
                   }
                 }
               }
-              if (hitY < 0)
+              // Counted only at the kernel offsets this call sums over.
+              if (hitY < 0 || qy < kLo[0] || qy >= kHi[0] || qx < kLo[1] ||
+                  qx >= kHi[1])
                 continue;
               const int64_t ry = hitY - dOff0, rx = hitX - dOff1;
               if (ry >= 0 && ry < dn[0] && rx >= 0 && rx < dn[1])
@@ -525,12 +570,13 @@ template <typename T> std::string averagePool(const KernelArgs &args) {
   if (y.dtype != FloatType<T>::dtype ||
       y.globalShape.size() != x.globalShape.size())
     return "Y must be " + floatName<T>() + " with X's rank";
-  if (args.partialReduction)
-    return unsupportedConfiguration(kPartialWindow);
   Pool pool;
   if (std::string err =
           pool.init(args, spatial(x.globalShape), spatial(y.globalShape));
       !err.empty())
+    return err;
+  std::vector<int64_t> kLo, kHi;
+  if (std::string err = windowRange(args, pool.kernel, kLo, kHi); !err.empty())
     return err;
   Reader reader(x);
   return forEachOutput(y, static_cast<double>(x.numElements()) /
@@ -542,7 +588,7 @@ template <typename T> std::string averagePool(const KernelArgs &args) {
     double sum = 0;
     bool missing = false;
     forWindow(pool, o, k, xs, [&](bool inside) {
-      if (!inside)
+      if (!inside || !inRange(k, kLo, kHi))
         return;
       int64_t off = reader.offset(n, c, xs.data());
       if (off < 0) {
@@ -619,14 +665,17 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
     return "dY and Y must be " + floatName<T>() +
            " of Y's shape, dX of X's "
            "shape";
-  if (args.partialReduction)
-    return unsupportedConfiguration(kPartialWindow);
   Pool pool;
   if (std::string err =
           pool.init(args, spatial(x.globalShape), spatial(y.globalShape));
       !err.empty())
     return err;
   const size_t nsp = pool.nsp;
+  // A partial sum over part of the window: the windows give dY to their
+  // argmax cell (over the whole window) only at kernel offsets [kLo, kHi).
+  std::vector<int64_t> kLo, kHi;
+  if (std::string err = windowRange(args, pool.kernel, kLo, kHi); !err.empty())
+    return err;
   // The windows that may have a cell in dX's box, per spatial dim: [oLo, oHi).
   std::vector<int64_t> xLo(nsp), xHi(nsp), oLo(nsp), oHi(nsp);
   int64_t windows = 1, plane = 1;
@@ -635,14 +684,16 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
     xHi[s] = xLo[s] + dx.shape[s + 2];
     plane *= dx.shape[s + 2];
     oLo[s] = std::max<int64_t>(
-        0, ceilDiv(xLo[s] + pool.padBegin[s] -
-                       (pool.kernel[s] - 1) * pool.dilation[s],
+        0, ceilDiv(xLo[s] + pool.padBegin[s] - (kHi[s] - 1) * pool.dilation[s],
                    pool.stride[s]));
     oHi[s] = std::min<int64_t>(
-        pool.out[s], floorDiv(xHi[s] - 1 + pool.padBegin[s], pool.stride[s]) + 1);
+        pool.out[s], floorDiv(xHi[s] - 1 + pool.padBegin[s] -
+                                  kLo[s] * pool.dilation[s],
+                              pool.stride[s]) +
+                         1);
     windows *= std::max<int64_t>(0, oHi[s] - oLo[s]);
   }
-  if (maxPoolGradFast<T>(pool, dy, x, y, dx, oLo, oHi))
+  if (maxPoolGradFast<T>(pool, dy, x, y, dx, oLo, oHi, kLo, kHi))
     return "";
   int64_t cells = 1;
   for (size_t s = 0; s < nsp; ++s)
@@ -653,7 +704,7 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
   parallelFor(
       planes, static_cast<double>(windows * cells + plane) + 8,
       [&](int64_t begin, int64_t end) {
-        std::vector<int64_t> o(nsp), k(nsp), xs(nsp), hit(nsp);
+        std::vector<int64_t> o(nsp), k(nsp), xs(nsp), hit(nsp), hitK(nsp);
         std::vector<double> acc(plane);
         for (int64_t p = begin; p < end; ++p) {
           const int64_t n = dx.lo[0] + p / dx.shape[1];
@@ -669,9 +720,9 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
             for (size_t s = 0; s < nsp && meets; ++s) {
               int64_t start = o[s] * pool.stride[s] - pool.padBegin[s];
               int64_t kMin = std::max<int64_t>(
-                  0, ceilDiv(xLo[s] - start, pool.dilation[s]));
+                  kLo[s], ceilDiv(xLo[s] - start, pool.dilation[s]));
               int64_t kMax = std::min<int64_t>(
-                  pool.kernel[s] - 1,
+                  kHi[s] - 1,
                   floorDiv(xHi[s] - 1 - start, pool.dilation[s]));
               meets = kMin <= kMax;
             }
@@ -695,13 +746,16 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
                 if (static_cast<double>(elements<T>(x)[off]) == yv) {
                   found = true;
                   hit = xs;
+                  hitK = k;
                 }
               });
               if (missing) {
                 errors[p] = kTooLittle;
                 break;
               }
-              int64_t at = found ? planeOffset(dx, hit) : -1;
+              int64_t at = found && inRange(hitK, kLo, kHi)
+                               ? planeOffset(dx, hit)
+                               : -1;
               if (at >= 0)
                 acc[at] += static_cast<double>(elements<T>(dy)[go]);
             }
@@ -802,12 +856,13 @@ template <typename T> std::string averagePoolGrad(const KernelArgs &args) {
       dy.globalShape.size() != x.globalShape.size())
     return "dY and dX must be " + floatName<T>() +
            " with X's rank, dX of X's shape";
-  if (args.partialReduction)
-    return unsupportedConfiguration(kPartialWindow);
   Pool pool;
   if (std::string err =
           pool.init(args, spatial(x.globalShape), spatial(dy.globalShape));
       !err.empty())
+    return err;
+  std::vector<int64_t> kLo, kHi;
+  if (std::string err = windowRange(args, pool.kernel, kLo, kHi); !err.empty())
     return err;
   Reader rdy(dy);
   return forEachOutput(dx, 4.0 * static_cast<double>(dy.numElements()) /
@@ -819,6 +874,8 @@ template <typename T> std::string averagePoolGrad(const KernelArgs &args) {
     double sum = 0;
     bool missing = false;
     forWindowsOf(pool, xg, k, o, [&] {
+      if (!inRange(k, kLo, kHi))
+        return;
       int64_t go = rdy.offset(n, c, o.data());
       if (go < 0) {
         missing = true;

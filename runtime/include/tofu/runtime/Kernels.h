@@ -28,8 +28,8 @@ struct KernelArgs {
   /// top-level reduction variable's range (ComputeKernel.h's
   /// ReductionRanges). Kernels whose reductions show in their inputs' boxes
   /// (GEMM's k, a convolution's input channels) see the split there; a
-  /// kernel whose reduction does not (a pooling window) must decline with
-  /// unsupportedConfiguration.
+  /// kernel whose reduction does not (a pooling window) reads the ranges
+  /// in `reductions`, or declines with unsupportedConfiguration.
   bool partialReduction = false;
   /// The range of one top-level reduction variable this call sums over:
   /// [lo, hi) of its whole extent [0, extent).
