@@ -34,6 +34,7 @@
 #include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
 
@@ -201,10 +202,30 @@ struct FirstError {
   }
 };
 
+/// A scratch buffer of the GEMM kernels: per thread and slot, kept between
+/// calls and grown on demand, so that a call neither allocates nor zeroes
+/// its im2col matrix again (each call writes what it reads).
+template <typename T> class Scratch {
+public:
+  explicit Scratch(int slot) : buffer(buffers()[slot]) {}
+  T *get(size_t n) {
+    if (buffer.size() < n)
+      buffer.resize(n);
+    return buffer.data();
+  }
+
+private:
+  static std::array<std::vector<T>, 2> &buffers() {
+    thread_local std::array<std::vector<T>, 2> perThread;
+    return perThread;
+  }
+  std::vector<T> &buffer;
+};
+
 /// The batch chunk of the batched GEMMs: the im2col matrix of `count`
 /// images holds rowLen * count * P elements; at most kColElements (so that
 /// a chunk stays in memory the size of a few activations), at least 1.
-constexpr int64_t kColElements = int64_t(1) << 22;
+constexpr int64_t kColElements = int64_t(1) << 21;
 int64_t batchChunk(int64_t rowLen, int64_t P, int64_t images) {
   int64_t per = std::max<int64_t>(1, rowLen * P);
   return std::max<int64_t>(1, std::min(images, kColElements / per));
@@ -744,7 +765,8 @@ template <typename T> std::string conv(const KernelArgs &args) {
   const std::vector<int64_t> ws = stridesOf(W.shape), ys = stridesOf(Y.shape);
   const int64_t images = Y.shape[0];
   const int64_t chunk = batchChunk(rowLen, P, images);
-  std::vector<T> col(rowLen * chunk * P), out;
+  Scratch<T> colBuffer(0), outBuffer(1);
+  T *col = colBuffer.get(rowLen * chunk * P);
   T *y = elements<T>(Y);
   for (int64_t grp = ym0 / g.Mg; grp * g.Mg < ym0 + ymN; ++grp) {
     const int64_t mA = std::max(grp * g.Mg, ym0);
@@ -753,23 +775,23 @@ template <typename T> std::string conv(const KernelArgs &args) {
     for (int64_t i0 = 0; i0 < images; i0 += chunk) {
       const int64_t count = std::min(chunk, images - i0), ld = count * P;
       if (auto err = im2col(X, g, Y.lo[0] + i0, count, grp * g.Cg + wc0, wcN,
-                            k0, kN, o0, oN, col.data(), ld);
+                            k0, kN, o0, oN, col, ld);
           !err.empty())
         return err;
       if (count == 1) {
         // One image: straight into Y (rows of channels mA.., P apart).
         blasGemm(false, false, mB - mA, P, rowLen, T(1), w, rowLen,
-                 col.data(), P, T(0), y + i0 * ys[0] + (mA - ym0) * ys[1], P);
+                 col, P, T(0), y + i0 * ys[0] + (mA - ym0) * ys[1], P);
       } else {
         // [mB - mA, count * P] at once, then each image's rows into Y.
-        out.resize((mB - mA) * ld);
-        blasGemm(false, false, mB - mA, ld, rowLen, T(1), w, rowLen,
-                 col.data(), ld, T(0), out.data(), ld);
+        T *out = outBuffer.get((mB - mA) * ld);
+        blasGemm(false, false, mB - mA, ld, rowLen, T(1), w, rowLen, col, ld,
+                 T(0), out, ld);
         parallelFor((mB - mA) * count, static_cast<double>(P),
                     [&](int64_t begin, int64_t end) {
                       for (int64_t t = begin; t < end; ++t) {
                         const int64_t m = t / count, i = t % count;
-                        const T *src = out.data() + m * ld + i * P;
+                        const T *src = out + m * ld + i * P;
                         std::copy(src, src + P,
                                   y + (i0 + i) * ys[0] + (mA + m - ym0) * ys[1]);
                       }
@@ -868,7 +890,7 @@ template <typename T> std::string convGradInput(const KernelArgs &args) {
   for (int64_t nl = 0; nl < images; ++nl)
     if (!holds(dY, 0, dX.lo[0] + nl, 1))
       return lacks("dY", "batch", dX.lo[0] + nl, 1);
-  std::vector<T> col, gathered;
+  Scratch<T> colBuffer(0), dyBuffer(1);
   for (int64_t grp = xc0 / g.Cg; grp * g.Cg < xc0 + xcN; ++grp) {
     const int64_t cA = std::max(grp * g.Cg, xc0);
     const int64_t cB = std::min((grp + 1) * g.Cg, xc0 + xcN);
@@ -882,7 +904,7 @@ template <typename T> std::string convGradInput(const KernelArgs &args) {
       continue;
     const int64_t rows = cwN * kCount, mN = yB - yA;
     const int64_t chunk = batchChunk(std::max(rows, mN), P, images);
-    col.resize(rows * chunk * P);
+    T *col = colBuffer.get(rows * chunk * P);
     const T *w =
         elements<T>(W) + (yA - W.lo[0]) * ws[0] + (cw0 - W.lo[1]) * ws[1];
     for (int64_t c0 = 0; c0 < images; c0 += chunk) {
@@ -893,21 +915,21 @@ template <typename T> std::string convGradInput(const KernelArgs &args) {
       const T *dy = elements<T>(dY) + (n0 - dY.lo[0]) * dys[0] +
                     (yA - dY.lo[1]) * dys[1];
       if (count > 1) {
-        gathered.resize(mN * ld);
+        T *gathered = dyBuffer.get(mN * ld);
         parallelFor(mN * count, static_cast<double>(P),
                     [&](int64_t begin, int64_t end) {
                       for (int64_t t = begin; t < end; ++t) {
                         const int64_t m = t / count, i = t % count;
                         const T *src = dy + i * dys[0] + m * dys[1];
                         std::copy(src, src + P,
-                                  gathered.data() + m * ld + i * P);
+                                  gathered + m * ld + i * P);
                       }
                     });
-        dy = gathered.data();
+        dy = gathered;
       }
-      blasGemm(true, false, rows, ld, mN, T(1), w, wRowLen, dy, ld, T(0),
-               col.data(), ld);
-      col2im(col.data(), ld, g, dX, n0, count, cA, cwN, k0, kN, o0, oN);
+      blasGemm(true, false, rows, ld, mN, T(1), w, wRowLen, dy, ld, T(0), col,
+               ld);
+      col2im(col, ld, g, dX, n0, count, cA, cwN, k0, kN, o0, oN);
     }
   }
   return "";
@@ -944,31 +966,32 @@ template <typename T> std::string convGradWeight(const KernelArgs &args) {
   std::fill(dw, dw + dW.numElements(), T(0));
   const int64_t images = dY.shape[0];
   const int64_t chunk = batchChunk(rowLen, P, images);
-  std::vector<T> col(rowLen * chunk * P), gathered;
+  Scratch<T> colBuffer(0), dyBuffer(1);
+  T *col = colBuffer.get(rowLen * chunk * P);
   for (int64_t grp = m0 / g.Mg; grp * g.Mg < m0 + mN; ++grp) {
     const int64_t mA = std::max(grp * g.Mg, m0);
     const int64_t mB = std::min((grp + 1) * g.Mg, m0 + mN);
     for (int64_t i0 = 0; i0 < images; i0 += chunk) {
       const int64_t count = std::min(chunk, images - i0), ld = count * P;
       if (auto err = im2col(X, g, dY.lo[0] + i0, count, grp * g.Cg + c0, cN,
-                            k0, kN, o0, oN, col.data(), ld);
+                            k0, kN, o0, oN, col, ld);
           !err.empty())
         return err;
       const T *dy = elements<T>(dY) + i0 * dys[0] + (mA - dY.lo[1]) * dys[1];
       if (count > 1) {
-        gathered.resize((mB - mA) * ld);
+        T *gathered = dyBuffer.get((mB - mA) * ld);
         parallelFor((mB - mA) * count, static_cast<double>(P),
                     [&](int64_t begin, int64_t end) {
                       for (int64_t t = begin; t < end; ++t) {
                         const int64_t m = t / count, i = t % count;
                         const T *src = dy + i * dys[0] + m * dys[1];
                         std::copy(src, src + P,
-                                  gathered.data() + m * ld + i * P);
+                                  gathered + m * ld + i * P);
                       }
                     });
-        dy = gathered.data();
+        dy = gathered;
       }
-      blasGemm(false, true, mB - mA, rowLen, ld, T(1), dy, ld, col.data(), ld,
+      blasGemm(false, true, mB - mA, rowLen, ld, T(1), dy, ld, col, ld,
                T(1), dw + (mA - m0) * rowLen, rowLen);
     }
   }
