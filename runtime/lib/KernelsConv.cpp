@@ -1,4 +1,4 @@
-//===- KernelsConv.cpp - Convolution CPU kernels (im2col + GEMM) ----------===//
+//===- KernelsConv.cpp - Convolution CPU kernels (im2col + GEMM, direct) --===//
 //
 // ONNX Conv and its gradients for any number of spatial dimensions (1-D and
 // 2-D in practice), float32 or float64 (one template per kernel,
@@ -21,10 +21,23 @@
 // (Conv: W's local input-channel and kernel ranges; ConvGradInput: the
 // output channels dY and W hold, W's kernel range; ConvGradWeight and
 // ConvBiasGrad: dY's local batch and spatial box), so a split reduction
-// gives the partial sum the plan's Reduce adds up. Reads outside the global
+// gives the partial sum the plan's Reduce adds up. With groups, dY's and W's
+// boxes in ConvGradInput are hulls over the groups of dX's channels, so a
+// split of each group's output channels (mm) is read from the call's
+// reduction ranges (KernelArgs::reductions). Reads outside the global
 // input are padding (0); an element inside the global tensor that the local
 // buffer lacks makes the kernel return unsupportedConfiguration (runCompute
 // then falls back to the expression interpreter, which names the element).
+//
+// Two implementations:
+// - im2col + GEMM, per group: one GEMM over a chunk of the local images
+//   (the im2col matrix [C/G * k..., images * out...], at most kColElements;
+//   dY's rows gathered into one matrix), im2col / col2im threaded over
+//   (image, channel) and affine in the innermost dim.
+// - direct, when group > 1 and each group has one input channel (depthwise
+//   convolutions, also with a channel multiplier) over 1 or 2 spatial dims:
+//   plane-by-plane loops over a zero-padded copy of the input hull, where
+//   GEMMs would have a single row per group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -222,12 +235,14 @@ private:
   std::vector<T> &buffer;
 };
 
-/// The batch chunk of the batched GEMMs: the im2col matrix of `count`
-/// images holds rowLen * count * P elements; at most kColElements (so that
-/// a chunk stays in memory the size of a few activations), at least 1.
+/// The batch chunk of the batched GEMMs: each matrix of a chunk of `count`
+/// images (the im2col matrix, the GEMM's output or the gathered dY) holds
+/// at most rows * count * P elements, where `rows` is the largest row count
+/// among them; at most kColElements (so that a chunk stays in memory the
+/// size of a few activations), at least 1.
 constexpr int64_t kColElements = int64_t(1) << 21;
-int64_t batchChunk(int64_t rowLen, int64_t P, int64_t images) {
-  int64_t per = std::max<int64_t>(1, rowLen * P);
+int64_t batchChunk(int64_t rows, int64_t P, int64_t images) {
+  int64_t per = std::max<int64_t>(1, rows * P);
   return std::max<int64_t>(1, std::min(images, kColElements / per));
 }
 
@@ -764,7 +779,9 @@ template <typename T> std::string conv(const KernelArgs &args) {
   const int64_t rowLen = wcN * product(kN), P = product(oN);
   const std::vector<int64_t> ws = stridesOf(W.shape), ys = stridesOf(Y.shape);
   const int64_t images = Y.shape[0];
-  const int64_t chunk = batchChunk(rowLen, P, images);
+  // The chunk bounds the im2col matrix and the GEMM's output alike.
+  const int64_t chunk =
+      batchChunk(std::max(rowLen, std::min(g.Mg, ymN)), P, images);
   Scratch<T> colBuffer(0), outBuffer(1);
   T *col = colBuffer.get(rowLen * chunk * P);
   T *y = elements<T>(Y);
@@ -965,7 +982,9 @@ template <typename T> std::string convGradWeight(const KernelArgs &args) {
   T *dw = elements<T>(dW);
   std::fill(dw, dw + dW.numElements(), T(0));
   const int64_t images = dY.shape[0];
-  const int64_t chunk = batchChunk(rowLen, P, images);
+  // The chunk bounds the im2col matrix and the gathered dY alike.
+  const int64_t chunk =
+      batchChunk(std::max(rowLen, std::min(g.Mg, mN)), P, images);
   Scratch<T> colBuffer(0), dyBuffer(1);
   T *col = colBuffer.get(rowLen * chunk * P);
   for (int64_t grp = m0 / g.Mg; grp * g.Mg < m0 + mN; ++grp) {
