@@ -201,6 +201,9 @@ std::string tofu::runtime::runCompute(
         if (reductionRanges[o][r].first != 0 ||
             reductionRanges[o][r].second != extent)
           args.partialReduction = true;
+        if (o == 0)
+          args.reductions.push_back({reductionRanges[o][r].first,
+                                     reductionRanges[o][r].second, extent});
       }
     nativeError = native(args);
     if (nativeError.empty()) {

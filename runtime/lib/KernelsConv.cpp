@@ -1,4 +1,4 @@
-//===- KernelsConv.cpp - Convolution CPU kernels (im2col + GEMM) ----------===//
+//===- KernelsConv.cpp - Convolution CPU kernels (im2col + GEMM, direct) --===//
 //
 // ONNX Conv and its gradients for any number of spatial dimensions (1-D and
 // 2-D in practice), float32 or float64 (one template per kernel,
@@ -21,18 +21,35 @@
 // (Conv: W's local input-channel and kernel ranges; ConvGradInput: the
 // output channels dY and W hold, W's kernel range; ConvGradWeight and
 // ConvBiasGrad: dY's local batch and spatial box), so a split reduction
-// gives the partial sum the plan's Reduce adds up. Reads outside the global
+// gives the partial sum the plan's Reduce adds up. With groups, dY's and W's
+// boxes in ConvGradInput are hulls over the groups of dX's channels, so a
+// split of each group's output channels (mm) is read from the call's
+// reduction ranges (KernelArgs::reductions). Reads outside the global
 // input are padding (0); an element inside the global tensor that the local
 // buffer lacks makes the kernel return unsupportedConfiguration (runCompute
 // then falls back to the expression interpreter, which names the element).
+//
+// Two implementations:
+// - im2col + GEMM, per group: one GEMM over a chunk of the local images
+//   (the im2col matrix [C/G * k..., images * out...], at most kColElements;
+//   dY's rows gathered into one matrix), im2col / col2im threaded over
+//   (image, channel) and affine in the innermost dim.
+// - direct, when group > 1 and each group has one input channel (depthwise
+//   convolutions, also with a channel multiplier) over 1 or 2 spatial dims:
+//   plane-by-plane loops over a zero-padded copy of the input hull, where
+//   GEMMs would have a single row per group.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Blas.h"
 #include "FloatKernel.h"
+#include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <mutex>
 
 using namespace tofu::runtime;
 using tofu::plan::DType;
@@ -176,92 +193,234 @@ std::string lacks(const char *what, const char *dim, int64_t lo, int64_t n) {
                                   std::to_string(lo + n) + ")");
 }
 
-/// im2col: col[(cw, kk), p] = X[n, chan0 + cw, o_p * stride - padBegin +
-/// kk * dilation] for cw < cwCount, kernel positions kk in [k0, k0 + kN)
+const char kHalo[] = "X lacks input elements of the local outputs (a halo the "
+                     "buffer does not hold)";
+
+/// Floor and ceiling of a / b for b > 0.
+int64_t floorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+
+/// The first error of the tasks of a parallel loop.
+struct FirstError {
+  std::mutex mutex;
+  std::string error;
+  std::atomic<bool> failed{false};
+  void set(std::string e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (error.empty())
+      error = std::move(e);
+    failed = true;
+  }
+};
+
+/// A scratch buffer of the GEMM kernels: per thread and slot, kept between
+/// calls and grown on demand, so that a call neither allocates nor zeroes
+/// its im2col matrix again (each call writes what it reads).
+template <typename T> class Scratch {
+public:
+  explicit Scratch(int slot) : buffer(buffers()[slot]) {}
+  T *get(size_t n) {
+    if (buffer.size() < n)
+      buffer.resize(n);
+    return buffer.data();
+  }
+
+private:
+  static std::array<std::vector<T>, 2> &buffers() {
+    thread_local std::array<std::vector<T>, 2> perThread;
+    return perThread;
+  }
+  std::vector<T> &buffer;
+};
+
+/// The batch chunk of the batched GEMMs: each matrix of a chunk of `count`
+/// images (the im2col matrix, the GEMM's output or the gathered dY) holds
+/// at most rows * count * P elements, where `rows` is the largest row count
+/// among them; at most kColElements (so that a chunk stays in memory the
+/// size of a few activations), at least 1.
+constexpr int64_t kColElements = int64_t(1) << 21;
+int64_t batchChunk(int64_t rows, int64_t P, int64_t images) {
+  int64_t per = std::max<int64_t>(1, rows * P);
+  return std::max<int64_t>(1, std::min(images, kColElements / per));
+}
+
+/// im2col over a batch chunk: col[(cw, kk), i * P + p] (row length ld) =
+/// X[n0 + i, chan0 + cw, o_p * stride - padBegin + kk * dilation] for
+/// images i < nCount, cw < cwCount, kernel positions kk in [k0, k0 + kN)
 /// and output positions o in [o0, o0 + oN) (all global), 0 outside X's
-/// global shape. Rows are ordered (cw, kk...) row-major, columns (o...).
+/// global shape. Rows are ordered (cw, kk...) row-major, columns (i, o...).
+/// Threaded over (image, channel).
 template <typename T>
-std::string
-im2col(const TensorView &X, const Geometry &g, int64_t n, int64_t chan0,
-       int64_t cwCount, const std::vector<int64_t> &k0,
-       const std::vector<int64_t> &kN, const std::vector<int64_t> &o0,
-       const std::vector<int64_t> &oN, std::vector<T> &col) {
+std::string im2col(const TensorView &X, const Geometry &g, int64_t n0,
+                   int64_t nCount, int64_t chan0, int64_t cwCount,
+                   const std::vector<int64_t> &k0,
+                   const std::vector<int64_t> &kN,
+                   const std::vector<int64_t> &o0,
+                   const std::vector<int64_t> &oN, T *col, int64_t ld) {
   const size_t sp = g.sp;
-  if (!holds(X, 0, n, 1))
-    return lacks("X", "batch", n, 1);
+  if (!holds(X, 0, n0, nCount))
+    return lacks("X", "batch", n0, nCount);
   if (!holds(X, 1, chan0, cwCount))
     return lacks("X", "channels", chan0, cwCount);
   const std::vector<int64_t> xs = stridesOf(X.shape);
-  // tables[s][kk * oN[s] + o]: local index in X's dimension 2 + s, -1 for
-  // padding (outside the global extent), -2 for missing locally.
-  std::vector<std::vector<int64_t>> tables(sp);
-  for (size_t s = 0; s < sp; ++s) {
-    tables[s].resize(kN[s] * oN[s]);
-    for (int64_t kk = 0; kk < kN[s]; ++kk)
-      for (int64_t o = 0; o < oN[s]; ++o) {
-        int64_t pos = (o0[s] + o) * g.strides[s] - g.padBegin[s] +
-                      (k0[s] + kk) * g.dilations[s];
-        int64_t local = pos - X.lo[2 + s];
-        int64_t t;
-        if (pos < 0 || pos >= g.in[s])
-          t = -1;
-        else if (local < 0 || local >= X.shape[2 + s])
-          t = -2;
-        else
-          t = local;
-        tables[s][kk * oN[s] + o] = t;
-      }
-  }
   const int64_t kCount = product(kN), P = product(oN);
-  col.assign(cwCount * kCount * P, T(0));
-  const T *x = elements<T>(X);
   const int64_t innerN = oN[sp - 1];
-  std::vector<int64_t> kk(sp, 0), o(sp, 0);
-  for (int64_t cw = 0; cw < cwCount; ++cw) {
-    const int64_t chanBase =
-        (n - X.lo[0]) * xs[0] + (chan0 + cw - X.lo[1]) * xs[1];
-    std::fill(kk.begin(), kk.end(), 0);
-    for (int64_t kr = 0; kr < kCount; ++kr) {
-      T *row = col.data() + (cw * kCount + kr) * P;
-      // Odometer over all output dimensions but the innermost.
-      const int64_t outer = P / std::max<int64_t>(innerN, 1);
-      std::fill(o.begin(), o.end(), 0);
-      for (int64_t r = 0; r < outer && innerN > 0; ++r) {
-        int64_t base = chanBase;
-        bool pad = false, missing = false;
-        for (size_t s = 0; s + 1 < sp; ++s) {
-          int64_t t = tables[s][kk[s] * oN[s] + o[s]];
-          pad |= t == -1;
-          missing |= t == -2;
-          base += t * xs[2 + s];
-        }
-        T *dst = row + r * innerN;
-        if (!pad) {
-          const int64_t *last = &tables[sp - 1][kk[sp - 1] * innerN];
-          for (int64_t i = 0; i < innerN; ++i) {
-            int64_t t = last[i];
-            if (t >= 0 && !missing)
-              dst[i] = x[base + t];
-            else if (t == -2 || (t >= 0 && missing))
-              return unsupportedConfiguration(
-                  "X lacks input elements of the local outputs (a halo the "
-                  "buffer does not hold)");
+  if (P == 0)
+    return "";
+  // The innermost dimension: for each kernel offset, the output positions
+  // [first, last) that read inside X's global extent, and the local index
+  // of `first`'s input; `missing` when one of them is not in the box.
+  const size_t in = sp - 1;
+  const int64_t kLast = kN[in], st = g.strides[in];
+  std::vector<int64_t> first(kLast), last(kLast), local0(kLast);
+  std::vector<char> missing(kLast);
+  for (int64_t kk = 0; kk < kLast; ++kk) {
+    int64_t pos0 = o0[in] * st - g.padBegin[in] + (k0[in] + kk) * g.dilations[in];
+    int64_t a = std::max<int64_t>(0, ceilDiv(-pos0, st));
+    int64_t b = std::min<int64_t>(innerN, ceilDiv(g.in[in] - pos0, st));
+    b = std::max(a, b);
+    first[kk] = a;
+    last[kk] = b;
+    local0[kk] = pos0 + a * st - X.lo[2 + in];
+    missing[kk] = b > a && (local0[kk] < 0 ||
+                            local0[kk] + (b - 1 - a) * st >= X.shape[2 + in]);
+  }
+  const T *x = elements<T>(X);
+  FirstError error;
+  parallelFor(
+      nCount * cwCount, static_cast<double>(kCount * P),
+      [&](int64_t begin, int64_t end) {
+        std::vector<int64_t> kk(sp), o(sp);
+        for (int64_t task = begin; task < end && !error.failed; ++task) {
+          const int64_t i = task / cwCount, cw = task % cwCount;
+          const T *plane = x + (n0 + i - X.lo[0]) * xs[0] +
+                           (chan0 + cw - X.lo[1]) * xs[1];
+          std::fill(kk.begin(), kk.end(), 0);
+          for (int64_t kr = 0; kr < kCount; ++kr) {
+            T *row = col + (cw * kCount + kr) * ld + i * P;
+            const int64_t a = first[kk[in]], b = last[kk[in]];
+            // Odometer over all output dimensions but the innermost.
+            std::fill(o.begin(), o.end(), 0);
+            for (int64_t r = 0; r < P / innerN; ++r) {
+              int64_t base = 0;
+              bool pad = false, lacking = false;
+              for (size_t s = 0; s < in; ++s) {
+                int64_t pos = (o0[s] + o[s]) * g.strides[s] - g.padBegin[s] +
+                              (k0[s] + kk[s]) * g.dilations[s];
+                int64_t l = pos - X.lo[2 + s];
+                pad |= pos < 0 || pos >= g.in[s];
+                lacking |= l < 0 || l >= X.shape[2 + s];
+                base += l * xs[2 + s];
+              }
+              T *dst = row + r * innerN;
+              if (pad || a == b) {
+                std::fill(dst, dst + innerN, T(0));
+              } else if (lacking || missing[kk[in]]) {
+                error.set(unsupportedConfiguration(kHalo));
+                return;
+              } else {
+                std::fill(dst, dst + a, T(0));
+                const T *src = plane + base + local0[kk[in]];
+                if (st == 1)
+                  std::copy(src, src + (b - a), dst + a);
+                else
+                  for (int64_t j = 0; j < b - a; ++j)
+                    dst[a + j] = src[j * st];
+                std::fill(dst + b, dst + innerN, T(0));
+              }
+              for (size_t s = in; s-- > 0;) {
+                if (++o[s] < oN[s])
+                  break;
+                o[s] = 0;
+              }
+            }
+            for (size_t s = sp; s-- > 0;) {
+              if (++kk[s] < kN[s])
+                break;
+              kk[s] = 0;
+            }
           }
         }
-        for (size_t s = sp - 1; s-- > 0;) {
-          if (++o[s] < oN[s])
-            break;
-          o[s] = 0;
-        }
-      }
-      for (size_t s = sp; s-- > 0;) {
-        if (++kk[s] < kN[s])
-          break;
-        kk[s] = 0;
-      }
-    }
+      });
+  return error.error;
+}
+
+/// col2im over a batch chunk, the adjoint of im2col: adds col[(cw, kk),
+/// i * P + p] (row length ld) to dX[n0 + i, chan0 + cw, o_p * stride -
+/// padBegin + kk * dilation] where that position lies in dX's local box
+/// (the other positions belong to other boxes). Threaded over (image,
+/// channel): each task adds into its own plane.
+template <typename T>
+void col2im(const T *col, int64_t ld, const Geometry &g, const TensorView &dX,
+            int64_t n0, int64_t nCount, int64_t chan0, int64_t cwCount,
+            const std::vector<int64_t> &k0, const std::vector<int64_t> &kN,
+            const std::vector<int64_t> &o0, const std::vector<int64_t> &oN) {
+  const size_t sp = g.sp, in = sp - 1;
+  const std::vector<int64_t> dxs = stridesOf(dX.shape);
+  const int64_t kCount = product(kN), P = product(oN), innerN = oN[in];
+  if (P == 0)
+    return;
+  const int64_t st = g.strides[in];
+  std::vector<int64_t> first(kN[in]), last(kN[in]), local0(kN[in]);
+  for (int64_t kk = 0; kk < kN[in]; ++kk) {
+    int64_t pos0 = o0[in] * st - g.padBegin[in] +
+                   (k0[in] + kk) * g.dilations[in] - dX.lo[2 + in];
+    int64_t a = std::max<int64_t>(0, ceilDiv(-pos0, st));
+    int64_t b = std::min<int64_t>(innerN, ceilDiv(dX.shape[2 + in] - pos0, st));
+    first[kk] = a;
+    last[kk] = std::max(a, b);
+    local0[kk] = pos0 + a * st;
   }
-  return "";
+  T *dx = elements<T>(dX);
+  parallelFor(nCount * cwCount, static_cast<double>(kCount * P),
+              [&](int64_t begin, int64_t end) {
+                std::vector<int64_t> kk(sp), o(sp);
+                for (int64_t task = begin; task < end; ++task) {
+                  const int64_t i = task / cwCount, cw = task % cwCount;
+                  T *plane = dx + (n0 + i - dX.lo[0]) * dxs[0] +
+                             (chan0 + cw - dX.lo[1]) * dxs[1];
+                  std::fill(kk.begin(), kk.end(), 0);
+                  for (int64_t kr = 0; kr < kCount; ++kr) {
+                    const T *row = col + (cw * kCount + kr) * ld + i * P;
+                    const int64_t a = first[kk[in]], b = last[kk[in]];
+                    std::fill(o.begin(), o.end(), 0);
+                    for (int64_t r = 0; r < P / innerN && a < b; ++r) {
+                      int64_t base = 0;
+                      bool inside = true;
+                      for (size_t s = 0; s < in; ++s) {
+                        int64_t l = (o0[s] + o[s]) * g.strides[s] -
+                                    g.padBegin[s] +
+                                    (k0[s] + kk[s]) * g.dilations[s] -
+                                    dX.lo[2 + s];
+                        inside &= l >= 0 && l < dX.shape[2 + s];
+                        base += l * dxs[2 + s];
+                      }
+                      if (inside) {
+                        T *dst = plane + base + local0[kk[in]];
+                        const T *src = row + r * innerN + a;
+                        if (st == 1)
+                          for (int64_t j = 0; j < b - a; ++j)
+                            dst[j] += src[j];
+                        else
+                          for (int64_t j = 0; j < b - a; ++j)
+                            dst[j * st] += src[j];
+                      }
+                      for (size_t s = in; s-- > 0;) {
+                        if (++o[s] < oN[s])
+                          break;
+                        o[s] = 0;
+                      }
+                    }
+                    for (size_t s = sp; s-- > 0;) {
+                      if (++kk[s] < kN[s])
+                        break;
+                      kk[s] = 0;
+                    }
+                  }
+                }
+              });
 }
 
 /// The local spatial box of a view: lower corner and extents.
@@ -270,6 +429,311 @@ void spatialBox(const TensorView &v, std::vector<int64_t> &lo,
   lo.assign(v.lo.begin() + 2, v.lo.end());
   n.assign(v.shape.begin() + 2, v.shape.end());
 }
+
+//===----------------------------------------------------------------------===//
+// Direct kernels for one input channel per group (depthwise: group = C)
+//===----------------------------------------------------------------------===//
+
+/// With one input channel per group (Cg = 1: depthwise convolutions, W
+/// [M, 1, k...]) the GEMMs would have one row (or one column) per group, so
+/// these kernels convolve plane by plane instead, over 1 or 2 spatial
+/// dimensions (1-D as 2-D with a unit first dimension). `Plane` holds the
+/// geometry of the two dimensions: global input extent, stride, padding,
+/// dilation, and the local kernel and output boxes.
+struct Plane {
+  int64_t in[2], st[2], pb[2], dl[2], k0[2], kN[2], o0[2], oN[2];
+
+  /// From the geometry, W's (or dW's) spatial box and Y's (or dY's).
+  Plane(const Geometry &g, const TensorView &w, const TensorView &y) {
+    const size_t off = g.sp == 1 ? 1 : 0;
+    for (size_t d = 0; d < 2; ++d) {
+      in[d] = 1, st[d] = 1, pb[d] = 0, dl[d] = 1, k0[d] = 0, kN[d] = 1;
+      o0[d] = 0, oN[d] = 1;
+    }
+    for (size_t s = 0; s < g.sp; ++s) {
+      in[s + off] = g.in[s];
+      st[s + off] = g.strides[s];
+      pb[s + off] = g.padBegin[s];
+      dl[s + off] = g.dilations[s];
+      k0[s + off] = w.lo[2 + s];
+      kN[s + off] = w.shape[2 + s];
+      o0[s + off] = y.lo[2 + s];
+      oN[s + off] = y.shape[2 + s];
+    }
+  }
+  /// The first input position the local outputs and kernel offsets reach in
+  /// dimension d, and the extent of the positions up to the last.
+  int64_t hullLo(size_t d) const {
+    return o0[d] * st[d] - pb[d] + k0[d] * dl[d];
+  }
+  int64_t hullN(size_t d) const {
+    return oN[d] == 0 || kN[d] == 0
+               ? 0
+               : (oN[d] - 1) * st[d] + (kN[d] - 1) * dl[d] + 1;
+  }
+};
+
+/// Local box of a view's two spatial dims as Plane sees them.
+void planeBox(const Geometry &g, const TensorView &v, int64_t lo[2],
+              int64_t n[2]) {
+  lo[0] = 0, n[0] = 1, lo[1] = 0, n[1] = 1;
+  const size_t off = g.sp == 1 ? 1 : 0;
+  for (size_t s = 0; s < g.sp; ++s) {
+    lo[s + off] = v.lo[2 + s];
+    n[s + off] = v.shape[2 + s];
+  }
+}
+
+/// Copies the input hull of one (n, channel) plane of X into `pad`
+/// ([hullN(0), hullN(1)], zeros outside X's global extent); false when a
+/// position the convolution reads lies inside X but outside its box.
+template <typename T>
+bool padPlane(const Plane &p, const Geometry &g, const TensorView &X,
+              const T *plane, std::vector<T> &pad, std::vector<char> &reads0,
+              std::vector<char> &reads1) {
+  int64_t xlo[2], xn[2];
+  planeBox(g, X, xlo, xn);
+  const int64_t H = p.hullN(0), W = p.hullN(1);
+  const int64_t lo0 = p.hullLo(0), lo1 = p.hullLo(1);
+  pad.assign(H * W, T(0));
+  // The positions read: separable, rows x columns.
+  reads0.assign(H, 0);
+  reads1.assign(W, 0);
+  for (int64_t o = 0; o < p.oN[0]; ++o)
+    for (int64_t k = 0; k < p.kN[0]; ++k)
+      reads0[o * p.st[0] + k * p.dl[0]] = 1;
+  for (int64_t o = 0; o < p.oN[1]; ++o)
+    for (int64_t k = 0; k < p.kN[1]; ++k)
+      reads1[o * p.st[1] + k * p.dl[1]] = 1;
+  // Columns inside X's global extent: [c0, c1); inside its box: [b0, b1).
+  const int64_t c0 = std::max<int64_t>(0, -lo1),
+                c1 = std::min<int64_t>(W, p.in[1] - lo1);
+  const int64_t b0 = std::max<int64_t>(c0, xlo[1] - lo1),
+                b1 = std::min<int64_t>(c1, xlo[1] + xn[1] - lo1);
+  bool colsMissing = false;
+  for (int64_t c = c0; c < c1; ++c)
+    colsMissing |= reads1[c] && (c < b0 || c >= b1);
+  for (int64_t r = 0; r < H; ++r) {
+    const int64_t pos = lo0 + r;
+    if (pos < 0 || pos >= p.in[0] || !reads0[r])
+      continue;
+    const int64_t l = pos - xlo[0];
+    if (l < 0 || l >= xn[0] || colsMissing)
+      return false;
+    if (b1 > b0)
+      std::copy(plane + l * xn[1] + (lo1 + b0 - xlo[1]),
+                plane + l * xn[1] + (lo1 + b1 - xlo[1]), pad.data() + r * W + b0);
+  }
+  return true;
+}
+
+/// Y (or a partial sum over W's local kernel box) of a convolution with
+/// one input channel per group, plane by plane.
+template <typename T>
+std::string convDirect(const Geometry &g, const TensorView &X,
+                       const TensorView &W, const TensorView *B,
+                       const TensorView &Y) {
+  const Plane p(g, W, Y);
+  const int64_t ym0 = Y.lo[1];
+  const std::vector<int64_t> xs = stridesOf(X.shape), ws = stridesOf(W.shape),
+                             ys = stridesOf(Y.shape);
+  const int64_t H = p.hullN(0), Wd = p.hullN(1);
+  const int64_t planes = Y.shape[0] * Y.shape[1];
+  FirstError error;
+  parallelFor(
+      planes, static_cast<double>(p.oN[0] * p.oN[1] * p.kN[0] * p.kN[1] * 2),
+      [&](int64_t begin, int64_t end) {
+        std::vector<T> pad;
+        std::vector<char> r0, r1;
+        for (int64_t task = begin; task < end && !error.failed; ++task) {
+          const int64_t nl = task / Y.shape[1], ml = task % Y.shape[1];
+          const int64_t n = Y.lo[0] + nl, m = ym0 + ml;
+          const int64_t chan = m / g.Mg; // Cg = 1
+          if (!holds(X, 0, n, 1) || !holds(X, 1, chan, 1)) {
+            error.set(lacks("X", "the batch and channel of", n, 1));
+            return;
+          }
+          if (!padPlane(p, g, X,
+                        elements<T>(X) + (n - X.lo[0]) * xs[0] +
+                            (chan - X.lo[1]) * xs[1],
+                        pad, r0, r1)) {
+            error.set(unsupportedConfiguration(kHalo));
+            return;
+          }
+          const T *w = elements<T>(W) + (m - W.lo[0]) * ws[0];
+          T *y = elements<T>(Y) + nl * ys[0] + ml * ys[1];
+          const T bias = B ? elements<T>(*B)[m - B->lo[0]] : T(0);
+          std::fill(y, y + p.oN[0] * p.oN[1], bias);
+          for (int64_t oy = 0; oy < p.oN[0]; ++oy) {
+            T *yr = y + oy * p.oN[1];
+            for (int64_t ki = 0; ki < p.kN[0]; ++ki) {
+              const T *pr = pad.data() + (oy * p.st[0] + ki * p.dl[0]) * Wd;
+              for (int64_t kj = 0; kj < p.kN[1]; ++kj) {
+                const T wv = w[ki * p.kN[1] + kj];
+                const T *src = pr + kj * p.dl[1];
+                if (p.st[1] == 1)
+                  for (int64_t ox = 0; ox < p.oN[1]; ++ox)
+                    yr[ox] += wv * src[ox];
+                else
+                  for (int64_t ox = 0; ox < p.oN[1]; ++ox)
+                    yr[ox] += wv * src[ox * p.st[1]];
+              }
+            }
+          }
+        }
+      });
+  (void)H;
+  return error.error;
+}
+
+/// dX of a convolution with one input channel per group, plane by plane:
+/// each held output channel [yA(c), yB(c)) of the plane's group scatters
+/// dY * W into the input hull, whose dX box part is then copied out.
+template <typename T, typename Channels>
+std::string convGradInputDirect(const Geometry &g, const TensorView &dY,
+                                const TensorView &W, const TensorView &dX,
+                                Channels channels) {
+  const Plane p(g, W, dY);
+  int64_t i0[2], iN[2];
+  planeBox(g, dX, i0, iN);
+  const std::vector<int64_t> dys = stridesOf(dY.shape), ws = stridesOf(W.shape),
+                             dxs = stridesOf(dX.shape);
+  const int64_t H = p.hullN(0), Wd = p.hullN(1);
+  const int64_t lo0 = p.hullLo(0), lo1 = p.hullLo(1);
+  const int64_t planes = dX.shape[0] * dX.shape[1];
+  FirstError error;
+  parallelFor(
+      planes,
+      static_cast<double>(p.oN[0] * p.oN[1] * p.kN[0] * p.kN[1] * 2 * g.Mg),
+      [&](int64_t begin, int64_t end) {
+        std::vector<T> acc;
+        for (int64_t task = begin; task < end && !error.failed; ++task) {
+          const int64_t nl = task / dX.shape[1], cl = task % dX.shape[1];
+          const int64_t n = dX.lo[0] + nl, c = dX.lo[1] + cl;
+          T *out = elements<T>(dX) + nl * dxs[0] + cl * dxs[1];
+          int64_t yA, yB;
+          if (std::string err = channels(c / g.Cg, yA, yB); !err.empty()) {
+            error.set(err);
+            return;
+          }
+          if (yB > yA && !holds(dY, 0, n, 1)) {
+            error.set(lacks("dY", "batch", n, 1));
+            return;
+          }
+          acc.assign(H * Wd, T(0));
+          for (int64_t m = yA; m < yB; ++m) {
+            const T *w = elements<T>(W) + (m - W.lo[0]) * ws[0];
+            const T *dy = elements<T>(dY) + (n - dY.lo[0]) * dys[0] +
+                          (m - dY.lo[1]) * dys[1];
+            for (int64_t oy = 0; oy < p.oN[0]; ++oy) {
+              const T *dr = dy + oy * p.oN[1];
+              for (int64_t ki = 0; ki < p.kN[0]; ++ki) {
+                T *ar = acc.data() + (oy * p.st[0] + ki * p.dl[0]) * Wd;
+                for (int64_t kj = 0; kj < p.kN[1]; ++kj) {
+                  const T wv = w[ki * p.kN[1] + kj];
+                  T *dst = ar + kj * p.dl[1];
+                  if (p.st[1] == 1)
+                    for (int64_t ox = 0; ox < p.oN[1]; ++ox)
+                      dst[ox] += wv * dr[ox];
+                  else
+                    for (int64_t ox = 0; ox < p.oN[1]; ++ox)
+                      dst[ox * p.st[1]] += wv * dr[ox];
+                }
+              }
+            }
+          }
+          // dX's box out of the hull (0 where the hull does not reach).
+          for (int64_t r = 0; r < iN[0]; ++r) {
+            T *dst = out + r * iN[1];
+            const int64_t hr = i0[0] + r - lo0;
+            if (hr < 0 || hr >= H || yB <= yA) {
+              std::fill(dst, dst + iN[1], T(0));
+              continue;
+            }
+            for (int64_t q = 0; q < iN[1]; ++q) {
+              const int64_t hc = i0[1] + q - lo1;
+              dst[q] = hc >= 0 && hc < Wd ? acc[hr * Wd + hc] : T(0);
+            }
+          }
+        }
+      });
+  (void)dxs;
+  return error.error;
+}
+
+/// dW of a convolution with one input channel per group: for each local
+/// output channel, the correlation of dY's local box with X's plane.
+template <typename T>
+std::string convGradWeightDirect(const Geometry &g, const TensorView &dY,
+                                 const TensorView &X, const TensorView &dW) {
+  const Plane p(g, dW, dY);
+  const std::vector<int64_t> dys = stridesOf(dY.shape), xs = stridesOf(X.shape);
+  const int64_t Wd = p.hullN(1);
+  const int64_t kCount = p.kN[0] * p.kN[1], rowN = p.oN[1];
+  FirstError error;
+  parallelFor(
+      dW.shape[0],
+      static_cast<double>(dY.shape[0] * p.oN[0] * p.oN[1] * kCount * 2),
+      [&](int64_t begin, int64_t end) {
+        std::vector<T> pad, sums;
+        std::vector<char> r0, r1;
+        for (int64_t ml = begin; ml < end && !error.failed; ++ml) {
+          const int64_t m = dW.lo[0] + ml, chan = m / g.Mg; // Cg = 1
+          // Per kernel offset, per output column: partial sums over the
+          // rows and images (vectorizable), added up at the end.
+          sums.assign(kCount * rowN, T(0));
+          for (int64_t nl = 0; nl < dY.shape[0]; ++nl) {
+            const int64_t n = dY.lo[0] + nl;
+            if (!holds(X, 0, n, 1) || !holds(X, 1, chan, 1)) {
+              error.set(lacks("X", "the batch and channel of", n, 1));
+              return;
+            }
+            if (!padPlane(p, g, X,
+                          elements<T>(X) + (n - X.lo[0]) * xs[0] +
+                              (chan - X.lo[1]) * xs[1],
+                          pad, r0, r1)) {
+              error.set(unsupportedConfiguration(kHalo));
+              return;
+            }
+            const T *dy = elements<T>(dY) + nl * dys[0] +
+                          (m - dY.lo[1]) * dys[1];
+            for (int64_t oy = 0; oy < p.oN[0]; ++oy) {
+              const T *dr = dy + oy * rowN;
+              for (int64_t ki = 0; ki < p.kN[0]; ++ki) {
+                const T *pr = pad.data() + (oy * p.st[0] + ki * p.dl[0]) * Wd;
+                for (int64_t kj = 0; kj < p.kN[1]; ++kj) {
+                  T *s = sums.data() + (ki * p.kN[1] + kj) * rowN;
+                  const T *src = pr + kj * p.dl[1];
+                  if (p.st[1] == 1)
+                    for (int64_t ox = 0; ox < rowN; ++ox)
+                      s[ox] += dr[ox] * src[ox];
+                  else
+                    for (int64_t ox = 0; ox < rowN; ++ox)
+                      s[ox] += dr[ox] * src[ox * p.st[1]];
+                }
+              }
+            }
+          }
+          T *dw = elements<T>(dW) + ml * kCount; // dW [mN, 1, k...]
+          for (int64_t k = 0; k < kCount; ++k) {
+            T total = T(0);
+            for (int64_t ox = 0; ox < rowN; ++ox)
+              total += sums[k * rowN + ox];
+            dw[k] = total;
+          }
+        }
+      });
+  return error.error;
+}
+
+/// True when the direct kernels above take this convolution.
+bool useDirect(const Geometry &g) {
+  return g.Cg == 1 && g.sp <= 2 && g.G > 1;
+}
+
+//===----------------------------------------------------------------------===//
+// The kernels
+//===----------------------------------------------------------------------===//
 
 template <typename T> std::string conv(const KernelArgs &args) {
   if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
@@ -310,29 +774,54 @@ template <typename T> std::string conv(const KernelArgs &args) {
           "a bias with a partial reduction (W holds a slice of the input "
           "channels or of the kernel)");
   }
+  if (useDirect(g) && wc0 == 0 && wcN == 1)
+    return convDirect<T>(g, X, W, B, Y);
   const int64_t rowLen = wcN * product(kN), P = product(oN);
   const std::vector<int64_t> ws = stridesOf(W.shape), ys = stridesOf(Y.shape);
-  std::vector<T> col;
-  for (int64_t nl = 0; nl < Y.shape[0]; ++nl) {
-    const int64_t n = Y.lo[0] + nl;
-    for (int64_t grp = ym0 / g.Mg; grp * g.Mg < ym0 + ymN; ++grp) {
-      int64_t mA = std::max(grp * g.Mg, ym0);
-      int64_t mB = std::min((grp + 1) * g.Mg, ym0 + ymN);
-      if (auto err = im2col(X, g, n, grp * g.Cg + wc0, wcN, k0, kN, o0, oN,
-                            col);
+  const int64_t images = Y.shape[0];
+  // The chunk bounds the im2col matrix and the GEMM's output alike.
+  const int64_t chunk =
+      batchChunk(std::max(rowLen, std::min(g.Mg, ymN)), P, images);
+  Scratch<T> colBuffer(0), outBuffer(1);
+  T *col = colBuffer.get(rowLen * chunk * P);
+  T *y = elements<T>(Y);
+  for (int64_t grp = ym0 / g.Mg; grp * g.Mg < ym0 + ymN; ++grp) {
+    const int64_t mA = std::max(grp * g.Mg, ym0);
+    const int64_t mB = std::min((grp + 1) * g.Mg, ym0 + ymN);
+    const T *w = elements<T>(W) + (mA - W.lo[0]) * ws[0];
+    for (int64_t i0 = 0; i0 < images; i0 += chunk) {
+      const int64_t count = std::min(chunk, images - i0), ld = count * P;
+      if (auto err = im2col(X, g, Y.lo[0] + i0, count, grp * g.Cg + wc0, wcN,
+                            k0, kN, o0, oN, col, ld);
           !err.empty())
         return err;
-      T *y = elements<T>(Y) + nl * ys[0] + (mA - ym0) * ys[1];
-      blasGemm(false, false, mB - mA, P, rowLen, T(1),
-               elements<T>(W) + (mA - W.lo[0]) * ws[0], rowLen, col.data(), P,
-               T(0), y, P);
+      if (count == 1) {
+        // One image: straight into Y (rows of channels mA.., P apart).
+        blasGemm(false, false, mB - mA, P, rowLen, T(1), w, rowLen,
+                 col, P, T(0), y + i0 * ys[0] + (mA - ym0) * ys[1], P);
+      } else {
+        // [mB - mA, count * P] at once, then each image's rows into Y.
+        T *out = outBuffer.get((mB - mA) * ld);
+        blasGemm(false, false, mB - mA, ld, rowLen, T(1), w, rowLen, col, ld,
+                 T(0), out, ld);
+        parallelFor((mB - mA) * count, static_cast<double>(P),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t t = begin; t < end; ++t) {
+                        const int64_t m = t / count, i = t % count;
+                        const T *src = out + m * ld + i * P;
+                        std::copy(src, src + P,
+                                  y + (i0 + i) * ys[0] + (mA + m - ym0) * ys[1]);
+                      }
+                    });
+      }
       if (B)
-        for (int64_t m = mA; m < mB; ++m) {
-          T bias = elements<T>(*B)[m - B->lo[0]];
-          T *row = y + (m - mA) * P;
-          for (int64_t p = 0; p < P; ++p)
-            row[p] += bias;
-        }
+        for (int64_t i = 0; i < count; ++i)
+          for (int64_t m = mA; m < mB; ++m) {
+            const T bias = elements<T>(*B)[m - B->lo[0]];
+            T *row = y + (i0 + i) * ys[0] + (m - ym0) * ys[1];
+            for (int64_t q = 0; q < P; ++q)
+              row[q] += bias;
+          }
     }
   }
   return "";
@@ -348,19 +837,27 @@ template <typename T> std::string convGradInput(const KernelArgs &args) {
                                dY.globalShape, g);
       !err.empty())
     return err;
-  // With groups, a split of the output channels within a group (the
-  // reduction variable) reads dY and W at channels g * Mg + mm for every
-  // group g: their boxes are the hull over the groups and do not show the
-  // split, so the sum would run over too many channels.
-  if (args.partialReduction && g.G > 1)
-    return unsupportedConfiguration(
-        "a partial sum over part of each group's output channels");
   const size_t rank = g.sp + 2, sp = g.sp;
   for (auto [v, what] : {std::pair{&dY, "dY"}, {&W, "W"}, {&dX, "dX"}})
     if (auto err = checkOperand<T>(*v, rank, what); !err.empty())
       return err;
   if (dX.numElements() == 0)
     return "";
+  // The output channels summed within each group: [mmA, mmB) of the Mg,
+  // the range of the first reduction variable (mm). With groups, dY and W
+  // hold channel g * Mg + mm for every group g of dX's box: their boxes are
+  // the hull over the groups and do not show a split of mm, so the kernel
+  // takes it from the call's reduction ranges.
+  int64_t mmA = 0, mmB = g.Mg;
+  if (args.partialReduction && g.G > 1) {
+    if (args.reductions.size() != sp + 1 ||
+        args.reductions[0].extent != g.Mg)
+      return unsupportedConfiguration(
+          "a partial sum over part of each group's output channels without "
+          "its range");
+    mmA = args.reductions[0].lo;
+    mmB = args.reductions[0].hi;
+  }
   std::vector<int64_t> k0, kN, o0, oN, i0, iN;
   spatialBox(W, k0, kN);
   spatialBox(dY, o0, oN);
@@ -380,88 +877,76 @@ template <typename T> std::string convGradInput(const KernelArgs &args) {
               " of spatial dimension " + std::to_string(s) +
               " needed by dX's local box");
       }
+  // The output channels [yA, yB) of group grp that the sum runs over: those
+  // of [mmA, mmB) that dY and W hold (which must be the same).
+  auto channels = [&](int64_t grp, int64_t &yA, int64_t &yB) -> std::string {
+    const int64_t gm0 = grp * g.Mg + mmA, gm1 = grp * g.Mg + mmB;
+    yA = std::max(gm0, dY.lo[1]);
+    yB = std::min(gm1, dY.lo[1] + dY.shape[1]);
+    const int64_t wA = std::max(gm0, W.lo[0]),
+                  wB = std::min(gm1, W.lo[0] + W.shape[0]);
+    if (std::max<int64_t>(yB - yA, 0) != std::max<int64_t>(wB - wA, 0) ||
+        (yB > yA && yA != wA))
+      return unsupportedConfiguration(
+          "dY and W hold different output channels of group " +
+          std::to_string(grp));
+    if (yB < yA)
+      yB = yA;
+    return "";
+  };
+  if (useDirect(g) && W.lo[1] == 0 && W.shape[1] == 1)
+    return convGradInputDirect<T>(g, dY, W, dX, channels);
   const int64_t xc0 = dX.lo[1], xcN = dX.shape[1];
   const int64_t kCount = product(kN), P = product(oN);
   const int64_t wRowLen = W.shape[1] * kCount;
   const std::vector<int64_t> ws = stridesOf(W.shape),
-                             dys = stridesOf(dY.shape),
-                             dxs = stridesOf(dX.shape);
-  // col2im tables: local index in dX's spatial dim s, or -1 outside its box.
-  std::vector<std::vector<int64_t>> tables(sp);
-  for (size_t s = 0; s < sp; ++s) {
-    tables[s].resize(kN[s] * oN[s]);
-    for (int64_t kk = 0; kk < kN[s]; ++kk)
-      for (int64_t o = 0; o < oN[s]; ++o) {
-        int64_t pos = (o0[s] + o) * g.strides[s] - g.padBegin[s] +
-                      (k0[s] + kk) * g.dilations[s];
-        int64_t local = pos - i0[s];
-        tables[s][kk * oN[s] + o] = local >= 0 && local < iN[s] ? local : -1;
-      }
-  }
+                             dys = stridesOf(dY.shape);
   T *dx = elements<T>(dX);
   std::fill(dx, dx + dX.numElements(), T(0));
-  std::vector<T> col;
-  std::vector<int64_t> kk(sp), o(sp);
-  for (int64_t nl = 0; nl < dX.shape[0]; ++nl) {
-    const int64_t n = dX.lo[0] + nl;
-    if (!holds(dY, 0, n, 1))
-      return lacks("dY", "batch", n, 1);
-    for (int64_t grp = xc0 / g.Cg; grp * g.Cg < xc0 + xcN; ++grp) {
-      const int64_t cA = std::max(grp * g.Cg, xc0);
-      const int64_t cB = std::min((grp + 1) * g.Cg, xc0 + xcN);
-      const int64_t cw0 = cA - grp * g.Cg, cwN = cB - cA;
-      if (!holds(W, 1, cw0, cwN))
-        return lacks("W", "input channels", cw0, cwN);
-      // The output channels of this group that dY and W hold: the sum.
-      const int64_t gm0 = grp * g.Mg, gm1 = gm0 + g.Mg;
-      const int64_t yA = std::max(gm0, dY.lo[1]),
-                    yB = std::min(gm1, dY.lo[1] + dY.shape[1]);
-      const int64_t wA = std::max(gm0, W.lo[0]),
-                    wB = std::min(gm1, W.lo[0] + W.shape[0]);
-      if (std::max<int64_t>(yB - yA, 0) != std::max<int64_t>(wB - wA, 0) ||
-          (yB > yA && yA != wA))
-        return unsupportedConfiguration(
-            "dY and W hold different output channels of group " +
-            std::to_string(grp));
-      if (yB <= yA)
-        continue;
-      const int64_t rows = cwN * kCount;
-      col.assign(rows * P, T(0));
-      blasGemm(
-          true, false, rows, P, yB - yA, T(1),
-          elements<T>(W) + (yA - W.lo[0]) * ws[0] + (cw0 - W.lo[1]) * ws[1],
-          wRowLen,
-          elements<T>(dY) + (n - dY.lo[0]) * dys[0] + (yA - dY.lo[1]) * dys[1],
-          P, T(0), col.data(), P);
-      for (int64_t cw = 0; cw < cwN; ++cw) {
-        T *plane = dx + nl * dxs[0] + (cA + cw - xc0) * dxs[1];
-        std::fill(kk.begin(), kk.end(), 0);
-        for (int64_t kr = 0; kr < kCount; ++kr) {
-          const T *row = col.data() + (cw * kCount + kr) * P;
-          std::fill(o.begin(), o.end(), 0);
-          for (int64_t p = 0; p < P; ++p) {
-            int64_t off = 0;
-            bool inside = true;
-            for (size_t s = 0; s < sp; ++s) {
-              int64_t t = tables[s][kk[s] * oN[s] + o[s]];
-              inside &= t >= 0;
-              off += t * dxs[2 + s];
-            }
-            if (inside)
-              plane[off] += row[p];
-            for (size_t s = sp; s-- > 0;) {
-              if (++o[s] < oN[s])
-                break;
-              o[s] = 0;
-            }
-          }
-          for (size_t s = sp; s-- > 0;) {
-            if (++kk[s] < kN[s])
-              break;
-            kk[s] = 0;
-          }
-        }
+  const int64_t images = dX.shape[0];
+  for (int64_t nl = 0; nl < images; ++nl)
+    if (!holds(dY, 0, dX.lo[0] + nl, 1))
+      return lacks("dY", "batch", dX.lo[0] + nl, 1);
+  Scratch<T> colBuffer(0), dyBuffer(1);
+  for (int64_t grp = xc0 / g.Cg; grp * g.Cg < xc0 + xcN; ++grp) {
+    const int64_t cA = std::max(grp * g.Cg, xc0);
+    const int64_t cB = std::min((grp + 1) * g.Cg, xc0 + xcN);
+    const int64_t cw0 = cA - grp * g.Cg, cwN = cB - cA;
+    if (!holds(W, 1, cw0, cwN))
+      return lacks("W", "input channels", cw0, cwN);
+    int64_t yA, yB;
+    if (std::string err = channels(grp, yA, yB); !err.empty())
+      return err;
+    if (yB <= yA)
+      continue;
+    const int64_t rows = cwN * kCount, mN = yB - yA;
+    const int64_t chunk = batchChunk(std::max(rows, mN), P, images);
+    T *col = colBuffer.get(rows * chunk * P);
+    const T *w =
+        elements<T>(W) + (yA - W.lo[0]) * ws[0] + (cw0 - W.lo[1]) * ws[1];
+    for (int64_t c0 = 0; c0 < images; c0 += chunk) {
+      const int64_t count = std::min(chunk, images - c0), ld = count * P;
+      const int64_t n0 = dX.lo[0] + c0;
+      // dY's channels [yA, yB) of the chunk's images as one [mN, count * P]
+      // matrix (in place for one image).
+      const T *dy = elements<T>(dY) + (n0 - dY.lo[0]) * dys[0] +
+                    (yA - dY.lo[1]) * dys[1];
+      if (count > 1) {
+        T *gathered = dyBuffer.get(mN * ld);
+        parallelFor(mN * count, static_cast<double>(P),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t t = begin; t < end; ++t) {
+                        const int64_t m = t / count, i = t % count;
+                        const T *src = dy + i * dys[0] + m * dys[1];
+                        std::copy(src, src + P,
+                                  gathered + m * ld + i * P);
+                      }
+                    });
+        dy = gathered;
       }
+      blasGemm(true, false, rows, ld, mN, T(1), w, wRowLen, dy, ld, T(0), col,
+               ld);
+      col2im(col, ld, g, dX, n0, count, cA, cwN, k0, kN, o0, oN);
     }
   }
   return "";
@@ -490,22 +975,43 @@ template <typename T> std::string convGradWeight(const KernelArgs &args) {
   const int64_t c0 = dW.lo[1], cN = dW.shape[1];
   if (!holds(dY, 1, m0, mN))
     return lacks("dY", "output channels", m0, mN);
+  if (useDirect(g) && c0 == 0 && cN == 1)
+    return convGradWeightDirect<T>(g, dY, X, dW);
   const int64_t rowLen = cN * product(kN), P = product(oN);
   const std::vector<int64_t> dys = stridesOf(dY.shape);
   T *dw = elements<T>(dW);
   std::fill(dw, dw + dW.numElements(), T(0));
-  std::vector<T> col;
-  for (int64_t nl = 0; nl < dY.shape[0]; ++nl) {
-    const int64_t n = dY.lo[0] + nl;
-    for (int64_t grp = m0 / g.Mg; grp * g.Mg < m0 + mN; ++grp) {
-      int64_t mA = std::max(grp * g.Mg, m0);
-      int64_t mB = std::min((grp + 1) * g.Mg, m0 + mN);
-      if (auto err = im2col(X, g, n, grp * g.Cg + c0, cN, k0, kN, o0, oN, col);
+  const int64_t images = dY.shape[0];
+  // The chunk bounds the im2col matrix and the gathered dY alike.
+  const int64_t chunk =
+      batchChunk(std::max(rowLen, std::min(g.Mg, mN)), P, images);
+  Scratch<T> colBuffer(0), dyBuffer(1);
+  T *col = colBuffer.get(rowLen * chunk * P);
+  for (int64_t grp = m0 / g.Mg; grp * g.Mg < m0 + mN; ++grp) {
+    const int64_t mA = std::max(grp * g.Mg, m0);
+    const int64_t mB = std::min((grp + 1) * g.Mg, m0 + mN);
+    for (int64_t i0 = 0; i0 < images; i0 += chunk) {
+      const int64_t count = std::min(chunk, images - i0), ld = count * P;
+      if (auto err = im2col(X, g, dY.lo[0] + i0, count, grp * g.Cg + c0, cN,
+                            k0, kN, o0, oN, col, ld);
           !err.empty())
         return err;
-      blasGemm(false, true, mB - mA, rowLen, P, T(1),
-               elements<T>(dY) + nl * dys[0] + (mA - dY.lo[1]) * dys[1], P,
-               col.data(), P, T(1), dw + (mA - m0) * rowLen, rowLen);
+      const T *dy = elements<T>(dY) + i0 * dys[0] + (mA - dY.lo[1]) * dys[1];
+      if (count > 1) {
+        T *gathered = dyBuffer.get((mB - mA) * ld);
+        parallelFor((mB - mA) * count, static_cast<double>(P),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t t = begin; t < end; ++t) {
+                        const int64_t m = t / count, i = t % count;
+                        const T *src = dy + i * dys[0] + m * dys[1];
+                        std::copy(src, src + P,
+                                  gathered + m * ld + i * P);
+                      }
+                    });
+        dy = gathered;
+      }
+      blasGemm(false, true, mB - mA, rowLen, ld, T(1), dy, ld, col, ld,
+               T(1), dw + (mA - m0) * rowLen, rowLen);
     }
   }
   return "";

@@ -33,6 +33,7 @@
 #include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
+#include <array>
 #include <cmath>
 #include <tuple>
 
@@ -133,65 +134,97 @@ template <typename T> struct BatchNorm {
     return param(v, out.globalShape[1], out.lo[1], out.shape[1], what, p);
   }
 
-  /// Sum over the whole batch of channel c of f(x-offset) for view `v`
-  /// holding it (offsets into v's local box).
+  /// Calls f(run, len) for the runs of channel c of view `v` (which holds
+  /// the channel's whole batch): one contiguous run of len elements per
+  /// image.
   template <typename F>
   static void forChannel(const TensorView &v, int64_t c, F f) {
     int64_t inner = 1;
     for (size_t d = 2; d < v.shape.size(); ++d)
       inner *= v.shape[d];
     int64_t localC = c - v.lo[1];
-    for (int64_t n = 0; n < v.shape[0]; ++n) {
-      int64_t base = (n * v.shape[1] + localC) * inner;
-      for (int64_t s = 0; s < inner; ++s)
-        f(base + s);
-    }
+    const T *p = elements<T>(v);
+    for (int64_t n = 0; n < v.shape[0]; ++n)
+      f(p + (n * v.shape[1] + localC) * inner, inner);
   }
 
-  /// Batch mean and biased variance of channel c of `x` (whole batch).
+  /// Batch mean and biased variance of channel c of `x` (whole batch), in
+  /// double, two passes (four partial sums each, so that the additions
+  /// pipeline).
   void stats(const TensorView &x, int64_t c, double &mean, double &var) const {
-    double sum = 0;
-    const T *p = elements<T>(x);
-    forChannel(x, c, [&](int64_t i) { sum += p[i]; });
-    mean = sum / static_cast<double>(count);
-    double sq = 0;
-    forChannel(x, c, [&](int64_t i) {
-      double d = p[i] - mean;
-      sq += d * d;
+    double s[4] = {0, 0, 0, 0};
+    forChannel(x, c, [&](const T *p, int64_t len) {
+      int64_t i = 0;
+      for (; i + 4 <= len; i += 4)
+        for (int k = 0; k < 4; ++k)
+          s[k] += p[i + k];
+      for (; i < len; ++i)
+        s[0] += p[i];
     });
-    var = sq / static_cast<double>(count);
+    mean = (s[0] + s[1] + s[2] + s[3]) / static_cast<double>(count);
+    double q[4] = {0, 0, 0, 0};
+    const double mu = mean;
+    forChannel(x, c, [&](const T *p, int64_t len) {
+      int64_t i = 0;
+      for (; i + 4 <= len; i += 4)
+        for (int k = 0; k < 4; ++k) {
+          double d = p[i + k] - mu;
+          q[k] += d * d;
+        }
+      for (; i < len; ++i) {
+        double d = p[i] - mu;
+        q[0] += d * d;
+      }
+    });
+    var = (q[0] + q[1] + q[2] + q[3]) / static_cast<double>(count);
   }
 };
 
-/// Calls f(outOffset, offsets...) for every element of `out`'s box with
-/// channel c, where each offset is into the matching view's local box.
-template <typename F>
+/// Calls f(outOffset, offsets, len) for the elements of `out`'s box with
+/// channel c, in runs of len elements that are consecutive in `out` and in
+/// every view (offsets[k] into views[k]'s local box, which holds the run):
+/// a run covers the trailing dims where every view's box has out's extents
+/// (whole planes when the boxes agree), the others are iterated.
+template <size_t K, typename F>
 void forOutputChannel(const TensorView &out, int64_t c,
-                      const std::vector<const TensorView *> &views, F f) {
+                      const std::array<const TensorView *, K> &views, F f) {
   const size_t rank = out.shape.size();
-  std::vector<std::vector<int64_t>> strides;
-  for (const TensorView *v : views)
-    strides.push_back(stridesOf(*v));
+  // The run: dims [j, rank). Dim j may start anywhere in a view, the dims
+  // after it must match out's extents in every view.
+  size_t j = rank > 2 ? rank - 1 : rank;
+  while (j > 2) {
+    bool same = true;
+    for (const TensorView *v : views)
+      same &= v->shape[j] == out.shape[j];
+    if (!same)
+      break;
+    --j;
+  }
+  int64_t len = 1;
+  for (size_t d = j; d < rank; ++d)
+    len *= out.shape[d];
+  std::array<std::vector<int64_t>, K> strides;
+  for (size_t k = 0; k < K; ++k)
+    strides[k] = stridesOf(*views[k]);
   std::vector<int64_t> outStrides = stridesOf(out);
   std::vector<int64_t> g = out.lo;
   g[1] = c;
-  std::vector<int64_t> offs(views.size());
-  int64_t total = 1;
-  for (size_t d = 0; d < rank; ++d)
-    if (d != 1)
-      total *= out.shape[d];
+  std::array<int64_t, K> offs;
+  int64_t total = out.shape[0];
+  for (size_t d = 2; d < j; ++d)
+    total *= out.shape[d];
   for (int64_t e = 0; e < total; ++e) {
     int64_t o = 0;
     for (size_t d = 0; d < rank; ++d)
       o += (g[d] - out.lo[d]) * outStrides[d];
-    for (size_t k = 0; k < views.size(); ++k) {
+    for (size_t k = 0; k < K; ++k) {
       int64_t off = 0;
       for (size_t d = 0; d < rank; ++d)
         off += (g[d] - views[k]->lo[d]) * strides[k][d];
       offs[k] = off;
     }
-    f(o, offs);
-    for (size_t d = rank; d-- > 0;) {
+    f(o, offs, len);
+    for (size_t d = j; d-- > 0;) {
       if (d == 1)
         continue;
       if (++g[d] < out.lo[d] + out.shape[d])
@@ -295,10 +328,14 @@ template <typename T> std::string batchNormalization(const KernelArgs &args) {
                     double a = scale.at(c) / std::sqrt(v + bn.epsilon);
                     double b = bias.at(c) - a * mu;
                     T *yp = elements<T>(*y);
-                    forOutputChannel(
+                    forOutputChannel<1>(
                         *y, c, {&x},
-                        [&](int64_t o, const std::vector<int64_t> &i) {
-                          yp[o] = static_cast<T>(a * xp[i[0]] + b);
+                        [&](int64_t o, const std::array<int64_t, 1> &i,
+                            int64_t len) {
+                          T *yr = yp + o;
+                          const T *xr = xp + i[0];
+                          for (int64_t e = 0; e < len; ++e)
+                            yr[e] = static_cast<T>(a * xr[e] + b);
                         });
                   }
                   if (rm)
@@ -349,10 +386,14 @@ std::string batchNormalizationNormalized(const KernelArgs &args) {
                   else
                     mu = mean.at(c), v = var.at(c);
                   double r = 1 / std::sqrt(v + bn.epsilon);
-                  forOutputChannel(
+                  forOutputChannel<1>(
                       out, c, {&x},
-                      [&](int64_t o, const std::vector<int64_t> &i) {
-                        op[o] = static_cast<T>((xp[i[0]] - mu) * r);
+                      [&](int64_t o, const std::array<int64_t, 1> &i,
+                          int64_t len) {
+                        T *orow = op + o;
+                        const T *xr = xp + i[0];
+                        for (int64_t e = 0; e < len; ++e)
+                          orow[e] = static_cast<T>((xr[e] - mu) * r);
                       });
                 }
               });
@@ -393,10 +434,12 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
                   int64_t c = dx.lo[1] + lc;
                   if (!bn.training) {
                     double a = scale.at(c) / std::sqrt(var.at(c) + bn.epsilon);
-                    forOutputChannel(
+                    forOutputChannel<1>(
                         dx, c, {&dy},
-                        [&](int64_t o, const std::vector<int64_t> &i) {
-                          dxp[o] = static_cast<T>(dyp[i[0]] * a);
+                        [&](int64_t o, const std::array<int64_t, 1> &i,
+                            int64_t len) {
+                          for (int64_t e = 0; e < len; ++e)
+                            dxp[o + e] = static_cast<T>(dyp[i[0] + e] * a);
                         });
                     continue;
                   }
@@ -425,12 +468,17 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
                   double cnt = static_cast<double>(bn.count);
                   double meanDy = sumDy / cnt, meanDyXhat = sumDyXhat / cnt;
                   double a = scale.at(c) * r;
-                  forOutputChannel(
+                  forOutputChannel<2>(
                       dx, c, {&dy, &x},
-                      [&](int64_t o, const std::vector<int64_t> &i) {
-                        double xhat = (xp[i[1]] - mu) * r;
-                        dxp[o] = static_cast<T>(
-                            a * (dyp[i[0]] - meanDy - xhat * meanDyXhat));
+                      [&](int64_t o, const std::array<int64_t, 2> &i,
+                          int64_t len) {
+                        T *dr = dxp + o;
+                        const T *gr = dyp + i[0], *xr = xp + i[1];
+                        for (int64_t e = 0; e < len; ++e) {
+                          double xhat = (xr[e] - mu) * r;
+                          dr[e] = static_cast<T>(
+                              a * (gr[e] - meanDy - xhat * meanDyXhat));
+                        }
                       });
                 }
               });

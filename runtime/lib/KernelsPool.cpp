@@ -17,6 +17,12 @@
 // first in-bounds cell of the window (row-major kernel offsets) equal to the
 // window's Y, as PyTorch and MaxPool's Indices (ties do not share dY).
 //
+// A split of the kernel offsets (the top-level reduction of AveragePool,
+// AveragePoolGrad and MaxPoolGrad) is a partial sum over the offsets in the
+// call's reduction ranges (KernelArgs::reductions): MaxPoolGrad still picks
+// each window's cell over the whole window, and counts it only when its
+// offset lies in the range.
+//
 // The compiler materializes each output of a multi-output op as its own
 // instruction: MaxPool tells Y (float) from Indices (int64) by type.
 //
@@ -135,6 +141,37 @@ const char kPartialWindow[] =
     "a partial sum over part of the pooling window (a split of the kernel "
     "offsets)";
 
+/// The kernel offsets [kLo[s], kHi[s]) a call sums over: with a partial
+/// sum over part of the window (the plan split the top-level reduction over
+/// the kernel offsets), the call's reduction ranges; else the whole kernel.
+/// unsupportedConfiguration when the ranges do not fit the kernel.
+std::string windowRange(const KernelArgs &args, const std::vector<int64_t> &kernel,
+                        std::vector<int64_t> &kLo, std::vector<int64_t> &kHi) {
+  kLo.assign(kernel.size(), 0);
+  kHi = kernel;
+  if (!args.partialReduction)
+    return "";
+  if (args.reductions.size() != kernel.size())
+    return unsupportedConfiguration(kPartialWindow);
+  for (size_t s = 0; s < kernel.size(); ++s) {
+    const KernelArgs::ReductionSpan &r = args.reductions[s];
+    if (r.extent != kernel[s] || r.lo < 0 || r.hi > kernel[s])
+      return unsupportedConfiguration(kPartialWindow);
+    kLo[s] = r.lo;
+    kHi[s] = r.hi;
+  }
+  return "";
+}
+
+/// True when kernel offsets `k` lie in [kLo, kHi).
+bool inRange(const std::vector<int64_t> &k, const std::vector<int64_t> &kLo,
+             const std::vector<int64_t> &kHi) {
+  for (size_t s = 0; s < k.size(); ++s)
+    if (k[s] < kLo[s] || k[s] >= kHi[s])
+      return false;
+  return true;
+}
+
 const char kTooLittle[] =
     "an operand's box lacks a cell a window needs (the plan gave this device "
     "too little of it)";
@@ -216,6 +253,230 @@ template <typename T> std::string checkPoolInput(const TensorView &x) {
   return "";
 }
 
+/// Floor and ceiling of a / b for b > 0.
+int64_t floorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
+
+//===----------------------------------------------------------------------===//
+// MaxPool and MaxPoolGrad over 1 or 2 spatial dims: per-plane loops over
+// precomputed windows (1-D as 2-D with a unit first dim). They take the
+// boxes where X holds every in-bounds cell of the windows they visit (and
+// Y, dY every window); anything else goes to the generic loops above,
+// which read cell by cell and name what is missing.
+//===----------------------------------------------------------------------===//
+
+/// One window per output position o of an axis: the kernel offsets
+/// [kA, kB) whose cells lie inside the input's global extent, whether the
+/// window also covers padding, and the local index (in a view's box) of
+/// cell kA.
+struct Windows {
+  std::vector<int64_t> kA, kB, local;
+  std::vector<char> padded;
+  int64_t st = 1, dl = 1; ///< input stride of o and of k (local index)
+};
+
+/// The two spatial axes of `pool` (a unit axis first for 1-D).
+struct Axes {
+  int64_t in[2] = {1, 1}, k[2] = {1, 1}, st[2] = {1, 1}, dl[2] = {1, 1},
+          pb[2] = {0, 0};
+  explicit Axes(const Pool &pool) {
+    const size_t off = pool.nsp == 1 ? 1 : 0;
+    for (size_t s = 0; s < pool.nsp; ++s) {
+      in[s + off] = pool.in[s];
+      k[s + off] = pool.kernel[s];
+      st[s + off] = pool.stride[s];
+      dl[s + off] = pool.dilation[s];
+      pb[s + off] = pool.padBegin[s];
+    }
+  }
+};
+
+/// The spatial box of view `v` on the two axes.
+void axesBox(const TensorView &v, int64_t lo[2], int64_t n[2]) {
+  lo[0] = 0, n[0] = 1, lo[1] = 0, n[1] = 1;
+  const size_t nsp = v.shape.size() - 2, off = nsp == 1 ? 1 : 0;
+  for (size_t s = 0; s < nsp; ++s) {
+    lo[s + off] = v.lo[s + 2];
+    n[s + off] = v.shape[s + 2];
+  }
+}
+
+/// The windows of outputs [o0, o0 + oN) of axis a, with local indices into
+/// a box [xlo, xlo + xn) of the input; false when an in-bounds cell lies
+/// outside the box.
+bool windowsOf(const Axes &ax, size_t a, int64_t o0, int64_t oN, int64_t xlo,
+               int64_t xn, Windows &w) {
+  w.kA.resize(oN);
+  w.kB.resize(oN);
+  w.local.resize(oN);
+  w.padded.resize(oN);
+  w.st = ax.st[a];
+  w.dl = ax.dl[a];
+  for (int64_t o = 0; o < oN; ++o) {
+    int64_t start = (o0 + o) * ax.st[a] - ax.pb[a];
+    int64_t kA = std::max<int64_t>(0, ceilDiv(-start, ax.dl[a]));
+    int64_t kB = std::min<int64_t>(ax.k[a], ceilDiv(ax.in[a] - start, ax.dl[a]));
+    kB = std::max(kA, kB);
+    w.kA[o] = kA;
+    w.kB[o] = kB;
+    w.padded[o] = kB - kA < ax.k[a];
+    w.local[o] = start + kA * ax.dl[a] - xlo;
+    if (kB > kA && (w.local[o] < 0 ||
+                    w.local[o] + (kB - 1 - kA) * ax.dl[a] >= xn))
+      return false;
+  }
+  return true;
+}
+
+/// True when view `v` holds batch and channel rows [n0, n0 + nN) x
+/// [c0, c0 + cN).
+bool holdsPlanes(const TensorView &v, int64_t n0, int64_t nN, int64_t c0,
+                 int64_t cN) {
+  return n0 >= v.lo[0] && n0 + nN <= v.lo[0] + v.shape[0] && c0 >= v.lo[1] &&
+         c0 + cN <= v.lo[1] + v.shape[1];
+}
+
+/// MaxPool's Y by windows; false (nothing written) when the boxes need
+/// the generic loop.
+template <typename T>
+bool maxPoolFast(const Pool &pool, const TensorView &x, const TensorView &y) {
+  if (pool.nsp > 2 ||
+      !holdsPlanes(x, y.lo[0], y.shape[0], y.lo[1], y.shape[1]))
+    return false;
+  const Axes ax(pool);
+  int64_t xlo[2], xn[2], olo[2], on[2];
+  axesBox(x, xlo, xn);
+  axesBox(y, olo, on);
+  Windows w0, w1;
+  if (!windowsOf(ax, 0, olo[0], on[0], xlo[0], xn[0], w0) ||
+      !windowsOf(ax, 1, olo[1], on[1], xlo[1], xn[1], w1))
+    return false;
+  const T lowest = static_cast<T>(-3.4e38); // the spec's padding value
+  const int64_t plane = on[0] * on[1], xPlane = xn[0] * xn[1];
+  const int64_t planes = y.shape[0] * y.shape[1];
+  const T *xp = elements<T>(x);
+  T *yp = elements<T>(y);
+  parallelFor(planes, static_cast<double>(plane * ax.k[0] * ax.k[1] + 8),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t p = begin; p < end; ++p) {
+                  const int64_t n = y.lo[0] + p / y.shape[1];
+                  const int64_t c = y.lo[1] + p % y.shape[1];
+                  const T *xs = xp + ((n - x.lo[0]) * x.shape[1] +
+                                      (c - x.lo[1])) * xPlane;
+                  T *out = yp + p * plane;
+                  for (int64_t oy = 0; oy < on[0]; ++oy)
+                    for (int64_t ox = 0; ox < on[1]; ++ox) {
+                      T best = -std::numeric_limits<T>::infinity();
+                      if (w0.padded[oy] || w1.padded[ox])
+                        best = lowest;
+                      const int64_t nx = w1.kB[ox] - w1.kA[ox];
+                      for (int64_t ky = 0; ky < w0.kB[oy] - w0.kA[oy]; ++ky) {
+                        const T *row = xs + (w0.local[oy] + ky * w0.dl) * xn[1] +
+                                       w1.local[ox];
+                        for (int64_t kx = 0; kx < nx; ++kx)
+                          best = std::max(best, row[kx * w1.dl]);
+                      }
+                      out[oy * on[1] + ox] = best;
+                    }
+                }
+              });
+  return true;
+}
+
+/// MaxPoolGrad by windows: each window of [oLo, oHi) gives its dY to the
+/// first in-bounds cell (row-major kernel offsets) equal to its Y, when
+/// that cell lies in dX's box. False (nothing written) when the boxes need
+/// the generic loop.
+template <typename T>
+bool maxPoolGradFast(const Pool &pool, const TensorView &dy,
+                     const TensorView &x, const TensorView &y,
+                     const TensorView &dx, const std::vector<int64_t> &oLoV,
+                     const std::vector<int64_t> &oHiV,
+                     const std::vector<int64_t> &kLoV,
+                     const std::vector<int64_t> &kHiV) {
+  if (pool.nsp > 2)
+    return false;
+  const int64_t n0 = dx.lo[0], nN = dx.shape[0], c0 = dx.lo[1],
+                cN = dx.shape[1];
+  if (!holdsPlanes(x, n0, nN, c0, cN) || !holdsPlanes(y, n0, nN, c0, cN) ||
+      !holdsPlanes(dy, n0, nN, c0, cN) || y.lo != dy.lo || y.shape != dy.shape)
+    return false;
+  const Axes ax(pool);
+  const size_t off = pool.nsp == 1 ? 1 : 0;
+  int64_t oLo[2] = {0, 0}, oN[2] = {1, 1}, kLo[2] = {0, 0}, kHi[2] = {1, 1};
+  for (size_t s = 0; s < pool.nsp; ++s) {
+    oLo[s + off] = oLoV[s];
+    oN[s + off] = std::max<int64_t>(0, oHiV[s] - oLoV[s]);
+    kLo[s + off] = kLoV[s];
+    kHi[s + off] = kHiV[s];
+  }
+  int64_t xlo[2], xn[2], ylo[2], yn[2], dlo[2], dn[2];
+  axesBox(x, xlo, xn);
+  axesBox(y, ylo, yn);
+  axesBox(dx, dlo, dn);
+  for (size_t a = 0; a < 2; ++a)
+    if (oN[a] > 0 && (oLo[a] < ylo[a] || oLo[a] + oN[a] > ylo[a] + yn[a]))
+      return false;
+  Windows w0, w1;
+  if (!windowsOf(ax, 0, oLo[0], oN[0], xlo[0], xn[0], w0) ||
+      !windowsOf(ax, 1, oLo[1], oN[1], xlo[1], xn[1], w1))
+    return false;
+  // dX's box in X's local coordinates.
+  const int64_t dOff0 = dlo[0] - xlo[0], dOff1 = dlo[1] - xlo[1];
+  const int64_t plane = dn[0] * dn[1], xPlane = xn[0] * xn[1],
+                yPlane = yn[0] * yn[1];
+  const int64_t planes = nN * cN;
+  const T *xp = elements<T>(x), *yp = elements<T>(y), *gp = elements<T>(dy);
+  T *dxp = elements<T>(dx);
+  parallelFor(
+      planes, static_cast<double>(oN[0] * oN[1] * ax.k[0] * ax.k[1] + plane) + 8,
+      [&](int64_t begin, int64_t end) {
+        std::vector<double> acc(plane);
+        for (int64_t p = begin; p < end; ++p) {
+          const int64_t n = n0 + p / cN, c = c0 + p % cN;
+          const T *xs = xp + ((n - x.lo[0]) * x.shape[1] + (c - x.lo[1])) * xPlane;
+          const int64_t yOff =
+              ((n - y.lo[0]) * y.shape[1] + (c - y.lo[1])) * yPlane;
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t oy = 0; oy < oN[0]; ++oy)
+            for (int64_t ox = 0; ox < oN[1]; ++ox) {
+              const int64_t at =
+                  yOff + (oLo[0] + oy - ylo[0]) * yn[1] + (oLo[1] + ox - ylo[1]);
+              const T yv = yp[at];
+              const int64_t nx = w1.kB[ox] - w1.kA[ox];
+              int64_t hitY = -1, hitX = -1, qy = 0, qx = 0;
+              for (int64_t ky = 0; ky < w0.kB[oy] - w0.kA[oy] && hitY < 0; ++ky) {
+                const int64_t ly = w0.local[oy] + ky * w0.dl;
+                const T *row = xs + ly * xn[1];
+                for (int64_t kx = 0; kx < nx; ++kx) {
+                  const int64_t lx = w1.local[ox] + kx * w1.dl;
+                  if (row[lx] == yv) {
+                    hitY = ly;
+                    hitX = lx;
+                    qy = w0.kA[oy] + ky;
+                    qx = w1.kA[ox] + kx;
+                    break;
+                  }
+                }
+              }
+              // Counted only at the kernel offsets this call sums over.
+              if (hitY < 0 || qy < kLo[0] || qy >= kHi[0] || qx < kLo[1] ||
+                  qx >= kHi[1])
+                continue;
+              const int64_t ry = hitY - dOff0, rx = hitX - dOff1;
+              if (ry >= 0 && ry < dn[0] && rx >= 0 && rx < dn[1])
+                acc[ry * dn[1] + rx] += static_cast<double>(gp[at]);
+            }
+          T *out = dxp + p * plane;
+          for (int64_t e = 0; e < plane; ++e)
+            out[e] = static_cast<T>(acc[e]);
+        }
+      });
+  return true;
+}
+
 template <typename T> std::string maxPool(const KernelArgs &args) {
   if (args.inputs.size() != 1 || args.outputs.empty() ||
       args.outputs.size() > 2)
@@ -242,6 +503,8 @@ template <typename T> std::string maxPool(const KernelArgs &args) {
   }
   if (y && indices && (y->lo != indices->lo || y->shape != indices->shape))
     return unsupportedConfiguration("Y and Indices have different boxes");
+  if (y && !indices && maxPoolFast<T>(pool, x, *y))
+    return "";
   const TensorView &box = y ? *y : *indices;
   // Indices: flat index into X, spatial part row- or column-major.
   std::vector<int64_t> sstr(pool.nsp, 1);
@@ -307,12 +570,13 @@ template <typename T> std::string averagePool(const KernelArgs &args) {
   if (y.dtype != FloatType<T>::dtype ||
       y.globalShape.size() != x.globalShape.size())
     return "Y must be " + floatName<T>() + " with X's rank";
-  if (args.partialReduction)
-    return unsupportedConfiguration(kPartialWindow);
   Pool pool;
   if (std::string err =
           pool.init(args, spatial(x.globalShape), spatial(y.globalShape));
       !err.empty())
+    return err;
+  std::vector<int64_t> kLo, kHi;
+  if (std::string err = windowRange(args, pool.kernel, kLo, kHi); !err.empty())
     return err;
   Reader reader(x);
   return forEachOutput(y, static_cast<double>(x.numElements()) /
@@ -324,7 +588,7 @@ template <typename T> std::string averagePool(const KernelArgs &args) {
     double sum = 0;
     bool missing = false;
     forWindow(pool, o, k, xs, [&](bool inside) {
-      if (!inside)
+      if (!inside || !inRange(k, kLo, kHi))
         return;
       int64_t off = reader.offset(n, c, xs.data());
       if (off < 0) {
@@ -372,12 +636,6 @@ void forWindowsOf(const Pool &pool, const int64_t *x, std::vector<int64_t> &k,
   }
 }
 
-/// Floor and ceiling of a / b for b > 0.
-int64_t floorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
-
 /// The row-major offset, within one (n, c) plane of `box`, of the spatial
 /// cell at global coordinates `g`; -1 when the cell lies outside the box.
 int64_t planeOffset(const TensorView &box, const std::vector<int64_t> &g) {
@@ -407,14 +665,17 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
     return "dY and Y must be " + floatName<T>() +
            " of Y's shape, dX of X's "
            "shape";
-  if (args.partialReduction)
-    return unsupportedConfiguration(kPartialWindow);
   Pool pool;
   if (std::string err =
           pool.init(args, spatial(x.globalShape), spatial(y.globalShape));
       !err.empty())
     return err;
   const size_t nsp = pool.nsp;
+  // A partial sum over part of the window: the windows give dY to their
+  // argmax cell (over the whole window) only at kernel offsets [kLo, kHi).
+  std::vector<int64_t> kLo, kHi;
+  if (std::string err = windowRange(args, pool.kernel, kLo, kHi); !err.empty())
+    return err;
   // The windows that may have a cell in dX's box, per spatial dim: [oLo, oHi).
   std::vector<int64_t> xLo(nsp), xHi(nsp), oLo(nsp), oHi(nsp);
   int64_t windows = 1, plane = 1;
@@ -423,13 +684,17 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
     xHi[s] = xLo[s] + dx.shape[s + 2];
     plane *= dx.shape[s + 2];
     oLo[s] = std::max<int64_t>(
-        0, ceilDiv(xLo[s] + pool.padBegin[s] -
-                       (pool.kernel[s] - 1) * pool.dilation[s],
+        0, ceilDiv(xLo[s] + pool.padBegin[s] - (kHi[s] - 1) * pool.dilation[s],
                    pool.stride[s]));
     oHi[s] = std::min<int64_t>(
-        pool.out[s], floorDiv(xHi[s] - 1 + pool.padBegin[s], pool.stride[s]) + 1);
+        pool.out[s], floorDiv(xHi[s] - 1 + pool.padBegin[s] -
+                                  kLo[s] * pool.dilation[s],
+                              pool.stride[s]) +
+                         1);
     windows *= std::max<int64_t>(0, oHi[s] - oLo[s]);
   }
+  if (maxPoolGradFast<T>(pool, dy, x, y, dx, oLo, oHi, kLo, kHi))
+    return "";
   int64_t cells = 1;
   for (size_t s = 0; s < nsp; ++s)
     cells *= pool.kernel[s];
@@ -439,7 +704,7 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
   parallelFor(
       planes, static_cast<double>(windows * cells + plane) + 8,
       [&](int64_t begin, int64_t end) {
-        std::vector<int64_t> o(nsp), k(nsp), xs(nsp), hit(nsp);
+        std::vector<int64_t> o(nsp), k(nsp), xs(nsp), hit(nsp), hitK(nsp);
         std::vector<double> acc(plane);
         for (int64_t p = begin; p < end; ++p) {
           const int64_t n = dx.lo[0] + p / dx.shape[1];
@@ -455,9 +720,9 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
             for (size_t s = 0; s < nsp && meets; ++s) {
               int64_t start = o[s] * pool.stride[s] - pool.padBegin[s];
               int64_t kMin = std::max<int64_t>(
-                  0, ceilDiv(xLo[s] - start, pool.dilation[s]));
+                  kLo[s], ceilDiv(xLo[s] - start, pool.dilation[s]));
               int64_t kMax = std::min<int64_t>(
-                  pool.kernel[s] - 1,
+                  kHi[s] - 1,
                   floorDiv(xHi[s] - 1 - start, pool.dilation[s]));
               meets = kMin <= kMax;
             }
@@ -481,13 +746,16 @@ template <typename T> std::string maxPoolGrad(const KernelArgs &args) {
                 if (static_cast<double>(elements<T>(x)[off]) == yv) {
                   found = true;
                   hit = xs;
+                  hitK = k;
                 }
               });
               if (missing) {
                 errors[p] = kTooLittle;
                 break;
               }
-              int64_t at = found ? planeOffset(dx, hit) : -1;
+              int64_t at = found && inRange(hitK, kLo, kHi)
+                               ? planeOffset(dx, hit)
+                               : -1;
               if (at >= 0)
                 acc[at] += static_cast<double>(elements<T>(dy)[go]);
             }
@@ -588,12 +856,13 @@ template <typename T> std::string averagePoolGrad(const KernelArgs &args) {
       dy.globalShape.size() != x.globalShape.size())
     return "dY and dX must be " + floatName<T>() +
            " with X's rank, dX of X's shape";
-  if (args.partialReduction)
-    return unsupportedConfiguration(kPartialWindow);
   Pool pool;
   if (std::string err =
           pool.init(args, spatial(x.globalShape), spatial(dy.globalShape));
       !err.empty())
+    return err;
+  std::vector<int64_t> kLo, kHi;
+  if (std::string err = windowRange(args, pool.kernel, kLo, kHi); !err.empty())
     return err;
   Reader rdy(dy);
   return forEachOutput(dx, 4.0 * static_cast<double>(dy.numElements()) /
@@ -605,6 +874,8 @@ template <typename T> std::string averagePoolGrad(const KernelArgs &args) {
     double sum = 0;
     bool missing = false;
     forWindowsOf(pool, xg, k, o, [&] {
+      if (!inRange(k, kLo, kHi))
+        return;
       int64_t go = rdy.offset(n, c, o.data());
       if (go < 0) {
         missing = true;

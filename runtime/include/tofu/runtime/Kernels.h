@@ -28,8 +28,8 @@ struct KernelArgs {
   /// top-level reduction variable's range (ComputeKernel.h's
   /// ReductionRanges). Kernels whose reductions show in their inputs' boxes
   /// (GEMM's k, a convolution's input channels) see the split there; a
-  /// kernel whose reduction does not (a pooling window) must decline with
-  /// unsupportedConfiguration.
+  /// kernel whose reduction does not (a pooling window) reads the ranges
+  /// in `reductions`, or declines with unsupportedConfiguration.
   bool partialReduction = false;
   /// The training step being executed (random ops such as Dropout draw
   /// tofu::rng::counterUniform(seed, counter, randomStep), as the
@@ -40,6 +40,18 @@ struct KernelArgs {
   /// folded into them, and the plan ships those inputs as empty boxes: a
   /// kernel that needs such values reads them off the program.
   const std::vector<plan::ExprProgram> *programs = nullptr;
+  /// The range of one top-level reduction variable this call sums over:
+  /// [lo, hi) of its whole extent [0, extent).
+  struct ReductionSpan {
+    int64_t lo = 0, hi = 0, extent = 0;
+  };
+  /// The reduction ranges of the first output's program, one per top-level
+  /// reduction variable in the order of the spec's sum (e.g. ConvGradInput:
+  /// mm, then the kernel offsets); empty when the call gave none (whole
+  /// ranges). For a kernel whose split reduction does not show in its
+  /// inputs' boxes (a grouped convolution's output channels within each
+  /// group, read through a hull over the groups).
+  std::vector<ReductionSpan> reductions;
 
   /// Float attribute `name` (an Int attribute is converted), or `dflt`.
   double floatAttr(const std::string &name, double dflt) const;
