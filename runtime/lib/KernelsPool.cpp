@@ -1,7 +1,8 @@
 //===- KernelsPool.cpp - MaxPool, AveragePool and their gradients ---------===//
 //
 // Native kernels of tdl-specs/pool.tdl's MaxPool (Y and Indices),
-// MaxPoolGrad, GlobalMaxPoolGrad, AveragePool and AveragePoolGrad over any
+// MaxPoolGrad, GlobalMaxPoolGrad, AveragePool, AveragePoolGrad,
+// GlobalAveragePool and GlobalAveragePoolGrad over any
 // number of spatial dims (X [N, C, *S], float32 or float64: one template
 // per kernel, FloatKernel.h), with the specs' geometry: strides and
 // dilations default to 1, pads to 0, auto_pad SAME_UPPER / SAME_LOWER /
@@ -895,6 +896,128 @@ template <typename T> std::string averagePoolGrad(const KernelArgs &args) {
 
 } // namespace
 
+namespace {
+
+/// Whether view `v` holds [lo, hi) of its dim `d`.
+bool holdsRange(const TensorView &v, size_t d, int64_t lo, int64_t hi) {
+  return v.lo[d] <= lo && hi <= v.lo[d] + v.shape[d];
+}
+
+/// Row-major element offset in `v` of global (n, c) and spatial position 0
+/// of its local box.
+int64_t planeOffset(const TensorView &v, int64_t n, int64_t c) {
+  int64_t plane = 1;
+  for (size_t d = 2; d < v.shape.size(); ++d)
+    plane *= v.shape[d];
+  return ((n - v.lo[0]) * v.shape[1] + (c - v.lo[1])) * plane;
+}
+
+/// GlobalAveragePool: Y[n, c, 0...] = (sum of X[n, c, spatial]) / (global
+/// spatial cells). The spatial sum runs over the call's reduction ranges
+/// (all of it without a split; a split gives the partial sum the plan's
+/// Reduce adds up), which X's box must hold. Accumulates in double.
+template <typename T> std::string globalAveragePool(const KernelArgs &args) {
+  if (args.inputs.size() != 1 || args.outputs.size() != 1)
+    return "expects input X and 1 output";
+  const TensorView &x = args.inputs[0], &y = args.outputs[0];
+  const size_t rank = x.globalShape.size();
+  if (!isFloat<T>(x) || y.dtype != FloatType<T>::dtype || rank < 3 ||
+      y.globalShape.size() != rank)
+    return "X and Y must be " + floatName<T>() + " of the same rank >= 3";
+  const size_t spatial = rank - 2;
+  std::vector<int64_t> lo(spatial), hi(spatial);
+  double cells = 1;
+  for (size_t s = 0; s < spatial; ++s) {
+    cells *= static_cast<double>(x.globalShape[s + 2]);
+    lo[s] = 0;
+    hi[s] = x.globalShape[s + 2];
+  }
+  if (!args.reductions.empty()) {
+    if (args.reductions.size() != spatial)
+      return unsupportedConfiguration("reduction ranges do not match the "
+                                      "spatial dims");
+    for (size_t s = 0; s < spatial; ++s) {
+      lo[s] = args.reductions[s].lo;
+      hi[s] = args.reductions[s].hi;
+    }
+  }
+  for (size_t s = 0; s < spatial; ++s)
+    if (!holdsRange(x, s + 2, lo[s], hi[s]))
+      return unsupportedConfiguration("X lacks spatial cells of the sum");
+  if (!holdsRange(x, 0, y.lo[0], y.lo[0] + y.shape[0]) ||
+      !holdsRange(x, 1, y.lo[1], y.lo[1] + y.shape[1]))
+    return unsupportedConfiguration("X lacks (n, c) planes of Y's box");
+  // The local rows of X's box the sum reads: a contiguous run in the last
+  // spatial dim, rows over the others.
+  const T *xd = elements<T>(x);
+  T *yd = elements<T>(y);
+  std::vector<int64_t> strides(spatial, 1);
+  for (size_t s = spatial - 1; s > 0; --s)
+    strides[s - 1] = strides[s] * x.shape[s + 2];
+  int64_t rows = 1;
+  for (size_t s = 0; s + 1 < spatial; ++s)
+    rows *= hi[s] - lo[s];
+  const int64_t run = hi[spatial - 1] - lo[spatial - 1];
+  const int64_t planes = y.shape[0] * y.shape[1];
+  parallelFor(planes, double(rows * run), [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> idx(spatial);
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t n = y.lo[0] + p / y.shape[1], c = y.lo[1] + p % y.shape[1];
+      const T *plane = xd + planeOffset(x, n, c);
+      double sum = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t rest = r, off = 0;
+        for (size_t s = spatial - 1; s-- > 0;) {
+          int64_t extent = hi[s] - lo[s];
+          off += (lo[s] + rest % extent - x.lo[s + 2]) * strides[s];
+          rest /= extent;
+        }
+        const T *row = plane + off + (lo[spatial - 1] - x.lo[spatial + 1]);
+        for (int64_t i = 0; i < run; ++i)
+          sum += static_cast<double>(row[i]);
+      }
+      yd[p] = static_cast<T>(sum / cells); // Y's box: [n, c, 1...]
+    }
+  });
+  return "";
+}
+
+/// GlobalAveragePoolGrad: dX[n, c, spatial] = dY[n, c, 0...] / (global
+/// spatial cells of X) over dX's box.
+template <typename T>
+std::string globalAveragePoolGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 2 || args.outputs.size() != 1)
+    return "expects inputs (dY, X) and 1 output";
+  const TensorView &dy = args.inputs[0], &dx = args.outputs[0];
+  const size_t rank = dx.globalShape.size();
+  if (!isFloat<T>(dy) || dx.dtype != FloatType<T>::dtype || rank < 3 ||
+      dy.globalShape.size() != rank)
+    return "dY and dX must be " + floatName<T>() + " of the same rank >= 3";
+  if (!holdsRange(dy, 0, dx.lo[0], dx.lo[0] + dx.shape[0]) ||
+      !holdsRange(dy, 1, dx.lo[1], dx.lo[1] + dx.shape[1]))
+    return unsupportedConfiguration("dY lacks (n, c) planes of dX's box");
+  double cells = 1;
+  int64_t plane = 1;
+  for (size_t d = 2; d < rank; ++d) {
+    cells *= static_cast<double>(dx.globalShape[d]);
+    plane *= dx.shape[d];
+  }
+  const T *g = elements<T>(dy);
+  T *out = elements<T>(dx);
+  const int64_t planes = dx.shape[0] * dx.shape[1];
+  parallelFor(planes, double(plane), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t n = dx.lo[0] + p / dx.shape[1], c = dx.lo[1] + p % dx.shape[1];
+      const T v = static_cast<T>(
+          static_cast<double>(g[planeOffset(dy, n, c)]) / cells);
+      std::fill(out + p * plane, out + (p + 1) * plane, v);
+    }
+  });
+  return "";
+}
+
+} // namespace
+
 void tofu::runtime::registerPoolKernels(void (*addKernel)(const char *,
                                                           KernelFn)) {
   addKernel("MaxPool", byFloatType<maxPool<float>, maxPool<double>>);
@@ -906,4 +1029,9 @@ void tofu::runtime::registerPoolKernels(void (*addKernel)(const char *,
             byFloatType<averagePool<float>, averagePool<double>>);
   addKernel("AveragePoolGrad",
             byFloatType<averagePoolGrad<float>, averagePoolGrad<double>>);
+  addKernel("GlobalAveragePool",
+            byFloatType<globalAveragePool<float>, globalAveragePool<double>>);
+  addKernel("GlobalAveragePoolGrad",
+            byFloatType<globalAveragePoolGrad<float>,
+                        globalAveragePoolGrad<double>>);
 }
