@@ -349,6 +349,66 @@ std::string nary(const KernelArgs &args) {
   return mapBroadcast<T, Op, N>(args);
 }
 
+/// Where(condition, X, Y) -> Z = condition ? X : Y, and WhereGrad(condition,
+/// dZ; branch) -> dX = dZ where condition selects the branch (0: X, 1: Y),
+/// else 0, with ONNX broadcasting over the output's local box. The
+/// condition is bool (one byte an element); the values are T.
+template <typename T>
+std::string selectByCondition(const KernelArgs &args, bool grad) {
+  const size_t numInputs = grad ? 2 : 3;
+  if (args.inputs.size() != numInputs || args.outputs.size() != 1)
+    return "expects " + std::to_string(numInputs) + " inputs and 1 output";
+  const TensorView &out = args.outputs[0], &cond = args.inputs[0];
+  if (out.dtype != FloatType<T>::dtype)
+    return unsupportedConfiguration("the output is not " + floatName<T>());
+  if (!cond.present() || cond.dtype != tofu::plan::DType::Bool)
+    return unsupportedConfiguration("the condition is not bool");
+  LoopNest nest = outputNest(out);
+  for (size_t j = 0; j < numInputs; ++j) {
+    const TensorView &in = args.inputs[j];
+    if (!in.present())
+      return "input " + std::to_string(j) + " is missing";
+    if (j > 0 && !isFloat<T>(in))
+      return unsupportedConfiguration("input " + std::to_string(j) +
+                                      " is not " + floatName<T>());
+    if (in.shape.size() > out.shape.size())
+      return "input " + std::to_string(j) + " has a higher rank than the output";
+    if (std::string err = addOperand(
+            nest, out, in, rightAligned(out.shape.size(), in.shape.size()));
+        !err.empty())
+      return "input " + std::to_string(j) + ": " + err;
+  }
+  nest.coalesce();
+  const int64_t branch = grad ? args.intAttr("branch", 0) : 0;
+  const uint8_t *c = static_cast<const uint8_t *>(cond.data);
+  const T *a = elements<T>(args.inputs[1]);
+  const T *b = grad ? nullptr : elements<T>(args.inputs[2]);
+  T *z = elements<T>(out);
+  const int64_t so = nest.inner(0), sc = nest.inner(1), sa = nest.inner(2),
+                sb = grad ? 0 : nest.inner(3);
+  forEachRow(nest, 1.0, [&](const int64_t *off, int64_t n) {
+    T *zr = z + off[0];
+    const uint8_t *cr = c + off[1];
+    const T *ar = a + off[2];
+    if (grad) {
+      const bool want = branch == 0;
+      for (int64_t e = 0; e < n; ++e)
+        zr[e * so] = (cr[e * sc] != 0) == want ? ar[e * sa] : T(0);
+      return;
+    }
+    const T *br = b + off[3];
+    for (int64_t e = 0; e < n; ++e)
+      zr[e * so] = cr[e * sc] ? ar[e * sa] : br[e * sb];
+  });
+  return "";
+}
+template <typename T> std::string where(const KernelArgs &args) {
+  return selectByCondition<T>(args, /*grad=*/false);
+}
+template <typename T> std::string whereGrad(const KernelArgs &args) {
+  return selectByCondition<T>(args, /*grad=*/true);
+}
+
 } // namespace
 
 void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
@@ -388,4 +448,6 @@ void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
                                        nary<double, PowGradBaseOp, 3>>);
   addKernel("PowGradExponent", byFloatType<nary<float, PowGradExponentOp, 4>,
                                            nary<double, PowGradExponentOp, 4>>);
+  addKernel("Where", byFloatType<where<float>, where<double>>);
+  addKernel("WhereGrad", byFloatType<whereGrad<float>, whereGrad<double>>);
 }
