@@ -21,9 +21,9 @@
 // "tofu.output" (its index). BatchNormalization computes Y or either running
 // statistic from that (a running statistic reads the channel's whole batch
 // in training mode, so the interpreter would be far slower). Without the
-// attribute (older plans), and for LayerNormalization's lone Mean or
-// InvStdDev, a lone statistic is declined as an unsupported configuration
-// and the interpreter computes it. Boxes are read at global coordinates; a box
+// attribute (older plans), a lone statistic is declined as an unsupported
+// configuration and the interpreter computes it; LayerNormalization computes
+// a lone Mean or InvStdDev from the attribute too. Boxes are read at global coordinates; a box
 // that lacks what a statistic needs (e.g. not the channel's whole batch) is
 // declined the same way.
 //
@@ -566,7 +566,46 @@ template <typename T> std::string layerNormalization(const KernelArgs &args) {
   LayerNorm<T> ln;
   if (std::string err = ln.init(args, x); !err.empty())
     return err;
-  // A lone statistic output (or an ambiguous shape) goes to the interpreter.
+  // A lone statistic output, as the compiler materializes Mean (tofu.output
+  // 1) and InvStdDev (2) apart from Y: the rows' statistics alone.
+  const int64_t only =
+      args.outputs.size() == 1 && args.hasAttr("tofu.output")
+          ? args.intAttr("tofu.output", 0)
+          : 0;
+  if (only == 1 || only == 2) {
+    int64_t rows;
+    if (std::string err = ln.rowsOf(y, rows); !err.empty())
+      return err;
+    if (std::string err = ln.sameRows(x, y, "X"); !err.empty())
+      return err;
+    if (!isFloat<T>(y))
+      return "the statistic must be " + floatName<T>();
+    const int64_t M = ln.M;
+    const T *xp = elements<T>(x);
+    T *out = elements<T>(y);
+    parallelFor(rows, 3.0 * static_cast<double>(M), [&](int64_t begin,
+                                                        int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T *xr = xp + r * M;
+        double sum = 0;
+        for (int64_t k = 0; k < M; ++k)
+          sum += xr[k];
+        double mean = sum / static_cast<double>(M);
+        if (only == 1) {
+          out[r] = static_cast<T>(mean);
+          continue;
+        }
+        double sq = 0;
+        for (int64_t k = 0; k < M; ++k)
+          sq += (xr[k] - mean) * (xr[k] - mean);
+        out[r] = static_cast<T>(
+            1 / std::sqrt(sq / static_cast<double>(M) + ln.epsilon));
+      }
+    });
+    return "";
+  }
+  // A lone statistic without the attribute (older plans), or an ambiguous
+  // shape, goes to the interpreter.
   if (y.globalShape != x.globalShape || (args.outputs.size() == 1 && ln.M == 1))
     return unsupportedConfiguration(
         "a lone Mean or InvStdDev output (the interpreter computes it)");
