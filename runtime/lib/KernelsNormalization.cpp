@@ -542,6 +542,19 @@ template <typename T> struct LayerNorm {
     return "";
   }
 
+  /// The mean and 1 / sqrt(variance + epsilon) of the M elements at `xr`,
+  /// in double.
+  void rowStats(const T *xr, double &mean, double &rstd) const {
+    double sum = 0;
+    for (int64_t k = 0; k < M; ++k)
+      sum += xr[k];
+    mean = sum / static_cast<double>(M);
+    double sq = 0;
+    for (int64_t k = 0; k < M; ++k)
+      sq += (xr[k] - mean) * (xr[k] - mean);
+    rstd = 1 / std::sqrt(sq / static_cast<double>(M) + epsilon);
+  }
+
   /// Scale / B must be exactly the normalized dims (no broadcasting inside).
   std::string block(const TensorView &v, const TensorView &x,
                     const char *what) const {
@@ -586,20 +599,9 @@ template <typename T> std::string layerNormalization(const KernelArgs &args) {
     parallelFor(rows, 3.0 * static_cast<double>(M), [&](int64_t begin,
                                                         int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const T *xr = xp + r * M;
-        double sum = 0;
-        for (int64_t k = 0; k < M; ++k)
-          sum += xr[k];
-        double mean = sum / static_cast<double>(M);
-        if (only == 1) {
-          out[r] = static_cast<T>(mean);
-          continue;
-        }
-        double sq = 0;
-        for (int64_t k = 0; k < M; ++k)
-          sq += (xr[k] - mean) * (xr[k] - mean);
-        out[r] = static_cast<T>(
-            1 / std::sqrt(sq / static_cast<double>(M) + ln.epsilon));
+        double mean, rstd;
+        ln.rowStats(xp + r * M, mean, rstd);
+        out[r] = static_cast<T>(only == 1 ? mean : rstd);
       }
     });
     return "";
@@ -640,14 +642,8 @@ template <typename T> std::string layerNormalization(const KernelArgs &args) {
                                                       int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const T *xr = xp + r * M;
-      double sum = 0;
-      for (int64_t k = 0; k < M; ++k)
-        sum += xr[k];
-      double mean = sum / static_cast<double>(M);
-      double sq = 0;
-      for (int64_t k = 0; k < M; ++k)
-        sq += (xr[k] - mean) * (xr[k] - mean);
-      double rstd = 1 / std::sqrt(sq / static_cast<double>(M) + ln.epsilon);
+      double mean, rstd;
+      ln.rowStats(xr, mean, rstd);
       T *yr = yp + r * M;
       for (int64_t k = 0; k < M; ++k)
         yr[k] =

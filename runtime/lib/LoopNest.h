@@ -157,6 +157,23 @@ inline LoopNest outputNest(const TensorView &out) {
   return nest;
 }
 
+/// Steps the row index `idx` (all dims but the innermost) and the operands'
+/// element offsets `off` to the next row of `nest` in row-major order;
+/// false (and both back at the first row) after the last row.
+inline bool nextRow(const LoopNest &nest, int64_t *idx, int64_t *off) {
+  const size_t r = nest.rank(), ops = nest.operands();
+  for (size_t d = r - 1; d-- > 0;) {
+    for (size_t o = 0; o < ops; ++o)
+      off[o] += nest.stride[o][d];
+    if (++idx[d] < nest.extent[d])
+      return true;
+    for (size_t o = 0; o < ops; ++o)
+      off[o] -= nest.stride[o][d] * nest.extent[d];
+    idx[d] = 0;
+  }
+  return false;
+}
+
 /// Runs `row(offsets, n)` for every innermost row of `nest` (offsets: each
 /// operand's element offset at the row's start; n: the row's length),
 /// spread over threads by rows, long rows cut into chunks. The rows (and
@@ -201,15 +218,7 @@ void forEachRow(const LoopNest &nest, double workPerElement, Row row) {
                   if (++c < perRow)
                     continue;
                   c = 0;
-                  for (size_t d = r - 1; d-- > 0;) {
-                    for (size_t o = 0; o < ops; ++o)
-                      off[o] += nest.stride[o][d];
-                    if (++idx[d] < nest.extent[d])
-                      break;
-                    for (size_t o = 0; o < ops; ++o)
-                      off[o] -= nest.stride[o][d] * nest.extent[d];
-                    idx[d] = 0;
-                  }
+                  nextRow(nest, idx.data(), off.data());
                 }
               });
 }
@@ -224,17 +233,7 @@ template <typename Row> void forEachRowSerial(const LoopNest &nest, Row row) {
   std::vector<int64_t> idx(r, 0), off(nest.offset);
   for (;;) {
     row(off.data(), n);
-    size_t d = r - 1;
-    for (; d-- > 0;) {
-      for (size_t o = 0; o < ops; ++o)
-        off[o] += nest.stride[o][d];
-      if (++idx[d] < nest.extent[d])
-        break;
-      for (size_t o = 0; o < ops; ++o)
-        off[o] -= nest.stride[o][d] * nest.extent[d];
-      idx[d] = 0;
-    }
-    if (d == size_t(-1))
+    if (!nextRow(nest, idx.data(), off.data()))
       return;
   }
 }
