@@ -22,6 +22,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -94,14 +95,26 @@ public:
   /// `tofu_t` of `tofu_nt` runs iterations tofu_t, tofu_t + tofu_nt, ... of
   /// its flattened loop nest and the statements leave that thread's partial
   /// value in the root's variable, for the block's tree combination.
+  ///
+  /// `rowDims` (rowReductionDims): the statements of one row of a row
+  /// variant. The row's output variables (true) are bound in `out`, which
+  /// every thread of the block runs alike; each Reduce placed there is
+  /// computed by the whole block (a strided share per thread, then
+  /// tofu_block_combine), so its value is in every thread. The other output
+  /// variables are bound in elementBody(), the body of the loop over the
+  /// row's elements, with what depends on them.
   StageEmitter(const KernelDescription &kernel, const ParamLayout &layout,
-               size_t stage, std::string &out, bool parallelRoot = false)
+               size_t stage, std::string &out, bool parallelRoot = false,
+               const std::vector<bool> *rowDims = nullptr)
       : kernel(kernel), layout(layout), stage(stage),
         p(*kernel.stages[stage].program), out(out),
-        parallelRoot(parallelRoot) {}
+        parallelRoot(parallelRoot), rowDims(rowDims) {}
 
   /// Appends the stage's statements; returns the expression of its value.
   llvm::Expected<std::string> emit();
+
+  /// With `rowDims`: the statements of one element of the row.
+  const std::string &elementBody() const { return element; }
 
 private:
   struct Placed {
@@ -132,6 +145,8 @@ private:
   const ExprProgram &p;
   std::string &out;
   const bool parallelRoot;
+  const std::vector<bool> *rowDims;
+  std::string element;
 
   /// Text of each open level's block (level L at [L]); level 0 is `out`.
   std::vector<std::string> blocks;
@@ -174,7 +189,11 @@ llvm::Error StageEmitter::place(int32_t id, Placed &result, int depth) {
     blocks.emplace_back();
     scopes.push_back(++nextScope);
     std::string loops, closes;
-    const bool shared = parallelRoot && id == p.root && level == 0;
+    // Shared by the block's threads: the root of a block variant, or any
+    // reduction of a row variant that is the same for the whole row.
+    const bool rowShared = rowDims && level == 0;
+    const bool shared =
+        (parallelRoot && id == p.root && level == 0) || rowShared;
     std::vector<std::pair<std::string, std::string>> bounds;
     for (size_t j = 0; j < n.vars.size(); ++j) {
       int32_t v = n.vars[j];
@@ -207,17 +226,29 @@ llvm::Error StageEmitter::place(int32_t id, Placed &result, int depth) {
                  indent(0) + total + " *= " + extent + " > 0 ? " + extent +
                  " : 0;\n";
       }
+      if (rowShared)
+        loops += indent(0) + "for (int64_t tofu_t = TOFU_THREAD_FIRST; "
+                             "tofu_t < TOFU_THREAD_END; ++tofu_t) {\n" +
+                 indent(0) + "double " + name + "_p = @INIT@;\n";
       loops += indent(0) + "for (int64_t " + it + " = tofu_t; " + it + " < " +
-               total + "; " + it + " += tofu_nt) {\n" + indent(1) +
-               "int64_t " + rest + " = " + it + ";\n";
+               total + "; " + it + " += " +
+               (rowShared ? "TOFU_BLOCK_THREADS" : "tofu_nt") + ") {\n" +
+               indent(1) + "int64_t " + rest + " = " + it + ";\n";
       for (size_t j = n.vars.size(); j-- > 0;) {
         std::string extent = name + "_n" + std::to_string(j);
+        // The first variable needs no remainder: what is left is < extent.
         loops += indent(1) + "const int64_t " + varName(n.vars[j]) + " = " +
-                 bounds[j].first + " + " + rest + " % " + extent + ";\n" +
-                 indent(1) + rest + " /= " + extent + ";\n";
+                 bounds[j].first + " + " + rest +
+                 (j > 0 ? " % " + extent : std::string()) + ";\n";
+        if (j > 0)
+          loops += indent(1) + rest + " /= " + extent + ";\n";
       }
       loops += indent(1) + "(void)" + rest + ";\n";
       closes = indent(0) + "}\n";
+      if (rowShared)
+        closes += indent(0) + "tofu_partials[tofu_t] = " + name + "_p;\n" +
+                  indent(0) + "}\n" + indent(0) + name +
+                  " = tofu_block_combine<@REDUCER@>(tofu_partials);\n";
     }
     Placed value;
     llvm::Error err = place(n.operands[0], value, depth + 1);
@@ -229,23 +260,30 @@ llvm::Error StageEmitter::place(int32_t id, Placed &result, int depth) {
     if (err)
       return err;
     std::string init, update;
+    // A row-shared reduction accumulates each thread's share in `_p`.
+    const std::string acc = rowShared ? name + "_p" : name;
     switch (n.reducer) {
     case plan::Reducer::Sum:
       init = "0.0";
-      update = name + " += " + value.expr;
+      update = acc + " += " + value.expr;
       break;
     case plan::Reducer::Prod:
       init = "1.0";
-      update = name + " *= " + value.expr;
+      update = acc + " *= " + value.expr;
       break;
     case plan::Reducer::Max:
       init = "-tofu_from_bits(0x7ff0000000000000ull)";
-      update = name + " = tofu_max(" + name + ", " + value.expr + ")";
+      update = acc + " = tofu_max(" + acc + ", " + value.expr + ")";
       break;
     case plan::Reducer::Min:
       init = "tofu_from_bits(0x7ff0000000000000ull)";
-      update = name + " = tofu_min(" + name + ", " + value.expr + ")";
+      update = acc + " = tofu_min(" + acc + ", " + value.expr + ")";
       break;
+    }
+    if (rowShared) {
+      loops.replace(loops.find("@INIT@"), 6, init);
+      closes.replace(closes.find("@REDUCER@"), 9,
+                     std::to_string(static_cast<int>(n.reducer)));
     }
     std::string &dst = level == 0 ? out : blocks[level];
     dst += indent(level) + "double " + name + " = " + init + ";\n";
@@ -381,18 +419,25 @@ llvm::Error StageEmitter::place(int32_t id, Placed &result, int depth) {
 
 llvm::Expected<std::string> StageEmitter::emit() {
   varLevel.assign(p.varExtents.size(), -2);
+  // A row variant's element loop is level 1, as if it were a loop.
+  blocks.assign(rowDims ? 2 : 1, "");
+  scopes.assign(1, 0);
+  if (rowDims)
+    scopes.push_back(++nextScope);
   for (size_t d = 0; d < p.outputVars.size(); ++d) {
-    varLevel[p.outputVars[d]] = 0;
-    out += "  const int64_t " + varName(p.outputVars[d]) + " = o" +
-           std::to_string(d) + ";\n";
+    const bool inElement = rowDims && !(*rowDims)[d];
+    varLevel[p.outputVars[d]] = inElement ? 1 : 0;
+    (inElement ? blocks[1] : out) += "  const int64_t " +
+                                     varName(p.outputVars[d]) + " = o" +
+                                     std::to_string(d) + ";\n";
   }
   memo.assign(p.nodes.size(), Memo());
   freeVars = freeVariablesOfNodes(p);
-  blocks.assign(1, "");
-  scopes.assign(1, 0);
   Placed root;
   if (llvm::Error err = place(p.root, root, 0))
     return std::move(err);
+  if (rowDims)
+    element = blocks[1];
   return root.expr;
 }
 
@@ -407,8 +452,21 @@ const char *kPrelude = R"cuda(// Generated by tofuc (lib/Target/CudaKernelGenera
 #else
 #define TOFU_HD
 #endif
-// Threads of a block-reduction kernel's block (a power of two).
+// Threads of a block-reduction or row-reduction kernel's block (a power of
+// two, at least 64).
 #define TOFU_BLOCK_THREADS 256
+// The threads a statement of a row variant's row runs for: on the device
+// the calling thread, on the host (which runs the block's threads one
+// after another, phase by phase) every thread of the block.
+#ifdef __CUDA_ARCH__
+#define TOFU_THREAD_FIRST ((int64_t)threadIdx.x)
+#define TOFU_THREAD_END ((int64_t)threadIdx.x + 1)
+#define TOFU_THREAD_STEP ((int64_t)TOFU_BLOCK_THREADS)
+#else
+#define TOFU_THREAD_FIRST ((int64_t)0)
+#define TOFU_THREAD_END ((int64_t)TOFU_BLOCK_THREADS)
+#define TOFU_THREAD_STEP ((int64_t)1)
+#endif
 
 template <int N> struct TofuPointers { void *p[N]; };
 template <int N> struct TofuParams { int64_t v[N]; };
@@ -426,6 +484,46 @@ TOFU_HD inline double tofu_mod(double a, double b) {
   return a - b * floor(a / b);
 }
 TOFU_HD inline double tofu_sigmoid(double a) { return 1 / (1 + exp(-a)); }
+
+// Combines two partial values of a reduction (R: plan::Reducer, 0 sum,
+// 1 max, 2 min, 3 prod).
+template <int R> TOFU_HD inline double tofu_combine(double a, double b) {
+  return R == 0 ? a + b : R == 1 ? tofu_max(a, b) : R == 2 ? tofu_min(a, b)
+                                                          : a * b;
+}
+// The block's partial values partials[0, TOFU_BLOCK_THREADS) combined in a
+// fixed tree order, partials[t] = combine(partials[t], partials[t + w]) for
+// w = TOFU_BLOCK_THREADS / 2, ..., 1; returned to every thread. On the
+// device each thread has written its own partials[t]; the last five levels
+// run in warp 0 with shuffles, in the same order. Deterministic: the same
+// inputs give the same bits on every run, on the host and on the device.
+template <int R> TOFU_HD inline double tofu_block_combine(double *partials) {
+#ifdef __CUDA_ARCH__
+  const unsigned t = threadIdx.x;
+  __syncthreads();
+  for (unsigned w = TOFU_BLOCK_THREADS / 2; w >= 32; w >>= 1) {
+    if (t < w)
+      partials[t] = tofu_combine<R>(partials[t], partials[t + w]);
+    __syncthreads();
+  }
+  if (t < 32) {
+    double v = partials[t];
+    for (unsigned w = 16; w > 0; w >>= 1)
+      v = tofu_combine<R>(v, __shfl_down_sync(0xffffffffu, v, w));
+    if (t == 0)
+      partials[0] = v;
+  }
+  __syncthreads();
+  const double result = partials[0];
+  __syncthreads(); // partials is reused by the next reduction
+  return result;
+#else
+  for (int w = TOFU_BLOCK_THREADS / 2; w > 0; w >>= 1)
+    for (int t = 0; t < w; ++t)
+      partials[t] = tofu_combine<R>(partials[t], partials[t + w]);
+  return partials[0];
+#endif
+}
 
 // tofu::rng::counterUniform (runtime/include/tofu/runtime/CounterRng.h).
 TOFU_HD inline uint64_t tofu_mix(uint64_t z) {
@@ -695,6 +793,8 @@ ParamLayout tofu::cudagen::paramLayout(const KernelDescription &kernel) {
     l.stageRanges.push_back(next);
     next += 2 * static_cast<int64_t>(s.program->topReductionVars.size());
   }
+  if (hasRowVariant(kernel))
+    l.rows = next++;
   l.numParams = next;
   l.numPointers = static_cast<int64_t>(kernel.stages.size() +
                                        kernel.operands.size());
@@ -730,6 +830,14 @@ std::vector<int64_t> tofu::cudagen::launchParams(
       params[l.stageRanges[s] + 2 * r] = range.first;
       params[l.stageRanges[s] + 2 * r + 1] = range.second;
     }
+  }
+  if (l.rows >= 0) {
+    auto rowDims = rowReductionDims(*kernel.stages[0].program);
+    int64_t rows = 1;
+    for (size_t d = 0; d < kernel.outputGlobalShape.size(); ++d)
+      if (d < rowDims->size() && (*rowDims)[d])
+        rows *= params[l.outShape + d];
+    params[l.rows] = rows;
   }
   return params;
 }
@@ -829,6 +937,57 @@ tofu::cudagen::emitKernel(const KernelDescription &kernel,
     partialValue = *value;
   }
 
+  // A block per row: the row-invariant reductions once per row, shared by
+  // the block's threads, then the row's elements (rowReductionDims).
+  const std::optional<std::vector<bool>> rowDims =
+      hasRowVariant(kernel) ? rowReductionDims(*kernel.stages[0].program)
+                            : std::nullopt;
+  std::string rowBody, rowElement, rowValue, rowCount = "1";
+  if (rowDims) {
+    auto dimParam = [&](int64_t base, size_t d) {
+      return "params[" + std::to_string(base + static_cast<int64_t>(d)) + "]";
+    };
+    rowBody += "  int64_t tofu_rest = tofu_row;\n";
+    for (size_t d = rank; d-- > 0;) {
+      if (!(*rowDims)[d])
+        continue;
+      const std::string l = "tofu_l" + std::to_string(d);
+      rowBody += "  const int64_t " + l + " = tofu_rest % " +
+                 dimParam(layout.outShape, d) + ";\n  tofu_rest /= " +
+                 dimParam(layout.outShape, d) + ";\n  const int64_t o" +
+                 std::to_string(d) + " = " + dimParam(layout.outLo, d) +
+                 " + " + l + ";\n";
+      rowCount += " * " + dimParam(layout.outShape, d);
+    }
+    rowBody += "  (void)tofu_rest;\n  int64_t tofu_row_elements = 1;\n";
+    for (size_t d = 0; d < rank; ++d)
+      if (!(*rowDims)[d])
+        rowBody += "  tofu_row_elements *= " + dimParam(layout.outShape, d) +
+                   ";\n";
+    StageEmitter emitter(kernel, layout, 0, rowBody, /*parallelRoot=*/false,
+                         &*rowDims);
+    auto value = emitter.emit();
+    if (!value)
+      return value.takeError();
+    rowValue = *value;
+    rowElement = "  int64_t tofu_crest = tofu_c;\n";
+    for (size_t d = rank; d-- > 0;) {
+      if ((*rowDims)[d])
+        continue;
+      const std::string l = "tofu_l" + std::to_string(d);
+      rowElement += "  const int64_t " + l + " = tofu_crest % " +
+                    dimParam(layout.outShape, d) + ";\n  tofu_crest /= " +
+                    dimParam(layout.outShape, d) + ";\n  const int64_t o" +
+                    std::to_string(d) + " = " + dimParam(layout.outLo, d) +
+                    " + " + l + ";\n";
+    }
+    rowElement += "  (void)tofu_crest;\n  int64_t e = 0;\n";
+    for (size_t d = 0; d < rank; ++d)
+      rowElement += "  e = e * " + dimParam(layout.outShape, d) + " + tofu_l" +
+                    std::to_string(d) + ";\n";
+    rowElement += emitter.elementBody();
+  }
+
   std::string np = std::to_string(layout.numPointers);
   std::string nq = std::to_string(layout.numParams);
   std::string src;
@@ -912,17 +1071,82 @@ tofu::cudagen::emitKernel(const KernelDescription &kernel,
            "    " + store + "ptrs[0], e, partials[0]);\n"
            "  }\n}\n";
   }
+  if (rowDims) {
+    const std::string store =
+        "tofu_store<" + dtypeCode(kernel.stages[0].outputType) + ">(";
+    src += "TOFU_HD inline int64_t " + name +
+           "_rows(const int64_t *params) { return " + rowCount + "; }\n";
+    src += "TOFU_HD inline void " + name +
+           "_row_body(int64_t tofu_row, void *const *ptrs,\n"
+           "    const int64_t *params, uint64_t step, unsigned long long "
+           "*error,\n    double *tofu_partials) {\n"
+           "  (void)step; (void)error; (void)tofu_partials;\n" +
+           rowBody +
+           "  for (int64_t tofu_c = TOFU_THREAD_FIRST; tofu_c < "
+           "tofu_row_elements;\n       tofu_c += TOFU_THREAD_STEP) {\n" +
+           rowElement + "  " + store + "ptrs[0], e, " + rowValue +
+           ");\n  }\n}\n";
+    src += "#ifdef __CUDACC__\nextern \"C\" __global__ void "
+           "__launch_bounds__(256) " +
+           name + "_row(TofuPointers<" + np + "> ptrs, TofuParams<" + nq +
+           "> params,\n    const unsigned long long *step, unsigned long long "
+           "*error) {\n"
+           "  __shared__ double tofu_partials[TOFU_BLOCK_THREADS];\n"
+           "  const uint64_t s = step ? *step : 0;\n"
+           "  const int64_t rows = " + name + "_rows(params.v);\n"
+           "  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)\n"
+           "    " + name +
+           "_row_body(row, ptrs.p, params.v, s, error, tofu_partials);\n"
+           "}\n#endif\n";
+    src += "extern \"C\" void " + name +
+           "_row_host(void *const *ptrs, const int64_t *params, uint64_t step,\n"
+           "    unsigned long long *error) {\n"
+           "  double tofu_partials[TOFU_BLOCK_THREADS];\n"
+           "  const int64_t rows = " + name + "_rows(params);\n"
+           "  for (int64_t row = 0; row < rows; ++row)\n"
+           "    " + name +
+           "_row_body(row, ptrs, params, step, error, tofu_partials);\n"
+           "}\n";
+  }
   return src;
 }
 
-bool tofu::cudagen::blockReductionRoot(const ExprProgram &p) {
+namespace {
+
+/// The reductions of `p` whose free variables are all output variables
+/// (computed once per element, or once per row by a row variant), the
+/// root's operands first; empty if the root is a Reduce.
+std::vector<int32_t>
+rowInvariantReductions(const ExprProgram &p,
+                       const std::vector<std::vector<int32_t>> &freeVars) {
+  std::vector<int32_t> found;
   if (p.root < 0 || p.root >= static_cast<int32_t>(p.nodes.size()) ||
-      p.nodes[p.root].kind != ExprNode::Kind::Reduce)
-    return false;
-  // Iterations per output element: a Reduce runs its extent times the
-  // reductions nested in its body (counted once each, as the generator
-  // hoists them); saturated at the threshold so that nothing overflows.
-  const int64_t cap = kBlockReductionMinIterations;
+      p.nodes[p.root].kind == ExprNode::Kind::Reduce)
+    return found;
+  std::set<int32_t> outputs(p.outputVars.begin(), p.outputVars.end());
+  std::vector<bool> seen(p.nodes.size(), false);
+  std::vector<int32_t> stack{p.root};
+  while (!stack.empty()) {
+    int32_t id = stack.back();
+    stack.pop_back();
+    if (id < 0 || id >= static_cast<int32_t>(p.nodes.size()) || seen[id])
+      continue;
+    seen[id] = true;
+    const ExprNode &n = p.nodes[id];
+    if (n.kind == ExprNode::Kind::Reduce &&
+        std::all_of(freeVars[id].begin(), freeVars[id].end(),
+                    [&](int32_t v) { return outputs.count(v) != 0; }))
+      found.push_back(id);
+    for (int32_t operand : n.operands)
+      stack.push_back(operand);
+  }
+  return found;
+}
+
+/// Iterations of the loop nest of each Reduce node of `p` per evaluation,
+/// counting the reductions nested in its body once each (as the generator
+/// hoists them), saturated at `cap`.
+std::vector<int64_t> reductionWork(const ExprProgram &p, int64_t cap) {
   std::vector<int64_t> work(p.nodes.size(), 0);
   for (size_t id = 0; id < p.nodes.size(); ++id) {
     const ExprNode &n = p.nodes[id];
@@ -942,13 +1166,67 @@ bool tofu::cudagen::blockReductionRoot(const ExprProgram &p) {
                    : 0;
     work[id] = std::min(cap, extent * (1 + inner));
   }
-  return work[p.root] >= cap;
+  return work;
+}
+
+} // namespace
+
+bool tofu::cudagen::blockReductionRoot(const ExprProgram &p) {
+  if (p.root < 0 || p.root >= static_cast<int32_t>(p.nodes.size()) ||
+      p.nodes[p.root].kind != ExprNode::Kind::Reduce)
+    return false;
+  // Iterations per output element: a Reduce runs its extent times the
+  // reductions nested in its body (counted once each, as the generator
+  // hoists them); saturated at the threshold so that nothing overflows.
+  const int64_t cap = kBlockReductionMinIterations;
+  return reductionWork(p, cap)[p.root] >= cap;
+}
+
+std::optional<std::vector<bool>>
+tofu::cudagen::rowReductionDims(const ExprProgram &p) {
+  // Called before emitKernel verifies a program (paramLayout): refuse what
+  // freeVariablesOfNodes cannot walk; emitKernel reports the error.
+  if (p.root < 0 || p.root >= static_cast<int32_t>(p.nodes.size()))
+    return std::nullopt;
+  for (size_t id = 0; id < p.nodes.size(); ++id)
+    for (int32_t operand : p.nodes[id].operands)
+      if (operand < 0 || operand >= static_cast<int32_t>(id))
+        return std::nullopt;
+  const auto freeVars = freeVariablesOfNodes(p);
+  const std::vector<int32_t> reductions = rowInvariantReductions(p, freeVars);
+  if (reductions.empty())
+    return std::nullopt;
+  std::set<int32_t> rowVars;
+  for (int32_t id : reductions)
+    rowVars.insert(freeVars[id].begin(), freeVars[id].end());
+  std::vector<bool> dims;
+  for (int32_t v : p.outputVars)
+    dims.push_back(rowVars.count(v) != 0);
+  return dims;
+}
+
+bool tofu::cudagen::hasRowVariant(const KernelDescription &kernel) {
+  if (kernel.stages.size() != 1 || !kernel.stages[0].program)
+    return false;
+  const ExprProgram &p = *kernel.stages[0].program;
+  return kernel.forceRowVariant ? rowReductionDims(p).has_value()
+                                : classifyProgram(p) == "row-reduction";
 }
 
 std::string tofu::cudagen::classifyProgram(const ExprProgram &p) {
   bool elementwise = true;
   if (blockReductionRoot(p))
     return "block-reduction";
+  if (rowReductionDims(p)) {
+    const auto freeVars = freeVariablesOfNodes(p);
+    const int64_t cap = kRowReductionMinIterations;
+    const std::vector<int64_t> work = reductionWork(p, cap);
+    int64_t perRow = 0;
+    for (int32_t id : rowInvariantReductions(p, freeVars))
+      perRow = std::min(cap, perRow + work[id]);
+    if (perRow >= cap)
+      return "row-reduction";
+  }
   for (const ExprNode &n : p.nodes) {
     if (n.kind == ExprNode::Kind::Reduce)
       return "reduction";

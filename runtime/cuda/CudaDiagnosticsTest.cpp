@@ -1,10 +1,12 @@
 //===- CudaDiagnosticsTest.cpp - architecture check, OOM message ----------===//
 //
 // Runs on every machine (no GPU): the decisions and messages the CUDA
-// executor will report with what the driver says.
+// executor will report with what the driver says, and which variant of a
+// generated kernel it launches (CudaKernelLaunch.h).
 //
 //===----------------------------------------------------------------------===//
 #include "CudaDiagnostics.h"
+#include "CudaKernelLaunch.h"
 
 #include "tofu/runtime/CudaArch.h"
 
@@ -73,6 +75,60 @@ TEST(CudaDiagnostics, OutOfMemoryNamesDeviceBytesAndFix) {
   EXPECT_TRUE(contains(msg, "--gpus 16; this plan has 8")) << msg;
   EXPECT_EQ(cuda::formatBytes(512), "512 bytes");
   EXPECT_EQ(cuda::formatBytes(1536), "1.5 KiB (1536 bytes)");
+}
+
+/// The variant and grid of a generated kernel's launch on 132 SMs.
+TEST(CudaKernelLaunch, PicksTheVariantByShape) {
+  using cuda::KernelLaunchConfig;
+  plan::CudaKernel k;
+  plan::CudaLaunch l;
+  // Element-wise: one thread per element, 256 a block, grid capped.
+  k.kind = "elementwise";
+  l.numElements = 1000;
+  auto c = cuda::kernelLaunchConfig(k, l, 132);
+  EXPECT_EQ(c.variant, KernelLaunchConfig::Variant::Element);
+  EXPECT_EQ(c.threads, 256);
+  EXPECT_EQ(c.grid, 4);
+  l.numElements = int64_t(1) << 30;
+  EXPECT_EQ(cuda::kernelLaunchConfig(k, l, 132).grid, 132 * 32);
+  // A row-reduction (the row count is the last parameter): LayerNorm of
+  // 1024 rows of 512 runs one block per row.
+  k.kind = "row-reduction";
+  l.numElements = 1024 * 512;
+  l.params = {l.numElements, 0, 0, 1024};
+  c = cuda::kernelLaunchConfig(k, l, 132);
+  EXPECT_EQ(c.variant, KernelLaunchConfig::Variant::Row);
+  EXPECT_EQ(c.threads, 256);
+  EXPECT_EQ(c.grid, 1024);
+  EXPECT_STREQ(cuda::variantSuffix(c.variant), "_row");
+  // Rows of one element: a block each only while few (InvStdDev of 1024
+  // rows), else one thread per element.
+  l.numElements = 1024;
+  l.params.back() = 1024;
+  EXPECT_EQ(cuda::kernelLaunchConfig(k, l, 132).variant,
+            KernelLaunchConfig::Variant::Row);
+  l.numElements = 100000;
+  l.params.back() = 100000;
+  c = cuda::kernelLaunchConfig(k, l, 132);
+  EXPECT_EQ(c.variant, KernelLaunchConfig::Variant::Element);
+  EXPECT_EQ(c.grid, (100000 + 255) / 256);
+  // No rows (an empty share): nothing to share, the element kernel.
+  l.numElements = 0;
+  l.params.back() = 0;
+  c = cuda::kernelLaunchConfig(k, l, 132);
+  EXPECT_EQ(c.variant, KernelLaunchConfig::Variant::Element);
+  EXPECT_EQ(c.grid, 1);
+  // A block-reduction: a block per element only for few elements.
+  k.kind = "block-reduction";
+  l.params = {1};
+  l.numElements = 1;
+  c = cuda::kernelLaunchConfig(k, l, 132);
+  EXPECT_EQ(c.variant, KernelLaunchConfig::Variant::Block);
+  EXPECT_EQ(c.grid, 1);
+  EXPECT_STREQ(cuda::variantSuffix(c.variant), "_block");
+  l.numElements = 132 * 64 + 1;
+  EXPECT_EQ(cuda::kernelLaunchConfig(k, l, 132).variant,
+            KernelLaunchConfig::Variant::Element);
 }
 
 } // namespace

@@ -16,6 +16,7 @@
 #include "CudaConv.h"
 #include "CudaPool.h"
 #include "CudaDiagnostics.h"
+#include "CudaKernelLaunch.h"
 #include "CudaMultiFetchTables.h"
 #include "CudaNccl.h"
 #include "CudaNcclSchedule.h"
@@ -41,14 +42,6 @@ namespace {
 
 /// The 12-word out-of-buffer record of the generated kernels.
 constexpr size_t kErrorWords = 12;
-/// Threads of a block of a "block-reduction" kernel: the generator's
-/// TOFU_BLOCK_THREADS (lib/Target/CudaKernelGenerator.cpp).
-constexpr int64_t kBlockReductionThreads = 256;
-/// A launch of a "block-reduction" kernel with at most this many elements
-/// per multiprocessor uses the block variant: below that, one thread per
-/// element leaves most of the GPU idle while each thread runs the whole
-/// reduction (a loss: one thread for the batch).
-constexpr int64_t kBlockReductionMaxElementsPerSM = 64;
 
 } // namespace
 
@@ -84,8 +77,9 @@ struct CudaExecutor::Impl {
   /// and its kernels, launched with cudaLaunchKernel on any device.
   cudaLibrary_t library = nullptr;
   std::vector<cudaKernel_t> kernels;
-  /// `<name>_block` of each "block-reduction" kernel (else null).
-  std::vector<cudaKernel_t> blockKernels;
+  /// `<name>_block` of each "block-reduction" kernel and `<name>_row` of
+  /// each "row-reduction" kernel (else null).
+  std::vector<cudaKernel_t> variantKernels;
   cudaEvent_t fork = nullptr;
   /// Per launch: pointer and parameter blocks, laid out as TofuPointers<P>
   /// and TofuParams<Q>.
@@ -314,16 +308,21 @@ std::string CudaExecutor::Impl::init() {
     TOFU_CUDA(cudaLibraryLoadData(&library, plan.cuda.cubin.data(), nullptr,
                                   nullptr, 0, nullptr, nullptr, 0));
     kernels.resize(plan.cuda.kernels.size());
-    blockKernels.assign(plan.cuda.kernels.size(), nullptr);
+    variantKernels.assign(plan.cuda.kernels.size(), nullptr);
     for (size_t f = 0; f < plan.cuda.kernels.size(); ++f) {
       const CudaKernel &k = plan.cuda.kernels[f];
       cudaError_t err =
           cudaLibraryGetKernel(&kernels[f], library, k.name.c_str());
-      if (err == cudaSuccess && k.kind == "block-reduction")
-        err = cudaLibraryGetKernel(&blockKernels[f], library,
-                                   (k.name + "_block").c_str());
+      const char *variant = k.kind == "block-reduction" ? "_block"
+                            : k.kind == "row-reduction" ? "_row"
+                                                        : nullptr;
+      if (err == cudaSuccess && variant)
+        err = cudaLibraryGetKernel(&variantKernels[f], library,
+                                   (k.name + variant).c_str());
       if (err != cudaSuccess)
-        return cudaFailure(("cudaLibraryGetKernel(" + k.name + ")").c_str(),
+        return cudaFailure(("cudaLibraryGetKernel(" + k.name +
+                            (variant ? variant : "") + ")")
+                               .c_str(),
                            err);
     }
   }
@@ -611,24 +610,21 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
         const_cast<std::vector<int64_t> &>(launch.params);
     void *args[] = {launchPointers[op.launch].data(), params.data(),
                     &gpu.step, &gpu.error};
-    // Few elements of a reduction with much work each: the block variant,
-    // one element per block of exactly kBlockReductionThreads threads (the
-    // generated TOFU_BLOCK_THREADS); otherwise one element per thread.
-    const bool perBlock =
-        blockKernels[launch.kernel] &&
-        launch.numElements <= int64_t(gpu.multiprocessors) *
-                                  kBlockReductionMaxElementsPerSM;
-    const int64_t threads = perBlock ? kBlockReductionThreads : kernel.blockSize;
-    const int64_t blocks =
-        perBlock ? launch.numElements
-                 : (launch.numElements + threads - 1) / threads;
-    const unsigned grid = static_cast<unsigned>(std::max<int64_t>(
-        1, std::min<int64_t>(blocks, int64_t(gpu.multiprocessors) * 32)));
+    // One thread per element, one block per element (few elements of a
+    // reduction with much work each) or one block per row (reductions
+    // shared by a row's elements): CudaKernelLaunch.h. The block and row
+    // variants need exactly kReductionBlockThreads threads (the generated
+    // TOFU_BLOCK_THREADS).
+    const KernelLaunchConfig config =
+        kernelLaunchConfig(kernel, launch, gpu.multiprocessors);
+    const bool variant =
+        config.variant != KernelLaunchConfig::Variant::Element &&
+        variantKernels[launch.kernel];
     TOFU_CUDA(cudaLaunchKernel(
-        reinterpret_cast<const void *>(perBlock ? blockKernels[launch.kernel]
-                                                : kernels[launch.kernel]),
-        dim3(grid),
-        dim3(static_cast<unsigned>(threads)), args, 0, stream));
+        reinterpret_cast<const void *>(variant ? variantKernels[launch.kernel]
+                                               : kernels[launch.kernel]),
+        dim3(static_cast<unsigned>(config.grid)),
+        dim3(static_cast<unsigned>(config.threads)), args, 0, stream));
     return "";
   }
   case CudaOp::Kind::Gemm: {

@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaKernelLaunch.h"
 #include "CudaNcclSchedule.h"
 
 #include "tofu/runtime/CpuBackend.h"
@@ -35,6 +36,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -518,15 +520,24 @@ public:
     lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       return std::string("dlopen: ") + dlerror();
+    // Per kernel the host driver of each variant it has (CudaKernelLaunch.h:
+    // the one the executor would launch is run).
     for (const CudaKernel &k : plan.cuda.kernels) {
-      void *f = dlsym(lib, (k.name + "_host").c_str());
-      if (!f)
+      std::array<HostFn, 3> variants = {};
+      for (auto v : {KernelLaunchConfig::Variant::Element,
+                     KernelLaunchConfig::Variant::Block,
+                     KernelLaunchConfig::Variant::Row}) {
+        std::string driver = k.name + variantSuffix(v) + "_host";
+        variants[static_cast<size_t>(v)] =
+            reinterpret_cast<HostFn>(dlsym(lib, driver.c_str()));
+      }
+      if (!variants[0])
         return "no host driver " + k.name + "_host";
-      fns.push_back(reinterpret_cast<HostFn>(f));
+      fns.push_back(variants);
     }
     return "";
   }
-  std::vector<HostFn> fns;
+  std::vector<std::array<HostFn, 3>> fns;
 
 private:
   void *lib = nullptr;
@@ -638,7 +649,13 @@ private:
                              : ptr({l.device,
                                     plan.devices[l.device].buffers[b].offset}));
       unsigned long long error[12] = {0};
-      kernels.fns[l.kernel](ptrs.data(), l.params.data(),
+      const KernelLaunchConfig config = kernelLaunchConfig(
+          plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors);
+      auto fn = kernels.fns[l.kernel][static_cast<size_t>(config.variant)];
+      if (!fn)
+        return "no host driver " + plan.cuda.kernels[l.kernel].name +
+               variantSuffix(config.variant) + "_host";
+      fn(ptrs.data(), l.params.data(),
                             static_cast<uint64_t>(step), error);
       if (error[0])
         return who + ": kernel read outside its buffer";

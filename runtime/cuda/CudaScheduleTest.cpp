@@ -31,6 +31,7 @@
 #include "CudaDeviceState.h"
 #include "CudaMultiFetchTables.h"
 #include "CudaDnnMapping.h"
+#include "CudaKernelLaunch.h"
 #include "CudaSchedule.h"
 #include "CudaTestPlans.h"
 #include "CudaTraffic.h"
@@ -46,6 +47,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -1256,11 +1258,20 @@ public:
     lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       return std::string("dlopen: ") + dlerror();
+    // Per kernel the host driver of each variant it has (CudaKernelLaunch.h:
+    // the one the executor would launch is run).
     for (const CudaKernel &k : plan.cuda.kernels) {
-      void *f = dlsym(lib, (k.name + "_host").c_str());
-      if (!f)
+      std::array<HostFn, 3> variants = {};
+      for (auto v : {KernelLaunchConfig::Variant::Element,
+                     KernelLaunchConfig::Variant::Block,
+                     KernelLaunchConfig::Variant::Row}) {
+        std::string driver = k.name + variantSuffix(v) + "_host";
+        variants[static_cast<size_t>(v)] =
+            reinterpret_cast<HostFn>(dlsym(lib, driver.c_str()));
+      }
+      if (!variants[0])
         return "no host driver " + k.name + "_host";
-      fns.push_back(reinterpret_cast<HostFn>(f));
+      fns.push_back(variants);
     }
     mem.resize(s.mapping.numGpus);
     for (int32_t g = 0; g < s.mapping.numGpus; ++g)
@@ -1340,6 +1351,8 @@ public:
   double loss() const { return lossSlot; }
   /// MultiFetch/MultiReduce launches run so far.
   size_t multiFetchLaunches = 0;
+  /// Generated-kernel launches run per variant (element, block, row).
+  std::array<uint64_t, 3> variantLaunches = {};
 
   /// --dump as the executor does it: each of `buffers` copied after the
   /// entry snapshotPoints names, or after the feed when no entry writes it.
@@ -1396,7 +1409,14 @@ private:
                                : ptr({l.device,
                                       plan.devices[l.device].buffers[b].offset}));
         unsigned long long error[12] = {0};
-        fns[l.kernel](ptrs.data(), l.params.data(),
+        const KernelLaunchConfig config = kernelLaunchConfig(
+            plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors);
+        auto fn = fns[l.kernel][static_cast<size_t>(config.variant)];
+        ++variantLaunches[static_cast<size_t>(config.variant)];
+        if (!fn)
+          return "no host driver " + plan.cuda.kernels[l.kernel].name +
+                 variantSuffix(config.variant) + "_host";
+        fn(ptrs.data(), l.params.data(),
                       static_cast<uint64_t>(step), error);
         if (error[0])
           return "kernel " + plan.cuda.kernels[l.kernel].name +
@@ -1526,7 +1546,7 @@ private:
   const Plan &plan;
   const Schedule &s;
   void *lib = nullptr;
-  std::vector<HostFn> fns;
+  std::vector<std::array<HostFn, 3>> fns;
   std::vector<std::vector<uint8_t>> mem;
   double lossSlot = 0;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> snapshotsAfter;
@@ -1539,8 +1559,11 @@ private:
 /// and parameters, within fp32 tolerance for a float32 plan, 1e-10 relative
 /// for a float64 one (the GEMMs sum in a different order). This checks every offset, GEMM parameter, box, launch argument
 /// and the virtual device layout the executor will use.
+/// `launches`: where to add the generated-kernel launches the emulator ran
+/// per variant (KernelLaunchConfig::Variant: element, block, row).
 void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
-                               int steps, bool interpreter = true) {
+                               int steps, bool interpreter = true,
+                               std::array<uint64_t, 3> *launches = nullptr) {
   const Plan &plan = planNamed(name);
   if (plan.devices.empty())
     return;
@@ -1574,6 +1597,9 @@ void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
   // kernel's element function (CudaMultiFetch.h).
   if (plan.devices.size() > 1)
     EXPECT_GT(emu.multiFetchLaunches, 0u) << name;
+  if (launches)
+    for (size_t v = 0; v < launches->size(); ++v)
+      (*launches)[v] += emu.variantLaunches[v];
 }
 
 TEST(CudaScheduleOnHost, MlpMatchesTheCpuBackend) {
@@ -1593,7 +1619,13 @@ TEST(CudaScheduleOnHost, Float64MlpMatchesTheCpuBackend) {
 
 TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
   expectEmulationMatchesCpu("rnn-8", 1, 2);
-  expectEmulationMatchesCpu("gpt-8", 2, 2);
+  // GPT's LayerNormalization and loss gradient run their row variants (one
+  // block per token, CudaKernelLaunch.h), as on the GPU.
+  std::array<uint64_t, 3> launches = {};
+  expectEmulationMatchesCpu("gpt-8", 2, 2, true, &launches);
+  if (!planNamed("gpt-8").devices.empty())
+    EXPECT_GT(launches[static_cast<size_t>(KernelLaunchConfig::Variant::Row)],
+              0u);
 }
 
 TEST(CudaScheduleOnHost, ConvPoolAndBatchNormMatchTheCpuBackend) {
@@ -1607,7 +1639,13 @@ TEST(CudaScheduleOnHost, ConvPoolAndBatchNormMatchTheCpuBackend) {
   expectEmulationMatchesCpu("cnn-8", 2, 2, false);
   expectEmulationMatchesCpu("cnnbn-1", 1, 3, false);
   expectEmulationMatchesCpu("cnnbn-8", 1, 3, false);
-  expectEmulationMatchesCpu("cnnbn-8", 8, 2, false);
+  // Training-mode batch normalization of a batch share runs the row
+  // variants of its generated kernels (one block per channel).
+  std::array<uint64_t, 3> launches = {};
+  expectEmulationMatchesCpu("cnnbn-8", 8, 2, false, &launches);
+  if (!planNamed("cnnbn-8").devices.empty())
+    EXPECT_GT(launches[static_cast<size_t>(KernelLaunchConfig::Variant::Row)],
+              0u);
 }
 
 TEST(CudaScheduleOnHost, AMissingWaitChangesTheResult) {

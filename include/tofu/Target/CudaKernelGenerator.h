@@ -10,7 +10,12 @@
 // element function serves the `__global__` kernel (grid-stride loop) and a
 // host driver `<name>_host`, so the generated source also compiles as plain
 // C++ and is checked against the expression interpreter on machines without
-// a GPU (test/unit/Target/CudaKernelGeneratorTest.cpp).
+// a GPU (test/unit/Target/CudaKernelGeneratorTest.cpp). Reductions with much
+// work also get a variant in which a block of threads shares them, combined
+// in a fixed tree order: `<name>_block` (a root Reduce, one block per
+// element, blockReductionRoot) and `<name>_row` (reductions shared by a row
+// of elements, one block per row, rowReductionDims); which one runs is the
+// executor's choice (runtime/cuda/CudaKernelLaunch.h).
 //
 // Which instructions get a kernel: every Compute instruction with programs
 // except the ops the executor always runs through cuBLAS (isLibraryBackedOp:
@@ -29,6 +34,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,16 +69,27 @@ struct KernelDescription {
   std::vector<KernelOperand> operands;
   std::vector<KernelStage> stages;
   std::vector<int64_t> outputGlobalShape;
+  /// Emit the row variant wherever rowReductionDims allows one, not only
+  /// for "row-reduction" programs (tests: every such program runs it).
+  bool forceRowVariant = false;
 };
+
+/// Whether `kernel` gets a row variant `<name>_row` (and the row count
+/// parameter): one stage whose program has rowReductionDims and is
+/// classified "row-reduction" (or forceRowVariant).
+bool hasRowVariant(const KernelDescription &kernel);
 
 /// Kernel parameter layout (int64): [0] number of output elements; the
 /// output region's lo then shape; per operand its local box's lo then shape
 /// (zeros when absent); per stage, per top-level reduction variable of its
-/// program, the range [lo, hi). Pointers: stage outputs, then operands.
+/// program, the range [lo, hi); for a kernel with a row variant
+/// (rowReductionDims), last, the number of rows of the output region.
+/// Pointers: stage outputs, then operands.
 struct ParamLayout {
   int64_t outLo = 1, outShape = 0;
   std::vector<int64_t> operandLo, operandShape;
   std::vector<int64_t> stageRanges;
+  int64_t rows = -1; ///< index of the row count; -1: no row variant
   int64_t numParams = 0;
   int64_t numPointers = 0;
 };
@@ -120,8 +137,34 @@ inline constexpr int64_t kBlockReductionMinIterations = 256;
 /// otherwise.
 bool blockReductionRoot(const plan::ExprProgram &program);
 
+/// The row dimensions of a program whose value reads reductions that do not
+/// depend on every output index (row-invariant reductions: a LayerNorm's
+/// mean and variance, a softmax's maximum and sum, a BatchNorm's channel
+/// statistics): per output dimension, whether it indexes the rows (true: a
+/// free variable of such a reduction) or the elements within a row
+/// (false). nullopt when the program has no reduction whose free variables
+/// are all output variables, or its root is a Reduce (blockReductionRoot's
+/// case). For such a program the kernel also gets `<name>_row` (host
+/// driver `<name>_row_host`): one block of TOFU_BLOCK_THREADS threads per
+/// row computes each row-invariant reduction once, every thread a strided
+/// share of its flattened loop nest in double, combined in a fixed tree
+/// order (shared memory, then warp shuffles; the host driver follows the
+/// same order, so host and device agree bit for bit up to the device's
+/// math functions and FMA contraction), and then the row's elements, one
+/// thread each, with those values. It differs from the CPU interpreter
+/// only by the rounding of the tree order.
+std::optional<std::vector<bool>>
+rowReductionDims(const plan::ExprProgram &program);
+
+/// Fewest loop iterations of a program's row-invariant reductions per row
+/// for which its kernel is classified "row-reduction" (the executor then
+/// launches `<name>_row`, see rowVariantPays).
+inline constexpr int64_t kRowReductionMinIterations = 256;
+
 /// Classifies a program: "block-reduction" (blockReductionRoot: both
-/// variants), "reduction" (has a Reduce node), "elementwise"
+/// variants), "row-reduction" (rowReductionDims, with at least
+/// kRowReductionMinIterations iterations of its row-invariant reductions
+/// per row), "reduction" (has a Reduce node), "elementwise"
 /// (every access reads its input at the output element, with ONNX
 /// broadcasting: index k of a rank-r input is output variable
 /// k + outRank - r, or a constant), otherwise

@@ -312,10 +312,12 @@ void runShare(const Case &c, HostDriver driver,
 
 /// Every builtin op's sample instances, one kernel per output program, with
 /// tensors stored as `storing` says.
-std::vector<std::unique_ptr<Case>> buildCases(Storing storing = {}) {
+std::vector<std::unique_ptr<Case>>
+buildCases(Storing storing = {},
+           const std::vector<SampleCase> &samples = sampleCases()) {
   std::vector<std::unique_ptr<Case>> cases;
   const SpecLibrary &library = SpecLibrary::builtin();
-  for (const SampleCase &sample : sampleCases()) {
+  for (const SampleCase &sample : samples) {
     auto instance = instantiate(*library.lookup(sample.op), sample.types,
                                 sample.attrs, sample.constValues);
     EXPECT_TRUE(static_cast<bool>(instance)) << sample.describe();
@@ -356,6 +358,9 @@ std::vector<std::unique_ptr<Case>> buildCases(Storing storing = {}) {
         stage.inputs.push_back({static_cast<int32_t>(i), -1});
       c->kernel.stages.push_back(stage);
       c->kernel.outputGlobalShape = shared->outputTypes()[o].dims;
+      // Every program that can have a row variant gets one, however short
+      // its rows (tofuc writes it for "row-reduction" programs only).
+      c->kernel.forceRowVariant = true;
       cases.push_back(std::move(c));
     }
   }
@@ -372,10 +377,13 @@ std::vector<Storing> storageVariants() {
           {DType::BF16, DType::I32}};
 }
 
-/// Runs every sample program stored as `storing` (see runShare).
-void checkEveryProgram(Storing storing) {
-  auto cases = buildCases(storing);
-  ASSERT_GT(cases.size(), 150u);
+/// Runs every program of `samples` stored as `storing` (see runShare);
+/// returns the number of shares run and of programs with a row variant.
+/// `withReference`: also against the TDL reference evaluator on the whole
+/// tensor (it does not hoist reductions: too slow for long rows).
+void checkPrograms(Storing storing, const std::vector<SampleCase> &samples,
+                   int &shares, int &rowPrograms, bool withReference = true) {
+  auto cases = buildCases(storing, samples);
   std::string source = cudagen::emitPrelude();
   for (auto &c : cases) {
     auto text = cudagen::emitKernel(c->kernel, c->name);
@@ -385,7 +393,6 @@ void checkEveryProgram(Storing storing) {
   }
   auto module = HostModule::compile(source);
   ASSERT_TRUE(module);
-  int shares = 0;
   for (auto &c : cases) {
     HostDriver driver = module->driver(c->name);
     ASSERT_NE(driver, nullptr) << c->name;
@@ -394,6 +401,13 @@ void checkEveryProgram(Storing storing) {
     if (cudagen::blockReductionRoot(c->program)) {
       blockDriver = module->driver(c->name + "_block");
       ASSERT_NE(blockDriver, nullptr) << c->name << "_block";
+    }
+    // The row variant, where the generator writes one, on every share too.
+    HostDriver rowDriver = nullptr;
+    if (cudagen::rowReductionDims(c->program)) {
+      rowDriver = module->driver(c->name + "_row");
+      ASSERT_NE(rowDriver, nullptr) << c->name << "_row";
+      ++rowPrograms;
     }
     auto runShares = [&](const std::vector<DenseTensor> &inputs,
                          const std::vector<double> *reference,
@@ -404,6 +418,9 @@ void checkEveryProgram(Storing storing) {
       if (blockDriver)
         runShare(*c, blockDriver, inputs, reference, box, ranges,
                  what + " (block variant)", /*block=*/true);
+      if (rowDriver)
+        runShare(*c, rowDriver, inputs, reference, box, ranges,
+                 what + " (row variant)", /*block=*/true);
     };
     const auto &dims = c->instance->outputTypes()[c->output].dims;
     std::vector<ReductionVar> redVars = c->instance->reductionVars(c->output);
@@ -424,10 +441,14 @@ void checkEveryProgram(Storing storing) {
         }
         inputPtrs.push_back(&inputs[i]);
       }
-      auto reference = evaluate(*c->instance, inputPtrs);
-      ASSERT_TRUE(static_cast<bool>(reference)) << c->describe();
-      runShares(inputs, &(*reference)[c->output].data, wholeBox(dims), {},
-                "whole");
+      if (withReference) {
+        auto reference = evaluate(*c->instance, inputPtrs);
+        ASSERT_TRUE(static_cast<bool>(reference)) << c->describe();
+        runShares(inputs, &(*reference)[c->output].data, wholeBox(dims), {},
+                  "whole");
+      } else {
+        runShares(inputs, nullptr, wholeBox(dims), {}, "whole");
+      }
       ++shares;
       for (size_t d = 0; d < dims.size(); ++d) {
         if (dims[d] < 2)
@@ -459,7 +480,17 @@ void checkEveryProgram(Storing storing) {
       }
     }
   }
+}
+
+/// Runs every sample program stored as `storing` (see runShare).
+void checkEveryProgram(Storing storing) {
+  ASSERT_GT(sampleCases().size(), 150u);
+  int shares = 0, rowPrograms = 0;
+  checkPrograms(storing, sampleCases(), shares, rowPrograms);
   EXPECT_GT(shares, 600);
+  // LayerNormalization(Grad), Softmax(Grad), LogSoftmax, the loss
+  // gradients, BatchNormalization, ... have row variants.
+  EXPECT_GT(rowPrograms, 20);
 }
 
 TEST(CudaKernelGenerator, EveryTdlProgramMatchesInterpreterAndReference) {
@@ -473,6 +504,106 @@ TEST(CudaKernelGenerator, EveryTdlProgramInFloat16AndInt32) {
 }
 TEST(CudaKernelGenerator, EveryTdlProgramInBFloat16AndInt32) {
   checkEveryProgram(storageVariants()[3]);
+}
+
+/// Row variants (cudagen::rowReductionDims) on rows that do not fill a
+/// block evenly: longer than TOFU_BLOCK_THREADS (256) and not a multiple of
+/// it, of one element, a row spread over non-trailing dimensions (a softmax
+/// over axis 1, a BatchNorm channel), and row-invariant reductions over
+/// more than one dimension (LayerNormalization over axis 1). Each against
+/// the CPU interpreter (within the tree order's rounding; the TDL
+/// reference, which recomputes every nested reduction, would take minutes
+/// on these rows: the sample cases check it), on the whole tensor and on
+/// every half share, in float32 and float64.
+std::vector<SampleCase> rowVariantSamples() {
+  return {
+      {"LayerNormalization", {f32({3, 300}), f32({300}), f32({300})}},
+      {"LayerNormalization", {f32({5, 1}), f32({1}), f32({1})}},
+      {"LayerNormalization", {f32({2, 3, 171}), f32({3, 171}), std::nullopt},
+       {{"axis", I(1)}}},
+      {"LayerNormalizationGrad",
+       {f32({4, 513}), f32({4, 513}), f32({513}), f32({4, 1}), f32({4, 1})}},
+      {"Softmax", {f32({6, 257})}, {}, 0, 3, -4, 4},
+      {"Softmax", {f32({2, 300, 3})}, {{"axis", I(1)}}, 0, 3, -4, 4},
+      {"Softmax", {f32({4, 1})}},
+      {"SoftmaxGrad", {f32({3, 600}), f32({3, 600})}},
+      {"SoftmaxCrossEntropyLossGrad", {f32({}), f32({5, 300}), i64({5})},
+       {}, 0, 300},
+      {"BatchNormalization",
+       {f32({4, 3, 9, 9}), f32({3}), f32({3}), f32({3}), f32({3})},
+       {{"training_mode", I(1)}}},
+      {"BatchNormalizationGrad",
+       {f32({4, 3, 9, 9}), f32({4, 3, 9, 9}), f32({3}), f32({3}), f32({3})},
+       {{"training_mode", I(1)}}},
+  };
+}
+
+TEST(CudaKernelGenerator, RowVariantsOnRowsLongerShorterAndUnevenToABlock) {
+  for (Storing storing : {storageVariants()[0], storageVariants()[1]}) {
+    int shares = 0, rowPrograms = 0;
+    checkPrograms(storing, rowVariantSamples(), shares, rowPrograms,
+                  /*withReference=*/false);
+    // Every op but the BatchNorm running statistics has a row variant on
+    // at least one output (Y, Mean, InvStdDev, dX, ...).
+    EXPECT_GE(rowPrograms, 13) << storing.describe();
+    EXPECT_GT(shares, 100) << storing.describe();
+  }
+  // What the executor launches the row variant for: LayerNormalization's Y
+  // over 300 columns is a "row-reduction" kernel; over one column, whose
+  // reductions take one iteration a row, it is not.
+  auto cases = buildCases(Storing{}, rowVariantSamples());
+  EXPECT_EQ(cudagen::classifyProgram(cases[0]->program), "row-reduction");
+  ASSERT_TRUE(cudagen::rowReductionDims(cases[0]->program));
+  EXPECT_EQ(*cudagen::rowReductionDims(cases[0]->program),
+            (std::vector<bool>{true, false}));
+  EXPECT_EQ(cases[3]->sample.op, "LayerNormalization");
+  EXPECT_EQ(cudagen::classifyProgram(cases[3]->program), "reduction");
+}
+
+/// The row variant's combination order is the documented one (the device
+/// follows the same, its last five levels by warp shuffles): SoftmaxGrad's
+/// row sum of dY * Y over 512 columns, dY = 2^53 then ones, Y = 1. A
+/// sequential sum in double loses every one (2^53 + 1 rounds to 2^53);
+/// thread t's share (columns t and t + 256) then the pairwise halving keep
+/// all but the one added to 2^53 by thread 0.
+TEST(CudaKernelGenerator, RowVariantCombinesInTreeOrder) {
+  SampleCase sample{"SoftmaxGrad", {f32({1, 512}), f32({1, 512})}};
+  auto cases = buildCases(Storing{plan::DType::F64, plan::DType::I64}, {sample});
+  ASSERT_EQ(cases.size(), 1u);
+  const Case &c = *cases[0];
+  ASSERT_TRUE(cudagen::rowReductionDims(c.program));
+  auto text = cudagen::emitKernel(c.kernel, "softmax_grad");
+  ASSERT_TRUE(static_cast<bool>(text)) << llvm::toString(text.takeError());
+  auto module = HostModule::compile(cudagen::emitPrelude() + *text);
+  ASSERT_TRUE(module);
+  std::vector<double> dY(512, 1.0), Y(512, 1.0), out(512, 7.0);
+  dY[0] = 0x1p53;
+  // The documented order, replayed here.
+  std::vector<double> partials(256, 0.0);
+  for (int t = 0; t < 256; ++t)
+    for (int k = t; k < 512; k += 256)
+      partials[t] += dY[k] * Y[k];
+  for (int w = 128; w > 0; w /= 2)
+    for (int t = 0; t < w; ++t)
+      partials[t] += partials[t + w];
+  double sequential = 0;
+  for (int k = 0; k < 512; ++k)
+    sequential += dY[k] * Y[k];
+  ASSERT_EQ(partials[0], 0x1p53 + 510);
+  ASSERT_EQ(sequential, 0x1p53);
+  void *ptrs[] = {out.data(), dY.data(), Y.data()};
+  plan::Box whole = wholeBox({1, 512});
+  std::vector<int64_t> params =
+      cudagen::launchParams(c.kernel, whole, {whole, whole}, {});
+  EXPECT_EQ(params.back(), 1); // one row
+  unsigned long long error[12] = {};
+  module->driver("softmax_grad_row")(ptrs, params.data(), 0, error);
+  EXPECT_EQ(error[0], 0u);
+  for (int k = 0; k < 512; ++k)
+    ASSERT_EQ(out[k], Y[k] * (dY[k] - partials[0])) << "column " << k;
+  // The one-thread-per-element kernel sums sequentially, as the CPU does.
+  module->driver("softmax_grad")(ptrs, params.data(), 0, error);
+  EXPECT_EQ(out[1], 1.0 - sequential);
 }
 
 /// A share whose input buffer is too small: the generated code reports the
@@ -860,8 +991,15 @@ TEST(CudaKernelGeneratorNvcc, EveryKernelCompilesForSm80AndSm90) {
                     "not compiled for the GPU on this machine";
   // The float32/int64 samples, plus the loads and stores of every element
   // type (the other storage variants differ from the samples only there, and
-  // compiling them all takes minutes).
+  // compiling them all takes minutes). The samples with the variants tofuc
+  // would write for them; the long-row samples with their row variants.
   auto cases = buildCases();
+  for (auto &c : cases)
+    c->kernel.forceRowVariant = false;
+  for (auto &c : buildCases(Storing{}, rowVariantSamples())) {
+    c->name = "row_" + c->name;
+    cases.push_back(std::move(c));
+  }
   std::string source = cudagen::emitPrelude();
   for (auto &c : cases) {
     auto text = cudagen::emitKernel(c->kernel, c->name);
@@ -894,9 +1032,17 @@ TEST(CudaKernelGeneratorNvcc, EveryKernelCompilesForSm80AndSm90) {
     auto binary = llvm::MemoryBuffer::getFile(cubin);
     ASSERT_TRUE(static_cast<bool>(binary));
     llvm::StringRef bytes = (*binary)->getBuffer();
-    for (auto &c : cases)
+    int rowEntries = 0;
+    for (auto &c : cases) {
       EXPECT_NE(bytes.find(c->name + '\0'), llvm::StringRef::npos)
           << arch << ": the cubin has no entry point " << c->name;
+      if (cudagen::hasRowVariant(c->kernel)) {
+        ++rowEntries;
+        EXPECT_NE(bytes.find(c->name + "_row" + '\0'), llvm::StringRef::npos)
+            << arch << ": the cubin has no entry point " << c->name << "_row";
+      }
+    }
+    EXPECT_GE(rowEntries, 13) << arch;
     for (uint8_t code = 0; code < plan::kNumDTypes; ++code)
       for (const char *dir : {"store_", "load_"}) {
         std::string name =
