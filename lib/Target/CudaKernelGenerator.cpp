@@ -1224,7 +1224,17 @@ std::string tofu::cudagen::classifyProgram(const ExprProgram &p) {
     int64_t perRow = 0;
     for (int32_t id : rowInvariantReductions(p, freeVars))
       perRow = std::min(cap, perRow + work[id]);
-    if (perRow >= cap)
+    // Elements of a (whole) row: each recomputes the row's reductions in
+    // the thread-per-element kernel.
+    const std::vector<bool> rowDims = *rowReductionDims(p);
+    int64_t rowElements = 1;
+    for (size_t d = 0; d < p.outputVars.size(); ++d)
+      if (!rowDims[d])
+        rowElements = std::min<int64_t>(
+            cap, rowElements * std::max<int64_t>(
+                                   0, p.varExtents[p.outputVars[d]]));
+    if (perRow >= cap || (perRow >= kRowReductionMinShortIterations &&
+                          rowElements >= kRowReductionMinShortIterations))
       return "row-reduction";
   }
   for (const ExprNode &n : p.nodes) {

@@ -158,13 +158,17 @@ rowReductionDims(const plan::ExprProgram &program);
 
 /// Fewest loop iterations of a program's row-invariant reductions per row
 /// for which its kernel is classified "row-reduction" (the executor then
-/// launches `<name>_row`, see rowVariantPays).
+/// launches `<name>_row`, runtime/cuda/CudaKernelLaunch.h) ...
 inline constexpr int64_t kRowReductionMinIterations = 256;
+/// ... or, for rows of at least this many elements (each of which would
+/// recompute them), this many (SoftmaxGrad over 128 columns).
+inline constexpr int64_t kRowReductionMinShortIterations = 64;
 
 /// Classifies a program: "block-reduction" (blockReductionRoot: both
 /// variants), "row-reduction" (rowReductionDims, with at least
 /// kRowReductionMinIterations iterations of its row-invariant reductions
-/// per row), "reduction" (has a Reduce node), "elementwise"
+/// per row, or kRowReductionMinShortIterations on rows of at least as many
+/// elements), "reduction" (has a Reduce node), "elementwise"
 /// (every access reads its input at the output element, with ONNX
 /// broadcasting: index k of a rank-r input is output variable
 /// k + outRank - r, or a constant), otherwise

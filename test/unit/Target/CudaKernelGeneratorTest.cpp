@@ -558,6 +558,16 @@ TEST(CudaKernelGenerator, RowVariantsOnRowsLongerShorterAndUnevenToABlock) {
             (std::vector<bool>{true, false}));
   EXPECT_EQ(cases[3]->sample.op, "LayerNormalization");
   EXPECT_EQ(cudagen::classifyProgram(cases[3]->program), "reduction");
+  // Short reductions on long rows (attention's SoftmaxGrad over 128 keys:
+  // 128 elements each recomputing a 128-long sum) get the row variant;
+  // on short rows (10 classes) they keep one thread per element.
+  auto softmaxGrads = buildCases(
+      Storing{}, {{"SoftmaxGrad", {f32({4, 128}), f32({4, 128})}},
+                  {"SoftmaxGrad", {f32({4, 10}), f32({4, 10})}}});
+  ASSERT_EQ(softmaxGrads.size(), 2u);
+  EXPECT_EQ(cudagen::classifyProgram(softmaxGrads[0]->program),
+            "row-reduction");
+  EXPECT_EQ(cudagen::classifyProgram(softmaxGrads[1]->program), "reduction");
 }
 
 /// The row variant's combination order is the documented one (the device
