@@ -3,6 +3,7 @@
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/ComputeKernel.h"
 #include "tofu/runtime/ElementAccess.h"
+#include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -22,8 +23,9 @@ struct CpuExecutor::Prepared {
   int32_t device = 0;
   size_t index = 0; ///< position in the device program
   const Instr *instr = nullptr;
-  /// Compute: operand views into the device arena.
-  std::vector<TensorView> inputs, outputs;
+  /// Compute: the kernel bound to its operand views in the device arena
+  /// (mutable: a run stamps the step into its arguments).
+  mutable BoundCompute compute;
 };
 
 namespace {
@@ -210,10 +212,19 @@ std::string CpuExecutor::prepare() {
           v.globalShape = g.empty() ? t.shape : g[pos];
           return v;
         };
+        std::vector<TensorView> inputs, outputs;
         for (size_t j = 0; j < in.inputs.size(); ++j)
-          p.inputs.push_back(view(in.inputs[j], in.inputGlobalShapes, j));
+          inputs.push_back(view(in.inputs[j], in.inputGlobalShapes, j));
         for (size_t j = 0; j < in.outputs.size(); ++j)
-          p.outputs.push_back(view(in.outputs[j], in.outputGlobalShapes, j));
+          outputs.push_back(view(in.outputs[j], in.outputGlobalShapes, j));
+        ComputePath path = interpretPrograms && !in.programs.empty()
+                               ? ComputePath::Interpreter
+                               : ComputePath::Auto;
+        if (std::string err = p.compute.bind(
+                in.kernel, in.attrs, std::move(inputs), std::move(outputs),
+                in.programs, in.reductionRanges, path);
+            !err.empty())
+          return describe(plan, p.device, i) + ": " + err;
       }
       program.push_back(std::move(p));
     }
@@ -311,13 +322,9 @@ std::string CpuExecutor::execute(const Prepared &p) {
         touch(d, b);
     for (int32_t b : in.outputs)
       touch(d, b);
-    ComputePath path = interpretPrograms && !in.programs.empty()
-                           ? ComputePath::Interpreter
-                           : ComputePath::Auto;
     ComputePath used = ComputePath::Native;
-    std::string err = runCompute(in.kernel, in.attrs, p.inputs, p.outputs,
-                                 in.programs, in.reductionRanges, path, &used,
-                                 static_cast<uint64_t>(currentStep));
+    std::string err =
+        p.compute.run(static_cast<uint64_t>(currentStep), &used);
     if (!err.empty())
       return describe(plan, d, p.index) + ": " + err;
     if (used == ComputePath::Interpreter) {

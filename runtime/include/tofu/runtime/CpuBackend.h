@@ -50,7 +50,8 @@ public:
 
   /// Whether Compute instructions that carry expression programs run on the
   /// interpreter even when a native kernel exists (a cross-check of the
-  /// kernels against their TDL specs; slower). Default: native first.
+  /// kernels against their TDL specs; slower). Default: native first. Call
+  /// before `init`, which binds each instruction to its kernel.
   void preferInterpreter(bool prefer) { interpretPrograms = prefer; }
 
   /// The Compute instructions that ran on the expression interpreter
