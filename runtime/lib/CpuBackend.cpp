@@ -3,10 +3,14 @@
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/ComputeKernel.h"
 #include "tofu/runtime/ElementAccess.h"
+#include "tofu/runtime/Kernels.h"
+
+#include "ParallelFor.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <thread>
@@ -22,8 +26,20 @@ struct CpuExecutor::Prepared {
   int32_t device = 0;
   size_t index = 0; ///< position in the device program
   const Instr *instr = nullptr;
-  /// Compute: operand views into the device arena.
-  std::vector<TensorView> inputs, outputs;
+  /// Compute: the kernel bound to its operand views in the device arena
+  /// (mutable: a run stamps the step into its arguments).
+  mutable BoundCompute compute;
+  /// Elements the instruction reads and writes (a Compute's operands, or a
+  /// Fetch/Reduce's pieces twice): the size the wave planning weighs.
+  uint64_t work = 0;
+};
+
+/// The instructions program[begin, end), which share one seq.
+struct CpuExecutor::Wave {
+  size_t begin = 0, end = 0;
+  /// Empty: run in order. Otherwise one list of program indices per pool
+  /// task; each device's instructions are in one list, in program order.
+  std::vector<std::vector<size_t>> lists;
 };
 
 namespace {
@@ -108,11 +124,12 @@ void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
 CpuExecutor::CpuExecutor(const Plan &plan) : plan(plan), data(plan) {}
 CpuExecutor::~CpuExecutor() = default;
 
-void CpuExecutor::touch(int32_t device, int32_t buffer) {
+void CpuExecutor::touch(std::vector<uint64_t> &peak, int32_t device,
+                        int32_t buffer) const {
   const Buffer &b = plan.devices[device].buffers[buffer];
   uint64_t end = b.offset + b.bytes;
-  if (b.bytes && end > peakTouched[device])
-    peakTouched[device] = end;
+  if (b.bytes && end > peak[device])
+    peak[device] = end;
 }
 
 void CpuExecutor::afterWrite(int32_t device, int32_t buffer) {
@@ -155,7 +172,7 @@ std::string CpuExecutor::init() {
                ": initial contents have the wrong size";
       std::memcpy(arenas[d].data() + buffers[b].offset,
                   buffers[b].init.data(), buffers[b].bytes);
-      touch(static_cast<int32_t>(d), static_cast<int32_t>(b));
+      touch(peakTouched, static_cast<int32_t>(d), static_cast<int32_t>(b));
     }
   }
   if (std::string err = prepare(); !err.empty())
@@ -210,11 +227,27 @@ std::string CpuExecutor::prepare() {
           v.globalShape = g.empty() ? t.shape : g[pos];
           return v;
         };
+        std::vector<TensorView> inputs, outputs;
         for (size_t j = 0; j < in.inputs.size(); ++j)
-          p.inputs.push_back(view(in.inputs[j], in.inputGlobalShapes, j));
+          inputs.push_back(view(in.inputs[j], in.inputGlobalShapes, j));
         for (size_t j = 0; j < in.outputs.size(); ++j)
-          p.outputs.push_back(view(in.outputs[j], in.outputGlobalShapes, j));
+          outputs.push_back(view(in.outputs[j], in.outputGlobalShapes, j));
+        ComputePath path = interpretPrograms && !in.programs.empty()
+                               ? ComputePath::Interpreter
+                               : ComputePath::Auto;
+        for (const TensorView &v : inputs)
+          p.work += static_cast<uint64_t>(v.numElements());
+        for (const TensorView &v : outputs)
+          p.work += static_cast<uint64_t>(v.numElements());
+        if (std::string err = p.compute.bind(
+                in.kernel, in.attrs, std::move(inputs), std::move(outputs),
+                in.programs, in.reductionRanges, path);
+            !err.empty())
+          return describe(plan, p.device, i) + ": " + err;
       }
+      if (in.kind != Instr::Kind::Compute)
+        for (const Piece &piece : in.pieces)
+          p.work += 2 * static_cast<uint64_t>(piece.region.numElements());
       program.push_back(std::move(p));
     }
   }
@@ -224,7 +257,67 @@ std::string CpuExecutor::prepare() {
                        return a.instr->seq < b.instr->seq;
                      return a.device < b.device;
                    });
+  planWaves();
   return "";
+}
+
+void CpuExecutor::planWaves() {
+  waves.clear();
+  // An instruction below this many elements runs its kernel on one thread
+  // (ParallelFor.h's threshold is 2^18 operations, a few per element).
+  constexpr uint64_t kSmall = uint64_t(1) << 16;
+  // Devices spread over the threads this evenly (the busiest thread's work
+  // over the mean) beat one instruction at a time on all threads.
+  constexpr double kBalanced = 1.25;
+  const bool concurrent = !transport && failAfterCount < 0;
+  const size_t threads = parallelThreads();
+  for (size_t begin = 0; begin < program.size();) {
+    size_t end = begin;
+    while (end < program.size() &&
+           program[end].instr->seq == program[begin].instr->seq)
+      ++end;
+    Wave wave;
+    wave.begin = begin;
+    wave.end = end;
+    // Work per device; program is sorted by device within a seq.
+    std::vector<std::pair<uint64_t, int32_t>> byDevice;
+    uint64_t largest = 0, total = 0;
+    for (size_t i = begin; i < end; ++i) {
+      if (byDevice.empty() || byDevice.back().second != program[i].device)
+        byDevice.push_back({0, program[i].device});
+      byDevice.back().first += program[i].work;
+      largest = std::max(largest, program[i].work);
+      total += program[i].work;
+    }
+    const size_t lists = std::min(threads, byDevice.size());
+    if (concurrent && lists >= 2 && total > 0) {
+      // Longest processing time first: heaviest device to the lightest list
+      // (ties: lower device, lower list), so the plan is deterministic.
+      std::stable_sort(byDevice.begin(), byDevice.end(),
+                       [](const auto &a, const auto &b) {
+                         return a.first > b.first;
+                       });
+      std::vector<uint64_t> load(lists, 0);
+      std::vector<std::vector<int32_t>> devices(lists);
+      for (const auto &[work, device] : byDevice) {
+        size_t to = std::min_element(load.begin(), load.end()) - load.begin();
+        load[to] += work;
+        devices[to].push_back(device);
+      }
+      const double busiest =
+          double(*std::max_element(load.begin(), load.end()));
+      if (largest < kSmall || busiest * double(lists) <= kBalanced * total) {
+        wave.lists.resize(lists);
+        for (size_t i = begin; i < end; ++i)
+          for (size_t l = 0; l < lists; ++l)
+            if (std::find(devices[l].begin(), devices[l].end(),
+                          program[i].device) != devices[l].end())
+              wave.lists[l].push_back(i);
+      }
+    }
+    waves.push_back(std::move(wave));
+    begin = end;
+  }
 }
 
 std::string CpuExecutor::feed(int64_t step) {
@@ -245,7 +338,7 @@ std::string CpuExecutor::feed(int64_t step) {
       if (!err.empty())
         return "feeding device " + std::to_string(d) + " buffer " +
                std::to_string(b) + ": " + err;
-      touch(static_cast<int32_t>(d), static_cast<int32_t>(b));
+      touch(peakTouched, static_cast<int32_t>(d), static_cast<int32_t>(b));
       afterWrite(static_cast<int32_t>(d), static_cast<int32_t>(b));
     }
   }
@@ -262,7 +355,7 @@ std::string CpuExecutor::sendPieces(const Prepared &p) {
     if (piece.device != local || n == 0)
       continue; // empty pieces are not sent (nor received)
     const Buffer &src = plan.devices[local].buffers[piece.buffer];
-    touch(local, piece.buffer);
+    touch(peakTouched, local, piece.buffer);
     packed.resize(static_cast<size_t>(n) * dtypeSize(dtype));
     moveBox(arenas[local].data() + src.offset, src.region, packed.data(),
             piece.region, piece.region, dtype, /*add=*/false);
@@ -274,16 +367,14 @@ std::string CpuExecutor::sendPieces(const Prepared &p) {
   return "";
 }
 
-std::string CpuExecutor::execute(const Prepared &p) {
+std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
+                                 std::vector<uint64_t> &peak) {
   const Instr &in = *p.instr;
   const int32_t d = p.device;
   const auto &buffers = plan.devices[d].buffers;
-  lastRan = true;
-  lastInterpreted = false;
-  if (!isLocal(d)) {
-    lastRan = false;
+  outcome = Outcome{};
+  if (!isLocal(d))
     return sendPieces(p);
-  }
   if (failAfterCount >= 0 && instrsRun++ == failAfterCount) {
     std::fprintf(stderr,
                  "tofu-run: device %d: %s after %lld instructions as "
@@ -302,26 +393,23 @@ std::string CpuExecutor::execute(const Prepared &p) {
     bool anyOutput = false;
     for (int32_t b : in.outputs)
       anyOutput |= buffers[b].region.numElements() > 0;
-    if (!anyOutput) {
-      lastRan = false;
+    if (!anyOutput)
       return "";
-    }
+    outcome.ran = true;
     for (int32_t b : in.inputs)
       if (b >= 0)
-        touch(d, b);
+        touch(peak, d, b);
     for (int32_t b : in.outputs)
-      touch(d, b);
-    ComputePath path = interpretPrograms && !in.programs.empty()
-                           ? ComputePath::Interpreter
-                           : ComputePath::Auto;
+      touch(peak, d, b);
     ComputePath used = ComputePath::Native;
-    std::string err = runCompute(in.kernel, in.attrs, p.inputs, p.outputs,
-                                 in.programs, in.reductionRanges, path, &used,
-                                 static_cast<uint64_t>(currentStep));
+    std::string err =
+        p.compute.run(static_cast<uint64_t>(currentStep), &used);
     if (!err.empty())
       return describe(plan, d, p.index) + ": " + err;
     if (used == ComputePath::Interpreter) {
-      lastInterpreted = true;
+      outcome.interpreted = true;
+      static std::mutex countsMutex; // waves run devices concurrently
+      std::lock_guard<std::mutex> lock(countsMutex);
       ++interpretedCounts[in.kernel];
     }
     for (int32_t b : in.outputs)
@@ -332,7 +420,8 @@ std::string CpuExecutor::execute(const Prepared &p) {
   const Buffer &dst = buffers[in.dst];
   const DType dtype = plan.tensors[dst.tensor].dtype;
   uint8_t *dstPtr = arenas[d].data() + dst.offset;
-  touch(d, in.dst);
+  outcome.ran = true;
+  touch(peak, d, in.dst);
   // A Reduce accumulates into a scratch copy so that a piece may alias dst.
   std::vector<uint8_t> scratch;
   uint8_t *target = dstPtr;
@@ -358,7 +447,7 @@ std::string CpuExecutor::execute(const Prepared &p) {
     }
     const Buffer &src = plan.devices[piece.device].buffers[piece.buffer];
     const uint8_t *srcPtr = arenas[piece.device].data() + src.offset;
-    touch(piece.device, piece.buffer);
+    touch(peak, piece.device, piece.buffer);
     moveBox(srcPtr, src.region, target, dst.region, piece.region, dtype,
             in.kind == Instr::Kind::Reduce);
     if (piece.device != d)
@@ -380,9 +469,57 @@ std::string CpuExecutor::runStep(int64_t step) {
     snap.written = false;
   if (std::string err = feed(step); !err.empty())
     return err;
-  for (const Prepared &p : program) {
+  // Auto: the first step warms up, steps 1..2*kTrials alternate the two
+  // schedules, then the one with the lower median stays.
+  constexpr unsigned kTrials = 3;
+  const bool anyConcurrent =
+      std::any_of(waves.begin(), waves.end(),
+                  [](const Wave &w) { return !w.lists.empty(); });
+  bool concurrent = anyConcurrent && schedule != Schedule::InOrder;
+  const bool timing = anyConcurrent && schedule == Schedule::Auto &&
+                      timedSteps < 2 * kTrials + 1;
+  if (timing && timedSteps > 0)
+    concurrent = timedSteps % 2 == 1;
+  const auto start = std::chrono::steady_clock::now();
+  for (const Wave &wave : waves) {
+    std::string err = !concurrent || wave.lists.empty()
+                          ? runInOrder(wave.begin, wave.end)
+                          : runConcurrently(wave);
+    if (!err.empty())
+      return err;
+  }
+  if (timing) {
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+    if (timedSteps > 0)
+      (concurrent ? concurrentSeconds : inOrderSeconds).push_back(seconds);
+    if (++timedSteps == 2 * kTrials + 1) {
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      schedule = median(concurrentSeconds) < median(inOrderSeconds)
+                     ? Schedule::Concurrent
+                     : Schedule::InOrder;
+    }
+  }
+  return "";
+}
+
+CpuExecutor::Schedule CpuExecutor::currentSchedule() const {
+  if (std::none_of(waves.begin(), waves.end(),
+                   [](const Wave &w) { return !w.lists.empty(); }))
+    return Schedule::InOrder;
+  return schedule;
+}
+
+std::string CpuExecutor::runInOrder(size_t begin, size_t end) {
+  Outcome outcome;
+  for (size_t i = begin; i < end; ++i) {
+    const Prepared &p = program[i];
     if (!observer) {
-      if (std::string err = execute(p); !err.empty())
+      if (std::string err = execute(p, outcome, peakTouched); !err.empty())
         return err;
       continue;
     }
@@ -392,14 +529,57 @@ std::string CpuExecutor::runStep(int64_t step) {
     e.instr = p.instr;
     uint64_t before = commBytes[p.device];
     e.start = std::chrono::steady_clock::now();
-    if (std::string err = execute(p); !err.empty())
+    if (std::string err = execute(p, outcome, peakTouched); !err.empty())
       return err;
     e.end = std::chrono::steady_clock::now();
     e.remoteBytes = commBytes[p.device] - before;
-    e.interpreted = lastInterpreted;
-    if (lastRan)
+    e.interpreted = outcome.interpreted;
+    if (outcome.ran)
       observer(e);
   }
+  return "";
+}
+
+std::string CpuExecutor::runConcurrently(const Wave &wave) {
+  const size_t n = wave.end - wave.begin;
+  std::vector<std::string> errors(n);
+  std::vector<Outcome> outcomes(n);
+  std::vector<ExecutedInstr> executed(observer ? n : 0);
+  // Each task records the arena bytes it touches in its own copy; a device
+  // is in one list, but a fetch touches its pieces' devices too.
+  std::vector<std::vector<uint64_t>> peaks(wave.lists.size(), peakTouched);
+  runOnPool(static_cast<unsigned>(wave.lists.size()), [&](unsigned t) {
+    for (size_t i : wave.lists[t]) {
+      const size_t j = i - wave.begin;
+      const Prepared &p = program[i];
+      if (!observer) {
+        errors[j] = execute(p, outcomes[j], peaks[t]);
+      } else {
+        ExecutedInstr &e = executed[j];
+        e.device = p.device;
+        e.index = p.index;
+        e.instr = p.instr;
+        uint64_t before = commBytes[p.device];
+        e.start = std::chrono::steady_clock::now();
+        errors[j] = execute(p, outcomes[j], peaks[t]);
+        e.end = std::chrono::steady_clock::now();
+        e.remoteBytes = commBytes[p.device] - before;
+        e.interpreted = outcomes[j].interpreted;
+      }
+      if (!errors[j].empty())
+        return; // this list stops; the first error in program order wins
+    }
+  });
+  for (const std::vector<uint64_t> &peak : peaks)
+    for (size_t d = 0; d < peak.size(); ++d)
+      peakTouched[d] = std::max(peakTouched[d], peak[d]);
+  for (size_t j = 0; j < n; ++j)
+    if (!errors[j].empty())
+      return errors[j];
+  if (observer)
+    for (size_t j = 0; j < n; ++j)
+      if (outcomes[j].ran)
+        observer(executed[j]);
   return "";
 }
 
