@@ -757,7 +757,7 @@ template <typename T> std::string layerNormalization(const KernelArgs &args) {
   if (!isFloat<T>(y))
     return "Y must be " + floatName<T>();
   if (args.partialReduction)
-    return "Y has no top-level reduction to split";
+    return unsupportedConfiguration("a partial sum of Y");
   const int64_t rows = ln.rowsOf(y);
   const typename LayerNorm<T>::BlockPart part = ln.partOf(y);
   std::vector<int64_t> xRow;
