@@ -19,6 +19,13 @@
 using namespace tofu::runtime;
 using namespace tofu::plan;
 
+/// One contiguous run of a Fetch/Reduce piece, resolved once.
+struct CpuExecutor::PieceRun {
+  const uint8_t *src;
+  uint64_t dst; ///< byte offset in the destination (or the Reduce scratch)
+  uint64_t bytes;
+};
+
 /// One instruction ready to run: a Compute's operand views point into the
 /// arenas; runCompute (ComputeKernel.h) picks the native kernel or the
 /// expression interpreter.
@@ -32,6 +39,13 @@ struct CpuExecutor::Prepared {
   /// Elements the instruction reads and writes (a Compute's operands, or a
   /// Fetch/Reduce's pieces twice): the size the wave planning weighs.
   uint64_t work = 0;
+  /// Compute: every output is empty (more devices than the split has
+  /// elements): nothing to run.
+  bool emptyShare = false;
+  /// Fetch/Reduce: the contiguous runs of each piece held by this process,
+  /// in the piece's order (none when it has too many runs to keep: then
+  /// moveBox walks the boxes each step).
+  std::vector<std::vector<PieceRun>> pieceRuns;
 };
 
 /// The instructions program[begin, end), which share one seq.
@@ -61,30 +75,54 @@ std::vector<int64_t> stridesOf(const Box &box) {
   return s;
 }
 
-/// Copies (or adds) box `region` from a buffer holding `srcBox` into a
-/// buffer holding `dstBox`; all boxes in global coordinates. The innermost
-/// dimension is moved as one contiguous run.
-void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
-             const Box &dstBox, const Box &region, DType dtype, bool add) {
+/// Calls `fn(srcElement, dstElement, elements)` for each contiguous run of
+/// box `region` in a buffer holding `srcBox` and one holding `dstBox` (all
+/// boxes in global coordinates; offsets in elements). The innermost
+/// dimension is one run; consecutive runs that continue each other in both
+/// buffers merge.
+template <typename Fn>
+void forEachRun(const Box &srcBox, const Box &dstBox, const Box &region,
+                Fn fn) {
   int64_t n = region.numElements();
   if (n == 0)
     return;
   size_t rank = region.lo.size();
-  size_t es = dtypeSize(dtype);
   auto ss = stridesOf(srcBox), ds = stridesOf(dstBox);
   int64_t run = rank ? region.hi[rank - 1] - region.lo[rank - 1] : 1;
   int64_t rows = n / run;
   std::vector<int64_t> idx(region.lo);
+  int64_t pendingSrc = 0, pendingDst = 0, pendingLength = 0;
   for (int64_t r = 0; r < rows; ++r) {
     int64_t so = 0, dof = 0;
     for (size_t i = 0; i < rank; ++i) {
       so += (idx[i] - srcBox.lo[i]) * ss[i];
       dof += (idx[i] - dstBox.lo[i]) * ds[i];
     }
-    const uint8_t *s = src + so * es;
-    uint8_t *d = dst + dof * es;
+    if (pendingLength && so == pendingSrc + pendingLength &&
+        dof == pendingDst + pendingLength) {
+      pendingLength += run;
+    } else {
+      if (pendingLength)
+        fn(pendingSrc, pendingDst, pendingLength);
+      pendingSrc = so;
+      pendingDst = dof;
+      pendingLength = run;
+    }
+    // Advance the odometer over all but the innermost dimension.
+    for (size_t i = rank > 0 ? rank - 1 : 0; i-- > 0;) {
+      if (++idx[i] < region.hi[i])
+        break;
+      idx[i] = region.lo[i];
+    }
+  }
+  fn(pendingSrc, pendingDst, pendingLength);
+}
+
+/// Copies (or adds) `run` elements from `s` to `d`.
+void moveRun(const uint8_t *s, uint8_t *d, int64_t run, DType dtype,
+             bool add) {
     if (!add) {
-      std::memmove(d, s, run * es);
+      std::memmove(d, s, run * dtypeSize(dtype));
     } else if (dtype == DType::F32) {
       float *df = reinterpret_cast<float *>(d);
       const float *sf = reinterpret_cast<const float *>(s);
@@ -110,13 +148,17 @@ void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
         storeElement(d, dtype, k,
                      loadElement(d, dtype, k) + loadElement(s, dtype, k));
     }
-    // Advance the odometer over all but the innermost dimension.
-    for (size_t i = rank > 0 ? rank - 1 : 0; i-- > 0;) {
-      if (++idx[i] < region.hi[i])
-        break;
-      idx[i] = region.lo[i];
-    }
-  }
+}
+
+/// Copies (or adds) box `region` from a buffer holding `srcBox` into a
+/// buffer holding `dstBox`; all boxes in global coordinates.
+void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
+             const Box &dstBox, const Box &region, DType dtype, bool add) {
+  const size_t es = dtypeSize(dtype);
+  forEachRun(srcBox, dstBox, region,
+             [&](int64_t so, int64_t dof, int64_t run) {
+               moveRun(src + so * es, dst + dof * es, run, dtype, add);
+             });
 }
 
 } // namespace
@@ -245,9 +287,17 @@ std::string CpuExecutor::prepare() {
             !err.empty())
           return describe(plan, p.device, i) + ": " + err;
       }
-      if (in.kind != Instr::Kind::Compute)
+      if (in.kind == Instr::Kind::Compute) {
+        bool anyOutput = false;
+        for (int32_t b : in.outputs)
+          anyOutput |= dev.buffers[b].region.numElements() > 0;
+        p.emptyShare = !anyOutput;
+      } else {
         for (const Piece &piece : in.pieces)
           p.work += 2 * static_cast<uint64_t>(piece.region.numElements());
+        if (isLocal(p.device))
+          p.pieceRuns = pieceRuns(in, p.device);
+      }
       program.push_back(std::move(p));
     }
   }
@@ -259,6 +309,37 @@ std::string CpuExecutor::prepare() {
                    });
   planWaves();
   return "";
+}
+
+std::vector<std::vector<CpuExecutor::PieceRun>>
+CpuExecutor::pieceRuns(const Instr &in, int32_t device) const {
+  // More runs than this in one piece (a thin column of a wide tensor) are
+  // cheaper to walk each step than to keep.
+  constexpr size_t kMaxRuns = 4096;
+  const Buffer &dst = plan.devices[device].buffers[in.dst];
+  const size_t es = dtypeSize(plan.tensors[dst.tensor].dtype);
+  std::vector<std::vector<PieceRun>> all;
+  for (const Piece &piece : in.pieces) {
+    std::vector<PieceRun> runs;
+    if (isLocal(piece.device)) {
+      const Buffer &src = plan.devices[piece.device].buffers[piece.buffer];
+      const uint8_t *base = arenas[piece.device].data() + src.offset;
+      bool tooMany = false;
+      forEachRun(src.region, dst.region, piece.region,
+                 [&](int64_t so, int64_t dof, int64_t run) {
+                   if (runs.size() == kMaxRuns) {
+                     tooMany = true;
+                     return;
+                   }
+                   runs.push_back({base + so * es, uint64_t(dof) * es,
+                                   uint64_t(run) * es});
+                 });
+      if (tooMany)
+        runs.clear();
+    }
+    all.push_back(std::move(runs));
+  }
+  return all;
 }
 
 void CpuExecutor::planWaves() {
@@ -390,17 +471,16 @@ std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
   if (in.kind == Instr::Kind::Compute) {
     // A device whose share of the op is empty (more devices than the split
     // dimension has elements) has nothing to compute.
-    bool anyOutput = false;
-    for (int32_t b : in.outputs)
-      anyOutput |= buffers[b].region.numElements() > 0;
-    if (!anyOutput)
+    if (p.emptyShare)
       return "";
     outcome.ran = true;
-    for (int32_t b : in.inputs)
-      if (b >= 0)
+    if (!peaksMeasured) {
+      for (int32_t b : in.inputs)
+        if (b >= 0)
+          touch(peak, d, b);
+      for (int32_t b : in.outputs)
         touch(peak, d, b);
-    for (int32_t b : in.outputs)
-      touch(peak, d, b);
+    }
     ComputePath used = ComputePath::Native;
     std::string err =
         p.compute.run(static_cast<uint64_t>(currentStep), &used);
@@ -421,15 +501,31 @@ std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
   const DType dtype = plan.tensors[dst.tensor].dtype;
   uint8_t *dstPtr = arenas[d].data() + dst.offset;
   outcome.ran = true;
-  touch(peak, d, in.dst);
-  // A Reduce accumulates into a scratch copy so that a piece may alias dst.
-  std::vector<uint8_t> scratch;
+  if (!peaksMeasured)
+    touch(peak, d, in.dst);
+  // A Reduce accumulates into a scratch copy so that a piece may alias dst
+  // (one per thread: waves run devices concurrently).
+  thread_local std::vector<uint8_t> scratch;
+  const bool reduce = in.kind == Instr::Kind::Reduce;
   uint8_t *target = dstPtr;
-  if (in.kind == Instr::Kind::Reduce) {
+  if (reduce) {
     scratch.assign(dst.bytes, 0);
     target = scratch.data();
   }
-  for (const Piece &piece : in.pieces) {
+  for (size_t i = 0; i < in.pieces.size(); ++i) {
+    const Piece &piece = in.pieces[i];
+    if (i < p.pieceRuns.size() && !p.pieceRuns[i].empty()) {
+      for (const PieceRun &run : p.pieceRuns[i])
+        moveRun(run.src, target + run.dst,
+                static_cast<int64_t>(run.bytes / dtypeSize(dtype)), dtype,
+                reduce);
+      if (!peaksMeasured)
+        touch(peak, piece.device, piece.buffer);
+      if (piece.device != d)
+        commBytes[d] += static_cast<uint64_t>(piece.region.numElements()) *
+                        dtypeSize(dtype);
+      continue;
+    }
     if (!isLocal(piece.device)) {
       // Another process sends the piece's region packed densely.
       int64_t n = piece.region.numElements();
@@ -447,14 +543,15 @@ std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
     }
     const Buffer &src = plan.devices[piece.device].buffers[piece.buffer];
     const uint8_t *srcPtr = arenas[piece.device].data() + src.offset;
-    touch(peak, piece.device, piece.buffer);
+    if (!peaksMeasured)
+      touch(peak, piece.device, piece.buffer);
     moveBox(srcPtr, src.region, target, dst.region, piece.region, dtype,
             in.kind == Instr::Kind::Reduce);
     if (piece.device != d)
       commBytes[d] += static_cast<uint64_t>(piece.region.numElements()) *
                       dtypeSize(dtype);
   }
-  if (in.kind == Instr::Kind::Reduce && dst.bytes)
+  if (reduce && dst.bytes)
     std::memcpy(dstPtr, scratch.data(), dst.bytes);
   afterWrite(d, in.dst);
   return "";
@@ -488,6 +585,7 @@ std::string CpuExecutor::runStep(int64_t step) {
     if (!err.empty())
       return err;
   }
+  peaksMeasured = true; // every step touches the same bytes
   if (timing) {
     const double seconds = std::chrono::duration<double>(
                                std::chrono::steady_clock::now() - start)

@@ -179,6 +179,11 @@ private:
     bool interpreted = false; ///< a Compute on the expression interpreter
   };
   std::string prepare();
+  /// The contiguous runs of each piece of Fetch/Reduce `in` of `device`
+  /// that this process holds, resolved to arena addresses.
+  struct PieceRun;
+  std::vector<std::vector<PieceRun>> pieceRuns(const plan::Instr &in,
+                                               int32_t device) const;
   /// Groups `program` into waves of equal seq and decides how each runs.
   void planWaves();
   /// Runs one instruction; `peak` receives the arena bytes it touches.
@@ -213,6 +218,8 @@ private:
   DataSource dataSource;
   Observer observer;
   Schedule schedule = Schedule::Auto;
+  /// A step has run: the bytes each touches (measuredPeakBytes) are known.
+  bool peaksMeasured = false;
   /// Auto: steps timed so far and their seconds, per schedule.
   unsigned timedSteps = 0;
   std::vector<double> concurrentSeconds, inOrderSeconds;
