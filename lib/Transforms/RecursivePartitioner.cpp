@@ -259,6 +259,10 @@ private:
                      int64_t bytes, int64_t previousBytes);
   /// Strategy options of output `output` of `op` at step `step`.
   std::vector<int> strategyOptions(int op, unsigned output, size_t step);
+  /// The strategies of output `output` of `op` given by their indices per
+  /// step (empty when the output is computed whole, index -1).
+  SmallVector<StrategyAttr> strategiesOf(int op, unsigned output,
+                                         llvm::ArrayRef<int> perStep) const;
   std::vector<std::vector<int>> bfsOrderOfOpGroups(
       const std::vector<std::vector<int64_t>> &domains,
       std::vector<std::vector<int>> &groupsOfOpGroup);
@@ -441,6 +445,16 @@ std::vector<int> Partitioner::strategyOptions(int op, unsigned output,
   return options;
 }
 
+SmallVector<StrategyAttr>
+Partitioner::strategiesOf(int op, unsigned output,
+                          llvm::ArrayRef<int> perStep) const {
+  SmallVector<StrategyAttr> plan;
+  if (!perStep.empty() && perStep.front() >= 0)
+    for (int index : perStep)
+      plan.push_back(signatures[ops[op].signature].strategies[output][index]);
+  return plan;
+}
+
 int64_t Partitioner::outputCost(int op, unsigned output, size_t numSteps,
                                 llvm::ArrayRef<std::vector<int64_t>> inputCuts,
                                 llvm::ArrayRef<int64_t> outputCuts,
@@ -451,10 +465,7 @@ int64_t Partitioner::outputCost(int op, unsigned output, size_t numSteps,
   SmallVector<TilingAttr> inputTilings;
   for (const auto &cutList : inputCuts)
     inputTilings.push_back(tilingOf(cutList, numSteps));
-  SmallVector<StrategyAttr> plan;
-  if (strategyPerStep.front() >= 0)
-    for (int index : strategyPerStep)
-      plan.push_back(signature.strategies[output][index]);
+  SmallVector<StrategyAttr> plan = strategiesOf(op, output, strategyPerStep);
   return outputCommBytes(grid, signature.instance, output, plan, inputTilings,
                          tilingOf(outputCuts, numSteps));
 }
@@ -540,12 +551,9 @@ double Partitioner::stepSeconds(const StepTimeModel &model, int op,
   const Signature &signature = signatures[ops[op].signature];
   DeviceGrid grid{std::vector<int64_t>(steps.begin(),
                                        steps.begin() + step + 1)};
-  SmallVector<StrategyAttr> plan;
-  if (strategyPerStep.front() >= 0)
-    for (int index : strategyPerStep)
-      plan.push_back(signature.strategies[output][index]);
   // The last device holds the largest parts of uneven splits.
-  OpShare share = opShare(grid, signature.instance, output, plan,
+  OpShare share = opShare(grid, signature.instance, output,
+                          strategiesOf(op, output, strategyPerStep),
                           grid.numDevices() - 1);
   double later = 1, devices = 1;
   for (size_t s = 0; s < steps.size(); ++s) {
@@ -576,13 +584,10 @@ void Partitioner::predictTime(const StepTimeModel &model,
     for (int g : ops[op].inputGroups)
       inputCuts.push_back(cuts[g]);
     for (unsigned o = 0; o < ops[op].outputGroups.size(); ++o) {
-      SmallVector<StrategyAttr> plan;
-      if (!choices[op][o].empty() && choices[op][o].front() >= 0)
-        for (int index : choices[op][o])
-          plan.push_back(signature.strategies[o][index]);
       computeSeconds += model.computeSeconds(describeShare(
           signature.instance, o,
-          opShare(grid, signature.instance, o, plan, grid.numDevices() - 1)));
+          opShare(grid, signature.instance, o, strategiesOf(op, o, choices[op][o]),
+                  grid.numDevices() - 1)));
       int64_t previous = 0;
       for (size_t numSteps = 1; numSteps <= steps.size(); ++numSteps) {
         std::vector<int> perStep(choices[op][o].begin(),

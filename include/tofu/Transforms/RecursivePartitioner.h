@@ -14,6 +14,12 @@
 // the growth of that total, so the steps' bytes add up to the traffic of the
 // materialized program.
 //
+// The objective is those bytes (the paper's), unless a topology gives link
+// bandwidths: then it is the predicted step time of StepTimeModel.h
+// (compute of each op's share plus each step's bytes over its link; see
+// docs/Partitioning.md, "The step-time objective"). Bytes are reported
+// either way.
+//
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_TRANSFORMS_RECURSIVEPARTITIONER_H
 #define TOFU_TRANSFORMS_RECURSIVEPARTITIONER_H
