@@ -109,11 +109,19 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
                     elementBytes(op.inputTypes()[input]->elem);
   if (work.kind != OpClass::Contraction)
     return work;
-  // GEMM sides: an output dimension that only the first operand's region
-  // depends on is a row of the GEMM (m), one only the second's a column (n);
-  // one both depend on (a batch dimension, or a grouped convolution's
-  // channels) repeats the GEMM and leaves its shape alone.
+  // GEMM sides, from how much each operand's region shrinks when output
+  // dimension d is cut to one index (a factor f >= 1 per operand): the part
+  // both operands shrink by, min(f_first, f_second), repeats the GEMM (a
+  // batch dimension; the groups of a grouped convolution's channels); the
+  // rest of the extent is a row (m) when the first operand shrinks more, a
+  // column (n) when the second does. So a convolution's images and pixels
+  // are rows, its output channels per group columns.
   work.k = reduction;
+  auto shrink = [](const std::optional<tdl::Box> &full,
+                   const std::optional<tdl::Box> &cut) {
+    double before = boxElements(full), after = boxElements(cut);
+    return after > 0 ? std::max(before / after, 1.0) : 1.0;
+  };
   for (size_t d = 0; d < share.outputBox.size(); ++d) {
     int64_t extent = share.outputBox[d].hi - share.outputBox[d].lo;
     if (extent <= 1)
@@ -122,12 +130,13 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
     collapsed[d].hi = collapsed[d].lo + 1;
     auto narrower =
         op.requiredRegions(output, collapsed, share.reductionRanges);
-    bool first = boxElements(narrower[0]) < boxElements(regions[0]);
-    bool second = boxElements(narrower[1]) < boxElements(regions[1]);
-    if (first && !second)
-      work.m *= extent;
-    else if (second && !first)
-      work.n *= extent;
+    double first = shrink(regions[0], narrower[0]);
+    double second = shrink(regions[1], narrower[1]);
+    double side = std::max(extent / std::min(first, second), 1.0);
+    if (first > second)
+      work.m *= side;
+    else if (second > first)
+      work.n *= side;
   }
   return work;
 }

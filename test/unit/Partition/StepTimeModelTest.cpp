@@ -115,6 +115,18 @@ TEST(StepTimeModel, ConvolutionIsAnIm2colGemm) {
   EXPECT_DOUBLE_EQ(work.flops, 2.0 * (2 * 8 * 8 * 8) * 27);
 }
 
+TEST(StepTimeModel, GroupedConvolutionIsAGemmPerGroup) {
+  // group = 2: X [1, 4, 6, 6], W [8, 2, 3, 3] -> Y [1, 8, 4, 4]. Each group
+  // is a GEMM of 16 pixels x 4 output channels x (2 channels * 3 * 3).
+  auto op = make("Conv", {f32({1, 4, 6, 6}), f32({8, 2, 3, 3})},
+                 {{"group", tdl::AttrValue::ofInt(2)}});
+  ShareWork work = describeShare(op, 0, whole(op));
+  EXPECT_DOUBLE_EQ(work.m, 16);
+  EXPECT_DOUBLE_EQ(work.n, 4);
+  EXPECT_DOUBLE_EQ(work.k, 18);
+  EXPECT_DOUBLE_EQ(work.flops, 2.0 * (8 * 4 * 4) * 18);
+}
+
 TEST(StepTimeModel, EmptyShareCostsNothing) {
   auto op = make("Relu", {f32({8, 4})});
   OpShare share = whole(op);
