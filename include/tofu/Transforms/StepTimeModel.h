@@ -83,8 +83,11 @@ struct ShareWork {
   /// Bytes read (the inputs' required regions) and written (the output box).
   double bytes = 0;
   double outputBytes = 0;
-  /// The GEMM sides of a contraction (1 otherwise): m = output extents read
-  /// only by the first operand, n = only by the second, k = the reduction.
+  /// The GEMM sides of a contraction (1 otherwise): m = the output extents
+  /// the first operand's region shrinks with more than the second's, n =
+  /// those the second's shrinks with more, k = the reduction; the part of an
+  /// extent both shrink with (a batch, a convolution's groups) repeats the
+  /// GEMM.
   double m = 1, n = 1, k = 1;
   /// The output is a partial sum that a reduction completes.
   bool partial = false;
