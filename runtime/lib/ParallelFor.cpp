@@ -3,9 +3,9 @@
 // One pool per process of parallelThreads() - 1 workers, started on first
 // use and never stopped (between calls they spin briefly, then sleep on a
 // condition variable; the process exits with them parked). A call publishes
-// its task under a new generation number, wakes the sleeping workers, runs
-// task 0 itself and waits (spinning briefly, then sleeping) until the
-// others report done.
+// its tasks under a new generation number and wakes the sleeping workers;
+// the caller and the workers then claim tasks one at a time, and the caller
+// waits (spinning briefly, then sleeping) for the claimed ones to finish.
 //
 //===----------------------------------------------------------------------===//
 #include "ParallelFor.h"
@@ -22,7 +22,7 @@ using namespace tofu::runtime;
 namespace {
 
 /// True on a thread while it runs a task of the pool (a worker, or the
-/// caller running task 0): a parallelFor nested in a task runs serially
+/// caller while it runs tasks): a parallelFor nested in a task runs serially
 /// without touching the pool's locks.
 thread_local bool inPoolTask = false;
 
@@ -58,45 +58,54 @@ template <typename Ready> bool spinUntil(Ready ready) {
   }
 }
 
+/// The pool's ticket: which call (generation), how many tasks it has and
+/// the next task not yet claimed, in one word so that a claim is one
+/// compare-and-swap that cannot cross into another call.
+struct Ticket {
+  static uint64_t pack(uint64_t generation, uint64_t count, uint64_t next) {
+    return generation << 32 | count << 16 | next;
+  }
+  static uint64_t generation(uint64_t t) { return t >> 32; }
+  static uint64_t count(uint64_t t) { return t >> 16 & 0xffff; }
+  static uint64_t next(uint64_t t) { return t & 0xffff; }
+};
+
 class WorkerPool {
 public:
   explicit WorkerPool(unsigned workers) {
     for (unsigned w = 0; w < workers; ++w)
-      std::thread([this, w] { work(w + 1); }).detach();
-    numWorkers = workers;
+      std::thread([this] { work(); }).detach();
   }
 
   /// Runs task(0..count-1); false (nothing run) when the pool is in use.
   bool run(unsigned count, const std::function<void(unsigned)> &fn) {
     std::unique_lock<std::mutex> busy(inUse, std::try_to_lock);
-    if (!busy.owns_lock())
+    if (!busy.owns_lock() || count > 0xffff)
       return false;
-    // Workers 1..numWorkers take the tasks of their index; the caller
-    // takes task 0 and any beyond the workers.
-    const unsigned onWorkers = std::min(count, numWorkers + 1);
     task = &fn;
-    taskCount = onWorkers;
-    pending.store(onWorkers - 1, std::memory_order_relaxed);
+    finished.store(0, std::memory_order_relaxed);
     {
       // Under the mutex, so that a worker about to sleep sees the change.
       std::lock_guard<std::mutex> lock(mutex);
-      generation.fetch_add(1, std::memory_order_release);
+      ++generation;
+      ticket.store(Ticket::pack(generation, count, 0),
+                   std::memory_order_release);
       if (sleepingWorkers)
         wake.notify_all();
     }
+    // The caller claims tasks too: on a loaded machine, where a worker may
+    // not run for a while, it runs them all rather than wait.
     {
       PoolTaskScope scope;
-      fn(0);
-      for (unsigned t = onWorkers; t < count; ++t)
-        fn(t);
+      claimAndRun();
     }
-    auto finished = [&] {
-      return pending.load(std::memory_order_acquire) == 0;
+    auto allDone = [&] {
+      return finished.load(std::memory_order_acquire) == count;
     };
-    if (!spinUntil(finished)) {
+    if (!spinUntil(allDone)) {
       std::unique_lock<std::mutex> lock(mutex);
       callerSleeping = true;
-      done.wait(lock, finished);
+      done.wait(lock, allDone);
       callerSleeping = false;
     }
     task = nullptr;
@@ -104,11 +113,31 @@ public:
   }
 
 private:
-  void work(unsigned index) {
+  /// Claims and runs tasks of the current call until none is left. A
+  /// claimed task keeps its call's run() waiting, so `task` stays valid.
+  void claimAndRun() {
+    uint64_t t = ticket.load(std::memory_order_acquire);
+    while (Ticket::next(t) < Ticket::count(t)) {
+      if (!ticket.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel,
+                                        std::memory_order_acquire))
+        continue; // t was reloaded
+      (*task)(static_cast<unsigned>(Ticket::next(t)));
+      if (finished.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+          Ticket::count(t)) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (callerSleeping)
+          done.notify_one();
+      }
+      t = ticket.load(std::memory_order_acquire);
+    }
+  }
+
+  void work() {
     uint64_t seen = 0;
     for (;;) {
       auto published = [&] {
-        return generation.load(std::memory_order_acquire) != seen;
+        return Ticket::generation(ticket.load(std::memory_order_acquire)) !=
+               seen;
       };
       if (!spinUntil(published)) {
         std::unique_lock<std::mutex> lock(mutex);
@@ -116,32 +145,23 @@ private:
         wake.wait(lock, published);
         --sleepingWorkers;
       }
-      seen = generation.load(std::memory_order_acquire);
-      if (index >= taskCount)
-        continue;
-      {
-        PoolTaskScope scope;
-        (*task)(index);
-      }
-      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (callerSleeping)
-          done.notify_one();
-      }
+      seen = Ticket::generation(ticket.load(std::memory_order_acquire));
+      PoolTaskScope scope;
+      claimAndRun();
     }
   }
 
   std::mutex inUse; ///< held by the one run() in progress
   std::mutex mutex; ///< guards the sleeping flags and the condition waits
   std::condition_variable wake, done;
-  /// Written by the caller before it publishes a new generation (release),
-  /// read by the workers after they see it (acquire).
+  /// The current call's function: written before its ticket is published
+  /// (release), read after a claim on that ticket (acquire).
   const std::function<void(unsigned)> *task = nullptr;
-  unsigned taskCount = 0, numWorkers = 0;
-  std::atomic<unsigned> pending{0};
-  std::atomic<uint64_t> generation{0};
-  unsigned sleepingWorkers = 0; ///< under `mutex`
-  bool callerSleeping = false;  ///< under `mutex`
+  uint64_t generation = 0; ///< the caller's count of calls (under `inUse`)
+  std::atomic<uint64_t> ticket{0};
+  std::atomic<uint64_t> finished{0}; ///< tasks of the current call done
+  unsigned sleepingWorkers = 0;      ///< under `mutex`
+  bool callerSleeping = false;       ///< under `mutex`
 };
 
 } // namespace
