@@ -199,13 +199,13 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
     std::vector<flatbuffers::Offset<fbs::Buffer>> buffers;
     for (size_t b = 0; b < dev.buffers.size(); ++b) {
       const Buffer &buf = dev.buffers[b];
-      bool hasInit = !buf.init.empty();
-      if (hasInit && buf.init.size() != buf.bytes)
+      bool hasInit = buf.hasInit();
+      if (hasInit && buf.initSize() != buf.bytes)
         return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
-               ": init holds " + std::to_string(buf.init.size()) +
+               ": init holds " + std::to_string(buf.initSize()) +
                " bytes but the buffer has " + std::to_string(buf.bytes);
       uint64_t initOffset = shard.size;
-      shard.add(buf.init.data(), buf.init.size());
+      shard.add(buf.initData(), buf.initSize());
       auto lo = longs(buf.region.lo);
       auto hi = longs(buf.region.hi);
       buffers.push_back(fbs::CreateBuffer(fbb, buf.tensor, lo, hi, buf.partial,
@@ -308,7 +308,7 @@ std::string layOut(const Plan &plan, const WriteOptions &options,
   uint64_t initBytes = 0;
   for (const DeviceProgram &dev : plan.devices)
     for (const Buffer &buf : dev.buffers)
-      initBytes += buf.init.size();
+      initBytes += buf.initSize();
   const bool external =
       options.externalWeightsAbove == 0 ||
       initBytes > options.externalWeightsAbove;
