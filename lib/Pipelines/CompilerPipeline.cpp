@@ -76,7 +76,8 @@ void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
     funcPm.addPass(createCoarsen());
   if (stopAfter >= Phase::Partition)
     funcPm.addPass(createPartition(
-        {options.devices, options.partitioner, options.topology}));
+        {options.devices, options.partitioner, options.topology,
+         options.objective, options.device}));
 }
 
 llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
@@ -177,7 +178,8 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   if (irStop == Phase::Partition) {
     PassManager partitionPm(&context);
     partitionPm.nest<func::FuncOp>().addPass(createPartition(
-        {options.devices, options.partitioner, options.topology}));
+        {options.devices, options.partitioner, options.topology,
+         options.objective, options.device}));
     auto start = std::chrono::steady_clock::now();
     if (failed(partitionPm.run(module)))
       return fail(options.inputPath + ": " + diagnostics);

@@ -46,6 +46,20 @@ struct CpuExecutor::Prepared {
   /// in the piece's order (none when it has too many runs to keep: then
   /// moveBox walks the boxes each step).
   std::vector<std::vector<PieceRun>> pieceRuns;
+  /// The instruction's fields a step reads, copied here so that a step
+  /// walks `program` and not the plan's scattered instructions.
+  Instr::Kind kind = Instr::Kind::Compute;
+  /// Some buffer it writes is watched (recomputed when watch() adds one).
+  bool writesWatched = true;
+  /// Fetch/Reduce with every piece in `pieceRuns`: after the first step it
+  /// runs `runs` (all pieces' runs, in order) into `dstPtr`, and counts
+  /// `remoteBytes` as received.
+  bool allRuns = false;
+  std::vector<PieceRun> runs;
+  uint64_t remoteBytes = 0;
+  uint8_t *dstPtr = nullptr;
+  uint64_t dstBytes = 0;
+  DType dtype = DType::F32;
 };
 
 /// The instructions program[begin, end), which share one seq.
@@ -295,9 +309,28 @@ std::string CpuExecutor::prepare() {
       } else {
         for (const Piece &piece : in.pieces)
           p.work += 2 * static_cast<uint64_t>(piece.region.numElements());
-        if (isLocal(p.device))
+        if (isLocal(p.device)) {
           p.pieceRuns = pieceRuns(in, p.device);
+          const Buffer &dst = dev.buffers[in.dst];
+          p.dtype = plan.tensors[dst.tensor].dtype;
+          p.dstPtr = arenas[d].data() + dst.offset;
+          p.dstBytes = dst.bytes;
+          p.allRuns = true;
+          for (size_t j = 0; j < in.pieces.size(); ++j) {
+            const Piece &piece = in.pieces[j];
+            if (piece.region.numElements() == 0)
+              continue;
+            p.allRuns &= !p.pieceRuns[j].empty();
+            p.runs.insert(p.runs.end(), p.pieceRuns[j].begin(),
+                          p.pieceRuns[j].end());
+            if (piece.device != p.device)
+              p.remoteBytes +=
+                  static_cast<uint64_t>(piece.region.numElements()) *
+                  dtypeSize(p.dtype);
+          }
+        }
       }
+      p.kind = in.kind;
       program.push_back(std::move(p));
     }
   }
@@ -468,7 +501,7 @@ std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
     for (;;)
       std::this_thread::sleep_for(std::chrono::seconds(3600));
   }
-  if (in.kind == Instr::Kind::Compute) {
+  if (p.kind == Instr::Kind::Compute) {
     // A device whose share of the op is empty (more devices than the split
     // dimension has elements) has nothing to compute.
     if (p.emptyShare)
@@ -492,8 +525,32 @@ std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
       std::lock_guard<std::mutex> lock(countsMutex);
       ++interpretedCounts[in.kernel];
     }
-    for (int32_t b : in.outputs)
-      afterWrite(d, b);
+    if (p.writesWatched)
+      for (int32_t b : in.outputs)
+        afterWrite(d, b);
+    return "";
+  }
+  const bool reduce = p.kind == Instr::Kind::Reduce;
+  // A Reduce accumulates into a scratch copy so that a piece may alias dst
+  // (one per thread: waves run devices concurrently).
+  thread_local std::vector<uint8_t> scratch;
+  if (peaksMeasured && p.allRuns) {
+    // After the first step, which took the watermark: the runs alone.
+    uint8_t *target = p.dstPtr;
+    if (reduce) {
+      scratch.assign(p.dstBytes, 0);
+      target = scratch.data();
+    }
+    const size_t es = dtypeSize(p.dtype);
+    for (const PieceRun &run : p.runs)
+      moveRun(run.src, target + run.dst, static_cast<int64_t>(run.bytes / es),
+              p.dtype, reduce);
+    commBytes[d] += p.remoteBytes;
+    if (reduce && p.dstBytes)
+      std::memcpy(p.dstPtr, scratch.data(), p.dstBytes);
+    outcome.ran = true;
+    if (p.writesWatched)
+      afterWrite(d, in.dst);
     return "";
   }
 
@@ -503,10 +560,6 @@ std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
   outcome.ran = true;
   if (!peaksMeasured)
     touch(peak, d, in.dst);
-  // A Reduce accumulates into a scratch copy so that a piece may alias dst
-  // (one per thread: waves run devices concurrently).
-  thread_local std::vector<uint8_t> scratch;
-  const bool reduce = in.kind == Instr::Kind::Reduce;
   uint8_t *target = dstPtr;
   if (reduce) {
     scratch.assign(dst.bytes, 0);
@@ -553,7 +606,8 @@ std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
   }
   if (reduce && dst.bytes)
     std::memcpy(dstPtr, scratch.data(), dst.bytes);
-  afterWrite(d, in.dst);
+  if (p.writesWatched)
+    afterWrite(d, in.dst);
   return "";
 }
 
@@ -564,6 +618,19 @@ std::string CpuExecutor::runStep(int64_t step) {
   std::fill(commBytes.begin(), commBytes.end(), 0);
   for (auto &[key, snap] : watched)
     snap.written = false;
+  if (watchedChanged) {
+    for (Prepared &p : program) {
+      const Instr &in = *p.instr;
+      auto isWatched = [&](int32_t b) {
+        return watched.count({p.device, b}) != 0;
+      };
+      p.writesWatched =
+          p.kind == Instr::Kind::Compute
+              ? std::any_of(in.outputs.begin(), in.outputs.end(), isWatched)
+              : isWatched(in.dst);
+    }
+    watchedChanged = false;
+  }
   if (std::string err = feed(step); !err.empty())
     return err;
   // Auto: the first step warms up, steps 1..2*kTrials alternate the two
@@ -683,6 +750,7 @@ std::string CpuExecutor::runConcurrently(const Wave &wave) {
 
 void CpuExecutor::watch(int32_t device, int32_t buffer) {
   watched[{device, buffer}];
+  watchedChanged = true;
 }
 
 const std::vector<uint8_t> *CpuExecutor::snapshot(int32_t device,

@@ -220,6 +220,8 @@ private:
   Schedule schedule = Schedule::Auto;
   /// A step has run: the bytes each touches (measuredPeakBytes) are known.
   bool peaksMeasured = false;
+  /// watch() added a buffer since the last step (Prepared::writesWatched).
+  bool watchedChanged = true;
   /// Auto: steps timed so far and their seconds, per schedule.
   unsigned timedSteps = 0;
   std::vector<double> concurrentSeconds, inOrderSeconds;

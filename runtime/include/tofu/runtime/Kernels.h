@@ -137,6 +137,7 @@ void registerPoolKernels(void (*add)(const char *, KernelFn));
 void registerShapeKernels(void (*add)(const char *, KernelFn));
 void registerReduceKernels(void (*add)(const char *, KernelFn));
 void registerIndexKernels(void (*add)(const char *, KernelFn));
+void registerPadKernels(void (*add)(const char *, KernelFn));
 
 } // namespace tofu::runtime
 
