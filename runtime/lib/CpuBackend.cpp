@@ -221,13 +221,13 @@ std::string CpuExecutor::init() {
     }
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
-      if (buffers[b].init.empty())
+      if (!buffers[b].hasInit())
         continue;
-      if (buffers[b].init.size() != buffers[b].bytes)
+      if (buffers[b].initSize() != buffers[b].bytes)
         return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
                ": initial contents have the wrong size";
       std::memcpy(arenas[d].data() + buffers[b].offset,
-                  buffers[b].init.data(), buffers[b].bytes);
+                  buffers[b].initData(), buffers[b].bytes);
       touch(peakTouched, static_cast<int32_t>(d), static_cast<int32_t>(b));
     }
   }

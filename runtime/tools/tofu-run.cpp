@@ -392,8 +392,8 @@ std::string dumpTensor(const Plan &plan, int32_t tensor,
 BufferSource initialValues(const Plan &plan) {
   return [&plan](int32_t d, int32_t b) -> const uint8_t * {
     const Buffer &buf = plan.devices[d].buffers[b];
-    return buf.init.size() == buf.bytes && buf.bytes ? buf.init.data()
-                                                     : nullptr;
+    return buf.initSize() == buf.bytes && buf.bytes ? buf.initData()
+                                                    : nullptr;
   };
 }
 
