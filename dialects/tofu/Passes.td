@@ -235,6 +235,11 @@ def Partition : Pass<"tofu-partition", "::mlir::func::FuncOp"> {
     `exhaustive` (see docs/Partitioning.md). `topology` (e.g.
     `8x:nvlink=300,2x:pcie=16`, innermost level first) maps steps onto
     interconnect levels, slowest first, and records `tofu.step_gbps`.
+    With a topology the objective (`objective=auto`) is the predicted step
+    time of the `device` model (compute plus transfers per step,
+    lib/Transforms/StepTimeModel.cpp), recorded as `tofu.objective`,
+    `tofu.device_model`, `tofu.predicted_compute_seconds` and
+    `tofu.step_comm_seconds`; `objective=bytes` keeps the paper's bytes.
     Requires `tofu-analyze-strategies` first.
   }];
   let options = [
@@ -244,6 +249,11 @@ def Partition : Pass<"tofu-partition", "::mlir::func::FuncOp"> {
            "spartan, equal-chop, icml18, exhaustive">,
     Option<"topology", "topology", "std::string", "\"\"",
            "interconnect levels, innermost first: COUNTx:NAME=GBPS,...">,
+    Option<"objective", "objective", "std::string", "\"auto\"",
+           "what the search minimizes: auto (time with a topology, bytes "
+           "without), bytes, time">,
+    Option<"device", "device", "std::string", "\"cpu\"",
+           "device model of the predicted times: cpu, h100">,
   ];
 }
 

@@ -331,9 +331,20 @@ LogicalResult TofuDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'tofu.step_bytes' must be an array<i64>";
     return success();
   }
-  if (name == "tofu.step_gbps") {
+  if (name == "tofu.step_gbps" || name == "tofu.step_comm_seconds") {
     if (!isa<DenseF64ArrayAttr>(attr.getValue()))
-      return op->emitOpError() << "'tofu.step_gbps' must be an array<f64>";
+      return op->emitOpError() << "'" << name << "' must be an array<f64>";
+    return success();
+  }
+  if (name == "tofu.objective" || name == "tofu.device_model") {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be a string";
+    return success();
+  }
+  if (name == "tofu.predicted_compute_seconds") {
+    auto value = dyn_cast<FloatAttr>(attr.getValue());
+    if (!value || !(value.getValueAsDouble() >= 0))
+      return op->emitOpError() << "'" << name << "' must be a float >= 0";
     return success();
   }
   return op->emitOpError() << "unknown tofu attribute '" << name << "'";

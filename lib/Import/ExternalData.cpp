@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/ExternalData.h"
+#include "tofu/Import/EmbeddedData.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -79,9 +80,17 @@ bool ExternalDataResolver::isExternal(const onnx::TensorProto &tensor) {
 
 std::vector<std::shared_ptr<void>> ExternalDataResolver::mappings() const {
   std::vector<std::shared_ptr<void>> result;
+  if (modelKeepAlive)
+    result.push_back(modelKeepAlive);
   for (const auto &entry : files)
     result.push_back(entry.second);
   return result;
+}
+
+void ExternalDataResolver::setModelBytes(llvm::StringRef bytes,
+                                         std::shared_ptr<void> keepAlive) {
+  modelBytes = bytes;
+  modelKeepAlive = std::move(keepAlive);
 }
 
 llvm::Expected<ExternalBytes>
@@ -108,6 +117,26 @@ ExternalDataResolver::resolve(const onnx::TensorProto &tensor,
     return error(what + " has external data without a 'location' key; "
                         "re-save the model with onnx.save(..., "
                         "save_as_external_data=True)");
+  if (*location == embeddedDataLocation()) {
+    // raw_data that parseModelLeavingData left in the model file: checked
+    // there to be dims x element size bytes inside the file.
+    std::optional<uint64_t> offset, length;
+    if (offsetText)
+      offset = parseDecimal(*offsetText);
+    if (lengthText)
+      length = parseDecimal(*lengthText);
+    if (!modelKeepAlive || !offset || !length || *length != expectedBytes ||
+        *offset > modelBytes.size() || *length > modelBytes.size() - *offset)
+      return error(what + ": its raw_data, left in the model file, cannot "
+                          "be found there (an internal error)");
+    ExternalBytes result;
+    result.embedded = true;
+    result.bytes = llvm::ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>(modelBytes.data()) + *offset,
+        *length);
+    result.mapping = modelKeepAlive;
+    return std::move(result);
+  }
   std::string where = what.str() + " (external data '" + *location + "')";
   if (location->empty())
     return error(where + ": the location is empty");

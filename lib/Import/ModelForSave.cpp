@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/OnnxImporter.h"
+#include "tofu/Import/EmbeddedData.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -18,11 +19,18 @@ using namespace tofu;
 
 llvm::Expected<std::vector<uint8_t>>
 tofu::modelForSave(onnx::ModelProto &model,
-                   const std::vector<std::string> &trained) {
+                   const std::vector<std::string> &trained,
+                   llvm::StringRef modelBytes) {
   const std::set<std::string> names(trained.begin(), trained.end());
   for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer()) {
-    if (!names.count(init.name()))
+    if (!names.count(init.name())) {
+      if (isEmbeddedData(init) && !restoreEmbeddedData(init, modelBytes))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "initializer '" + init.name() + "': its raw_data, left in the "
+            "model file, cannot be found there (an internal error)");
       continue;
+    }
     init.clear_raw_data();
     init.clear_float_data();
     init.clear_int32_data();

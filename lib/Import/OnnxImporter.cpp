@@ -15,6 +15,7 @@
 #include "tofu/Import/OnnxImporter.h"
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Import/ConstantFolding.h"
+#include "tofu/Import/EmbeddedData.h"
 #include "tofu/Import/ExternalData.h"
 #include "tofu/Import/InitializationGraph.h"
 #include "tofu/Import/OnnxConversion.h"
@@ -324,7 +325,8 @@ llvm::Error OnnxImporter::importWeight(const onnx::TensorProto &init) {
                      "without its weights pass --no-weights");
       withoutWeights = true;
     } else {
-      externalHashes.push_back(llvm::xxh3_64bits(external->bytes));
+      if (!external->embedded)
+        externalHashes.push_back(llvm::xxh3_64bits(external->bytes));
       // The parameter's value points into the read-only mapping, which the
       // blob's deleter keeps alive: the weights are not copied.
       std::shared_ptr<void> mapping = external->mapping;
@@ -453,7 +455,8 @@ OnnxImporter::readTensorData(const onnx::TensorProto &init) {
             "' does not exist; integer initializers (shapes, indices) and "
             "those an initialization graph reads are needed even with "
             "--no-weights");
-  externalHashes.push_back(llvm::xxh3_64bits(external->bytes));
+  if (!external->embedded)
+    externalHashes.push_back(llvm::xxh3_64bits(external->bytes));
   TensorData data;
   data.type.elem = *convertOnnxElemType(init.data_type(), what);
   data.type.dims.assign(init.dims().begin(), init.dims().end());
@@ -1617,8 +1620,10 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         path + ": cannot read the model: " + buffer.getError().message());
+  // Shared: large initializers keep pointing into it (EmbeddedData.h).
+  std::shared_ptr<llvm::MemoryBuffer> file = std::move(*buffer);
   ImportedModel result;
-  StringRef bytes = (*buffer)->getBuffer();
+  StringRef bytes = file->getBuffer();
   result.model = std::make_shared<onnx::ModelProto>();
   onnx::ModelProto &model = *result.model;
   if (isOnnxTextPath(path)) {
@@ -1642,7 +1647,9 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
               "save_as_external_data=True))");
     result.fingerprint = fingerprintBytes(ArrayRef<uint8_t>(
         reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
-    if (bytes.empty() || !model.ParseFromArray(bytes.data(), bytes.size()))
+    // The weights' raw_data stays in the mapped file: not copied by the
+    // parse, nor later (the parameters' values point into the file).
+    if (bytes.empty() || !parseModelLeavingData(bytes, model))
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
           path + ": not a valid ONNX model (protobuf parsing failed after " +
@@ -1656,6 +1663,8 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
   context->loadDialect<TofuDialect, func::FuncDialect>();
   result.module = ModuleOp::create(FileLineColLoc::get(context, path, 0, 0));
   OnnxImporter importer(context, path, options);
+  importer.resolver().setModelBytes(bytes, file);
+  result.modelBytes = bytes;
   // The initialization graph runs once, here: the plan's model (for --save)
   // starts from its values and no longer carries it (`model` is changed in
   // place). The fingerprint stays the one of the file as read.

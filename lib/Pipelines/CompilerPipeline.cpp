@@ -76,7 +76,8 @@ void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
     funcPm.addPass(createCoarsen());
   if (stopAfter >= Phase::Partition)
     funcPm.addPass(createPartition(
-        {options.devices, options.partitioner, options.topology}));
+        {options.devices, options.partitioner, options.topology,
+         options.objective, options.device}));
 }
 
 llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
@@ -177,7 +178,8 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   if (irStop == Phase::Partition) {
     PassManager partitionPm(&context);
     partitionPm.nest<func::FuncOp>().addPass(createPartition(
-        {options.devices, options.partitioner, options.topology}));
+        {options.devices, options.partitioner, options.topology,
+         options.objective, options.device}));
     auto start = std::chrono::steady_clock::now();
     if (failed(partitionPm.run(module)))
       return fail(options.inputPath + ": " + diagnostics);
@@ -193,7 +195,11 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   }
 
   auto func = *module.getOps<func::FuncOp>().begin();
-  auto plan = materialize(func);
+  // The plan is written while the context and the model's mapping live:
+  // its weight tiles need not be copied out of them first.
+  MaterializeOptions materializeOptions;
+  materializeOptions.borrowWeights = true;
+  auto plan = materialize(func, materializeOptions);
   if (!plan)
     return fail(options.inputPath + ": " + llvm::toString(plan.takeError()));
   mark("materialize");
@@ -226,7 +232,8 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
           !plan->tensors[t].paramName.empty())
         trained.push_back(plan->tensors[t].paramName);
     if (imported->model) {
-      auto model = modelForSave(*imported->model, trained);
+      auto model =
+          modelForSave(*imported->model, trained, imported->modelBytes);
       if (!model)
         return fail(options.inputPath + ": " +
                     llvm::toString(model.takeError()));

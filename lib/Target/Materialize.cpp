@@ -76,6 +76,26 @@ bool contains(const tdl::Box &outer, const tdl::Box &inner) {
   return numElements(intersect(outer, inner)) == numElements(inner);
 }
 
+/// The row-major index of the first element of `box` when its elements are
+/// one contiguous run of a tensor of `shape` (every dimension before some
+/// dimension p spans one index, every one after p spans the whole
+/// dimension); nullopt otherwise.
+std::optional<int64_t> contiguousStart(const tdl::Box &box,
+                                       llvm::ArrayRef<int64_t> shape) {
+  size_t rank = shape.size();
+  // p: the first dimension that spans more than one index.
+  size_t p = 0;
+  while (p < rank && box[p].hi - box[p].lo == 1)
+    ++p;
+  for (size_t i = p + 1; i < rank; ++i)
+    if (box[i].lo != 0 || box[i].hi != shape[i])
+      return std::nullopt;
+  int64_t first = 0;
+  for (size_t i = 0; i < rank; ++i)
+    first = first * shape[i] + box[i].lo;
+  return first;
+}
+
 plan::Attr toPlanAttr(const std::string &name, const tdl::AttrValue &value) {
   plan::Attr attr;
   attr.name = name;
@@ -103,7 +123,8 @@ plan::Attr toPlanAttr(const std::string &name, const tdl::AttrValue &value) {
 /// Builds the plan's tensors and device programs.
 class Materializer {
 public:
-  explicit Materializer(func::FuncOp func) : func(func) {}
+  Materializer(func::FuncOp func, const MaterializeOptions &options)
+      : func(func), options(options) {}
 
   llvm::Expected<plan::Plan> run();
 
@@ -140,6 +161,7 @@ private:
   tdl::Box ownedRegion(int32_t tensor, int64_t device) const;
 
   func::FuncOp func;
+  const MaterializeOptions &options;
   DeviceGrid grid;
   int64_t k = 1;
   plan::Plan result;
@@ -545,6 +567,13 @@ llvm::Expected<plan::Plan> Materializer::run() {
     for (int64_t d = 0; d < k; ++d) {
       plan::Buffer &buffer = result.devices[d].buffers[ownedBuffer[d][tensor]];
       tdl::Box box = ownedRegion(tensor, d);
+      if (options.borrowWeights && !isSplat && buffer.bytes > 0)
+        if (std::optional<int64_t> first = contiguousStart(box, shape)) {
+          buffer.borrowedInit =
+              reinterpret_cast<const uint8_t *>(raw.data()) +
+              *first * elemBytes;
+          continue;
+        }
       buffer.init.resize(buffer.bytes);
       if (isSplat) {
         for (uint64_t off = 0; off < buffer.bytes; off += elemBytes)
@@ -607,8 +636,9 @@ llvm::Expected<plan::Plan> Materializer::run() {
 
 } // namespace
 
-llvm::Expected<plan::Plan> materialize(func::FuncOp func) {
-  return Materializer(func).run();
+llvm::Expected<plan::Plan> materialize(func::FuncOp func,
+                                       const MaterializeOptions &options) {
+  return Materializer(func, options).run();
 }
 
 } // namespace tofu

@@ -9,6 +9,7 @@
 #include "tofu/Analysis/TileGeometry.h"
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Target/PlanBuilder.h"
+#include "tofu/Transforms/RecursivePartitioner.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -116,8 +117,28 @@ std::string joined(const std::vector<std::string> &items, llvm::StringRef sep) {
 
 } // namespace
 
+double PlanSummary::predictedStepSeconds() const {
+  double seconds = predictedComputeSeconds;
+  for (double s : stepCommSeconds)
+    seconds += s;
+  return seconds;
+}
+
 PlanSummary summarizePlan(func::FuncOp func, const plan::Plan &plan) {
   PlanSummary summary;
+  if (auto attr = func->getAttrOfType<StringAttr>(kObjectiveAttr))
+    summary.objective = attr.str();
+  if (auto attr = func->getAttrOfType<StringAttr>(kDeviceModelAttr)) {
+    summary.deviceModel = attr.str();
+    if (auto gbps = func->getAttrOfType<DenseF64ArrayAttr>(kStepGbpsAttr))
+      summary.stepGbps.assign(gbps.asArrayRef().begin(),
+                              gbps.asArrayRef().end());
+    if (auto compute = func->getAttrOfType<FloatAttr>(kPredictedComputeAttr))
+      summary.predictedComputeSeconds = compute.getValueAsDouble();
+    if (auto comm = func->getAttrOfType<DenseF64ArrayAttr>(kStepCommSecondsAttr))
+      summary.stepCommSeconds.assign(comm.asArrayRef().begin(),
+                                     comm.asArrayRef().end());
+  }
   if (auto attr = func->getAttrOfType<DenseI64ArrayAttr>(kGridAttr))
     summary.grid.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
   for (LossOp loss : func.getOps<LossOp>())
@@ -275,6 +296,21 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
                         "cross its links\n",
                         s + 1, summary.grid[s], summary.bytesPerStep[s],
                         summary.bytesPerLink[s]);
+  if (!summary.deviceModel.empty()) {
+    // Only with --topology: nothing changes in a plan compiled without one.
+    os << llvm::formatv("predicted step time: {0:e3} s on device model {1} "
+                        "(objective {2}): compute {3:e3} s + transfers "
+                        "{4:e3} s, no overlap\n",
+                        summary.predictedStepSeconds(), summary.deviceModel,
+                        summary.objective, summary.predictedComputeSeconds,
+                        summary.predictedStepSeconds() -
+                            summary.predictedComputeSeconds);
+    for (size_t s = 0; s < summary.stepCommSeconds.size(); ++s)
+      os << llvm::formatv("  step {0} transfers: {1:e3} s at {2} GB/s\n",
+                          s + 1, summary.stepCommSeconds[s],
+                          s < summary.stepGbps.size() ? summary.stepGbps[s]
+                                                      : 0.0);
+  }
   os << "peak memory per device (bytes):";
   for (const auto &device : plan.devices)
     os << " " << device.peakBytes;
@@ -384,8 +420,24 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
        llvm::json::Object{{"kind", plan.optimizer.kind},
                           {"learning_rate", plan.optimizer.learningRate}}},
       {"loss", summary.loss},
+      {"objective", summary.objective},
       {"tensors", std::move(tensors)},
       {"ops", std::move(ops)}};
+  if (!summary.deviceModel.empty()) {
+    llvm::json::Array comm, gbps;
+    for (double s : summary.stepCommSeconds)
+      comm.push_back(s);
+    for (double g : summary.stepGbps)
+      gbps.push_back(g);
+    root["predicted"] = llvm::json::Object{
+        {"device_model", summary.deviceModel},
+        {"step_seconds", summary.predictedStepSeconds()},
+        {"compute_seconds", summary.predictedComputeSeconds},
+        {"comm_seconds",
+         summary.predictedStepSeconds() - summary.predictedComputeSeconds},
+        {"comm_seconds_per_step", std::move(comm)},
+        {"link_gbps", std::move(gbps)}};
+  }
   return llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str() +
          "\n";
 }

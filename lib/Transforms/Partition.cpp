@@ -26,6 +26,8 @@ struct PartitionPass : public tofu::impl::PartitionBase<PartitionPass> {
     options.partitioner = partitioner;
     options.devices = numDevices;
     options.topology = topology;
+    options.objective = objective;
+    options.device = device;
     auto result = partitionFunction(getOperation(), options);
     if (!result) {
       getOperation().emitError() << llvm::toString(result.takeError());

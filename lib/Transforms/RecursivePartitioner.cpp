@@ -20,6 +20,7 @@
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Transforms/Coarsening.h"
 #include "tofu/Transforms/MinSumElimination.h"
+#include "tofu/Transforms/StepTimeModel.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -27,6 +28,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <map>
@@ -159,6 +161,10 @@ struct TensorGroup {
 /// The best strategies of one op at one step and what they cost.
 struct OpCost {
   int64_t bytes = 0;
+  /// What the search minimizes: `bytes`, or with a time model the predicted
+  /// seconds of the op at this step in picoseconds (integers keep the DP's
+  /// sums exact and its ties deterministic).
+  int64_t cost = 0;
   std::vector<int> choice; ///< per output: strategy index, -1 = replicated
 };
 
@@ -218,6 +224,16 @@ public:
   size_t maxFrontierStates = 0;
   size_t maxEliminationTable = 0;
   size_t numOps() const { return ops.size(); }
+  /// The step-time objective (null: bytes) and each step's link bandwidth.
+  const StepTimeModel *timeModel = nullptr;
+  std::vector<double> stepGbps;
+
+  /// The predicted seconds of the decided plan on `model`: compute of every
+  /// op's share on the device with the largest share, and each step's
+  /// transfers over its link (`gbps`, one per step).
+  void predictTime(const StepTimeModel &model, llvm::ArrayRef<double> gbps,
+                   double &computeSeconds,
+                   std::vector<double> &commSecondsPerStep);
 
 private:
   /// Cost of op `op` on the grid of the first `step + 1` steps when its
@@ -232,8 +248,21 @@ private:
                      llvm::ArrayRef<std::vector<int64_t>> inputCuts,
                      llvm::ArrayRef<int64_t> outputCuts,
                      llvm::ArrayRef<int> strategyPerStep);
+  /// Predicted seconds of one device for output `output` of `op` at `step`
+  /// under `strategyPerStep` (steps 0..step): its share's compute (the
+  /// share on the grid of steps 0..step, of which the later steps leave one
+  /// device an equal part) and the transfers of step `step`, whose bytes
+  /// grew from `previousBytes` to `bytes` (C_{step-1} to C_step), spread
+  /// evenly over the devices.
+  double stepSeconds(const StepTimeModel &model, int op, unsigned output,
+                     size_t step, llvm::ArrayRef<int> strategyPerStep,
+                     int64_t bytes, int64_t previousBytes);
   /// Strategy options of output `output` of `op` at step `step`.
   std::vector<int> strategyOptions(int op, unsigned output, size_t step);
+  /// The strategies of output `output` of `op` given by their indices per
+  /// step (empty when the output is computed whole, index -1).
+  SmallVector<StrategyAttr> strategiesOf(int op, unsigned output,
+                                         llvm::ArrayRef<int> perStep) const;
   std::vector<std::vector<int>> bfsOrderOfOpGroups(
       const std::vector<std::vector<int64_t>> &domains,
       std::vector<std::vector<int>> &groupsOfOpGroup);
@@ -416,6 +445,16 @@ std::vector<int> Partitioner::strategyOptions(int op, unsigned output,
   return options;
 }
 
+SmallVector<StrategyAttr>
+Partitioner::strategiesOf(int op, unsigned output,
+                          llvm::ArrayRef<int> perStep) const {
+  SmallVector<StrategyAttr> plan;
+  if (!perStep.empty() && perStep.front() >= 0)
+    for (int index : perStep)
+      plan.push_back(signatures[ops[op].signature].strategies[output][index]);
+  return plan;
+}
+
 int64_t Partitioner::outputCost(int op, unsigned output, size_t numSteps,
                                 llvm::ArrayRef<std::vector<int64_t>> inputCuts,
                                 llvm::ArrayRef<int64_t> outputCuts,
@@ -426,10 +465,7 @@ int64_t Partitioner::outputCost(int op, unsigned output, size_t numSteps,
   SmallVector<TilingAttr> inputTilings;
   for (const auto &cutList : inputCuts)
     inputTilings.push_back(tilingOf(cutList, numSteps));
-  SmallVector<StrategyAttr> plan;
-  if (strategyPerStep.front() >= 0)
-    for (int index : strategyPerStep)
-      plan.push_back(signature.strategies[output][index]);
+  SmallVector<StrategyAttr> plan = strategiesOf(op, output, strategyPerStep);
   return outputCommBytes(grid, signature.instance, output, plan, inputTilings,
                          tilingOf(outputCuts, numSteps));
 }
@@ -476,24 +512,96 @@ Partitioner::stepCost(int op, size_t step,
   auto it = memo.try_emplace(key).first;
   OpCost &cost = it->second;
   for (unsigned o = 0; o < node.outputGroups.size(); ++o) {
-    int64_t best = std::numeric_limits<int64_t>::max();
+    int64_t best = std::numeric_limits<int64_t>::max(), bestBytes = 0;
     int bestChoice = -1;
     std::vector<int> perStep(choices[op][o].begin(),
                              choices[op][o].begin() + step);
+    // C_{step-1} of this output: fixed by the earlier steps.
+    int64_t previousBytes =
+        timeModel && step > 0
+            ? outputCost(op, o, step, inputCuts, outputCuts[o], perStep)
+            : 0;
     for (int option : strategyOptions(op, o, step)) {
       perStep.push_back(option);
       int64_t bytes =
           outputCost(op, o, step + 1, inputCuts, outputCuts[o], perStep);
+      int64_t value = bytes;
+      if (timeModel)
+        value = std::llround(1e12 * stepSeconds(*timeModel, op, o, step,
+                                                perStep, bytes,
+                                                previousBytes));
       perStep.pop_back();
-      if (bytes < best) {
-        best = bytes;
+      if (value < best) {
+        best = value;
+        bestBytes = bytes;
         bestChoice = option;
       }
     }
-    cost.bytes += best;
+    cost.bytes += bestBytes;
+    cost.cost += best;
     cost.choice.push_back(bestChoice);
   }
   return cost;
+}
+
+double Partitioner::stepSeconds(const StepTimeModel &model, int op,
+                                unsigned output, size_t step,
+                                llvm::ArrayRef<int> strategyPerStep,
+                                int64_t bytes, int64_t previousBytes) {
+  const Signature &signature = signatures[ops[op].signature];
+  DeviceGrid grid{std::vector<int64_t>(steps.begin(),
+                                       steps.begin() + step + 1)};
+  // The last device holds the largest parts of uneven splits.
+  OpShare share = opShare(grid, signature.instance, output,
+                          strategiesOf(op, output, strategyPerStep),
+                          grid.numDevices() - 1);
+  double later = 1, devices = 1;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    devices *= steps[s];
+    if (s > step)
+      later *= steps[s];
+  }
+  double seconds = model.computeSeconds(
+      describeShare(signature.instance, output, share), 1 / later);
+  int64_t delta = bytes - previousBytes;
+  // Each device exchanges with its k_i - 1 siblings of this step.
+  seconds += model.transferSeconds(delta / devices, stepGbps[step],
+                                   delta > 0 ? steps[step] - 1 : 0);
+  return seconds;
+}
+
+void Partitioner::predictTime(const StepTimeModel &model,
+                              llvm::ArrayRef<double> gbps,
+                              double &computeSeconds,
+                              std::vector<double> &commSecondsPerStep) {
+  computeSeconds = 0;
+  commSecondsPerStep.assign(steps.size(), 0);
+  DeviceGrid grid{steps};
+  double devices = grid.numDevices();
+  for (size_t op = 0; op < ops.size(); ++op) {
+    const Signature &signature = signatures[ops[op].signature];
+    std::vector<std::vector<int64_t>> inputCuts;
+    for (int g : ops[op].inputGroups)
+      inputCuts.push_back(cuts[g]);
+    for (unsigned o = 0; o < ops[op].outputGroups.size(); ++o) {
+      computeSeconds += model.computeSeconds(describeShare(
+          signature.instance, o,
+          opShare(grid, signature.instance, o, strategiesOf(op, o, choices[op][o]),
+                  grid.numDevices() - 1)));
+      int64_t previous = 0;
+      for (size_t numSteps = 1; numSteps <= steps.size(); ++numSteps) {
+        std::vector<int> perStep(choices[op][o].begin(),
+                                 choices[op][o].begin() + numSteps);
+        int64_t bytes = outputCost(op, o, numSteps, inputCuts,
+                                   cuts[ops[op].outputGroups[o]], perStep);
+        int64_t delta = bytes - previous;
+        commSecondsPerStep[numSteps - 1] += model.transferSeconds(
+            delta / devices, gbps[numSteps - 1],
+            delta > 0 ? steps[numSteps - 1] - 1 : 0);
+        previous = bytes;
+      }
+    }
+  }
 }
 
 std::vector<std::vector<int>> Partitioner::bfsOrderOfOpGroups(
@@ -794,7 +902,7 @@ Partitioner::opCostTable(int op, size_t step, const std::vector<int> &vars,
       assignment[g] = rest % domains[g].size();
       rest /= domains[g].size();
     }
-    table[c] = stepCost(op, step, candidate).bytes;
+    table[c] = stepCost(op, step, candidate).cost;
   }
   return table;
 }
@@ -818,7 +926,7 @@ Partitioner::crossCheckStep(const std::vector<std::vector<int64_t>> &domains,
   while (true) {
     int64_t total = 0;
     for (size_t op = 0; op < ops.size(); ++op)
-      total += stepCost(op, step, candidate).bytes;
+      total += stepCost(op, step, candidate).cost;
     minimum = std::min(minimum, total);
     size_t i = 0;
     for (; i < free.size(); ++i) {
@@ -832,7 +940,7 @@ Partitioner::crossCheckStep(const std::vector<std::vector<int64_t>> &domains,
   }
   if (minimum != cost)
     return failure(llvm::formatv(
-        "cross-check: the search of step {0} costs {1} bytes, enumeration "
+        "cross-check: the search of step {0} costs {1}, enumeration "
         "finds {2}",
         step, cost, minimum));
   return llvm::Error::success();
@@ -896,7 +1004,7 @@ void Partitioner::solveStepGreedyLargestFirst(
       options[g] = option;
       int64_t bytes = 0;
       for (int op : groups[g].ops)
-        bytes += stepCost(op, step, candidate).bytes;
+        bytes += stepCost(op, step, candidate).cost;
       if (bytes < best) {
         best = bytes;
         bestOption = option;
@@ -1058,6 +1166,21 @@ void Partitioner::apply(const PartitionResult &result) {
                   builder.getDenseF64ArrayAttr(result.stepGbps));
   else
     func->removeAttr(kStepGbpsAttr);
+  // Without a topology the objective is always bytes and nothing is
+  // predicted: the IR stays as the paper's search writes it.
+  if (!result.deviceModel.empty()) {
+    func->setAttr(kObjectiveAttr, builder.getStringAttr(result.objective));
+    func->setAttr(kDeviceModelAttr, builder.getStringAttr(result.deviceModel));
+    func->setAttr(kPredictedComputeAttr,
+                  builder.getF64FloatAttr(result.predictedComputeSeconds));
+    func->setAttr(kStepCommSecondsAttr,
+                  builder.getDenseF64ArrayAttr(result.stepCommSeconds));
+  } else {
+    func->removeAttr(kObjectiveAttr);
+    func->removeAttr(kDeviceModelAttr);
+    func->removeAttr(kPredictedComputeAttr);
+    func->removeAttr(kStepCommSecondsAttr);
+  }
   std::optional<Coarsening> coarsening = readCoarsening(func);
   if (!coarsening)
     coarsening = coarsenGraph(func);
@@ -1116,6 +1239,30 @@ partitionFunction(func::FuncOp func, const SearchOptions &options) {
     stepPlan = *planned;
   }
 
+  // The objective: predicted step time where a topology gives bandwidths,
+  // bytes otherwise (the paper's).
+  std::string objective = options.objective;
+  if (objective == "auto")
+    objective = options.topology.empty() ? "bytes" : "time";
+  if (objective != "bytes" && objective != "time")
+    return failure("unknown --objective '" + options.objective +
+                   "' (available: auto, bytes, time)");
+  if (objective == "time" && options.topology.empty())
+    return failure("--objective=time needs --topology (the link bandwidths "
+                   "that turn bytes into seconds)");
+  if (objective == "time" && name == "exhaustive")
+    return failure("--partitioner=exhaustive minimizes bytes; with "
+                   "--topology give --objective=bytes");
+  std::optional<DeviceModel> device = DeviceModel::builtin(options.device);
+  if (!device) {
+    std::string list;
+    for (const auto &known : DeviceModel::builtinNames())
+      list += (list.empty() ? "" : ", ") + known;
+    return failure("unknown --device '" + options.device +
+                   "' (built in: " + list + ")");
+  }
+  StepTimeModel timeModel(*device);
+
   SearchRules rules;
   rules.allowReduce = name != "icml18";
   rules.allowReplicatedCompute = name == "data-parallel";
@@ -1125,6 +1272,9 @@ partitionFunction(func::FuncOp func, const SearchOptions &options) {
   partitioner.maxFrontierStates = options.maxFrontierStates;
   partitioner.maxEliminationTable = options.maxEliminationTable;
   partitioner.steps = stepPlan.steps;
+  partitioner.stepGbps = stepPlan.gbps;
+  if (objective == "time")
+    partitioner.timeModel = &timeModel;
   size_t numGroups = partitioner.groups.size();
 
   if (name == "exhaustive") {
@@ -1186,6 +1336,13 @@ partitionFunction(func::FuncOp func, const SearchOptions &options) {
     previous = total;
   }
   result.totalBytes = previous;
+  result.objective = objective;
+  if (!stepPlan.gbps.empty()) {
+    result.deviceModel = device->name;
+    partitioner.predictTime(timeModel, stepPlan.gbps,
+                            result.predictedComputeSeconds,
+                            result.stepCommSeconds);
+  }
   partitioner.apply(result);
   return result;
 }

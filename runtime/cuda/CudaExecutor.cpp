@@ -450,14 +450,14 @@ std::string CudaExecutor::Impl::init() {
     TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
-      if (buffers[b].init.empty())
+      if (!buffers[b].hasInit())
         continue;
-      if (buffers[b].init.size() != buffers[b].bytes)
+      if (buffers[b].initSize() != buffers[b].bytes)
         return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
                ": initial contents have the wrong size";
       TOFU_CUDA(cudaMemcpy(
           pointer({static_cast<int32_t>(d), buffers[b].offset}),
-          buffers[b].init.data(), buffers[b].bytes, cudaMemcpyHostToDevice));
+          buffers[b].initData(), buffers[b].bytes, cudaMemcpyHostToDevice));
     }
   }
   if (multiProcess)

@@ -65,6 +65,36 @@ std::string interpret(const std::vector<TensorView> &inputs,
   return "";
 }
 
+/// The arguments of a native kernel call (without the step): the operands,
+/// and the reduction spans of the instruction's partial sums.
+KernelArgs kernelArgs(const std::vector<TensorView> &inputs,
+                      const std::vector<TensorView> &outputs,
+                      const std::vector<Attr> &attrs,
+                      const std::vector<ExprProgram> &programs,
+                      const std::vector<ReductionRanges> &reductionRanges) {
+  KernelArgs args;
+  args.inputs = inputs;
+  args.outputs = outputs;
+  args.attrs = &attrs;
+  args.programs = &programs;
+  for (size_t o = 0; o < reductionRanges.size() && o < programs.size(); ++o)
+    for (size_t r = 0; r < reductionRanges[o].size(); ++r) {
+      const ExprProgram &p = programs[o];
+      int64_t extent =
+          r < p.topReductionVars.size() && p.topReductionVars[r] >= 0 &&
+                  size_t(p.topReductionVars[r]) < p.varExtents.size()
+              ? p.varExtents[p.topReductionVars[r]]
+              : -1;
+      if (reductionRanges[o][r].first != 0 ||
+          reductionRanges[o][r].second != extent)
+        args.partialReduction = true;
+      if (o == 0)
+        args.reductions.push_back({reductionRanges[o][r].first,
+                                   reductionRanges[o][r].second, extent});
+    }
+  return args;
+}
+
 /// With TOFU_LOG_INTERPRETED set, names (once per op and reason) each op
 /// that runs on the expression interpreter, on stderr: the way to find the
 /// ops of a model that still lack a native kernel.
@@ -183,28 +213,9 @@ std::string tofu::runtime::runCompute(
   }
   std::string nativeError;
   if (native) {
-    KernelArgs args;
-    args.inputs = inputs;
-    args.outputs = outputs;
-    args.attrs = &attrs;
+    KernelArgs args = kernelArgs(inputs, outputs, attrs, programs,
+                                 reductionRanges);
     args.randomStep = randomStep;
-    args.programs = &programs;
-    for (size_t o = 0; o < reductionRanges.size() && o < programs.size(); ++o)
-      for (size_t r = 0; r < reductionRanges[o].size(); ++r) {
-        const ExprProgram &p = programs[o];
-        int64_t extent =
-            r < p.topReductionVars.size() &&
-                    p.topReductionVars[r] >= 0 &&
-                    size_t(p.topReductionVars[r]) < p.varExtents.size()
-                ? p.varExtents[p.topReductionVars[r]]
-                : -1;
-        if (reductionRanges[o][r].first != 0 ||
-            reductionRanges[o][r].second != extent)
-          args.partialReduction = true;
-        if (o == 0)
-          args.reductions.push_back({reductionRanges[o][r].first,
-                                     reductionRanges[o][r].second, extent});
-      }
     nativeError = native(args);
     if (nativeError.empty()) {
       if (used)
@@ -235,4 +246,60 @@ std::string tofu::runtime::runCompute(
   if (used)
     *used = ComputePath::Interpreter;
   return "";
+}
+
+std::string BoundCompute::bind(const std::string &kernelName,
+                               const std::vector<Attr> &attrs,
+                               std::vector<TensorView> inputs,
+                               std::vector<TensorView> outputs,
+                               const std::vector<ExprProgram> &programList,
+                               const std::vector<ReductionRanges> &ranges,
+                               ComputePath computePath) {
+  kernel = &kernelName;
+  programs = &programList;
+  reductionRanges = &ranges;
+  path = computePath;
+  const std::string who = "kernel '" + kernelName + "': ";
+  bool anyOutput = false, nativeTypes = true;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].present()) {
+      if (std::string err = checkView(inputs[i], "input " + std::to_string(i));
+          !err.empty())
+        return who + err;
+      nativeTypes &= nativeKernelsHandle(inputs[i].dtype);
+    }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (!outputs[o].present() && outputs[o].numElements() > 0)
+      return who + "output " + std::to_string(o) + " has no buffer";
+    if (std::string err = checkView(outputs[o], "output " + std::to_string(o));
+        !err.empty())
+      return who + err;
+    anyOutput |= outputs[o].numElements() > 0;
+    if (outputs[o].present())
+      nativeTypes &= nativeKernelsHandle(outputs[o].dtype);
+  }
+  empty = !anyOutput && !outputs.empty();
+  args = kernelArgs(inputs, outputs, attrs, programList, ranges);
+  args.inputs = std::move(inputs);
+  args.outputs = std::move(outputs);
+  native = path != ComputePath::Interpreter && nativeTypes
+               ? lookupKernel(kernelName)
+               : nullptr;
+  return "";
+}
+
+std::string BoundCompute::run(uint64_t randomStep, ComputePath *used) {
+  if (empty)
+    return "";
+  if (native) {
+    args.randomStep = randomStep;
+    if (native(args).empty()) {
+      if (used)
+        *used = ComputePath::Native;
+      return "";
+    }
+    // Declined or failed: runCompute reruns it and says what to do.
+  }
+  return runCompute(*kernel, *args.attrs, args.inputs, args.outputs,
+                    *programs, *reductionRanges, path, used, randomStep);
 }

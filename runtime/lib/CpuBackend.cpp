@@ -3,10 +3,14 @@
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/ComputeKernel.h"
 #include "tofu/runtime/ElementAccess.h"
+#include "tofu/runtime/Kernels.h"
+
+#include "ParallelFor.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <thread>
@@ -15,6 +19,13 @@
 using namespace tofu::runtime;
 using namespace tofu::plan;
 
+/// One contiguous run of a Fetch/Reduce piece, resolved once.
+struct CpuExecutor::PieceRun {
+  const uint8_t *src;
+  uint64_t dst; ///< byte offset in the destination (or the Reduce scratch)
+  uint64_t bytes;
+};
+
 /// One instruction ready to run: a Compute's operand views point into the
 /// arenas; runCompute (ComputeKernel.h) picks the native kernel or the
 /// expression interpreter.
@@ -22,8 +33,41 @@ struct CpuExecutor::Prepared {
   int32_t device = 0;
   size_t index = 0; ///< position in the device program
   const Instr *instr = nullptr;
-  /// Compute: operand views into the device arena.
-  std::vector<TensorView> inputs, outputs;
+  /// Compute: the kernel bound to its operand views in the device arena
+  /// (mutable: a run stamps the step into its arguments).
+  mutable BoundCompute compute;
+  /// Elements the instruction reads and writes (a Compute's operands, or a
+  /// Fetch/Reduce's pieces twice): the size the wave planning weighs.
+  uint64_t work = 0;
+  /// Compute: every output is empty (more devices than the split has
+  /// elements): nothing to run.
+  bool emptyShare = false;
+  /// Fetch/Reduce: the contiguous runs of each piece held by this process,
+  /// in the piece's order (none when it has too many runs to keep: then
+  /// moveBox walks the boxes each step).
+  std::vector<std::vector<PieceRun>> pieceRuns;
+  /// The instruction's fields a step reads, copied here so that a step
+  /// walks `program` and not the plan's scattered instructions.
+  Instr::Kind kind = Instr::Kind::Compute;
+  /// Some buffer it writes is watched (recomputed when watch() adds one).
+  bool writesWatched = true;
+  /// Fetch/Reduce with every piece in `pieceRuns`: after the first step it
+  /// runs `runs` (all pieces' runs, in order) into `dstPtr`, and counts
+  /// `remoteBytes` as received.
+  bool allRuns = false;
+  std::vector<PieceRun> runs;
+  uint64_t remoteBytes = 0;
+  uint8_t *dstPtr = nullptr;
+  uint64_t dstBytes = 0;
+  DType dtype = DType::F32;
+};
+
+/// The instructions program[begin, end), which share one seq.
+struct CpuExecutor::Wave {
+  size_t begin = 0, end = 0;
+  /// Empty: run in order. Otherwise one list of program indices per pool
+  /// task; each device's instructions are in one list, in program order.
+  std::vector<std::vector<size_t>> lists;
 };
 
 namespace {
@@ -45,30 +89,54 @@ std::vector<int64_t> stridesOf(const Box &box) {
   return s;
 }
 
-/// Copies (or adds) box `region` from a buffer holding `srcBox` into a
-/// buffer holding `dstBox`; all boxes in global coordinates. The innermost
-/// dimension is moved as one contiguous run.
-void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
-             const Box &dstBox, const Box &region, DType dtype, bool add) {
+/// Calls `fn(srcElement, dstElement, elements)` for each contiguous run of
+/// box `region` in a buffer holding `srcBox` and one holding `dstBox` (all
+/// boxes in global coordinates; offsets in elements). The innermost
+/// dimension is one run; consecutive runs that continue each other in both
+/// buffers merge.
+template <typename Fn>
+void forEachRun(const Box &srcBox, const Box &dstBox, const Box &region,
+                Fn fn) {
   int64_t n = region.numElements();
   if (n == 0)
     return;
   size_t rank = region.lo.size();
-  size_t es = dtypeSize(dtype);
   auto ss = stridesOf(srcBox), ds = stridesOf(dstBox);
   int64_t run = rank ? region.hi[rank - 1] - region.lo[rank - 1] : 1;
   int64_t rows = n / run;
   std::vector<int64_t> idx(region.lo);
+  int64_t pendingSrc = 0, pendingDst = 0, pendingLength = 0;
   for (int64_t r = 0; r < rows; ++r) {
     int64_t so = 0, dof = 0;
     for (size_t i = 0; i < rank; ++i) {
       so += (idx[i] - srcBox.lo[i]) * ss[i];
       dof += (idx[i] - dstBox.lo[i]) * ds[i];
     }
-    const uint8_t *s = src + so * es;
-    uint8_t *d = dst + dof * es;
+    if (pendingLength && so == pendingSrc + pendingLength &&
+        dof == pendingDst + pendingLength) {
+      pendingLength += run;
+    } else {
+      if (pendingLength)
+        fn(pendingSrc, pendingDst, pendingLength);
+      pendingSrc = so;
+      pendingDst = dof;
+      pendingLength = run;
+    }
+    // Advance the odometer over all but the innermost dimension.
+    for (size_t i = rank > 0 ? rank - 1 : 0; i-- > 0;) {
+      if (++idx[i] < region.hi[i])
+        break;
+      idx[i] = region.lo[i];
+    }
+  }
+  fn(pendingSrc, pendingDst, pendingLength);
+}
+
+/// Copies (or adds) `run` elements from `s` to `d`.
+void moveRun(const uint8_t *s, uint8_t *d, int64_t run, DType dtype,
+             bool add) {
     if (!add) {
-      std::memmove(d, s, run * es);
+      std::memmove(d, s, run * dtypeSize(dtype));
     } else if (dtype == DType::F32) {
       float *df = reinterpret_cast<float *>(d);
       const float *sf = reinterpret_cast<const float *>(s);
@@ -94,13 +162,17 @@ void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
         storeElement(d, dtype, k,
                      loadElement(d, dtype, k) + loadElement(s, dtype, k));
     }
-    // Advance the odometer over all but the innermost dimension.
-    for (size_t i = rank > 0 ? rank - 1 : 0; i-- > 0;) {
-      if (++idx[i] < region.hi[i])
-        break;
-      idx[i] = region.lo[i];
-    }
-  }
+}
+
+/// Copies (or adds) box `region` from a buffer holding `srcBox` into a
+/// buffer holding `dstBox`; all boxes in global coordinates.
+void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
+             const Box &dstBox, const Box &region, DType dtype, bool add) {
+  const size_t es = dtypeSize(dtype);
+  forEachRun(srcBox, dstBox, region,
+             [&](int64_t so, int64_t dof, int64_t run) {
+               moveRun(src + so * es, dst + dof * es, run, dtype, add);
+             });
 }
 
 } // namespace
@@ -108,11 +180,12 @@ void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
 CpuExecutor::CpuExecutor(const Plan &plan) : plan(plan), data(plan) {}
 CpuExecutor::~CpuExecutor() = default;
 
-void CpuExecutor::touch(int32_t device, int32_t buffer) {
+void CpuExecutor::touch(std::vector<uint64_t> &peak, int32_t device,
+                        int32_t buffer) const {
   const Buffer &b = plan.devices[device].buffers[buffer];
   uint64_t end = b.offset + b.bytes;
-  if (b.bytes && end > peakTouched[device])
-    peakTouched[device] = end;
+  if (b.bytes && end > peak[device])
+    peak[device] = end;
 }
 
 void CpuExecutor::afterWrite(int32_t device, int32_t buffer) {
@@ -148,14 +221,14 @@ std::string CpuExecutor::init() {
     }
     const auto &buffers = plan.devices[d].buffers;
     for (size_t b = 0; b < buffers.size(); ++b) {
-      if (buffers[b].init.empty())
+      if (!buffers[b].hasInit())
         continue;
-      if (buffers[b].init.size() != buffers[b].bytes)
+      if (buffers[b].initSize() != buffers[b].bytes)
         return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
                ": initial contents have the wrong size";
       std::memcpy(arenas[d].data() + buffers[b].offset,
-                  buffers[b].init.data(), buffers[b].bytes);
-      touch(static_cast<int32_t>(d), static_cast<int32_t>(b));
+                  buffers[b].initData(), buffers[b].bytes);
+      touch(peakTouched, static_cast<int32_t>(d), static_cast<int32_t>(b));
     }
   }
   if (std::string err = prepare(); !err.empty())
@@ -210,11 +283,54 @@ std::string CpuExecutor::prepare() {
           v.globalShape = g.empty() ? t.shape : g[pos];
           return v;
         };
+        std::vector<TensorView> inputs, outputs;
         for (size_t j = 0; j < in.inputs.size(); ++j)
-          p.inputs.push_back(view(in.inputs[j], in.inputGlobalShapes, j));
+          inputs.push_back(view(in.inputs[j], in.inputGlobalShapes, j));
         for (size_t j = 0; j < in.outputs.size(); ++j)
-          p.outputs.push_back(view(in.outputs[j], in.outputGlobalShapes, j));
+          outputs.push_back(view(in.outputs[j], in.outputGlobalShapes, j));
+        ComputePath path = interpretPrograms && !in.programs.empty()
+                               ? ComputePath::Interpreter
+                               : ComputePath::Auto;
+        for (const TensorView &v : inputs)
+          p.work += static_cast<uint64_t>(v.numElements());
+        for (const TensorView &v : outputs)
+          p.work += static_cast<uint64_t>(v.numElements());
+        if (std::string err = p.compute.bind(
+                in.kernel, in.attrs, std::move(inputs), std::move(outputs),
+                in.programs, in.reductionRanges, path);
+            !err.empty())
+          return describe(plan, p.device, i) + ": " + err;
       }
+      if (in.kind == Instr::Kind::Compute) {
+        bool anyOutput = false;
+        for (int32_t b : in.outputs)
+          anyOutput |= dev.buffers[b].region.numElements() > 0;
+        p.emptyShare = !anyOutput;
+      } else {
+        for (const Piece &piece : in.pieces)
+          p.work += 2 * static_cast<uint64_t>(piece.region.numElements());
+        if (isLocal(p.device)) {
+          p.pieceRuns = pieceRuns(in, p.device);
+          const Buffer &dst = dev.buffers[in.dst];
+          p.dtype = plan.tensors[dst.tensor].dtype;
+          p.dstPtr = arenas[d].data() + dst.offset;
+          p.dstBytes = dst.bytes;
+          p.allRuns = true;
+          for (size_t j = 0; j < in.pieces.size(); ++j) {
+            const Piece &piece = in.pieces[j];
+            if (piece.region.numElements() == 0)
+              continue;
+            p.allRuns &= !p.pieceRuns[j].empty();
+            p.runs.insert(p.runs.end(), p.pieceRuns[j].begin(),
+                          p.pieceRuns[j].end());
+            if (piece.device != p.device)
+              p.remoteBytes +=
+                  static_cast<uint64_t>(piece.region.numElements()) *
+                  dtypeSize(p.dtype);
+          }
+        }
+      }
+      p.kind = in.kind;
       program.push_back(std::move(p));
     }
   }
@@ -224,7 +340,98 @@ std::string CpuExecutor::prepare() {
                        return a.instr->seq < b.instr->seq;
                      return a.device < b.device;
                    });
+  planWaves();
   return "";
+}
+
+std::vector<std::vector<CpuExecutor::PieceRun>>
+CpuExecutor::pieceRuns(const Instr &in, int32_t device) const {
+  // More runs than this in one piece (a thin column of a wide tensor) are
+  // cheaper to walk each step than to keep.
+  constexpr size_t kMaxRuns = 4096;
+  const Buffer &dst = plan.devices[device].buffers[in.dst];
+  const size_t es = dtypeSize(plan.tensors[dst.tensor].dtype);
+  std::vector<std::vector<PieceRun>> all;
+  for (const Piece &piece : in.pieces) {
+    std::vector<PieceRun> runs;
+    if (isLocal(piece.device)) {
+      const Buffer &src = plan.devices[piece.device].buffers[piece.buffer];
+      const uint8_t *base = arenas[piece.device].data() + src.offset;
+      bool tooMany = false;
+      forEachRun(src.region, dst.region, piece.region,
+                 [&](int64_t so, int64_t dof, int64_t run) {
+                   if (runs.size() == kMaxRuns) {
+                     tooMany = true;
+                     return;
+                   }
+                   runs.push_back({base + so * es, uint64_t(dof) * es,
+                                   uint64_t(run) * es});
+                 });
+      if (tooMany)
+        runs.clear();
+    }
+    all.push_back(std::move(runs));
+  }
+  return all;
+}
+
+void CpuExecutor::planWaves() {
+  waves.clear();
+  // An instruction below this many elements runs its kernel on one thread
+  // (ParallelFor.h's threshold is 2^18 operations, a few per element).
+  constexpr uint64_t kSmall = uint64_t(1) << 16;
+  // Devices spread over the threads this evenly (the busiest thread's work
+  // over the mean) beat one instruction at a time on all threads.
+  constexpr double kBalanced = 1.25;
+  const bool concurrent = !transport && failAfterCount < 0;
+  const size_t threads = parallelThreads();
+  for (size_t begin = 0; begin < program.size();) {
+    size_t end = begin;
+    while (end < program.size() &&
+           program[end].instr->seq == program[begin].instr->seq)
+      ++end;
+    Wave wave;
+    wave.begin = begin;
+    wave.end = end;
+    // Work per device; program is sorted by device within a seq.
+    std::vector<std::pair<uint64_t, int32_t>> byDevice;
+    uint64_t largest = 0, total = 0;
+    for (size_t i = begin; i < end; ++i) {
+      if (byDevice.empty() || byDevice.back().second != program[i].device)
+        byDevice.push_back({0, program[i].device});
+      byDevice.back().first += program[i].work;
+      largest = std::max(largest, program[i].work);
+      total += program[i].work;
+    }
+    const size_t lists = std::min(threads, byDevice.size());
+    if (concurrent && lists >= 2 && total > 0) {
+      // Longest processing time first: heaviest device to the lightest list
+      // (ties: lower device, lower list), so the plan is deterministic.
+      std::stable_sort(byDevice.begin(), byDevice.end(),
+                       [](const auto &a, const auto &b) {
+                         return a.first > b.first;
+                       });
+      std::vector<uint64_t> load(lists, 0);
+      std::vector<std::vector<int32_t>> devices(lists);
+      for (const auto &[work, device] : byDevice) {
+        size_t to = std::min_element(load.begin(), load.end()) - load.begin();
+        load[to] += work;
+        devices[to].push_back(device);
+      }
+      const double busiest =
+          double(*std::max_element(load.begin(), load.end()));
+      if (largest < kSmall || busiest * double(lists) <= kBalanced * total) {
+        wave.lists.resize(lists);
+        for (size_t i = begin; i < end; ++i)
+          for (size_t l = 0; l < lists; ++l)
+            if (std::find(devices[l].begin(), devices[l].end(),
+                          program[i].device) != devices[l].end())
+              wave.lists[l].push_back(i);
+      }
+    }
+    waves.push_back(std::move(wave));
+    begin = end;
+  }
 }
 
 std::string CpuExecutor::feed(int64_t step) {
@@ -245,7 +452,7 @@ std::string CpuExecutor::feed(int64_t step) {
       if (!err.empty())
         return "feeding device " + std::to_string(d) + " buffer " +
                std::to_string(b) + ": " + err;
-      touch(static_cast<int32_t>(d), static_cast<int32_t>(b));
+      touch(peakTouched, static_cast<int32_t>(d), static_cast<int32_t>(b));
       afterWrite(static_cast<int32_t>(d), static_cast<int32_t>(b));
     }
   }
@@ -262,7 +469,7 @@ std::string CpuExecutor::sendPieces(const Prepared &p) {
     if (piece.device != local || n == 0)
       continue; // empty pieces are not sent (nor received)
     const Buffer &src = plan.devices[local].buffers[piece.buffer];
-    touch(local, piece.buffer);
+    touch(peakTouched, local, piece.buffer);
     packed.resize(static_cast<size_t>(n) * dtypeSize(dtype));
     moveBox(arenas[local].data() + src.offset, src.region, packed.data(),
             piece.region, piece.region, dtype, /*add=*/false);
@@ -274,16 +481,14 @@ std::string CpuExecutor::sendPieces(const Prepared &p) {
   return "";
 }
 
-std::string CpuExecutor::execute(const Prepared &p) {
+std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
+                                 std::vector<uint64_t> &peak) {
   const Instr &in = *p.instr;
   const int32_t d = p.device;
   const auto &buffers = plan.devices[d].buffers;
-  lastRan = true;
-  lastInterpreted = false;
-  if (!isLocal(d)) {
-    lastRan = false;
+  outcome = Outcome{};
+  if (!isLocal(d))
     return sendPieces(p);
-  }
   if (failAfterCount >= 0 && instrsRun++ == failAfterCount) {
     std::fprintf(stderr,
                  "tofu-run: device %d: %s after %lld instructions as "
@@ -296,51 +501,84 @@ std::string CpuExecutor::execute(const Prepared &p) {
     for (;;)
       std::this_thread::sleep_for(std::chrono::seconds(3600));
   }
-  if (in.kind == Instr::Kind::Compute) {
+  if (p.kind == Instr::Kind::Compute) {
     // A device whose share of the op is empty (more devices than the split
     // dimension has elements) has nothing to compute.
-    bool anyOutput = false;
-    for (int32_t b : in.outputs)
-      anyOutput |= buffers[b].region.numElements() > 0;
-    if (!anyOutput) {
-      lastRan = false;
+    if (p.emptyShare)
       return "";
+    outcome.ran = true;
+    if (!peaksMeasured) {
+      for (int32_t b : in.inputs)
+        if (b >= 0)
+          touch(peak, d, b);
+      for (int32_t b : in.outputs)
+        touch(peak, d, b);
     }
-    for (int32_t b : in.inputs)
-      if (b >= 0)
-        touch(d, b);
-    for (int32_t b : in.outputs)
-      touch(d, b);
-    ComputePath path = interpretPrograms && !in.programs.empty()
-                           ? ComputePath::Interpreter
-                           : ComputePath::Auto;
     ComputePath used = ComputePath::Native;
-    std::string err = runCompute(in.kernel, in.attrs, p.inputs, p.outputs,
-                                 in.programs, in.reductionRanges, path, &used,
-                                 static_cast<uint64_t>(currentStep));
+    std::string err =
+        p.compute.run(static_cast<uint64_t>(currentStep), &used);
     if (!err.empty())
       return describe(plan, d, p.index) + ": " + err;
     if (used == ComputePath::Interpreter) {
-      lastInterpreted = true;
+      outcome.interpreted = true;
+      static std::mutex countsMutex; // waves run devices concurrently
+      std::lock_guard<std::mutex> lock(countsMutex);
       ++interpretedCounts[in.kernel];
     }
-    for (int32_t b : in.outputs)
-      afterWrite(d, b);
+    if (p.writesWatched)
+      for (int32_t b : in.outputs)
+        afterWrite(d, b);
+    return "";
+  }
+  const bool reduce = p.kind == Instr::Kind::Reduce;
+  // A Reduce accumulates into a scratch copy so that a piece may alias dst
+  // (one per thread: waves run devices concurrently).
+  thread_local std::vector<uint8_t> scratch;
+  if (peaksMeasured && p.allRuns) {
+    // After the first step, which took the watermark: the runs alone.
+    uint8_t *target = p.dstPtr;
+    if (reduce) {
+      scratch.assign(p.dstBytes, 0);
+      target = scratch.data();
+    }
+    const size_t es = dtypeSize(p.dtype);
+    for (const PieceRun &run : p.runs)
+      moveRun(run.src, target + run.dst, static_cast<int64_t>(run.bytes / es),
+              p.dtype, reduce);
+    commBytes[d] += p.remoteBytes;
+    if (reduce && p.dstBytes)
+      std::memcpy(p.dstPtr, scratch.data(), p.dstBytes);
+    outcome.ran = true;
+    if (p.writesWatched)
+      afterWrite(d, in.dst);
     return "";
   }
 
   const Buffer &dst = buffers[in.dst];
   const DType dtype = plan.tensors[dst.tensor].dtype;
   uint8_t *dstPtr = arenas[d].data() + dst.offset;
-  touch(d, in.dst);
-  // A Reduce accumulates into a scratch copy so that a piece may alias dst.
-  std::vector<uint8_t> scratch;
+  outcome.ran = true;
+  if (!peaksMeasured)
+    touch(peak, d, in.dst);
   uint8_t *target = dstPtr;
-  if (in.kind == Instr::Kind::Reduce) {
+  if (reduce) {
     scratch.assign(dst.bytes, 0);
     target = scratch.data();
   }
-  for (const Piece &piece : in.pieces) {
+  for (size_t i = 0; i < in.pieces.size(); ++i) {
+    const Piece &piece = in.pieces[i];
+    if (i < p.pieceRuns.size() && !p.pieceRuns[i].empty()) {
+      for (const PieceRun &run : p.pieceRuns[i])
+        moveRun(run.src, target + run.dst,
+                static_cast<int64_t>(run.bytes / dtypeSize(dtype)), dtype,
+                reduce);
+      if (!peaksMeasured)
+        touch(peak, piece.device, piece.buffer);
+      if (piece.device != d)
+        commBytes[d] += static_cast<uint64_t>(piece.region.numElements()) *
+                        dtypeSize(dtype);
+      continue;
+    }
     if (!isLocal(piece.device)) {
       // Another process sends the piece's region packed densely.
       int64_t n = piece.region.numElements();
@@ -358,16 +596,18 @@ std::string CpuExecutor::execute(const Prepared &p) {
     }
     const Buffer &src = plan.devices[piece.device].buffers[piece.buffer];
     const uint8_t *srcPtr = arenas[piece.device].data() + src.offset;
-    touch(piece.device, piece.buffer);
+    if (!peaksMeasured)
+      touch(peak, piece.device, piece.buffer);
     moveBox(srcPtr, src.region, target, dst.region, piece.region, dtype,
             in.kind == Instr::Kind::Reduce);
     if (piece.device != d)
       commBytes[d] += static_cast<uint64_t>(piece.region.numElements()) *
                       dtypeSize(dtype);
   }
-  if (in.kind == Instr::Kind::Reduce && dst.bytes)
+  if (reduce && dst.bytes)
     std::memcpy(dstPtr, scratch.data(), dst.bytes);
-  afterWrite(d, in.dst);
+  if (p.writesWatched)
+    afterWrite(d, in.dst);
   return "";
 }
 
@@ -378,11 +618,73 @@ std::string CpuExecutor::runStep(int64_t step) {
   std::fill(commBytes.begin(), commBytes.end(), 0);
   for (auto &[key, snap] : watched)
     snap.written = false;
+  if (watchedChanged) {
+    for (Prepared &p : program) {
+      const Instr &in = *p.instr;
+      auto isWatched = [&](int32_t b) {
+        return watched.count({p.device, b}) != 0;
+      };
+      p.writesWatched =
+          p.kind == Instr::Kind::Compute
+              ? std::any_of(in.outputs.begin(), in.outputs.end(), isWatched)
+              : isWatched(in.dst);
+    }
+    watchedChanged = false;
+  }
   if (std::string err = feed(step); !err.empty())
     return err;
-  for (const Prepared &p : program) {
+  // Auto: the first step warms up, steps 1..2*kTrials alternate the two
+  // schedules, then the one with the lower median stays.
+  constexpr unsigned kTrials = 3;
+  const bool anyConcurrent =
+      std::any_of(waves.begin(), waves.end(),
+                  [](const Wave &w) { return !w.lists.empty(); });
+  bool concurrent = anyConcurrent && schedule != Schedule::InOrder;
+  const bool timing = anyConcurrent && schedule == Schedule::Auto &&
+                      timedSteps < 2 * kTrials + 1;
+  if (timing && timedSteps > 0)
+    concurrent = timedSteps % 2 == 1;
+  const auto start = std::chrono::steady_clock::now();
+  for (const Wave &wave : waves) {
+    std::string err = !concurrent || wave.lists.empty()
+                          ? runInOrder(wave.begin, wave.end)
+                          : runConcurrently(wave);
+    if (!err.empty())
+      return err;
+  }
+  peaksMeasured = true; // every step touches the same bytes
+  if (timing) {
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+    if (timedSteps > 0)
+      (concurrent ? concurrentSeconds : inOrderSeconds).push_back(seconds);
+    if (++timedSteps == 2 * kTrials + 1) {
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      schedule = median(concurrentSeconds) < median(inOrderSeconds)
+                     ? Schedule::Concurrent
+                     : Schedule::InOrder;
+    }
+  }
+  return "";
+}
+
+CpuExecutor::Schedule CpuExecutor::currentSchedule() const {
+  if (std::none_of(waves.begin(), waves.end(),
+                   [](const Wave &w) { return !w.lists.empty(); }))
+    return Schedule::InOrder;
+  return schedule;
+}
+
+std::string CpuExecutor::runInOrder(size_t begin, size_t end) {
+  Outcome outcome;
+  for (size_t i = begin; i < end; ++i) {
+    const Prepared &p = program[i];
     if (!observer) {
-      if (std::string err = execute(p); !err.empty())
+      if (std::string err = execute(p, outcome, peakTouched); !err.empty())
         return err;
       continue;
     }
@@ -392,19 +694,63 @@ std::string CpuExecutor::runStep(int64_t step) {
     e.instr = p.instr;
     uint64_t before = commBytes[p.device];
     e.start = std::chrono::steady_clock::now();
-    if (std::string err = execute(p); !err.empty())
+    if (std::string err = execute(p, outcome, peakTouched); !err.empty())
       return err;
     e.end = std::chrono::steady_clock::now();
     e.remoteBytes = commBytes[p.device] - before;
-    e.interpreted = lastInterpreted;
-    if (lastRan)
+    e.interpreted = outcome.interpreted;
+    if (outcome.ran)
       observer(e);
   }
   return "";
 }
 
+std::string CpuExecutor::runConcurrently(const Wave &wave) {
+  const size_t n = wave.end - wave.begin;
+  std::vector<std::string> errors(n);
+  std::vector<Outcome> outcomes(n);
+  std::vector<ExecutedInstr> executed(observer ? n : 0);
+  // Each task records the arena bytes it touches in its own copy; a device
+  // is in one list, but a fetch touches its pieces' devices too.
+  std::vector<std::vector<uint64_t>> peaks(wave.lists.size(), peakTouched);
+  runOnPool(static_cast<unsigned>(wave.lists.size()), [&](unsigned t) {
+    for (size_t i : wave.lists[t]) {
+      const size_t j = i - wave.begin;
+      const Prepared &p = program[i];
+      if (!observer) {
+        errors[j] = execute(p, outcomes[j], peaks[t]);
+      } else {
+        ExecutedInstr &e = executed[j];
+        e.device = p.device;
+        e.index = p.index;
+        e.instr = p.instr;
+        uint64_t before = commBytes[p.device];
+        e.start = std::chrono::steady_clock::now();
+        errors[j] = execute(p, outcomes[j], peaks[t]);
+        e.end = std::chrono::steady_clock::now();
+        e.remoteBytes = commBytes[p.device] - before;
+        e.interpreted = outcomes[j].interpreted;
+      }
+      if (!errors[j].empty())
+        return; // this list stops; the first error in program order wins
+    }
+  });
+  for (const std::vector<uint64_t> &peak : peaks)
+    for (size_t d = 0; d < peak.size(); ++d)
+      peakTouched[d] = std::max(peakTouched[d], peak[d]);
+  for (size_t j = 0; j < n; ++j)
+    if (!errors[j].empty())
+      return errors[j];
+  if (observer)
+    for (size_t j = 0; j < n; ++j)
+      if (outcomes[j].ran)
+        observer(executed[j]);
+  return "";
+}
+
 void CpuExecutor::watch(int32_t device, int32_t buffer) {
   watched[{device, buffer}];
+  watchedChanged = true;
 }
 
 const std::vector<uint8_t> *CpuExecutor::snapshot(int32_t device,

@@ -34,6 +34,7 @@ const std::map<std::string, KernelFn> &registry() {
     registerShapeKernels(addKernel);
     registerReduceKernels(addKernel);
     registerIndexKernels(addKernel);
+    registerPadKernels(addKernel);
     return true;
   }();
   (void)initialized;

@@ -202,6 +202,26 @@ int64_t floorDiv(int64_t a, int64_t b) {
 }
 int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 
+/// True when some output position in [o0, o0 + oN) with some kernel offset
+/// in [k0, k0 + kN) reads inside X's global extent in every spatial
+/// dimension. False: every read of the share is padding (0), as in a share
+/// of the border's outputs with a split of the kernel offsets, and X's box
+/// is then empty; the share's contribution is 0 (Y: the bias).
+bool readsInsideInput(const Geometry &g, const int64_t *k0, const int64_t *kN,
+                      const int64_t *o0, const int64_t *oN, size_t sp) {
+  for (size_t s = 0; s < sp; ++s) {
+    bool any = false;
+    for (int64_t o = o0[s]; o < o0[s] + oN[s] && !any; ++o)
+      for (int64_t k = k0[s]; k < k0[s] + kN[s] && !any; ++k) {
+        const int64_t pos = o * g.strides[s] - g.padBegin[s] + k * g.dilations[s];
+        any = pos >= 0 && pos < g.in[s];
+      }
+    if (!any)
+      return false;
+  }
+  return true;
+}
+
 /// The first error of the tasks of a parallel loop.
 struct FirstError {
   std::mutex mutex;
@@ -260,6 +280,12 @@ std::string im2col(const TensorView &X, const Geometry &g, int64_t n0,
                    const std::vector<int64_t> &o0,
                    const std::vector<int64_t> &oN, T *col, int64_t ld) {
   const size_t sp = g.sp;
+  if (!readsInsideInput(g, k0.data(), kN.data(), o0.data(), oN.data(), sp)) {
+    const int64_t rows = cwCount * product(kN), cols = nCount * product(oN);
+    for (int64_t r = 0; r < rows; ++r)
+      std::fill(col + r * ld, col + r * ld + cols, T(0));
+    return "";
+  }
   if (!holds(X, 0, n0, nCount))
     return lacks("X", "batch", n0, nCount);
   if (!holds(X, 1, chan0, cwCount))
@@ -461,6 +487,12 @@ struct Plane {
       oN[s + off] = y.shape[2 + s];
     }
   }
+  /// readsInsideInput over the plane's two dimensions.
+  bool readsInside() const {
+    const Geometry g2{2, 0, 0, 0, 1, 0, 0, {in[0], in[1]}, {}, {},
+                      {st[0], st[1]}, {pb[0], pb[1]}, {dl[0], dl[1]}};
+    return readsInsideInput(g2, k0, kN, o0, oN, 2);
+  }
   /// The first input position the local outputs and kernel offsets reach in
   /// dimension d, and the extent of the positions up to the last.
   int64_t hullLo(size_t d) const {
@@ -539,6 +571,7 @@ std::string convDirect(const Geometry &g, const TensorView &X,
                              ys = stridesOf(Y.shape);
   const int64_t H = p.hullN(0), Wd = p.hullN(1);
   const int64_t planes = Y.shape[0] * Y.shape[1];
+  const bool readsX = p.readsInside();
   FirstError error;
   parallelFor(
       planes, static_cast<double>(p.oN[0] * p.oN[1] * p.kN[0] * p.kN[1] * 2),
@@ -549,11 +582,12 @@ std::string convDirect(const Geometry &g, const TensorView &X,
           const int64_t nl = task / Y.shape[1], ml = task % Y.shape[1];
           const int64_t n = Y.lo[0] + nl, m = ym0 + ml;
           const int64_t chan = m / g.Mg; // Cg = 1
-          if (!holds(X, 0, n, 1) || !holds(X, 1, chan, 1)) {
+          if (!readsX) {
+            pad.assign(size_t(H * Wd), T(0));
+          } else if (!holds(X, 0, n, 1) || !holds(X, 1, chan, 1)) {
             error.set(lacks("X", "the batch and channel of", n, 1));
             return;
-          }
-          if (!padPlane(p, g, X,
+          } else if (!padPlane(p, g, X,
                         elements<T>(X) + (n - X.lo[0]) * xs[0] +
                             (chan - X.lo[1]) * xs[1],
                         pad, r0, r1)) {
@@ -670,6 +704,7 @@ std::string convGradWeightDirect(const Geometry &g, const TensorView &dY,
   const std::vector<int64_t> dys = stridesOf(dY.shape), xs = stridesOf(X.shape);
   const int64_t Wd = p.hullN(1);
   const int64_t kCount = p.kN[0] * p.kN[1], rowN = p.oN[1];
+  const bool readsX = p.readsInside();
   FirstError error;
   parallelFor(
       dW.shape[0],
@@ -684,6 +719,8 @@ std::string convGradWeightDirect(const Geometry &g, const TensorView &dY,
           sums.assign(kCount * rowN, T(0));
           for (int64_t nl = 0; nl < dY.shape[0]; ++nl) {
             const int64_t n = dY.lo[0] + nl;
+            if (!readsX)
+              break; // every read is padding: the sums stay 0
             if (!holds(X, 0, n, 1) || !holds(X, 1, chan, 1)) {
               error.set(lacks("X", "the batch and channel of", n, 1));
               return;

@@ -265,34 +265,43 @@ std::string sliceGrad(const KernelArgs &args) {
     return "starts and steps need one entry per dim";
   const size_t size = tofu::plan::dtypeSize(dX.dtype);
   std::memset(dX.data, 0, size_t(dX.numElements()) * size);
-  // Per dim: the dY indices j whose s + j * st lies in dX's box.
+  // Per dim: the dY indices [jlo[d], jhi[d]] whose s + j * st lies in dX's
+  // box. When one dim has none, no element of dY lands in this box (all of
+  // it zeros) and dY's box is empty; only otherwise must dY's box hold them.
+  for (size_t d = 0; d < r; ++d)
+    if (st[d] == 0)
+      return "a step is 0";
+  std::vector<int64_t> jlo(r), jhi(r);
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t lo = dX.lo[d], hi = dX.lo[d] + dX.shape[d];
+    if (st[d] > 0) {
+      jlo[d] = ceilDiv(lo - s[d], st[d]);
+      jhi[d] = floorDiv(hi - 1 - s[d], st[d]);
+    } else {
+      jlo[d] = ceilDiv(s[d] - hi + 1, -st[d]);
+      jhi[d] = floorDiv(s[d] - lo, -st[d]);
+    }
+    jlo[d] = std::max<int64_t>(jlo[d], 0);
+    jhi[d] = std::min<int64_t>(jhi[d], dY.globalShape[d] - 1);
+    if (jhi[d] < jlo[d])
+      return ""; // nothing of dY lands in this box
+  }
   LoopNest nest;
   nest.stride.assign(2, std::vector<int64_t>(r, 0));
   nest.offset.assign(2, 0);
   const std::vector<int64_t> xs = localStrides(dX), ys = localStrides(dY);
   for (size_t d = 0; d < r; ++d) {
-    if (st[d] == 0)
-      return "a step is 0";
-    const int64_t lo = dX.lo[d], hi = dX.lo[d] + dX.shape[d];
-    int64_t jlo, jhi; // [jlo, jhi]
-    if (st[d] > 0) {
-      jlo = ceilDiv(lo - s[d], st[d]);
-      jhi = floorDiv(hi - 1 - s[d], st[d]);
-    } else {
-      jlo = ceilDiv(s[d] - hi + 1, -st[d]);
-      jhi = floorDiv(s[d] - lo, -st[d]);
-    }
-    jlo = std::max<int64_t>(jlo, 0);
-    jhi = std::min<int64_t>(jhi, dY.globalShape[d] - 1);
-    if (jhi < jlo)
-      return ""; // nothing of dY lands in this box
-    if (jlo < dY.lo[d] || jhi >= dY.lo[d] + dY.shape[d])
-      return unsupportedConfiguration("dY's box lacks part of dX's box");
-    nest.extent.push_back(jhi - jlo + 1);
+    if (jlo[d] < dY.lo[d] || jhi[d] >= dY.lo[d] + dY.shape[d])
+      return unsupportedConfiguration(
+          "dY's box [" + std::to_string(dY.lo[d]) + ", +" +
+          std::to_string(dY.shape[d]) + ") of dim " + std::to_string(d) +
+          " lacks [" + std::to_string(jlo[d]) + ", " + std::to_string(jhi[d]) +
+          "] that dX's box reads");
+    nest.extent.push_back(jhi[d] - jlo[d] + 1);
     nest.stride[0][d] = st[d] * xs[d];
     nest.stride[1][d] = ys[d];
-    nest.offset[0] += (s[d] + jlo * st[d] - lo) * xs[d];
-    nest.offset[1] += (jlo - dY.lo[d]) * ys[d];
+    nest.offset[0] += (s[d] + jlo[d] * st[d] - dX.lo[d]) * xs[d];
+    nest.offset[1] += (jlo[d] - dY.lo[d]) * ys[d];
   }
   nest.coalesce();
   copyNest(nest, size, dX.data, dY.data);

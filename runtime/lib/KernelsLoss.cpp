@@ -111,8 +111,8 @@ template <typename T> struct Loss {
           weights->globalShape.size() != 1 || weights->globalShape[0] != C)
         return "weights must be a " + floatName<T>() +
                " tensor [C] (C = " + std::to_string(C) + ")";
-      if (weights->shape[0] != C)
-        return unsupportedConfiguration("the class weights are split");
+      // A box of the weights (a share that computes log_prob alone reads
+      // none of them) is read at global class indices (sample()).
     }
     return "";
   }
@@ -138,7 +138,16 @@ template <typename T> struct Loss {
             ") and is not ignore_index (" + std::to_string(ignoreIndex) + ")";
       return false;
     }
-    w = weights ? elements<T>(*weights)[label] : 1.0;
+    w = 1.0;
+    if (weights) {
+      const int64_t at = label - weights->lo[0];
+      if (at < 0 || at >= weights->shape[0]) {
+        err = unsupportedConfiguration("the class weights box lacks class " +
+                                       std::to_string(label));
+        return false;
+      }
+      w = elements<T>(*weights)[at];
+    }
     return true;
   }
 

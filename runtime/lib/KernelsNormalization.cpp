@@ -490,13 +490,25 @@ std::string batchNormalizationGrad(const KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 
 /// Rows of a LayerNormalization: X's dims [0, a) are the rows, [a, rank) the
-/// normalized block of M elements. Supported boxes: every operand holds
-/// whole normalized blocks, and the X-shaped operands hold the output box's
-/// rows (Scale and B: exactly the normalized dims, whole).
+/// normalized block of M elements. The output box is any box: its rows (its
+/// box over the leading dims) and a part of each row's block (a split of a
+/// normalized dim). Every statistic reads whole blocks: the X-shaped
+/// operands hold the output's rows (or more) and whole blocks; Mean and
+/// InvStdDev (extent 1 in the normalized dims) hold the rows; Scale and B
+/// are exactly the normalized dims (not broadcast inside them) and hold the
+/// part of the block the output box covers (the gradient: all of it).
 template <typename T> struct LayerNorm {
   size_t axis = 0;
   int64_t M = 1;
   double epsilon = 1e-5;
+
+  /// Where the output box lies in the blocks: per element of the output's
+  /// part of a block (row-major), its index in the whole block.
+  struct BlockPart {
+    int64_t n = 0;                 ///< elements of the part
+    bool whole = false;            ///< the whole block: blockIndex[e] == e
+    std::vector<int64_t> blockIndex;
+  };
 
   std::string init(const KernelArgs &args, const TensorView &x) {
     int64_t rank = static_cast<int64_t>(x.globalShape.size());
@@ -514,31 +526,73 @@ template <typename T> struct LayerNorm {
     return "";
   }
 
-  /// Rows of `out` (its leading dims); `out` must hold whole blocks.
-  std::string rowsOf(const TensorView &out, int64_t &rows) const {
-    if (!wholeDims(out, axis, out.shape.size()))
-      return unsupportedConfiguration(
-          "the output box splits a normalized dim");
-    rows = 1;
+  /// The rows of `out` (its leading box, row-major).
+  int64_t rowsOf(const TensorView &out) const {
+    int64_t rows = 1;
     for (size_t d = 0; d < axis; ++d)
       rows *= out.shape[d];
-    return "";
+    return rows;
   }
 
-  /// Checks that X-shaped (or statistic-shaped, `stat`) view `v` holds the
-  /// rows of `out` (same leading box) and whole blocks.
-  std::string sameRows(const TensorView &v, const TensorView &out,
-                       const char *what) const {
+  /// The part of a block that `out`'s box covers (`blockShape`: the global
+  /// extents of the normalized dims).
+  BlockPart partOf(const TensorView &out) const {
+    BlockPart part;
+    part.whole = wholeDims(out, axis, out.shape.size());
+    part.n = 1;
+    for (size_t d = axis; d < out.shape.size(); ++d)
+      part.n *= out.shape[d];
+    if (part.whole)
+      return part;
+    part.blockIndex.reserve(size_t(part.n));
+    const size_t r = out.shape.size();
+    std::vector<int64_t> idx(r - axis, 0);
+    for (int64_t e = 0; e < part.n; ++e) {
+      int64_t flat = 0;
+      for (size_t q = 0; q < idx.size(); ++q)
+        flat = flat * out.globalShape[axis + q] + out.lo[axis + q] + idx[q];
+      part.blockIndex.push_back(flat);
+      for (size_t q = idx.size(); q-- > 0;) {
+        if (++idx[q] < out.shape[axis + q])
+          break;
+        idx[q] = 0;
+      }
+    }
+    return part;
+  }
+
+  /// Per row of `out` (row-major over its leading box), the offset in `v`
+  /// of that row's block; `v` must hold the rows and, unless `partial`
+  /// (a Mean over part of the block, checked by the caller), whole blocks.
+  std::string rowOffsets(const TensorView &v, const TensorView &out,
+                         const char *what, std::vector<int64_t> &offsets,
+                         bool partial = false) const {
     if (!isFloat<T>(v) || v.globalShape.size() != out.globalShape.size())
       return std::string(what) + " must be " + floatName<T>() +
              " with X's rank";
     for (size_t d = 0; d < axis; ++d)
-      if (v.lo[d] != out.lo[d] || v.shape[d] != out.shape[d])
+      if (out.lo[d] < v.lo[d] ||
+          out.lo[d] + out.shape[d] > v.lo[d] + v.shape[d])
         return unsupportedConfiguration(std::string(what) +
                                         " does not hold the output's rows");
-    if (!wholeDims(v, axis, v.shape.size()))
+    if (!partial && !wholeDims(v, axis, v.shape.size()))
       return unsupportedConfiguration(std::string(what) +
                                       " splits a normalized dim");
+    const std::vector<int64_t> s = stridesOf(v);
+    const int64_t rows = rowsOf(out);
+    offsets.assign(size_t(rows), 0);
+    std::vector<int64_t> idx(axis, 0);
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t off = 0;
+      for (size_t d = 0; d < axis; ++d)
+        off += (out.lo[d] + idx[d] - v.lo[d]) * s[d];
+      offsets[size_t(row)] = off;
+      for (size_t d = axis; d-- > 0;) {
+        if (++idx[d] < out.shape[d])
+          break;
+        idx[d] = 0;
+      }
+    }
     return "";
   }
 
@@ -555,20 +609,128 @@ template <typename T> struct LayerNorm {
     rstd = 1 / std::sqrt(sq / static_cast<double>(M) + epsilon);
   }
 
-  /// Scale / B must be exactly the normalized dims (no broadcasting inside).
+  /// Scale / B must be exactly the normalized dims (no broadcasting inside)
+  /// and hold what `part` of `out` covers (`wholeBlock`: all of it); `at`
+  /// gets, per element of the part, its offset in `v`.
   std::string block(const TensorView &v, const TensorView &x,
-                    const char *what) const {
+                    const TensorView &out, const BlockPart &part,
+                    bool wholeBlock, const char *what,
+                    std::vector<int64_t> &at) const {
     if (!isFloat<T>(v))
       return std::string(what) + " must be " + floatName<T>();
     std::vector<int64_t> want(x.globalShape.begin() + axis,
                               x.globalShape.end());
-    if (v.globalShape != want || v.shape != want)
+    if (v.globalShape != want)
       return unsupportedConfiguration(
-          std::string(what) +
-          " is broadcast inside the normalized dims or split");
+          std::string(what) + " is broadcast inside the normalized dims");
+    at.clear();
+    if (v.shape == want)
+      return ""; // whole: offset == block index
+    for (size_t q = 0; q < want.size(); ++q) {
+      const int64_t lo = wholeBlock ? 0 : out.lo[axis + q],
+                    hi = wholeBlock ? want[q]
+                                    : out.lo[axis + q] + out.shape[axis + q];
+      if (lo < v.lo[q] || hi > v.lo[q] + v.shape[q])
+        return unsupportedConfiguration(
+            std::string(what) + " lacks part of the output's normalized box");
+    }
+    if (wholeBlock)
+      return unsupportedConfiguration(std::string(what) + " is split");
+    const std::vector<int64_t> s = stridesOf(v);
+    at.reserve(size_t(part.n));
+    for (int64_t e = 0; e < part.n; ++e) {
+      int64_t rem = part.whole ? e : part.blockIndex[size_t(e)], off = 0;
+      for (size_t q = want.size(); q-- > 0;) {
+        off += (rem % want[q] - v.lo[q]) * s[q];
+        rem /= want[q];
+      }
+      at.push_back(off);
+    }
     return "";
   }
 };
+
+/// A lone Mean (`only` 1) or InvStdDev (2) output: the rows' statistics. A
+/// Mean may be a partial sum over part of the block (the plan's Reduce adds
+/// the parts): `args.reductions`, one range per normalized dim.
+template <typename T>
+std::string layerNormStatistic(const KernelArgs &args, const LayerNorm<T> &ln,
+                               int64_t only) {
+  const TensorView &x = args.inputs[0], &y = args.outputs[0];
+  if (!isFloat<T>(y))
+    return "the statistic must be " + floatName<T>();
+  const size_t r = x.globalShape.size();
+  if (y.globalShape.size() != r)
+    return "the statistic must have X's rank";
+  for (size_t d = ln.axis; d < r; ++d)
+    if (y.globalShape[d] != 1)
+      return "the statistic must have extent 1 in the normalized dims";
+  // The block's part this share sums: [lo, hi) per normalized dim.
+  std::vector<int64_t> lo(r - ln.axis, 0), hi(x.globalShape.begin() + ln.axis,
+                                              x.globalShape.end());
+  bool partial = false;
+  if (args.partialReduction) {
+    if (only != 1)
+      return unsupportedConfiguration(
+          "a partial sum of InvStdDev (not a sum of its parts)");
+    if (args.reductions.size() != r - ln.axis)
+      return unsupportedConfiguration(
+          "reduction ranges do not match the normalized dims");
+    for (size_t q = 0; q < lo.size(); ++q) {
+      const KernelArgs::ReductionSpan &span = args.reductions[q];
+      if (span.extent != hi[q])
+        return unsupportedConfiguration(
+            "reduction ranges do not match the normalized dims");
+      lo[q] = span.lo;
+      hi[q] = span.hi;
+    }
+    partial = true;
+  }
+  std::vector<int64_t> xRow;
+  if (std::string err = ln.rowOffsets(x, y, "X", xRow, partial); !err.empty())
+    return err;
+  if (partial)
+    for (size_t q = 0; q < lo.size(); ++q)
+      if (!holds(x, ln.axis + q, lo[q]) ||
+          (hi[q] > lo[q] && !holds(x, ln.axis + q, hi[q] - 1)))
+        return unsupportedConfiguration(
+            "X lacks part of the block the partial Mean sums");
+  const int64_t M = ln.M, rows = ln.rowsOf(y);
+  const T *xp = elements<T>(x);
+  T *out = elements<T>(y);
+  if (!partial) {
+    parallelFor(rows, 3.0 * static_cast<double>(M),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t row = begin; row < end; ++row) {
+                    double mean, rstd;
+                    ln.rowStats(xp + xRow[size_t(row)], mean, rstd);
+                    out[row] = static_cast<T>(only == 1 ? mean : rstd);
+                  }
+                });
+    return "";
+  }
+  // Offsets in X's row of the summed part (row-major), then one sum a row.
+  const std::vector<int64_t> xs = stridesOf(x);
+  std::vector<int64_t> part(1, 0);
+  for (size_t q = 0; q < lo.size(); ++q) {
+    std::vector<int64_t> next;
+    for (int64_t o : part)
+      for (int64_t g = lo[q]; g < hi[q]; ++g)
+        next.push_back(o + (g - x.lo[ln.axis + q]) * xs[ln.axis + q]);
+    part = std::move(next);
+  }
+  parallelFor(rows, static_cast<double>(part.size()),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t row = begin; row < end; ++row) {
+                  const T *xr = xp + xRow[size_t(row)];
+                  double sum = 0;
+                  for (int64_t o : part)
+                    sum += xr[o];
+                  out[row] = static_cast<T>(sum / static_cast<double>(M));
+                }
+              });
+  return "";
+}
 
 template <typename T> std::string layerNormalization(const KernelArgs &args) {
   if (args.inputs.size() < 2 || args.inputs.size() > 3 ||
@@ -585,69 +747,74 @@ template <typename T> std::string layerNormalization(const KernelArgs &args) {
       args.outputs.size() == 1 && args.hasAttr("tofu.output")
           ? args.intAttr("tofu.output", 0)
           : 0;
-  if (only == 1 || only == 2) {
-    int64_t rows;
-    if (std::string err = ln.rowsOf(y, rows); !err.empty())
-      return err;
-    if (std::string err = ln.sameRows(x, y, "X"); !err.empty())
-      return err;
-    if (!isFloat<T>(y))
-      return "the statistic must be " + floatName<T>();
-    const int64_t M = ln.M;
-    const T *xp = elements<T>(x);
-    T *out = elements<T>(y);
-    parallelFor(rows, 3.0 * static_cast<double>(M), [&](int64_t begin,
-                                                        int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        double mean, rstd;
-        ln.rowStats(xp + r * M, mean, rstd);
-        out[r] = static_cast<T>(only == 1 ? mean : rstd);
-      }
-    });
-    return "";
-  }
+  if (only == 1 || only == 2)
+    return layerNormStatistic(args, ln, only);
   // A lone statistic without the attribute (older plans), or an ambiguous
   // shape, goes to the interpreter.
   if (y.globalShape != x.globalShape || (args.outputs.size() == 1 && ln.M == 1))
     return unsupportedConfiguration(
         "a lone Mean or InvStdDev output (the interpreter computes it)");
-  int64_t rows;
-  if (std::string err = ln.rowsOf(y, rows); !err.empty())
-    return err;
-  if (std::string err = ln.sameRows(x, y, "X"); !err.empty())
+  if (!isFloat<T>(y))
+    return "Y must be " + floatName<T>();
+  if (args.partialReduction)
+    return unsupportedConfiguration("a partial sum of Y");
+  const int64_t rows = ln.rowsOf(y);
+  const typename LayerNorm<T>::BlockPart part = ln.partOf(y);
+  std::vector<int64_t> xRow;
+  if (std::string err = ln.rowOffsets(x, y, "X", xRow); !err.empty())
     return err;
   const TensorView &scale = args.inputs[1];
-  if (std::string err = ln.block(scale, x, "Scale"); !err.empty())
+  std::vector<int64_t> scaleAt, biasAt;
+  if (std::string err =
+          ln.block(scale, x, y, part, false, "Scale", scaleAt);
+      !err.empty())
     return err;
   const TensorView *bias =
       args.inputs.size() == 3 && args.inputs[2].present() ? &args.inputs[2]
                                                           : nullptr;
   if (bias)
-    if (std::string err = ln.block(*bias, x, "B"); !err.empty())
+    if (std::string err = ln.block(*bias, x, y, part, false, "B", biasAt);
+        !err.empty())
       return err;
   T *meanOut = nullptr, *rstdOut = nullptr;
   if (args.outputs.size() == 3) {
-    for (size_t o = 1; o < 3; ++o)
-      if (std::string err = ln.sameRows(args.outputs[o], y, "a statistic");
-          !err.empty())
-        return err;
+    for (size_t o = 1; o < 3; ++o) {
+      const TensorView &st = args.outputs[o];
+      if (!isFloat<T>(st) || st.globalShape.size() != y.globalShape.size())
+        return "a statistic must be " + floatName<T>() + " with X's rank";
+      for (size_t d = 0; d < y.shape.size(); ++d)
+        if (d < ln.axis ? st.lo[d] != y.lo[d] || st.shape[d] != y.shape[d]
+                        : st.shape[d] != 1)
+          return unsupportedConfiguration(
+              "a statistic's box differs from Y's rows");
+    }
     meanOut = elements<T>(args.outputs[1]);
     rstdOut = elements<T>(args.outputs[2]);
   }
-  const int64_t M = ln.M;
+  const int64_t M = ln.M, n = part.n;
   const T *xp = elements<T>(x), *sp = elements<T>(scale);
   const T *bp = bias ? elements<T>(*bias) : nullptr;
   T *yp = elements<T>(y);
-  parallelFor(rows, 4.0 * static_cast<double>(M), [&](int64_t begin,
-                                                      int64_t end) {
+  const bool direct = part.whole && scaleAt.empty() && biasAt.empty();
+  parallelFor(rows, 3.0 * static_cast<double>(M) + static_cast<double>(n),
+              [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const T *xr = xp + r * M;
+      const T *xr = xp + xRow[size_t(r)];
       double mean, rstd;
       ln.rowStats(xr, mean, rstd);
-      T *yr = yp + r * M;
-      for (int64_t k = 0; k < M; ++k)
-        yr[k] =
-            static_cast<T>((xr[k] - mean) * rstd * sp[k] + (bp ? bp[k] : T(0)));
+      T *yr = yp + r * n;
+      if (direct) {
+        for (int64_t k = 0; k < M; ++k)
+          yr[k] = static_cast<T>((xr[k] - mean) * rstd * sp[k] +
+                                 (bp ? bp[k] : T(0)));
+      } else {
+        for (int64_t e = 0; e < n; ++e) {
+          const int64_t k = part.whole ? e : part.blockIndex[size_t(e)];
+          const T sv = sp[scaleAt.empty() ? k : scaleAt[size_t(e)]];
+          const T bv = bp ? bp[biasAt.empty() ? k : biasAt[size_t(e)]] : T(0);
+          yr[e] = static_cast<T>((xr[k] - mean) * rstd * sv + bv);
+        }
+      }
       if (meanOut) {
         meanOut[r] = static_cast<T>(mean);
         rstdOut[r] = static_cast<T>(rstd);
@@ -669,19 +836,23 @@ std::string layerNormalizationGrad(const KernelArgs &args) {
     return err;
   if (!isFloat<T>(dx) || dx.globalShape != x.globalShape)
     return "dX must be " + floatName<T>() + " with X's shape";
-  int64_t rows;
-  if (std::string err = ln.rowsOf(dx, rows); !err.empty())
-    return err;
-  for (auto [v, what] : {std::pair{&dy, "dY"}, std::pair{&x, "X"},
-                         std::pair{&mean, "Mean"},
-                         std::pair{&rstd, "InvStdDev"}})
-    if (std::string err = ln.sameRows(*v, dx, what); !err.empty())
+  const int64_t rows = ln.rowsOf(dx);
+  const typename LayerNorm<T>::BlockPart part = ln.partOf(dx);
+  std::vector<int64_t> dyRow, xRow, meanRow, rstdRow, scaleAt;
+  for (auto [v, what, offsets] :
+       {std::tuple{&dy, "dY", &dyRow}, std::tuple{&x, "X", &xRow},
+        std::tuple{&mean, "Mean", &meanRow},
+        std::tuple{&rstd, "InvStdDev", &rstdRow}})
+    if (std::string err = ln.rowOffsets(*v, dx, what, *offsets); !err.empty())
       return err;
-  if (mean.numElements() != rows || rstd.numElements() != rows)
-    return "Mean and InvStdDev must have one element per row";
-  if (std::string err = ln.block(scale, x, "Scale"); !err.empty())
+  for (const TensorView *v : {&mean, &rstd})
+    for (size_t d = ln.axis; d < v->globalShape.size(); ++d)
+      if (v->globalShape[d] != 1)
+        return "Mean and InvStdDev must have extent 1 in the normalized dims";
+  if (std::string err = ln.block(scale, x, dx, part, true, "Scale", scaleAt);
+      !err.empty())
     return err;
-  const int64_t M = ln.M;
+  const int64_t M = ln.M, n = part.n;
   const T *dyp = elements<T>(dy), *xp = elements<T>(x),
           *sp = elements<T>(scale), *mp = elements<T>(mean),
           *rp = elements<T>(rstd);
@@ -689,8 +860,8 @@ std::string layerNormalizationGrad(const KernelArgs &args) {
   parallelFor(rows, 6.0 * static_cast<double>(M), [&](int64_t begin,
                                                       int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const T *dr = dyp + r * M, *xr = xp + r * M;
-      double mu = mp[r], rs = rp[r];
+      const T *dr = dyp + dyRow[size_t(r)], *xr = xp + xRow[size_t(r)];
+      double mu = mp[meanRow[size_t(r)]], rs = rp[rstdRow[size_t(r)]];
       double sumG = 0, sumGXhat = 0;
       for (int64_t k = 0; k < M; ++k) {
         double g = static_cast<double>(dr[k]) * sp[k];
@@ -699,11 +870,12 @@ std::string layerNormalizationGrad(const KernelArgs &args) {
       }
       double meanG = sumG / static_cast<double>(M);
       double meanGXhat = sumGXhat / static_cast<double>(M);
-      T *out = dxp + r * M;
-      for (int64_t k = 0; k < M; ++k) {
+      T *out = dxp + r * n;
+      for (int64_t e = 0; e < n; ++e) {
+        const int64_t k = part.whole ? e : part.blockIndex[size_t(e)];
         double g = static_cast<double>(dr[k]) * sp[k];
         double xhat = (xr[k] - mu) * rs;
-        out[k] = static_cast<T>(rs * (g - meanG - xhat * meanGXhat));
+        out[e] = static_cast<T>(rs * (g - meanG - xhat * meanGXhat));
       }
     }
   });

@@ -43,6 +43,24 @@ int64_t product(const std::vector<int64_t> &dims) {
   return n;
 }
 
+/// How many elements from global coordinates `coord` (inside `v`'s box) on
+/// are consecutive both in the global row-major order and in `v`'s dense
+/// local buffer: the rest of the innermost dimension, extended through each
+/// outer dimension while the dimensions inside it are whole.
+int64_t consecutiveRun(const TensorView &v, const std::vector<int64_t> &coord) {
+  const size_t rank = v.shape.size();
+  if (rank == 0)
+    return 1;
+  size_t t = rank - 1;
+  int64_t count = v.shape[t], offset = coord[t] - v.lo[t];
+  while (t > 0 && v.shape[t] == v.globalShape[t]) {
+    --t;
+    offset += (coord[t] - v.lo[t]) * count;
+    count *= v.shape[t];
+  }
+  return count - offset;
+}
+
 std::string rowMajorCopy(const KernelArgs &args) {
   if (args.inputs.empty() || args.outputs.size() != 1)
     return "expects the data input and 1 output";
@@ -64,34 +82,42 @@ std::string rowMajorCopy(const KernelArgs &args) {
       std::memmove(dst, src, static_cast<size_t>(n) * size);
     return "";
   }
-  // Global row-major strides of both tensors.
+  // Copy in runs: a run continues while the elements stay consecutive in
+  // the global row-major order and in both local buffers, so a partial box
+  // costs one coordinate decode per run, not per element.
   const size_t outRank = out.shape.size(), inRank = in.shape.size();
-  std::vector<int64_t> outStride(outRank, 1), inStride(inRank, 1);
+  std::vector<int64_t> outStride(outRank, 1);
   for (size_t d = outRank; d-- > 1;)
     outStride[d - 1] = outStride[d] * out.globalShape[d];
-  for (size_t d = inRank; d-- > 1;)
-    inStride[d - 1] = inStride[d] * in.globalShape[d];
-  std::vector<int64_t> idx(out.lo); // global coordinates of output element e
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t flat = 0;
+  std::vector<int64_t> outCoord(outRank), inCoord(inRank);
+  for (int64_t e = 0; e < n;) {
+    // Global coordinates of output element e (local row-major order).
+    int64_t rest = e, flat = 0;
+    for (size_t d = outRank; d-- > 0;) {
+      outCoord[d] = out.lo[d] + rest % out.shape[d];
+      rest /= out.shape[d];
+    }
     for (size_t d = 0; d < outRank; ++d)
-      flat += idx[d] * outStride[d];
+      flat += outCoord[d] * outStride[d];
+    // The same global element in the input's coordinates and buffer.
     int64_t local = 0;
+    for (size_t d = inRank; d-- > 0;) {
+      inCoord[d] = flat % in.globalShape[d];
+      flat /= in.globalShape[d];
+    }
     for (size_t d = 0; d < inRank; ++d) {
-      const int64_t g = flat / inStride[d] % in.globalShape[d];
-      const int64_t l = g - in.lo[d];
+      const int64_t l = inCoord[d] - in.lo[d];
       if (l < 0 || l >= in.shape[d])
         return unsupportedConfiguration(
             "the input box lacks an element the output box needs");
       local = local * in.shape[d] + l;
     }
+    const int64_t run = std::min({consecutiveRun(out, outCoord),
+                                  consecutiveRun(in, inCoord), n - e});
     std::memcpy(dst + static_cast<size_t>(e) * size,
-                src + static_cast<size_t>(local) * size, size);
-    for (size_t d = outRank; d-- > 0;) {
-      if (++idx[d] < out.lo[d] + out.shape[d])
-        break;
-      idx[d] = out.lo[d];
-    }
+                src + static_cast<size_t>(local) * size,
+                static_cast<size_t>(run) * size);
+    e += run;
   }
   return "";
 }

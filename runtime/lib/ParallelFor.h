@@ -23,9 +23,10 @@ namespace tofu::runtime {
 /// threads, at most 16.
 unsigned parallelThreads();
 
-/// Runs `task(t)` for every t in [0, count) concurrently, task 0 on the
-/// calling thread and the others on the process's worker pool, and returns
-/// when all have finished. When the pool is busy (a parallelFor on another
+/// Runs `task(t)` for every t in [0, count) concurrently on the calling
+/// thread and the process's worker pool (each thread claims the next task
+/// not yet taken, so which thread runs a task varies), and returns when all
+/// have finished. When the pool is busy (a parallelFor on another
 /// thread, or nested in a task) the tasks run one after another on the
 /// calling thread instead.
 void runOnPool(unsigned count, const std::function<void(unsigned)> &task);

@@ -62,7 +62,10 @@ std::string RunReport::toJson() const {
   for (size_t p = 0; p < interpretedInstructions.size(); ++p)
     j += std::string(p ? ", " : "") + "\"" + interpretedInstructions[p].first +
          "\": " + std::to_string(interpretedInstructions[p].second);
-  j += "}\n}\n";
+  j += "}";
+  if (!schedule.empty())
+    j += ",\n  \"cpu_schedule\": \"" + schedule + "\"";
+  j += "\n}\n";
   return j;
 }
 

@@ -425,11 +425,12 @@ std::string tofu::runtime::resumeCheckpoint(const std::string &path,
   for (DeviceProgram &dev : plan.devices)
     for (Buffer &buf : dev.buffers) {
       if (buf.tensor < 0 || source[buf.tensor] < 0 ||
-          (!buf.owned && buf.init.empty()))
+          (!buf.owned && !buf.hasInit()))
         continue;
       const TensorInfo &info = plan.tensors[buf.tensor];
       extractRegion(*values[source[buf.tensor]].second, info.shape,
                     dtypeSize(info.dtype), buf.region, buf.init);
+      buf.borrowedInit = nullptr; // the checkpoint's value, in `init`
     }
   stepsDone = state.step;
   return "";

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 using namespace tofu::plan;
 namespace fbs = tofu::plan::fb;
@@ -32,6 +33,8 @@ namespace {
 struct Chunks {
   std::vector<std::pair<const uint8_t *, size_t>> pieces;
   uint64_t size = 0;
+  /// checksum(), where it was computed along with something else.
+  std::optional<uint64_t> knownChecksum;
   void add(const uint8_t *data, size_t bytes) {
     if (bytes)
       pieces.push_back({data, bytes});
@@ -39,6 +42,8 @@ struct Chunks {
   }
   /// ct::contentChecksum of the concatenated pieces.
   uint64_t checksum() const {
+    if (knownChecksum)
+      return *knownChecksum;
     ct::ContentHasher hash;
     for (const auto &[data, bytes] : pieces)
       hash.update(data, bytes);
@@ -47,6 +52,22 @@ struct Chunks {
 };
 
 /// A device's weight shard stored in its own file next to plan.bin.
+/// contentChecksum of `shard`, feeding its bytes to `section` too (when
+/// given) block by block while they are in cache: the weights are read once
+/// for the shard checksums and the WEIGHTS section's, not twice.
+uint64_t shardChecksum(const Chunks &shard, ct::ContentHasher *section) {
+  constexpr size_t kBlock = 64 * 1024;
+  ct::ContentHasher hash;
+  for (const auto &[data, bytes] : shard.pieces)
+    for (size_t at = 0; at < bytes; at += kBlock) {
+      size_t n = std::min(kBlock, bytes - at);
+      hash.update(data + at, n);
+      if (section)
+        section->update(data + at, n);
+    }
+  return hash.digest();
+}
+
 struct ExternalShard {
   std::string name;
   Chunks bytes;
@@ -193,19 +214,20 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
     tensors.push_back(tensor(t));
 
   std::vector<flatbuffers::Offset<fbs::Device>> devices;
+  ct::ContentHasher weightsHash; // of the WEIGHTS section, shard by shard
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DeviceProgram &dev = plan.devices[d];
     Chunks shard;
     std::vector<flatbuffers::Offset<fbs::Buffer>> buffers;
     for (size_t b = 0; b < dev.buffers.size(); ++b) {
       const Buffer &buf = dev.buffers[b];
-      bool hasInit = !buf.init.empty();
-      if (hasInit && buf.init.size() != buf.bytes)
+      bool hasInit = buf.hasInit();
+      if (hasInit && buf.initSize() != buf.bytes)
         return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
-               ": init holds " + std::to_string(buf.init.size()) +
+               ": init holds " + std::to_string(buf.initSize()) +
                " bytes but the buffer has " + std::to_string(buf.bytes);
       uint64_t initOffset = shard.size;
-      shard.add(buf.init.data(), buf.init.size());
+      shard.add(buf.initData(), buf.initSize());
       auto lo = longs(buf.region.lo);
       auto hi = longs(buf.region.hi);
       buffers.push_back(fbs::CreateBuffer(fbb, buf.tensor, lo, hi, buf.partial,
@@ -217,10 +239,12 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
       instrs.push_back(instr(in));
     auto bufVec = fbb.CreateVector(buffers);
     auto instrVec = fbb.CreateVector(instrs);
-    const uint64_t checksum = shard.checksum();
+    const bool inWeights = !(external && shard.size);
+    const uint64_t checksum =
+        shardChecksum(shard, inWeights ? &weightsHash : nullptr);
     uint64_t weightsOffset = 0;
     std::string file;
-    if (external && shard.size) {
+    if (!inWeights) {
       // Identical shards (replicated weights) share one file.
       file = externalShardName(checksum);
       if (std::none_of(externals.begin(), externals.end(),
@@ -236,6 +260,7 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
                                         dev.commBytes, weightsOffset,
                                         shard.size, checksum, fileName));
   }
+  weights.knownChecksum = weightsHash.digest();
 
   std::vector<fbs::ParamUpdate> updates;
   for (const auto &[param, updated] : plan.paramUpdates)
@@ -308,7 +333,7 @@ std::string layOut(const Plan &plan, const WriteOptions &options,
   uint64_t initBytes = 0;
   for (const DeviceProgram &dev : plan.devices)
     for (const Buffer &buf : dev.buffers)
-      initBytes += buf.init.size();
+      initBytes += buf.initSize();
   const bool external =
       options.externalWeightsAbove == 0 ||
       initBytes > options.externalWeightsAbove;

@@ -103,6 +103,11 @@ const char *kUsage =
     "                     interpreted);\n"
     "                     cuda: native only, and it lists what runs each op\n"
     "                     (generated kernels, cuBLAS, cuDNN, copies)\n"
+    "  --cpu-schedule S   auto (default: time both in the first steps, keep\n"
+    "                     the faster), concurrent (virtual devices side by\n"
+    "                     side on the threads) or in-order (one instruction\n"
+    "                     at a time, each kernel on all threads); the\n"
+    "                     results are the same\n"
     "  --trace FILE       write a Chrome/Perfetto timeline (trace-event JSON:\n"
     "                     one process per device, tracks 'compute' and\n"
     "                     'communication', one event per instruction run,\n"
@@ -138,6 +143,7 @@ struct Options {
   bool saveExternalData = false;
   std::string kernels = "native";
   bool kernelsGiven = false; ///< --kernels on the command line
+  std::string cpuSchedule = "auto";
   int64_t steps = 10;
   bool dumpPlan = false, quiet = false;
   int32_t devices = 0; ///< --devices (0 = one GPU per plan device)
@@ -244,6 +250,13 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
       if (opts.kernels != "native" && opts.kernels != "interpreter")
         return "--kernels expects native or interpreter, got '" +
                opts.kernels + "'";
+    } else if (a == "--cpu-schedule") {
+      if (!(err = value(opts.cpuSchedule)).empty())
+        return err;
+      if (opts.cpuSchedule != "auto" && opts.cpuSchedule != "concurrent" &&
+          opts.cpuSchedule != "in-order")
+        return "--cpu-schedule expects auto, concurrent or in-order, got '" +
+               opts.cpuSchedule + "'";
     } else if (a == "--comm-timeout") {
       if (!(err = secondsValue(1e6, opts.commTimeout)).empty())
         return err;
@@ -379,8 +392,8 @@ std::string dumpTensor(const Plan &plan, int32_t tensor,
 BufferSource initialValues(const Plan &plan) {
   return [&plan](int32_t d, int32_t b) -> const uint8_t * {
     const Buffer &buf = plan.devices[d].buffers[b];
-    return buf.init.size() == buf.bytes && buf.bytes ? buf.init.data()
-                                                     : nullptr;
+    return buf.initSize() == buf.bytes && buf.bytes ? buf.initData()
+                                                    : nullptr;
   };
 }
 
@@ -490,6 +503,17 @@ public:
   interpretedInstructions() const override {
     const auto &counts = exec.interpretedInstructions();
     return {counts.begin(), counts.end()};
+  }
+  std::string schedule() const override {
+    switch (exec.currentSchedule()) {
+    case CpuExecutor::Schedule::Concurrent:
+      return "concurrent";
+    case CpuExecutor::Schedule::InOrder:
+      return "in-order";
+    case CpuExecutor::Schedule::Auto:
+      return "auto (still timing)";
+    }
+    return "";
   }
 
 private:
@@ -659,6 +683,11 @@ int run(int argc, char **argv) {
     auto cpu = std::make_unique<CpuTrainingBackend>(plan, group);
     CpuExecutor &exec = cpu->executor();
     exec.preferInterpreter(opts.kernels == "interpreter");
+    exec.setSchedule(opts.cpuSchedule == "concurrent"
+                         ? CpuExecutor::Schedule::Concurrent
+                     : opts.cpuSchedule == "in-order"
+                         ? CpuExecutor::Schedule::InOrder
+                         : CpuExecutor::Schedule::Auto);
     if (group.multiProcess())
       exec.setTransport(group.getTransport());
     if (opts.testFailRank == group.rank())
@@ -823,6 +852,7 @@ int run(int argc, char **argv) {
   report.commBytes = {plan.commBytes, receivedTotal};
   report.copyBytesByPath = backend->copyBytesByPath();
   report.interpretedInstructions = backend->interpretedInstructions();
+  report.schedule = backend->schedule();
 
   if (!opts.quiet) {
     std::printf("samples/s %.1f  (%lld steps, %.4f s%s)\n",
@@ -839,6 +869,9 @@ int run(int argc, char **argv) {
                 static_cast<unsigned long long>(report.commBytes.planned),
                 static_cast<unsigned long long>(report.commBytes.measured));
     std::fputs(backend->finalLines().c_str(), stdout);
+    if (plan.devices.size() > 1 && !report.schedule.empty())
+      std::printf("virtual devices scheduled %s (--cpu-schedule)\n",
+                  report.schedule.c_str());
     if (!report.interpretedInstructions.empty()) {
       std::string ops;
       for (const auto &[kernel, count] : report.interpretedInstructions)

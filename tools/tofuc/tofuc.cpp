@@ -36,6 +36,16 @@ static cl::opt<std::string> topology(
     cl::desc("interconnect levels, innermost first, e.g. "
              "8x:nvlink=300,2x:pcie=16 (see docs/Partitioning.md)"),
     cl::value_desc("COUNTx:NAME=GBPS,..."), cl::cat(tofucCategory));
+static cl::opt<std::string> objective(
+    "objective",
+    cl::desc("what the partitioner minimizes: auto (default: the predicted "
+             "step time with --topology, bytes without), bytes, time "
+             "(docs/Partitioning.md)"),
+    cl::init("auto"), cl::cat(tofucCategory));
+static cl::opt<std::string> deviceModel(
+    "device",
+    cl::desc("device model of the predicted step time: cpu (default), h100"),
+    cl::init("cpu"), cl::cat(tofucCategory));
 static cl::OptionCategory trainingCategory(
     "training step options (docs/Training.md)");
 static cl::opt<std::string>
@@ -199,6 +209,8 @@ int main(int argc, char **argv) {
   options.devices = gpus;
   options.partitioner = partitioner;
   options.topology = topology;
+  options.objective = objective;
+  options.device = deviceModel;
   if (!(learningRate > 0) || !std::isfinite(learningRate))
     return fail("--lr must be a finite positive number, not " +
                 Twine(std::to_string(learningRate)));

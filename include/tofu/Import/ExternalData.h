@@ -50,6 +50,9 @@ struct ExternalBytes {
   llvm::ArrayRef<uint8_t> bytes;
   /// Keeps the mapping alive.
   std::shared_ptr<void> mapping;
+  /// True when the bytes are raw_data left in the model file itself
+  /// (EmbeddedData.h): part of the bytes the model's fingerprint hashes.
+  bool embedded = false;
 };
 
 /// Resolves the external data of one model's tensors; maps each file once.
@@ -71,10 +74,17 @@ public:
   /// Every mapping made so far (to keep them alive with the imported IR).
   std::vector<std::shared_ptr<void>> mappings() const;
 
+  /// The model file's bytes, which `keepAlive` keeps valid: references to
+  /// raw_data left in it (embeddedDataLocation(), EmbeddedData.h) resolve
+  /// into them. Without, such a reference is an error.
+  void setModelBytes(llvm::StringRef bytes, std::shared_ptr<void> keepAlive);
+
 private:
   std::string modelDir;     ///< the model's directory, as given
   std::string realModelDir; ///< the same, symbolic links resolved
   bool allowHardlinked;
+  llvm::StringRef modelBytes;
+  std::shared_ptr<void> modelKeepAlive;
   struct MappedFile;
   llvm::StringMap<std::shared_ptr<MappedFile>> files;
 };

@@ -53,9 +53,13 @@ struct ImportedModel {
   uint64_t fingerprint = 0;
   /// True when some parameter has no value (--no-weights, graph-only model).
   bool withoutWeights = false;
-  /// Keeps the memory-mapped external data files alive (the parameters'
-  /// values point into them).
+  /// Keeps the memory-mapped external data files and the model file alive
+  /// (the parameters' values point into them).
   std::vector<std::shared_ptr<void>> mappings;
+  /// The model file's bytes (kept alive by `mappings`), where the
+  /// initializers that `model` marks as embedded data (EmbeddedData.h) have
+  /// their raw_data; empty for a text model.
+  llvm::StringRef modelBytes;
 };
 
 /// Imports the ONNX model at `path`: one tofu.input per graph input, one
@@ -79,10 +83,13 @@ uint64_t fingerprintBytes(llvm::ArrayRef<uint8_t> bytes);
 /// with the values of the initializers named in `trained` removed (in place;
 /// their name, type and dims kept). `--save` writes the trained values into
 /// exactly those initializers, so the plan need not carry the initial
-/// weights twice (they are in its WEIGHTS section); a VGG19 plan halves. An
-/// error when the result exceeds what one protobuf message holds (2 GB).
+/// weights twice (they are in its WEIGHTS section); a VGG19 plan halves. The
+/// other initializers that refer to raw_data left in the model file
+/// (EmbeddedData.h) get it back from `modelBytes`. An error when the result
+/// exceeds what one protobuf message holds (2 GB).
 llvm::Expected<std::vector<uint8_t>>
-modelForSave(onnx::ModelProto &model, const std::vector<std::string> &trained);
+modelForSave(onnx::ModelProto &model, const std::vector<std::string> &trained,
+             llvm::StringRef modelBytes);
 
 } // namespace tofu
 

@@ -60,6 +60,8 @@ struct CompileOptions {
   int64_t devices = 1;
   std::string partitioner = "tofu";
   std::string topology; ///< --topology; empty = steps are k's prime factors
+  std::string objective = "auto"; ///< --objective: auto, bytes, time
+  std::string device = "cpu";     ///< --device: the step-time model's device
   /// The training step (the train phase's options; see BuildTrainingStep
   /// in dialects/tofu/Passes.td and docs/Training.md).
   struct Training {

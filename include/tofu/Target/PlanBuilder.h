@@ -22,9 +22,20 @@
 
 namespace tofu {
 
+/// How materialize fills the parameters' initial contents.
+struct MaterializeOptions {
+  /// Point the buffers whose tile is one contiguous run of the parameter's
+  /// value at those bytes (plan::Buffer::borrowedInit: in the MLIR
+  /// attribute, or the model file's mapping behind a resource blob) instead
+  /// of copying them. The plan is then valid only while `func`'s context
+  /// and the imported model's mappings live: tofuc writes it right away.
+  bool borrowWeights = false;
+};
+
 /// Builds the per-device programs of a partitioned training step (`func` must
 /// carry tofu.grid, tofu.tilings and tofu.plan). Buffers get no offsets yet.
-llvm::Expected<plan::Plan> materialize(mlir::func::FuncOp func);
+llvm::Expected<plan::Plan> materialize(mlir::func::FuncOp func,
+                                       const MaterializeOptions &options = {});
 
 /// Assigns every buffer a static arena offset per device and sets each
 /// device's peakBytes. Lifetimes are measured across all devices (other

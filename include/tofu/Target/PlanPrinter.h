@@ -56,6 +56,20 @@ struct PlanSummary {
   /// How the loss was found (the tofu.loss description), e.g. which model
   /// output, logits and labels; empty when the step does not say.
   std::string loss;
+  /// What the partitioner minimized: "bytes", or "time" (the predicted step
+  /// time, with --topology).
+  std::string objective = "bytes";
+  /// With --topology (tofu.device_model and the predictions the partitioner
+  /// recorded; docs/Partitioning.md "The step-time objective"): the device
+  /// model, each step's link GB/s, the predicted compute seconds of one
+  /// training step and the predicted transfer seconds of each step. Empty
+  /// `deviceModel` = no prediction.
+  std::string deviceModel;
+  std::vector<double> stepGbps;
+  double predictedComputeSeconds = 0;
+  std::vector<double> stepCommSeconds;
+  /// predictedComputeSeconds + Σ stepCommSeconds (no overlap).
+  double predictedStepSeconds() const;
 };
 
 /// Collects the summary of the partitioned, materialized training step

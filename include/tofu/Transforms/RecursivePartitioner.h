@@ -14,6 +14,12 @@
 // the growth of that total, so the steps' bytes add up to the traffic of the
 // materialized program.
 //
+// The objective is those bytes (the paper's), unless a topology gives link
+// bandwidths: then it is the predicted step time of StepTimeModel.h
+// (compute of each op's share plus each step's bytes over its link; see
+// docs/Partitioning.md, "The step-time objective"). Bytes are reported
+// either way.
+//
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_TRANSFORMS_RECURSIVEPARTITIONER_H
 #define TOFU_TRANSFORMS_RECURSIVEPARTITIONER_H
@@ -31,6 +37,17 @@ namespace tofu {
 inline constexpr llvm::StringLiteral kStepBytesAttr = "tofu.step_bytes";
 /// Name of the function attribute holding each step's link bandwidth (GB/s).
 inline constexpr llvm::StringLiteral kStepGbpsAttr = "tofu.step_gbps";
+/// What the search minimized: "bytes" or "time" (a string).
+inline constexpr llvm::StringLiteral kObjectiveAttr = "tofu.objective";
+/// With a topology: the device model of the predicted times (a string),
+/// the predicted compute seconds of one training step on the busiest device
+/// (f64) and the predicted transfer seconds of each recursion step
+/// (array<f64>). docs/Partitioning.md, "The step-time objective".
+inline constexpr llvm::StringLiteral kDeviceModelAttr = "tofu.device_model";
+inline constexpr llvm::StringLiteral kPredictedComputeAttr =
+    "tofu.predicted_compute_seconds";
+inline constexpr llvm::StringLiteral kStepCommSecondsAttr =
+    "tofu.step_comm_seconds";
 
 /// The partitioners behind `--partitioner`, the default first.
 const std::vector<std::string> &partitionerNames();
@@ -59,6 +76,12 @@ struct SearchOptions {
   std::string partitioner = "tofu";
   int64_t devices = 1;
   std::string topology;
+  /// What the search minimizes: "bytes" (the paper's objective), "time"
+  /// (the predicted step time of StepTimeModel.h; needs a topology) or
+  /// "auto" (time with a topology, bytes without).
+  std::string objective = "auto";
+  /// The device model (DeviceModel::builtin) of the predicted times.
+  std::string device = "cpu";
   /// `exhaustive` refuses graphs with more tiling combinations than this.
   int64_t exhaustiveLimit = 1000000;
   /// Test hook: after each DP step, enumerate every option combination of
@@ -80,6 +103,15 @@ struct PartitionResult {
   std::vector<int64_t> stepBytes;
   /// Σ stepBytes: the bytes of the materialized program.
   int64_t totalBytes = 0;
+  /// "bytes" or "time".
+  std::string objective;
+  /// With a topology: the device model's name, the predicted compute
+  /// seconds per training step of the device with the largest shares, and
+  /// the predicted transfer seconds of each recursion step (empty name and
+  /// vector without a topology).
+  std::string deviceModel;
+  double predictedComputeSeconds = 0;
+  std::vector<double> stepCommSeconds;
   /// Steps that neither the step DP nor variable elimination could solve
   /// within their limits and that were solved by a beam DP instead (one
   /// message each; empty = every step exact).

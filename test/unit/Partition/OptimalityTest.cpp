@@ -288,6 +288,84 @@ TEST_F(PartitionOptimality, BaselinesAreNoBetterThanExhaustive) {
   }
 }
 
+/// The step-time objective (--topology; StepTimeModel.h): every step of
+/// the DP and of variable elimination finds the minimum of the predicted
+/// time that enumeration finds; with one step the time plan's predicted
+/// step time is no more than the bytes plan's (the DP's objective is then
+/// the whole prediction); bytes stay the program's traffic; and
+/// `objective=bytes` with a one-level topology picks the tilings the
+/// search picks without a topology.
+TEST_F(PartitionOptimality, TimeObjectiveStepsAreExact) {
+  int differ = 0;
+  for (int64_t devices : {2, 3, 4}) {
+    for (unsigned seed = 1; seed <= 10; ++seed) {
+      std::string ir = randomModel(seed, 1 + seed % 3,
+                                   devices == 3 ? std::vector<int64_t>{3, 6, 48}
+                                                : std::vector<int64_t>{4, 8, 64});
+      SCOPED_TRACE("k = " + std::to_string(devices) + ", seed " +
+                   std::to_string(seed) + ":\n" + ir);
+      OwningOpRef<ModuleOp> module = prepare(ir);
+      ASSERT_TRUE(module);
+      tofu::SearchOptions options;
+      options.devices = devices;
+      options.topology = std::to_string(devices) + "x:link=16";
+      options.crossCheckSteps = true;
+      auto predicted = [&](const tofu::SearchOptions &o, std::string &plan) {
+        OwningOpRef<ModuleOp> copy = module->clone();
+        auto func = *copy->getOps<func::FuncOp>().begin();
+        auto result = tofu::partitionFunction(func, o);
+        if (!result) {
+          ADD_FAILURE() << llvm::toString(result.takeError());
+          return -1.0;
+        }
+        EXPECT_EQ(result->deviceModel, "cpu");
+        EXPECT_EQ(result->objective, o.objective == "bytes" ? "bytes" : "time");
+        double seconds = result->predictedComputeSeconds;
+        for (double s : result->stepCommSeconds)
+          seconds += s;
+        plan.clear();
+        llvm::raw_string_ostream os(plan);
+        func.walk([&](Operation *op) {
+          if (auto tilings = op->getAttr("tofu.tilings"))
+            os << tilings << "\n";
+        });
+        return seconds;
+      };
+      std::string timePlan, bytesPlan, plainPlan;
+      double time = predicted(options, timePlan);
+      partition(*module, options); // bytes equal the traffic
+      tofu::SearchOptions elimination = options;
+      elimination.maxFrontierStates = 0;
+      partition(*module, elimination);
+      options.objective = "bytes";
+      double bytes = predicted(options, bytesPlan);
+      if (devices != 4) {
+        EXPECT_LE(time, bytes * (1 + 1e-9));
+      }
+      differ += timePlan != bytesPlan;
+      // Without a topology: the bytes objective, the same tilings.
+      OwningOpRef<ModuleOp> copy = module->clone();
+      auto func = *copy->getOps<func::FuncOp>().begin();
+      tofu::SearchOptions plain;
+      plain.devices = devices;
+      ASSERT_TRUE(static_cast<bool>(tofu::partitionFunction(func, plain)));
+      llvm::raw_string_ostream os(plainPlan);
+      func.walk([&](Operation *op) {
+        if (auto tilings = op->getAttr("tofu.tilings"))
+          os << tilings << "\n";
+      });
+      EXPECT_EQ(plainPlan, bytesPlan);
+      EXPECT_FALSE(func->hasAttr("tofu.objective"));
+      if (HasFailure())
+        return;
+    }
+  }
+  // The objectives are not the same: some plans differ.
+  EXPECT_GT(differ, 0);
+  std::printf("%d of 30 plans differ between the time and bytes objectives\n",
+              differ);
+}
+
 TEST(PartitionSteps, FactorsLargestFirst) {
   auto steps = tofu::planSteps(12, "");
   ASSERT_TRUE(static_cast<bool>(steps));

@@ -414,6 +414,10 @@ inline std::vector<SampleCase> sampleCases() {
        3, -1, 1, {{1, {1, -1}}, {2, {4, -7}}, {3, {0, 1}}, {4, {2, -2}}}},
       {"SliceGrad", {f32({2, 3}), f32({5, 6})},
        {{"starts", Is({1, 5})}, {"steps", Is({2, -2})}}},
+      // A contiguous slice (an LSTM's gate, a ShuffleNet channel half):
+      // shares of dX that lie beside it in one dim read no dY at all.
+      {"SliceGrad", {f32({3, 2}), f32({4, 6})},
+       {{"starts", Is({1, 4})}, {"steps", Is({1, 1})}}},
       {"Pad", {f32({3, 4}), i64({4}), f32({})}, {}, 0, 3, -1, 1,
        {{1, {1, -1, 2, 1}}}},
       {"PadGrad", {f32({6, 4}), f32({3, 4})}, {{"begins", Is({1, -1})}}},

@@ -16,6 +16,20 @@
 // rank d receives it (and adds it, for a Reduce) in the piece's place, so the
 // arithmetic, and the result, is that of one process.
 //
+// In one process, the instructions of one `seq` (a wave: one op's input
+// fetches, its computes, or its output assembly, on every device) are
+// independent: each writes a buffer that lives at that seq, and the memory
+// plan gives buffers alive at the same seq disjoint bytes (lifetimes count
+// remote reads). So a wave runs its devices on the worker pool, one list of
+// devices per thread, when its instructions are too small for the kernels'
+// own threads or the devices balance over the threads; otherwise one
+// instruction at a time, each kernel using the threads. Results do not
+// depend on which: every kernel computes each output element the same way on
+// any number of threads. Running devices side by side wins on an idle
+// machine and loses on a loaded one (its threads wait for each other at
+// every wave), so by default the executor times both schedules in its first
+// steps and keeps the faster (`setSchedule`).
+//
 // Why blocking sends and receives cannot deadlock: each transfer is one event
 // of the global (seq, device, program index, piece) order and involves
 // exactly two ranks, and every rank performs the events it takes part in in
@@ -50,7 +64,8 @@ public:
 
   /// Whether Compute instructions that carry expression programs run on the
   /// interpreter even when a native kernel exists (a cross-check of the
-  /// kernels against their TDL specs; slower). Default: native first.
+  /// kernels against their TDL specs; slower). Default: native first. Call
+  /// before `init`, which binds each instruction to its kernel.
   void preferInterpreter(bool prefer) { interpretPrograms = prefer; }
 
   /// The Compute instructions that ran on the expression interpreter
@@ -87,6 +102,18 @@ public:
     failAfterCount = count;
     failByStalling = stall;
   }
+
+  /// How waves of small or balanced instructions run (see the file comment).
+  enum class Schedule {
+    Auto,       ///< time both in the first steps, keep the faster (default)
+    Concurrent, ///< devices side by side on the worker pool
+    InOrder,    ///< one instruction at a time, kernels on all threads
+  };
+  /// Call before `runStep`.
+  void setSchedule(Schedule s) { schedule = s; }
+  /// The schedule the steps use now (Auto while still timing both; InOrder
+  /// when no wave can run its devices side by side).
+  Schedule currentSchedule() const;
 
   /// One instruction that ran during a step (reported to the observer).
   struct ExecutedInstr {
@@ -145,19 +172,40 @@ public:
 
 private:
   struct Prepared;
+  struct Wave;
+  /// What one execute() call did.
+  struct Outcome {
+    bool ran = false;         ///< did work (not an empty share)
+    bool interpreted = false; ///< a Compute on the expression interpreter
+  };
   std::string prepare();
-  std::string execute(const Prepared &p);
+  /// The contiguous runs of each piece of Fetch/Reduce `in` of `device`
+  /// that this process holds, resolved to arena addresses.
+  struct PieceRun;
+  std::vector<std::vector<PieceRun>> pieceRuns(const plan::Instr &in,
+                                               int32_t device) const;
+  /// Groups `program` into waves of equal seq and decides how each runs.
+  void planWaves();
+  /// Runs one instruction; `peak` receives the arena bytes it touches.
+  std::string execute(const Prepared &p, Outcome &outcome,
+                      std::vector<uint64_t> &peak);
+  /// Runs program[i] for i in [begin, end) one after another.
+  std::string runInOrder(size_t begin, size_t end);
+  /// Runs a wave's device lists concurrently on the worker pool.
+  std::string runConcurrently(const Wave &wave);
   std::string sendPieces(const Prepared &p);
   /// Whether this executor holds device `d`'s arena.
   bool isLocal(int32_t d) const { return !transport || d == localDevice(); }
   std::string feed(int64_t step);
-  void touch(int32_t device, int32_t buffer);
+  void touch(std::vector<uint64_t> &peak, int32_t device,
+             int32_t buffer) const;
   void afterWrite(int32_t device, int32_t buffer);
 
   const plan::Plan &plan;
   SyntheticData data;
   std::vector<std::vector<uint8_t>> arenas;
   std::vector<Prepared> program; ///< all devices, merged by seq
+  std::vector<Wave> waves;       ///< `program` cut at each new seq
   std::vector<uint64_t> commBytes, peakTouched;
   struct Snapshot {
     std::vector<uint8_t> bytes;
@@ -169,9 +217,14 @@ private:
   bool interpretPrograms = false;
   DataSource dataSource;
   Observer observer;
-  bool lastRan = false; ///< whether the last execute() did work
-  /// Whether the last execute() was a Compute on the interpreter.
-  bool lastInterpreted = false;
+  Schedule schedule = Schedule::Auto;
+  /// A step has run: the bytes each touches (measuredPeakBytes) are known.
+  bool peaksMeasured = false;
+  /// watch() added a buffer since the last step (Prepared::writesWatched).
+  bool watchedChanged = true;
+  /// Auto: steps timed so far and their seconds, per schedule.
+  unsigned timedSteps = 0;
+  std::vector<double> concurrentSeconds, inOrderSeconds;
   /// Compute instructions run on the interpreter so far, by kernel name.
   std::map<std::string, uint64_t> interpretedCounts;
   /// The step `runStep` is executing (keys the random expressions).

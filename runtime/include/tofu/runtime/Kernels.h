@@ -89,6 +89,39 @@ bool nativeKernelsHandle(plan::DType dtype);
 /// The kernel registered under `name` (= TDL op name), or null.
 KernelFn lookupKernel(const std::string &name);
 
+/// One compute instruction bound to fixed operand views: runCompute's view
+/// checks, kernel lookup and argument assembly, done once by `bind`, so that
+/// `run`, called every training step, costs the kernel call and nothing
+/// else. Anything but a native kernel that accepts the configuration (no
+/// kernel, an operand type the kernels do not take, a kernel that declines or
+/// fails) goes through runCompute's full path, with its errors and its
+/// interpreter fallback. The strings and programs passed to `bind` must
+/// outlive the binding (a plan's instruction owns them).
+class BoundCompute {
+public:
+  /// Binds `kernel` to its operands; returns runCompute's error for operand
+  /// views it would reject (checked here once, not at every run).
+  std::string bind(const std::string &kernel,
+                   const std::vector<plan::Attr> &attrs,
+                   std::vector<TensorView> inputs,
+                   std::vector<TensorView> outputs,
+                   const std::vector<plan::ExprProgram> &programs,
+                   const std::vector<ReductionRanges> &reductionRanges,
+                   ComputePath path);
+  /// Runs the bound instruction for training step `randomStep`; as
+  /// runCompute otherwise.
+  std::string run(uint64_t randomStep, ComputePath *used);
+
+private:
+  const std::string *kernel = nullptr;
+  const std::vector<plan::ExprProgram> *programs = nullptr;
+  const std::vector<ReductionRanges> *reductionRanges = nullptr;
+  ComputePath path = ComputePath::Auto;
+  KernelFn native = nullptr; ///< null: always take runCompute's full path
+  bool empty = false;        ///< every output is empty: nothing to run
+  KernelArgs args;
+};
+
 /// Names of all registered kernels, sorted.
 std::vector<std::string> registeredKernels();
 
@@ -104,6 +137,7 @@ void registerPoolKernels(void (*add)(const char *, KernelFn));
 void registerShapeKernels(void (*add)(const char *, KernelFn));
 void registerReduceKernels(void (*add)(const char *, KernelFn));
 void registerIndexKernels(void (*add)(const char *, KernelFn));
+void registerPadKernels(void (*add)(const char *, KernelFn));
 
 } // namespace tofu::runtime
 

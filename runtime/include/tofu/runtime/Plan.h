@@ -178,6 +178,23 @@ struct Buffer {
   uint64_t bytes = 0;   ///< region.numElements() * dtypeSize
   /// Initial contents (Param buffers only; empty otherwise), `bytes` long.
   std::vector<uint8_t> init;
+  /// Initial contents borrowed instead of held in `init` (which is then
+  /// empty), `bytes` long. Only the compiler sets it (materialize with
+  /// MaterializeOptions::borrowWeights): a weight tile that is contiguous in
+  /// the parameter's value points at those bytes, in the model file's
+  /// read-only mapping, which outlives the plan's use; the weights then go
+  /// from the model file to plan.bin without a copy in between. readPlan
+  /// never sets it.
+  const uint8_t *borrowedInit = nullptr;
+
+  /// The size of the initial contents, owned or borrowed (0: none).
+  size_t initSize() const { return borrowedInit ? bytes : init.size(); }
+  /// True when the buffer has initial contents, owned or borrowed.
+  bool hasInit() const { return initSize() != 0; }
+  /// The initial contents, owned or borrowed (nullptr when none).
+  const uint8_t *initData() const {
+    return borrowedInit ? borrowedInit : init.empty() ? nullptr : init.data();
+  }
 };
 
 /// An attribute of a compute instruction.

@@ -47,6 +47,9 @@ struct RunReport {
   /// and devices: (kernel name, count), by name; written always (an empty
   /// object: every op ran a native kernel).
   std::vector<std::pair<std::string, uint64_t>> interpretedInstructions;
+  /// The CPU backend's schedule of the virtual devices ("concurrent" or
+  /// "in-order", CpuBackend.h); written only when not empty.
+  std::string schedule;
 
   /// The report as JSON text.
   std::string toJson() const;

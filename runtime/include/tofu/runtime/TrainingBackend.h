@@ -76,6 +76,9 @@ public:
   }
   /// Printed at the end of the samples/s line ("" for none).
   virtual std::string runNote() const { return ""; }
+  /// How the backend scheduled the virtual devices, for the report ("" when
+  /// it has no choice to report).
+  virtual std::string schedule() const { return ""; }
   /// Compute instructions that ran on the CPU expression interpreter instead
   /// of a native kernel, in all steps so far: (kernel name, count), by name.
   /// Empty where every op ran native (and on backends without one).

@@ -1,0 +1,214 @@
+//===- StepTimeModelTest.cpp - the step-time model ------------------------===//
+//
+// The component the partitioner's time objective is built on
+// (tofu/Transforms/StepTimeModel.h): what a share of an op costs in flops,
+// bytes and GEMM shape, and what the roofline makes of it; each expectation
+// is worked out by hand from the formulas in the header.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Transforms/StepTimeModel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace tofu;
+
+namespace {
+
+tdl::OpInstance make(llvm::StringRef op,
+                     std::vector<std::optional<tdl::TensorType>> inputs,
+                     const tdl::AttrMap &attrs = {}) {
+  const tdl::OpSpec *spec = tdl::SpecLibrary::builtin().lookup(op);
+  EXPECT_NE(spec, nullptr) << op.str();
+  auto instance = tdl::instantiate(*spec, inputs, attrs);
+  if (!instance) {
+    ADD_FAILURE() << llvm::toString(instance.takeError());
+    std::abort();
+  }
+  return std::move(*instance);
+}
+
+tdl::TensorType f32(std::vector<int64_t> dims) {
+  return {std::move(dims), tdl::ElemType::F32};
+}
+
+/// The whole op as one device's share.
+OpShare whole(const tdl::OpInstance &op, unsigned output = 0) {
+  OpShare share;
+  share.outputBox = fullBox(op.outputTypes()[output].dims);
+  for (const auto &var : op.reductionVars(output))
+    share.reductionRanges.push_back({0, var.extent});
+  return share;
+}
+
+/// A device model with round numbers.
+DeviceModel roundModel() {
+  DeviceModel model;
+  model.name = "test";
+  model.gemmFlopsPerSecond = 1e9;
+  model.vectorFlopsPerSecond = 1e8;
+  model.memoryBytesPerSecond = 1e9;
+  model.launchSeconds = 1e-6;
+  model.gemmHalfExtent = 16;
+  model.messageLatencySeconds = 1e-5;
+  return model;
+}
+
+TEST(StepTimeModel, ClassifiesOps) {
+  EXPECT_EQ(classifyOp(make("MatMul", {f32({8, 4}), f32({4, 2})})),
+            OpClass::Contraction);
+  EXPECT_EQ(classifyOp(make("Relu", {f32({8, 4})})), OpClass::Elementwise);
+  EXPECT_EQ(classifyOp(make("Transpose", {f32({8, 4})},
+                            {{"perm", tdl::AttrValue::ofInts({1, 0})}})),
+            OpClass::Other);
+}
+
+TEST(StepTimeModel, MatMulShareIsAGemm) {
+  auto op = make("MatMul", {f32({64, 32}), f32({32, 16})});
+  ShareWork work = describeShare(op, 0, whole(op));
+  EXPECT_EQ(work.kind, OpClass::Contraction);
+  EXPECT_DOUBLE_EQ(work.flops, 2.0 * 64 * 16 * 32);
+  EXPECT_DOUBLE_EQ(work.bytes, 4.0 * (64 * 32 + 32 * 16 + 64 * 16));
+  EXPECT_DOUBLE_EQ(work.outputBytes, 4.0 * 64 * 16);
+  EXPECT_DOUBLE_EQ(work.m, 64);
+  EXPECT_DOUBLE_EQ(work.n, 16);
+  EXPECT_DOUBLE_EQ(work.k, 32);
+  EXPECT_FALSE(work.partial);
+
+  // Rows 0..15 only: a quarter of A, all of B.
+  OpShare rows = whole(op);
+  rows.outputBox[0] = {0, 16};
+  work = describeShare(op, 0, rows);
+  EXPECT_DOUBLE_EQ(work.m, 16);
+  EXPECT_DOUBLE_EQ(work.bytes, 4.0 * (16 * 32 + 32 * 16 + 16 * 16));
+
+  // Half of the reduction: a partial sum over k = 16.
+  OpShare half = whole(op);
+  half.reductionRanges[0] = {16, 32};
+  half.partial = true;
+  work = describeShare(op, 0, half);
+  EXPECT_DOUBLE_EQ(work.k, 16);
+  EXPECT_DOUBLE_EQ(work.flops, 2.0 * 64 * 16 * 16);
+  EXPECT_TRUE(work.partial);
+}
+
+TEST(StepTimeModel, BatchedMatMulKeepsTheBatchOutOfTheGemm) {
+  auto op = make("MatMul", {f32({6, 8, 4}), f32({6, 4, 2})});
+  ShareWork work = describeShare(op, 0, whole(op));
+  EXPECT_DOUBLE_EQ(work.m, 8);
+  EXPECT_DOUBLE_EQ(work.n, 2);
+  EXPECT_DOUBLE_EQ(work.k, 4);
+  EXPECT_DOUBLE_EQ(work.flops, 2.0 * 6 * 8 * 2 * 4);
+}
+
+TEST(StepTimeModel, ConvolutionIsAnIm2colGemm) {
+  // X [2, 3, 10, 10], W [8, 3, 3, 3] -> Y [2, 8, 8, 8]: GEMM rows are the
+  // output pixels of all images (2 * 8 * 8), columns the output channels,
+  // the reduction the input channels times the window (3 * 3 * 3).
+  auto op = make("Conv", {f32({2, 3, 10, 10}), f32({8, 3, 3, 3})});
+  ShareWork work = describeShare(op, 0, whole(op));
+  EXPECT_EQ(work.kind, OpClass::Contraction);
+  EXPECT_DOUBLE_EQ(work.m, 2 * 8 * 8);
+  EXPECT_DOUBLE_EQ(work.n, 8);
+  EXPECT_DOUBLE_EQ(work.k, 3 * 3 * 3);
+  EXPECT_DOUBLE_EQ(work.flops, 2.0 * (2 * 8 * 8 * 8) * 27);
+}
+
+TEST(StepTimeModel, GroupedConvolutionIsAGemmPerGroup) {
+  // group = 2: X [1, 4, 6, 6], W [8, 2, 3, 3] -> Y [1, 8, 4, 4]. Each group
+  // is a GEMM of 16 pixels x 4 output channels x (2 channels * 3 * 3).
+  auto op = make("Conv", {f32({1, 4, 6, 6}), f32({8, 2, 3, 3})},
+                 {{"group", tdl::AttrValue::ofInt(2)}});
+  ShareWork work = describeShare(op, 0, whole(op));
+  EXPECT_DOUBLE_EQ(work.m, 16);
+  EXPECT_DOUBLE_EQ(work.n, 4);
+  EXPECT_DOUBLE_EQ(work.k, 18);
+  EXPECT_DOUBLE_EQ(work.flops, 2.0 * (8 * 4 * 4) * 18);
+}
+
+TEST(StepTimeModel, EmptyShareCostsNothing) {
+  auto op = make("Relu", {f32({8, 4})});
+  OpShare share = whole(op);
+  share.outputBox[0] = {4, 4};
+  ShareWork work = describeShare(op, 0, share);
+  EXPECT_TRUE(work.empty);
+  EXPECT_EQ(StepTimeModel(roundModel()).computeSeconds(work), 0);
+}
+
+TEST(StepTimeModel, SkinnyGemmsAreSlowerPerFlop) {
+  StepTimeModel model(roundModel());
+  // s(x) = x / (x + 16): 16 -> 1/2, 48 -> 3/4.
+  EXPECT_DOUBLE_EQ(model.gemmEfficiency(16, 48, 48), 0.5 * 0.75 * 0.75);
+  ShareWork square;
+  square.kind = OpClass::Contraction;
+  square.m = square.n = square.k = 256;
+  square.flops = 2.0 * 256 * 256 * 256;
+  ShareWork skinny = square;
+  skinny.m = 4;
+  skinny.n = 256 * 64; // the same flops
+  double squareRate = square.flops / model.computeSeconds(square);
+  double skinnyRate = skinny.flops / model.computeSeconds(skinny);
+  EXPECT_LT(skinnyRate, 0.3 * squareRate);
+}
+
+TEST(StepTimeModel, RooflineLaunchAndPartialPass) {
+  StepTimeModel model(roundModel());
+  // Element-wise, memory-bound: 1000 flops take 1e-5 s, 1e5 bytes 1e-4 s.
+  ShareWork add;
+  add.kind = OpClass::Elementwise;
+  add.flops = 1000;
+  add.bytes = 1e5;
+  add.outputBytes = 4e4;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(add), 1e-6 + 1e-4);
+  // A quarter of it (later steps split it four ways).
+  EXPECT_DOUBLE_EQ(model.computeSeconds(add, 0.25), 1e-6 + 2.5e-5);
+  // A partial output is summed by one more pass over it: a launch, and the
+  // received partial read plus the tile updated (2 * outputBytes).
+  ShareWork partial = add;
+  partial.partial = true;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(partial),
+                   model.computeSeconds(add) + 1e-6 + 8e4 / 1e9);
+  // A tiny tile costs at least its launch.
+  ShareWork tiny = add;
+  tiny.flops = 1;
+  tiny.bytes = 12;
+  EXPECT_NEAR(model.computeSeconds(tiny), 1e-6, 1e-7);
+  // A compute-bound GEMM: 2^21 flops at 1e9 * (256 / 272)^3.
+  ShareWork gemm;
+  gemm.kind = OpClass::Contraction;
+  gemm.m = gemm.n = gemm.k = 256;
+  gemm.flops = 2.0 * 256 * 256 * 256;
+  gemm.bytes = 3 * 256 * 256 * 4;
+  double efficiency = std::pow(256.0 / 272.0, 3);
+  EXPECT_DOUBLE_EQ(model.computeSeconds(gemm),
+                   1e-6 + gemm.flops / (1e9 * efficiency));
+}
+
+TEST(StepTimeModel, Transfers) {
+  StepTimeModel model(roundModel());
+  EXPECT_DOUBLE_EQ(model.transferSeconds(0, 10, 3), 0);
+  // 1e6 bytes at 10 GB/s in 3 messages of 1e-5 s.
+  EXPECT_DOUBLE_EQ(model.transferSeconds(1e6, 10, 3), 1e-4 + 3e-5);
+}
+
+TEST(StepTimeModel, BuiltinDevices) {
+  for (const std::string &name : DeviceModel::builtinNames()) {
+    auto model = DeviceModel::builtin(name);
+    ASSERT_TRUE(model) << name;
+    EXPECT_EQ(model->name, name);
+    EXPECT_GT(model->gemmFlopsPerSecond, model->vectorFlopsPerSecond / 10);
+    EXPECT_GT(model->memoryBytesPerSecond, 0);
+    EXPECT_GT(model->launchSeconds, 0);
+  }
+  EXPECT_FALSE(DeviceModel::builtin("k80"));
+  // The GPU outruns the CPU on a large GEMM.
+  ShareWork gemm;
+  gemm.kind = OpClass::Contraction;
+  gemm.m = gemm.n = gemm.k = 4096;
+  gemm.flops = 2.0 * 4096 * 4096 * 4096;
+  EXPECT_LT(StepTimeModel(DeviceModel::h100()).computeSeconds(gemm) * 100,
+            StepTimeModel(DeviceModel::genericCpu()).computeSeconds(gemm));
+}
+
+} // namespace
