@@ -133,7 +133,7 @@ inline constexpr int64_t kBlockReductionMinIterations = 256;
 /// (deterministic; the host driver follows the same order), which differs
 /// from the CPU interpreter's sequential order only by rounding. The CUDA
 /// executor launches the block variant when a launch has few elements
-/// (runtime/cuda/CudaExecutor.cpp), the one-thread-per-element kernel
+/// (runtime/cuda/CudaKernelLaunch.h), the one-thread-per-element kernel
 /// otherwise.
 bool blockReductionRoot(const plan::ExprProgram &program);
 

@@ -377,9 +377,11 @@ struct DeviceProgram {
 /// over the launch's numElements). Format 1.6.
 struct CudaKernel {
   std::string name;
-  /// "elementwise", "reduction", "block-reduction" (launched with one block
-  /// of 256 threads per output element), "data-movement" or
-  /// "fused-elementwise".
+  /// "elementwise", "reduction", "block-reduction" (also `<name>_block`,
+  /// launched with one block of 256 threads per output element),
+  /// "row-reduction" (also `<name>_row`, launched with one block of 256
+  /// threads per row; the launch's last int64 parameter is the number of
+  /// rows), "data-movement" or "fused-elementwise".
   std::string kind;
   std::string ops;          ///< the op kernels it computes, e.g. "Add+Relu"
   uint32_t numPointers = 0; ///< stage outputs, then operands
