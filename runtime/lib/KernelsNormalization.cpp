@@ -8,6 +8,11 @@
 //   BatchNormalizationGrad(dY, X, scale, input_mean, input_var) -> dX
 //   LayerNormalization(X, Scale, B?) -> Y, Mean, InvStdDev
 //   LayerNormalizationGrad(dY, X, Scale, Mean, InvStdDev) -> dX
+// and of tdl-specs/lrn.tdl, local response normalization across channels
+// (AlexNet's, GoogLeNet's; the interpreter took 75-85% of AlexNet's step):
+//   LRN(X [N, C, *S]) -> Y,  LRNGrad(dY, X) -> dX
+// on any split of N, C and the spatial dims whose inputs hold the windows'
+// channel halos.
 // with the formulas of the specs (biased variance; training-mode batch
 // statistics over N and the spatial dims per channel; layer statistics over
 // the dims from `axis` on).
@@ -33,9 +38,11 @@
 #include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <tuple>
+#include <vector>
 
 using namespace tofu::runtime;
 using tofu::plan::DType;
@@ -882,6 +889,204 @@ std::string layerNormalizationGrad(const KernelArgs &args) {
   return "";
 }
 
+
+/// The geometry of an LRN call: the output box's channel range and the
+/// planes (N and the spatial dims, which every operand must cover alike),
+/// with the window and the attributes.
+struct LrnBox {
+  int64_t channels = 0;       ///< C, the global channel count
+  int64_t n0 = 0, nCount = 0; ///< the output's batch range
+  int64_t c0 = 0, c1 = 0;     ///< the output's channel range
+  int64_t plane = 1;          ///< elements per (n, c): the spatial box
+  int64_t lo = 0, hi = 0;     ///< the window: channels [c - lo, c + hi]
+  double alpha = 0, beta = 0, bias = 0, size = 1;
+};
+
+/// Checks that `in` holds the output's batch and spatial box and channels
+/// [need0, need1) (clipped to [0, C)); sets its channel origin and count.
+std::string lrnOperand(const TensorView &in, const TensorView &out,
+                       const LrnBox &box, int64_t need0, int64_t need1,
+                       const char *name, int64_t &c0, int64_t &cCount) {
+  if (in.shape.size() != out.shape.size())
+    return std::string(name) + "'s rank differs from the output's";
+  for (size_t d = 0; d < out.shape.size(); ++d) {
+    if (d == 1)
+      continue;
+    if (in.lo[d] != out.lo[d] || in.shape[d] != out.shape[d])
+      return unsupportedConfiguration(std::string(name) +
+                                      "'s box differs from the output's "
+                                      "outside the channels");
+  }
+  need0 = std::max<int64_t>(need0, 0);
+  need1 = std::min<int64_t>(need1, box.channels);
+  c0 = in.lo[1];
+  cCount = in.shape[1];
+  if (need0 < need1 && (need0 < c0 || need1 > c0 + cCount))
+    return unsupportedConfiguration(std::string(name) +
+                                    "'s box lacks channels of the window");
+  return "";
+}
+
+/// Reads the attributes and the output box of an LRN or LRNGrad call.
+std::string lrnBox(const KernelArgs &args, const TensorView &out,
+                   LrnBox &box) {
+  if (out.shape.size() < 2)
+    return "expects [N, C, ...] operands";
+  if (args.partialReduction)
+    return unsupportedConfiguration("a partial window sum");
+  const int64_t size = args.intAttr("size", 0);
+  if (size < 1)
+    return "LRN needs size >= 1";
+  box.channels = out.globalShape[1];
+  box.n0 = out.lo[0];
+  box.nCount = out.shape[0];
+  box.c0 = out.lo[1];
+  box.c1 = out.lo[1] + out.shape[1];
+  for (size_t d = 2; d < out.shape.size(); ++d)
+    box.plane *= out.shape[d];
+  box.lo = (size - 1) / 2;
+  box.hi = size - 1 - box.lo;
+  box.alpha = args.floatAttr("alpha", 0.0001);
+  box.beta = args.floatAttr("beta", 0.75);
+  box.bias = args.floatAttr("bias", 1.0);
+  box.size = static_cast<double>(size);
+  return "";
+}
+
+/// D = bias + alpha / size * (sum of X^2 over the window), per channel of
+/// [d0, d1) and element of the plane of local batch row i, in double,
+/// summed in the spec's order (window channels ascending; those outside
+/// [0, C) read 0, which adds nothing).
+template <typename T>
+void lrnDenominators(const TensorView &x, int64_t xc0, int64_t xcCount,
+                     const LrnBox &box, int64_t i, int64_t d0, int64_t d1,
+                     std::vector<double> &den) {
+  const T *xd = elements<T>(x);
+  den.assign(static_cast<size_t>((d1 - d0) * box.plane), 0.0);
+  const double scale = box.alpha / box.size;
+  for (int64_t c = d0; c < d1; ++c) {
+    double *row = den.data() + (c - d0) * box.plane;
+    for (int64_t j = c - box.lo; j <= c + box.hi; ++j) {
+      if (j < 0 || j >= box.channels)
+        continue;
+      const T *xr = xd + (i * xcCount + (j - xc0)) * box.plane;
+      for (int64_t p = 0; p < box.plane; ++p)
+        row[p] += static_cast<double>(xr[p]) * static_cast<double>(xr[p]);
+    }
+    for (int64_t p = 0; p < box.plane; ++p)
+      row[p] = box.bias + scale * row[p];
+  }
+}
+
+/// LRN(X) -> Y (tdl-specs/lrn.tdl) on any channel split whose X box holds
+/// the window's halo.
+template <typename T> std::string lrn(const KernelArgs &args) {
+  if (args.inputs.size() != 1 || args.outputs.size() != 1)
+    return "expects X and one output";
+  const TensorView &x = args.inputs[0], &y = args.outputs[0];
+  LrnBox box;
+  if (std::string err = lrnBox(args, y, box); !err.empty())
+    return err;
+  int64_t xc0 = 0, xcCount = 0;
+  if (std::string err = lrnOperand(x, y, box, box.c0 - box.lo,
+                                   box.c1 + box.hi, "X", xc0, xcCount);
+      !err.empty())
+    return err;
+  const T *xd = elements<T>(x);
+  T *yd = elements<T>(y);
+  const int64_t outC = box.c1 - box.c0;
+  parallelFor(box.nCount, double(outC * box.plane) * (box.size + 20),
+              [&](int64_t nb, int64_t ne) {
+                std::vector<double> den;
+                for (int64_t i = nb; i < ne; ++i) {
+                  lrnDenominators<T>(x, xc0, xcCount, box, i, box.c0, box.c1,
+                                     den);
+                  for (int64_t c = box.c0; c < box.c1; ++c) {
+                    const T *xr = xd + (i * xcCount + (c - xc0)) * box.plane;
+                    T *yr = yd + (i * outC + (c - box.c0)) * box.plane;
+                    const double *dr = den.data() + (c - box.c0) * box.plane;
+                    for (int64_t p = 0; p < box.plane; ++p)
+                      yr[p] = static_cast<T>(static_cast<double>(xr[p]) *
+                                             std::pow(dr[p], -box.beta));
+                  }
+                }
+              });
+  return "";
+}
+
+/// LRNGrad(dY, X) -> dX (tdl-specs/lrn.tdl): with D as above,
+///   dX[i] = dY[i] D[i]^-beta - 2 beta alpha / size X[i]
+///           * sum over j of dY[c] X[c] D[c]^(-beta - 1), c = i + lo - j,
+/// on any channel split whose dY and X boxes hold the halos.
+template <typename T> std::string lrnGrad(const KernelArgs &args) {
+  if (args.inputs.size() != 2 || args.outputs.size() != 1)
+    return "expects dY, X and one output";
+  const TensorView &dy = args.inputs[0], &x = args.inputs[1],
+                   &dx = args.outputs[0];
+  LrnBox box;
+  if (std::string err = lrnBox(args, dx, box); !err.empty())
+    return err;
+  // The channels c whose window holds an output channel, and theirs.
+  const int64_t d0 = std::max<int64_t>(box.c0 - box.hi, 0),
+                d1 = std::min<int64_t>(box.c1 + box.lo, box.channels);
+  int64_t xc0 = 0, xcCount = 0, gc0 = 0, gcCount = 0;
+  if (std::string err = lrnOperand(x, dx, box, d0 - box.lo, d1 + box.hi, "X",
+                                   xc0, xcCount);
+      !err.empty())
+    return err;
+  if (std::string err = lrnOperand(dy, dx, box, d0, d1, "dY", gc0, gcCount);
+      !err.empty())
+    return err;
+  if (box.c0 < std::max(xc0, gc0) ||
+      box.c1 > std::min(xc0 + xcCount, gc0 + gcCount))
+    return unsupportedConfiguration("the inputs lack output channels");
+  const T *xd = elements<T>(x);
+  const T *gd = elements<T>(dy);
+  T *out = elements<T>(dx);
+  const int64_t outC = box.c1 - box.c0;
+  const int64_t window = static_cast<int64_t>(box.size);
+  const double factor = 2 * box.beta * box.alpha / box.size;
+  parallelFor(
+      box.nCount, double(outC * box.plane) * (box.size * 4 + 40),
+      [&](int64_t nb, int64_t ne) {
+        std::vector<double> den, term;
+        for (int64_t i = nb; i < ne; ++i) {
+          lrnDenominators<T>(x, xc0, xcCount, box, i, d0, d1, den);
+          // term[c] = dY[c] X[c] D[c]^(-beta - 1) for c in [d0, d1).
+          term.assign(den.size(), 0.0);
+          for (int64_t c = d0; c < d1; ++c) {
+            const T *xr = xd + (i * xcCount + (c - xc0)) * box.plane;
+            const T *gr = gd + (i * gcCount + (c - gc0)) * box.plane;
+            double *tr = term.data() + (c - d0) * box.plane;
+            const double *dr = den.data() + (c - d0) * box.plane;
+            for (int64_t p = 0; p < box.plane; ++p)
+              tr[p] = static_cast<double>(gr[p]) *
+                      static_cast<double>(xr[p]) *
+                      std::pow(dr[p], -box.beta - 1);
+          }
+          for (int64_t c = box.c0; c < box.c1; ++c) {
+            const T *xr = xd + (i * xcCount + (c - xc0)) * box.plane;
+            const T *gr = gd + (i * gcCount + (c - gc0)) * box.plane;
+            const double *dr = den.data() + (c - d0) * box.plane;
+            T *o = out + (i * outC + (c - box.c0)) * box.plane;
+            for (int64_t p = 0; p < box.plane; ++p) {
+              double sum = 0;
+              for (int64_t j = 0; j < window; ++j) {
+                const int64_t w = c + box.lo - j;
+                if (w < 0 || w >= box.channels)
+                  continue;
+                sum += term[(w - d0) * box.plane + p];
+              }
+              o[p] = static_cast<T>(
+                  static_cast<double>(gr[p]) * std::pow(dr[p], -box.beta) -
+                  factor * static_cast<double>(xr[p]) * sum);
+            }
+          }
+        }
+      });
+  return "";
+}
+
 } // namespace
 
 void tofu::runtime::registerNormalizationKernels(
@@ -899,4 +1104,6 @@ void tofu::runtime::registerNormalizationKernels(
   addKernel("LayerNormalizationGrad",
             byFloatType<layerNormalizationGrad<float>,
                         layerNormalizationGrad<double>>);
+  addKernel("LRN", byFloatType<lrn<float>, lrn<double>>);
+  addKernel("LRNGrad", byFloatType<lrnGrad<float>, lrnGrad<double>>);
 }
