@@ -41,6 +41,29 @@ std::string checkView(const TensorView &v, const std::string &what) {
   return "";
 }
 
+/// runCompute's operand checks: every present input and every output view
+/// is consistent, and an output with elements has a buffer. Sets
+/// `anyOutput` when some output has elements.
+std::string checkOperands(const std::vector<TensorView> &inputs,
+                          const std::vector<TensorView> &outputs,
+                          bool &anyOutput) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].present())
+      if (std::string err = checkView(inputs[i], "input " + std::to_string(i));
+          !err.empty())
+        return err;
+  anyOutput = false;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (!outputs[o].present() && outputs[o].numElements() > 0)
+      return "output " + std::to_string(o) + " has no buffer";
+    if (std::string err = checkView(outputs[o], "output " + std::to_string(o));
+        !err.empty())
+      return err;
+    anyOutput |= outputs[o].numElements() > 0;
+  }
+  return "";
+}
+
 std::string interpret(const std::vector<TensorView> &inputs,
                       const std::vector<TensorView> &outputs,
                       const std::vector<ExprProgram> &programs,
@@ -168,20 +191,10 @@ std::string tofu::runtime::runCompute(
     const std::vector<ReductionRanges> &reductionRanges, ComputePath path,
     ComputePath *used, uint64_t randomStep) {
   const std::string who = "kernel '" + kernel + "': ";
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].present())
-      if (std::string err = checkView(inputs[i], "input " + std::to_string(i));
-          !err.empty())
-        return who + err;
   bool anyOutput = false;
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    if (!outputs[o].present() && outputs[o].numElements() > 0)
-      return who + "output " + std::to_string(o) + " has no buffer";
-    if (std::string err = checkView(outputs[o], "output " + std::to_string(o));
-        !err.empty())
-      return who + err;
-    anyOutput |= outputs[o].numElements() > 0;
-  }
+  if (std::string err = checkOperands(inputs, outputs, anyOutput);
+      !err.empty())
+    return who + err;
   if (!anyOutput && !outputs.empty())
     return ""; // an empty share: nothing to compute
 
@@ -259,25 +272,14 @@ std::string BoundCompute::bind(const std::string &kernelName,
   programs = &programList;
   reductionRanges = &ranges;
   path = computePath;
-  const std::string who = "kernel '" + kernelName + "': ";
   bool anyOutput = false, nativeTypes = true;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].present()) {
-      if (std::string err = checkView(inputs[i], "input " + std::to_string(i));
-          !err.empty())
-        return who + err;
-      nativeTypes &= nativeKernelsHandle(inputs[i].dtype);
-    }
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    if (!outputs[o].present() && outputs[o].numElements() > 0)
-      return who + "output " + std::to_string(o) + " has no buffer";
-    if (std::string err = checkView(outputs[o], "output " + std::to_string(o));
-        !err.empty())
-      return who + err;
-    anyOutput |= outputs[o].numElements() > 0;
-    if (outputs[o].present())
-      nativeTypes &= nativeKernelsHandle(outputs[o].dtype);
-  }
+  if (std::string err = checkOperands(inputs, outputs, anyOutput);
+      !err.empty())
+    return "kernel '" + kernelName + "': " + err;
+  for (const auto *views : {&inputs, &outputs})
+    for (const TensorView &v : *views)
+      if (v.present())
+        nativeTypes &= nativeKernelsHandle(v.dtype);
   empty = !anyOutput && !outputs.empty();
   args = kernelArgs(inputs, outputs, attrs, programList, ranges);
   args.inputs = std::move(inputs);

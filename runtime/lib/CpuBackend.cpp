@@ -39,9 +39,6 @@ struct CpuExecutor::Prepared {
   /// Elements the instruction reads and writes (a Compute's operands, or a
   /// Fetch/Reduce's pieces twice): the size the wave planning weighs.
   uint64_t work = 0;
-  /// Compute: every output is empty (more devices than the split has
-  /// elements): nothing to run.
-  bool emptyShare = false;
   /// Fetch/Reduce: the contiguous runs of each piece held by this process,
   /// in the piece's order (none when it has too many runs to keep: then
   /// moveBox walks the boxes each step).
@@ -301,12 +298,7 @@ std::string CpuExecutor::prepare() {
             !err.empty())
           return describe(plan, p.device, i) + ": " + err;
       }
-      if (in.kind == Instr::Kind::Compute) {
-        bool anyOutput = false;
-        for (int32_t b : in.outputs)
-          anyOutput |= dev.buffers[b].region.numElements() > 0;
-        p.emptyShare = !anyOutput;
-      } else {
+      if (in.kind != Instr::Kind::Compute) {
         for (const Piece &piece : in.pieces)
           p.work += 2 * static_cast<uint64_t>(piece.region.numElements());
         if (isLocal(p.device)) {
@@ -504,7 +496,7 @@ std::string CpuExecutor::execute(const Prepared &p, Outcome &outcome,
   if (p.kind == Instr::Kind::Compute) {
     // A device whose share of the op is empty (more devices than the split
     // dimension has elements) has nothing to compute.
-    if (p.emptyShare)
+    if (p.compute.emptyShare())
       return "";
     outcome.ran = true;
     if (!peaksMeasured) {

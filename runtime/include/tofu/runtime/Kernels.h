@@ -111,6 +111,9 @@ public:
   /// Runs the bound instruction for training step `randomStep`; as
   /// runCompute otherwise.
   std::string run(uint64_t randomStep, ComputePath *used);
+  /// Every output is empty (more devices than the split has elements):
+  /// `run` has nothing to do.
+  bool emptyShare() const { return empty; }
 
 private:
   const std::string *kernel = nullptr;
