@@ -24,6 +24,7 @@
 #include "tofu/Import/TrainableLists.h"
 #include "tofu/Import/TrainingAlgorithm.h"
 #include "tofu/runtime/ElementAccess.h"
+#include "tofu/runtime/InputFile.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
@@ -38,6 +39,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
+#include <unistd.h>
 #include <limits>
 #include <map>
 
@@ -1614,8 +1616,18 @@ bool isOnnxTextPath(StringRef path) { return path.ends_with(".onnxtxt"); }
 llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
                                              StringRef path,
                                              const ImportOptions &options) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
+  // The checked open (InputFile.h): a FIFO, a device or a directory is
+  // refused before a byte is read.
+  uint64_t fileSize = 0;
+  std::string openError;
+  int fd = openInputFile(path.str(), "the model", kMaxInputFileBytes, fileSize,
+                         openError);
+  if (fd < 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   openError);
+  auto buffer = llvm::MemoryBuffer::getOpenFile(
+      fd, path, fileSize, /*RequiresNullTerminator=*/false);
+  ::close(fd);
   if (!buffer)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),

@@ -6,6 +6,8 @@
 #include "tofu/Target/PlanPrinter.h"
 #include "tofu/Transforms/Passes.h"
 #include "tofu/Transforms/RecursivePartitioner.h"
+#include "tofu/runtime/AtomicFile.h"
+#include "tofu/runtime/Plan.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -88,6 +90,15 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   if (options.devices < 1)
     return fail("--gpus must be at least 1, not " +
                 llvm::Twine(options.devices));
+  if (options.devices > plan::kMaxDevices)
+    return fail("--gpus " + llvm::Twine(options.devices) +
+                " is over the limit of " + llvm::Twine(plan::kMaxDevices) +
+                " devices (docs/Errors.md)");
+  // Refuse an output tofuc cannot write before spending time on the model.
+  if (!options.outputPath.empty())
+    if (std::string kind = outputPathKind(options.outputPath);
+        !kind.empty() && kind != "direct")
+      return fail("cannot write the plan: " + kind);
   if (!llvm::is_contained(partitionerNames(), options.partitioner)) {
     std::string names;
     for (const std::string &name : partitionerNames())

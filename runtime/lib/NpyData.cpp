@@ -1,6 +1,7 @@
 //===- NpyData.cpp - Training batches from .npy files (--data) ------------===//
 
 #include "tofu/runtime/NpyData.h"
+#include "tofu/runtime/InputFile.h"
 #include "tofu/runtime/ElementAccess.h"
 
 #include <cctype>
@@ -150,9 +151,12 @@ std::string tofu::runtime::npyTensorFileName(const std::string &name) {
 
 std::string tofu::runtime::readNpyHeader(const std::string &path,
                                          NpyHeader &h) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return "cannot open '" + path + "': " + std::strerror(errno);
+  std::ifstream in;
+  uint64_t size = 0;
+  if (std::string err =
+          openInputStream(path, "the .npy file", kMaxInputFileBytes, in, size);
+      !err.empty())
+    return err;
   char pre[12] = {};
   in.read(pre, 10);
   if (in.gcount() < 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
@@ -219,7 +223,7 @@ std::string NpyDataset::open(const std::string &folder) {
                dtypeNumpyName(info.dtype) +
                ", which numpy's .npy format cannot hold; feed it with "
                "synthetic data (no --data)";
-      if (!fs::is_regular_file(file, ec))
+      if (!fs::exists(fs::symlink_status(file, ec)))
         return "--data: missing file '" + file + "' (input '" + info.name +
                "', shape " + shapeText(info.shape) + ", dtype " +
                npyDescr(info.dtype) + ")";
@@ -267,7 +271,18 @@ static std::string checkIndexValues(const TensorInfo &info,
   const uint64_t count = elementsOf(info.shape);
   for (uint64_t i = 0; i < count; ++i) {
     double v = loadElement(data.data(), info.dtype, static_cast<int64_t>(i));
-    std::string value = std::to_string(static_cast<long long>(v));
+    // The value as the file holds it (a double rounds 64-bit ids, and
+    // converting 2^63 - 1 back to long long overflows).
+    std::string value;
+    if (info.dtype == DType::I64 || info.dtype == DType::U64) {
+      uint64_t raw;
+      std::memcpy(&raw, data.data() + i * 8, 8);
+      value = info.dtype == DType::I64
+                  ? std::to_string(static_cast<int64_t>(raw))
+                  : std::to_string(raw);
+    } else {
+      value = std::to_string(static_cast<long long>(v));
+    }
     if (labels) {
       if ((v >= 0 && v < n) ||
           (info.ignoreIndex && v == static_cast<double>(*info.ignoreIndex)))
@@ -304,7 +319,12 @@ std::string NpyDataset::load(int64_t batch) {
       return err;
     uint64_t bytes = elementsOf(info.shape) * dtypeSize(info.dtype);
     std::vector<uint8_t> data(bytes);
-    std::ifstream in(file, std::ios::binary);
+    std::ifstream in;
+    uint64_t size = 0;
+    if (std::string err = openInputStream(file, "the .npy file",
+                                          kMaxInputFileBytes, in, size);
+        !err.empty())
+      return err;
     in.seekg(static_cast<std::streamoff>(h.dataOffset));
     in.read(reinterpret_cast<char *>(data.data()),
             static_cast<std::streamsize>(bytes));

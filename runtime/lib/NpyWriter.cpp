@@ -1,6 +1,7 @@
 //===- NpyWriter.cpp - Write NumPy .npy files -----------------------------===//
 
 #include "tofu/runtime/NpyWriter.h"
+#include "tofu/runtime/AtomicFile.h"
 #include "tofu/runtime/NpyData.h"
 
 #include <cerrno>
@@ -40,15 +41,10 @@ std::string tofu::runtime::writeNpy(const std::string &path, DType dtype,
   if (npyDescr(dtype).empty())
     return "cannot write '" + path + "': numpy's .npy format has no " +
            dtypeNumpyName(dtype) + " type";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out)
-    return "cannot open '" + path + "' for writing: " + std::strerror(errno);
   std::string header = npyHeader(dtype, shape);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char *>(data.data()),
-            static_cast<std::streamsize>(data.size()));
-  out.close();
-  if (!out)
-    return "cannot write '" + path + "' (disk full?)";
-  return "";
+  return writeFileAtomically(path, [&](std::ostream &out) {
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<const char *>(data.data()),
+              static_cast<std::streamsize>(data.size()));
+  });
 }

@@ -2,6 +2,7 @@
 
 #include "tofu/runtime/OnnxSave.h"
 #include "tofu/runtime/AtomicFile.h"
+#include "tofu/runtime/InputFile.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -201,15 +202,13 @@ std::string tofu::runtime::saveTrainedOnnx(
 std::string tofu::runtime::readOnnxWeights(
     const std::string &path, const std::vector<std::string> &wanted,
     OnnxWeights &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return "cannot open '" + path + "': " + std::strerror(errno);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
-  if (bytes.size() > static_cast<size_t>(INT_MAX))
-    return "'" + path + "' is larger than 2 GiB; reading ONNX models with "
-           "external data is not supported";
+  // One protobuf message is below 2 GiB: larger weights are external data.
+  std::string bytes;
+  if (std::string err =
+          readInputFile(path, "the model", static_cast<uint64_t>(INT_MAX),
+                        bytes);
+      !err.empty())
+    return err;
   onnx::ModelProto proto;
   if (!proto.ParseFromString(bytes))
     return "'" + path + "' does not parse as an ONNX model (ModelProto)";
@@ -257,13 +256,12 @@ std::string tofu::runtime::readOnnxWeights(
                " for its shape";
       const std::string file =
           (std::filesystem::path(path).parent_path() / location).string();
-      std::ifstream data(file, std::ios::binary);
-      if (!data)
-        return what + ": cannot open its external data file '" + file +
-               "': " + std::strerror(errno) +
-               "; keep it next to the model";
-      data.seekg(0, std::ios::end);
-      const uint64_t size = static_cast<uint64_t>(data.tellg());
+      std::ifstream data;
+      uint64_t size = 0;
+      if (std::string err = openInputStream(file, "the external data file",
+                                            kMaxInputFileBytes, data, size);
+          !err.empty())
+        return what + ": " + err + "; keep it next to the model";
       if (offset > size || need > size - offset)
         return what + ": its external data [" + std::to_string(offset) +
                ", +" + std::to_string(need) + ") lies outside '" + file +

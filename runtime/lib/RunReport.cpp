@@ -1,6 +1,7 @@
 //===- RunReport.cpp - The JSON report of a tofu-run session --------------===//
 
 #include "tofu/runtime/RunReport.h"
+#include "tofu/runtime/AtomicFile.h"
 
 #include <cerrno>
 #include <cmath>
@@ -70,13 +71,9 @@ std::string RunReport::toJson() const {
 }
 
 std::string RunReport::write(const std::string &path) const {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out)
-    return "cannot open report '" + path + "' for writing: " +
-           std::strerror(errno);
-  out << toJson();
-  out.close();
-  if (!out)
-    return "cannot write report '" + path + "' (disk full?)";
+  const std::string json = toJson();
+  if (std::string err = writeFileAtomically(path, json.data(), json.size());
+      !err.empty())
+    return "cannot write report: " + err;
   return "";
 }

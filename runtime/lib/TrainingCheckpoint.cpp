@@ -14,6 +14,7 @@
 
 #include "tofu/runtime/TrainingCheckpoint.h"
 #include "tofu/runtime/AtomicFile.h"
+#include "tofu/runtime/InputFile.h"
 #include "tofu/runtime/OnnxSave.h"
 
 #include "PlanContainer.h"
@@ -329,15 +330,12 @@ std::string tofu::runtime::resumeCheckpoint(const std::string &path,
   namespace fs = std::filesystem;
   const std::string statePath =
       (fs::path(path).parent_path() / stateName).string();
-  std::ifstream in(statePath, std::ios::binary);
-  if (!in)
-    return "cannot open the training state '" + statePath + "' that '" +
-           path + "' names: " + std::strerror(errno) +
-           "; a --save writes it next to the model, keep the two together";
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string raw = buffer.str();
-  std::vector<uint8_t> bytes(raw.begin(), raw.end());
+  std::vector<uint8_t> bytes;
+  if (std::string err = readInputFile(statePath, "the training state",
+                                      kMaxInputFileBytes, bytes);
+      !err.empty())
+    return err + " (named by '" + path +
+           "'); a --save writes it next to the model, keep the two together";
   TrainingState state;
   if (std::string err =
           decodeTrainingState(bytes, "training state '" + statePath + "'",

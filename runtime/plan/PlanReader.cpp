@@ -11,6 +11,7 @@
 
 #include "tofu/runtime/Plan.h"
 #include "tofu/runtime/ExprProgramCheck.h"
+#include "tofu/runtime/InputFile.h"
 
 #include "PlanContainer.h"
 #include "cuda_kernels_generated.h"
@@ -60,7 +61,7 @@ std::string printable(const uint8_t *p, size_t n) {
 }
 
 /// Largest element count of any tensor (keeps byte sizes far from overflow).
-constexpr int64_t kMaxElements = int64_t(1) << 56;
+constexpr int64_t kMaxElements = kMaxTensorElements;
 
 /// The verifier checks only the 4-byte alignment of a vector's length, so a
 /// damaged (but re-signed) file can hold a misaligned vector of 8-byte
@@ -146,6 +147,10 @@ std::string PlanDecoder::decodeTensors() {
              std::to_string(ft->role());
     t.role = static_cast<TensorRole>(ft->role());
     t.shape = toVec(ft->shape());
+    if (t.shape.size() > static_cast<size_t>(kMaxTensorRank))
+      return where + " ('" + t.name + "'): rank " +
+             std::to_string(t.shape.size()) + " is over the limit of " +
+             std::to_string(kMaxTensorRank);
     int64_t elements = 1;
     for (int64_t dim : t.shape) {
       if (dim < 0 || (dim > 0 && elements > kMaxElements / dim))
@@ -467,6 +472,9 @@ std::string PlanDecoder::decode() {
   plan.producer = toStr(root.producer());
   plan.modelFingerprint = root.model_fingerprint();
   plan.numDevices = root.num_devices();
+  if (plan.numDevices > kMaxDevices)
+    return "the plan has " + std::to_string(plan.numDevices) +
+           " devices, over the limit of " + std::to_string(kMaxDevices);
   plan.batchSize = root.batch_size();
   plan.partitioner = toStr(root.partitioner());
   plan.searchSeconds = root.search_seconds();
@@ -836,14 +844,14 @@ std::string readContainer(PlanInput &in, Plan &plan) {
                "can be found next to it";
       const std::string path = (in.dir / file).string();
       what = "external weights file '" + path + "'";
-      std::ifstream ext(path, std::ios::binary);
-      if (!ext)
-        return where + ": cannot open its " + what + ": " +
-               std::strerror(errno) +
+      std::ifstream ext;
+      uint64_t extSize = 0;
+      if (std::string err = tofu::openInputStream(path, "its external weights file",
+                                            tofu::kMaxInputFileBytes, ext, extSize);
+          !err.empty())
+        return where + ": " + err +
                "; keep the .tofu-weights files next to plan.bin (or "
                "recompile it with tofuc)";
-      ext.seekg(0, std::ios::end);
-      const uint64_t extSize = static_cast<uint64_t>(ext.tellg());
       if (wOff > extSize || wSize != extSize - wOff)
         return where + ": its " + what + " is " + std::to_string(extSize) +
                " bytes, expected " + std::to_string(wOff + wSize) +
@@ -922,23 +930,21 @@ std::string tofu::plan::readPlanBytes(const std::vector<uint8_t> &bytes,
 std::string tofu::plan::readPlan(const std::string &path, Plan &plan,
                                  const ReadOptions &options) {
   plan = Plan();
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return "cannot open plan '" + path + "': " + std::strerror(errno);
-  if (!S_ISREG(st.st_mode))
-    return "cannot read plan '" + path + "': not a regular file";
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return "cannot open plan '" + path + "': " + std::strerror(errno);
+  std::ifstream file;
+  uint64_t fileSize = 0;
+  if (std::string err = tofu::openInputStream(path, "the plan", tofu::kMaxInputFileBytes,
+                                        file, fileSize);
+      !err.empty())
+    return err;
   PlanInput in;
-  in.size = static_cast<uint64_t>(st.st_size);
+  in.size = fileSize;
   in.hasDir = true;
   in.dir = std::filesystem::path(path).parent_path();
   in.options = options;
   std::vector<uint8_t> whole;
   try {
     if (options.onlyDevice < 0) {
-      whole.resize(static_cast<size_t>(st.st_size));
+      whole.resize(static_cast<size_t>(fileSize));
       file.read(reinterpret_cast<char *>(whole.data()),
                 static_cast<std::streamsize>(whole.size()));
       if (static_cast<uint64_t>(file.gcount()) != whole.size())

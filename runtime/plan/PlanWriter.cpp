@@ -415,6 +415,12 @@ std::string tofu::plan::writePlan(const Plan &plan, const std::string &path,
   Container c;
   if (std::string err = layOut(plan, options, c); !err.empty())
     return "cannot write plan '" + path + "': " + err;
+  if (std::string kind = outputPathKind(path); !kind.empty() && kind != "direct")
+    return "cannot write the plan: " + kind;
+  if (!c.externals.empty() && isSpecialOutputPath(path))
+    return "cannot write plan '" + path + "': it is a special file, and the "
+           "plan's weights go to .tofu-weights files next to it; write the "
+           "plan to a regular file";
   // External weight files first: plan.bin, renamed into place last, only
   // ever names complete files.
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();

@@ -501,7 +501,7 @@ TEST_F(TofuRun, ResumeErrors) {
 
   r = runTool(dir + "plan.bin --resume " + dir + "missing.onnx");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("cannot open '" + dir + "missing.onnx'"),
+  EXPECT_NE(r.err.find("cannot open the model '" + dir + "missing.onnx'"),
             std::string::npos)
       << r.err;
 

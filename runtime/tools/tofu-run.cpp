@@ -25,6 +25,7 @@
 #include "CudaSchedule.h"
 #include "CudaRunPlugin.h"
 #include <dlfcn.h>
+#include "tofu/runtime/AtomicFile.h"
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/NpyData.h"
 #include "tofu/runtime/NpyWriter.h"
@@ -218,6 +219,30 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
       out = n;
       return "";
     };
+    /// The next argument as a path: never empty (an empty path would write
+    /// "" or read the working directory).
+    auto pathValue = [&](std::string &out) -> std::string {
+      if (std::string err = value(out); !err.empty())
+        return err;
+      if (out.empty())
+        return a + " expects a path, got an empty one";
+      return "";
+    };
+    /// The next argument as an output file path (AtomicFile.h): a regular
+    /// file or a new path, or, where `special` allows, a character device
+    /// or a FIFO written directly.
+    auto outputValue = [&](std::string &out, bool special) -> std::string {
+      if (std::string err = pathValue(out); !err.empty())
+        return err;
+      std::string kind = tofu::outputPathKind(out);
+      if (kind == "direct" && !special)
+        return a + " '" + out + "' is a special file (a device or a FIFO); " +
+               a + " writes companion files next to its output: give a "
+               "regular file path";
+      if (!kind.empty() && kind != "direct")
+        return a + ": " + kind;
+      return "";
+    };
     /// The next argument as seconds in (0, max].
     auto secondsValue = [&](double max, double &out) -> std::string {
       std::string v;
@@ -267,24 +292,24 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
       if (!(err = parseTestFail(v, opts)).empty())
         return err;
     } else if (a == "--report") {
-      if (!(err = value(opts.reportPath)).empty())
+      if (!(err = outputValue(opts.reportPath, true)).empty())
         return err;
     } else if (a == "--save") {
-      if (!(err = value(opts.savePath)).empty())
+      if (!(err = outputValue(opts.savePath, false)).empty())
         return err;
     } else if (a == "--save-external-data") {
       opts.saveExternalData = true;
     } else if (a == "--resume") {
-      if (!(err = value(opts.resumePath)).empty())
+      if (!(err = pathValue(opts.resumePath)).empty())
         return err;
     } else if (a == "--data") {
-      if (!(err = value(opts.dataDir)).empty())
+      if (!(err = pathValue(opts.dataDir)).empty())
         return err;
     } else if (a == "--trace") {
-      if (!(err = value(opts.tracePath)).empty())
+      if (!(err = outputValue(opts.tracePath, true)).empty())
         return err;
     } else if (a == "--dump") {
-      if (!(err = value(opts.dumpDir)).empty())
+      if (!(err = pathValue(opts.dumpDir)).empty())
         return err;
     } else if (a == "--dump-plan") {
       opts.dumpPlan = true;

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/TDL/TDL.h"
+#include "tofu/runtime/InputFile.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -23,6 +24,9 @@
 #include <random>
 
 using namespace tofu::tdl;
+
+/// The largest TDL spec file read (the builtin specs are a few KiB each).
+static constexpr uint64_t kMaxTdlSpecBytes = uint64_t(16) << 20;
 namespace cl = llvm::cl;
 
 static cl::list<std::string> files(cl::Positional, cl::desc("<file.tdl>..."));
@@ -259,13 +263,16 @@ int main(int argc, char **argv) {
   std::vector<std::unique_ptr<llvm::MemoryBuffer>> buffers;
   std::vector<std::pair<llvm::StringRef, llvm::StringRef>> sources;
   for (const std::string &f : files) {
-    auto buf = llvm::MemoryBuffer::getFile(f);
-    if (!buf) {
-      llvm::errs() << "error: cannot read '" << f
-                   << "': " << buf.getError().message() << "\n";
+    // The checked read (InputFile.h): no FIFO, device or directory, and at
+    // most kMaxTdlSpecBytes.
+    std::string text;
+    if (std::string err =
+            tofu::readInputFile(f, "the TDL spec", kMaxTdlSpecBytes, text);
+        !err.empty()) {
+      llvm::errs() << "error: " << err << "\n";
       return 1;
     }
-    buffers.push_back(std::move(*buf));
+    buffers.push_back(llvm::MemoryBuffer::getMemBufferCopy(text, f));
     sources.push_back({f, buffers.back()->getBuffer()});
   }
   if (!sources.empty())

@@ -311,6 +311,8 @@ int main(int argc, char **argv) {
       return fail("unknown --dump-plan format '" + dumpPlan +
                   "' (text, json or html)");
   }
+  if (outputPath.getNumOccurrences() && outputPath.empty())
+    return fail("-o expects a path, got an empty one");
   if (options.outputPath.empty() && options.dumpPlan == tofu::PlanDump::None &&
       compileTo.empty())
     return fail("nothing to do: give -o plan.bin, --dump-plan or --compile-to");

@@ -46,6 +46,20 @@ enum class DType : uint8_t {
 /// checkpoint naming a dtype at or above it is rejected.
 inline constexpr uint8_t kNumDTypes = 13;
 
+/// The most devices a plan has: tofuc refuses a larger --gpus and the reader
+/// a plan that claims more (the partitioner's search grows with k; a count
+/// from a damaged file must not size allocations). docs/Errors.md.
+inline constexpr uint32_t kMaxDevices = 1024;
+
+/// The most elements one tensor has (2^56): byte sizes of every dtype stay
+/// far from 64-bit overflow. tofuc refuses a larger tensor at import, the
+/// reader a plan that holds one.
+inline constexpr int64_t kMaxTensorElements = int64_t(1) << 56;
+
+/// The highest tensor rank tofuc and the reader accept (ONNX sets none;
+/// the largest rank of any known model is far below it).
+inline constexpr int64_t kMaxTensorRank = 64;
+
 /// True if `code` names a `DType` (a value read from a file).
 inline bool isValidDType(uint8_t code) { return code < kNumDTypes; }
 
