@@ -2,6 +2,7 @@
 #include "tofu/Analysis/TileGeometry.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace tofu {
 
@@ -41,13 +42,26 @@ tdl::Box intersect(const tdl::Box &a, const tdl::Box &b) {
   return result;
 }
 
+/// Byte and element counts saturate at INT64_MAX instead of wrapping: the
+/// importer bounds every tensor at 2^56 elements (plan::kMaxTensorElements),
+/// but a cost summed over k devices and many inputs may still exceed 2^63,
+/// and a saturated cost is simply "too expensive" to the search.
+static int64_t mulSat(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+static int64_t addSat(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 int64_t intersectionElements(const tdl::Box &a, const tdl::Box &b) {
   int64_t n = 1;
   for (size_t i = 0; i < a.size(); ++i) {
     int64_t extent = std::min(a[i].hi, b[i].hi) - std::max(a[i].lo, b[i].lo);
     if (extent <= 0)
       return 0;
-    n *= extent;
+    n = mulSat(n, extent);
   }
   return n;
 }
@@ -55,7 +69,7 @@ int64_t intersectionElements(const tdl::Box &a, const tdl::Box &b) {
 int64_t numElements(const tdl::Box &box) {
   int64_t n = 1;
   for (const auto &r : box)
-    n *= std::max<int64_t>(r.hi - r.lo, 0);
+    n = mulSat(n, std::max<int64_t>(r.hi - r.lo, 0));
   return n;
 }
 
@@ -183,7 +197,7 @@ int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
           ownedBoxAt(grid, inputTypes[i]->dims, inputTilings[i], coords[d]);
       int64_t missing =
           numElements(*needed[i]) - intersectionElements(*needed[i], owned);
-      bytes += missing * elementBytes(inputTypes[i]->elem);
+      bytes = addSat(bytes, mulSat(missing, elementBytes(inputTypes[i]->elem)));
     }
   }
   // Output conversion: an owner d whose tile its own share does not cover
@@ -206,10 +220,10 @@ int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
     tdl::Box owned = ownedBoxAt(grid, out.dims, outputTiling, coords[d]);
     if (!isEmptyShare(shares[d]) && outputCoveredLocally(shares[d], owned))
       continue;
-    int64_t received = numElements(owned) * repeats;
+    int64_t received = mulSat(numElements(owned), repeats);
     if (!hasEmptyReduction(shares[d]))
       received -= intersectionElements(owned, shares[d].outputBox);
-    bytes += received * elementBytes(out.elem);
+    bytes = addSat(bytes, mulSat(received, elementBytes(out.elem)));
   }
   return bytes;
 }
@@ -220,7 +234,8 @@ int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
                     llvm::ArrayRef<TilingAttr> outputTilings) {
   int64_t bytes = 0;
   for (unsigned o = 0; o < op.outputTypes().size(); ++o)
-    bytes += outputCommBytes(grid, op, o, plan, inputTilings, outputTilings[o]);
+    bytes = addSat(bytes, outputCommBytes(grid, op, o, plan, inputTilings,
+                                           outputTilings[o]));
   return bytes;
 }
 

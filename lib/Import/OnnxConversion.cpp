@@ -141,6 +141,30 @@ llvm::Expected<tdl::ElemType> convertOnnxElemType(int32_t elemType,
                "INT8..INT64, UINT8..UINT64 and BOOL are)");
 }
 
+llvm::Error checkTensorShape(llvm::ArrayRef<int64_t> dims,
+                             const llvm::Twine &what) {
+  if (dims.size() > static_cast<size_t>(plan::kMaxTensorRank))
+    return error(what + " has rank " + std::to_string(dims.size()) +
+                 ", over the limit of " +
+                 std::to_string(plan::kMaxTensorRank));
+  int64_t elements = 1;
+  for (auto [d, dim] : llvm::enumerate(dims)) {
+    if (dim < 0)
+      return error(what + " has a negative dimension " + std::to_string(d) +
+                   " (" + std::to_string(dim) + ")");
+    if (__builtin_mul_overflow(elements, dim, &elements) ||
+        elements > plan::kMaxTensorElements) {
+      std::string shape;
+      for (int64_t x : dims)
+        shape += (shape.empty() ? "" : "x") + std::to_string(x);
+      return error(what + " has shape " + shape + ", over the limit of " +
+                   std::to_string(plan::kMaxTensorElements) +
+                   " (2^56) elements");
+    }
+  }
+  return llvm::Error::success();
+}
+
 int64_t TensorData::numElements() const {
   int64_t n = 1;
   for (int64_t d : type.dims)
@@ -206,11 +230,10 @@ llvm::Expected<TensorData> convertOnnxTensor(const onnx::TensorProto &tensor,
   if (!elem)
     return elem.takeError();
   result.type.elem = *elem;
-  for (int64_t d : tensor.dims()) {
-    if (d < 0)
-      return error(what + " has a negative dimension " + std::to_string(d));
+  for (int64_t d : tensor.dims())
     result.type.dims.push_back(d);
-  }
+  if (auto err = checkTensorShape(result.type.dims, what))
+    return std::move(err);
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
     return error(what + " uses external data, which is not supported yet");
   int64_t count = result.numElements();

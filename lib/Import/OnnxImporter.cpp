@@ -202,6 +202,8 @@ OnnxImporter::tensorType(int32_t elemType, ArrayRef<int64_t> dims,
     return error(what + " has ONNX element type BOOL, which the importer does "
                         "not support at run time yet (FLOAT and INT64 are; "
                         "bool constants are folded at import)");
+  if (auto err = checkTensorShape(dims, what))
+    return error(llvm::toString(std::move(err)));
   tdl::TensorType type;
   type.dims.assign(dims.begin(), dims.end());
   type.elem = *elem;
@@ -224,6 +226,61 @@ static std::string formatDims(ArrayRef<int64_t> dims) {
   return text;
 }
 
+/// `name` for a one-line message: control characters (a newline, an
+/// escape sequence) and bytes outside ASCII are written as \xNN.
+static std::string printableName(StringRef name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+/// The largest stride, dilation, pad or kernel size tofuc accepts: far above
+/// any real window, far below where the output-size arithmetic overflows.
+static constexpr int64_t kMaxWindowAttribute = int64_t(1) << 31;
+
+/// ONNX's windowed ops (Conv, ConvTranspose, the pools) need strides,
+/// dilations and kernel sizes >= 1 and pads >= 0: refused here as a model
+/// error naming the node and the attribute, rather than later as a TDL
+/// "division by zero" or an overflow inside a spec.
+static llvm::Error checkWindowAttributes(const onnx::NodeProto &node,
+                                         const std::string &where) {
+  static const llvm::StringSet<> windowed = {
+      "Conv",        "ConvTranspose", "MaxPool",      "AveragePool",
+      "LpPool",      "ConvInteger",   "QLinearConv",  "MaxUnpool",
+      "DeformConv"};
+  if (!windowed.contains(node.op_type()))
+    return llvm::Error::success();
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    int64_t lo;
+    if (attr.name() == "strides" || attr.name() == "dilations" ||
+        attr.name() == "kernel_shape")
+      lo = 1;
+    else if (attr.name() == "pads" || attr.name() == "output_padding")
+      lo = 0;
+    else
+      continue;
+    for (int i = 0; i < attr.ints_size(); ++i) {
+      int64_t v = attr.ints(i);
+      if (v < lo || v > kMaxWindowAttribute)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            where + ": attribute " + attr.name() + "[" + std::to_string(i) +
+                "] = " + std::to_string(v) + " is out of range (" +
+                attr.name() + " must lie in [" + std::to_string(lo) + ", " +
+                std::to_string(kMaxWindowAttribute) + "])");
+    }
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<RankedTensorType>
 OnnxImporter::importType(const onnx::ValueInfoProto &info) {
   std::string what = "graph input '" + info.name() + "'";
@@ -244,8 +301,14 @@ OnnxImporter::importType(const onnx::ValueInfoProto &info) {
     return error("--shape " + info.name() + ":" + formatDims(bound->second) +
                  " has rank " + std::to_string(bound->second.size()) +
                  " but " + what + " has rank " + std::to_string(rank));
+  if (rank > plan::kMaxTensorRank)
+    return error(what + " has rank " + std::to_string(rank) +
+                 ", over the limit of " + std::to_string(plan::kMaxTensorRank));
   SmallVector<int64_t> dims;
   for (const auto &[d, dim] : llvm::enumerate(tensor.shape().dim())) {
+    if (dim.has_dim_value() && dim.dim_value() < 0)
+      return error(what + " has a negative dimension " + std::to_string(d) +
+                   " (" + std::to_string(dim.dim_value()) + ")");
     bool isStatic = dim.has_dim_value() && dim.dim_value() > 0;
     if (bound != options.inputShapes.end()) {
       int64_t given = bound->second[d];
@@ -1163,8 +1226,12 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
                  node.op_type() + " declares " +
                  std::to_string(instance->outputTypes().size()));
   SmallVector<Type> resultTypes;
-  for (const auto &type : instance->outputTypes())
+  for (auto [i, type] : llvm::enumerate(instance->outputTypes())) {
+    if (auto err = checkTensorShape(
+            type.dims, where + ": output " + std::to_string(i)))
+      return error(llvm::toString(std::move(err)));
     resultTypes.push_back(fromTdlType(ctx, type));
+  }
   auto compute = ComputeOp::create(
       builder, NameLoc::get(builder.getStringAttr(nodeName), fileLoc),
       resultTypes, node.op_type(), operands,
@@ -1339,7 +1406,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       nodeName += "_" + std::to_string(index);
     // Messages name the node, its op and, for the default domain, the
     // opset: "node 'y' (Softmax) at opset 11: ...".
-    std::string nodeWhere = "node '" + nodeName + "' (" + node.op_type() + ")";
+    std::string nodeWhere = "node '" + printableName(nodeName) + "' (" +
+                            printableName(node.op_type()) + ")";
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     std::string opsetText = " at opset " + std::to_string(defaultOpset);
     std::string where = nodeWhere + (defaultDomain ? opsetText : "");
@@ -1397,6 +1465,9 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
     // nodes (a Softmax coerced to 2-D: Flatten, Softmax, Reshape), each
     // normalized and imported in turn.
     std::vector<onnx::NodeProto> pieces = {node};
+    if (defaultDomain)
+      if (auto err = checkWindowAttributes(node, where))
+        return error(llvm::toString(std::move(err)));
     if (defaultDomain) {
       auto expanded =
           expandOnnxNode(node, defaultOpset, nodeWhere, typeOf, newConstants);
@@ -1412,7 +1483,8 @@ llvm::Error OnnxImporter::importGraph(const onnx::ModelProto &model,
       std::string pieceName = original ? nodeName : piece.name();
       std::string pieceNodeWhere =
           original ? nodeWhere
-                   : "node '" + pieceName + "' (" + piece.op_type() + ")";
+                   : "node '" + printableName(pieceName) + "' (" +
+                         printableName(piece.op_type()) + ")";
       std::string pieceWhere =
           pieceNodeWhere + (defaultDomain ? opsetText : "");
       if (defaultDomain) {

@@ -16,6 +16,7 @@
 #include "llvm/ADT/StringSwitch.h"
 
 #include <chrono>
+#include <cmath>
 
 using namespace mlir;
 
@@ -226,6 +227,13 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   }
   planMemory(*plan);
   mark("memory-plan");
+  for (size_t d = 0; d < plan->devices.size(); ++d)
+    if (plan->devices[d].peakBytes > plan::kMaxArenaBytes)
+      return fail(options.inputPath + ": device " + llvm::Twine(d) +
+                  " needs an arena of " +
+                  llvm::Twine(plan->devices[d].peakBytes) +
+                  " bytes, over the limit of " +
+                  llvm::Twine(plan::kMaxArenaBytes) + " (docs/Errors.md)");
   if (options.stopAfter == Phase::Schedule) {
     printDevicePrograms(*plan, os);
     return llvm::Error::success();

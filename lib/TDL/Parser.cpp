@@ -28,6 +28,12 @@ using K = Token::Kind;
 
 namespace {
 
+/// The deepest expression the parser accepts: the nesting of parentheses,
+/// `?:` and unary operators, and the height of an operator chain. Far above
+/// any spec (the builtin ones stay below 30), far below a stack overflow in
+/// the passes that walk expressions recursively. docs/TDL.md.
+constexpr unsigned kMaxExprNesting = 256;
+
 class Parser {
 public:
   Parser(const std::string *file, llvm::StringRef src) : lexer(file, src) {}
@@ -104,8 +110,25 @@ private:
   /// Parses `e, e, ...]` (the opening '[' already consumed) into `out`.
   bool parseIndexList(std::vector<ExprPtr> &out);
 
+  /// Expression recursion: parseExpr, parseTernary and parseUnary each
+  /// count one level while they run, so that 5,000 nested parentheses, `?:`
+  /// or unary minus are an error, not a stack overflow.
+  struct NestingGuard {
+    Parser &p;
+    bool ok;
+    explicit NestingGuard(Parser &p) : p(p), ok(++p.nesting <= kMaxExprNesting) {}
+    ~NestingGuard() { --p.nesting; }
+  };
+  bool tooDeep() {
+    return error(peek().loc, "expression nested more than " +
+                                 llvm::Twine(kMaxExprNesting) +
+                                 " levels deep (parentheses, ?: or unary "
+                                 "operators); split it with let");
+  }
+
   Lexer lexer;
   std::deque<Token> buffer;
+  unsigned nesting = 0;
   bool failed = false;
   llvm::Error err = llvm::Error::success();
 };
@@ -595,9 +618,35 @@ std::unique_ptr<GradRule> Parser::parseGrad() {
   return g;
 }
 
-ExprPtr Parser::parseExpr() { return parseTernary(); }
+ExprPtr Parser::parseExpr() {
+  NestingGuard guard(*this);
+  if (!guard.ok)
+    return tooDeep(), nullptr;
+  return parseTernary();
+}
+
+/// The height of the tree `e` (a leaf is 1), counted up to `limit + 1`
+/// without recursion.
+static unsigned exprHeight(const Expr &e, unsigned limit) {
+  unsigned height = 0;
+  std::vector<std::pair<const Expr *, unsigned>> stack{{&e, 1}};
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    height = std::max(height, depth);
+    if (height > limit)
+      return height;
+    for (const ExprPtr &a : node->args)
+      if (a)
+        stack.push_back({a.get(), depth + 1});
+  }
+  return height;
+}
 
 ExprPtr Parser::parseTernary() {
+  NestingGuard guard(*this);
+  if (!guard.ok)
+    return tooDeep(), nullptr;
   ExprPtr c = parseBinaryLevel(0);
   if (!c || peek().kind != K::Question)
     return c;
@@ -653,6 +702,9 @@ ExprPtr Parser::parseBinaryLevel(int level) {
   if (level > 4)
     return parseUnary();
   ExprPtr lhs = parseBinaryLevel(level + 1);
+  // A chain `a + b + c ...` is parsed in a loop but builds a left-deep tree
+  // that every later pass walks recursively: its height is bounded too.
+  unsigned height = lhs ? exprHeight(*lhs, kMaxExprNesting) : 0;
   while (lhs) {
     auto op = binOpAt(peek().kind, level);
     if (!op)
@@ -661,6 +713,13 @@ ExprPtr Parser::parseBinaryLevel(int level) {
     ExprPtr rhs = parseBinaryLevel(level + 1);
     if (!rhs)
       return nullptr;
+    height = std::max(height, exprHeight(*rhs, kMaxExprNesting)) + 1;
+    if (height > kMaxExprNesting) {
+      error(l, "expression more than " + llvm::Twine(kMaxExprNesting) +
+                   " operators deep (a long chain of binary operators); "
+                   "split it with let or a reduction");
+      return nullptr;
+    }
     auto e = std::make_unique<Expr>(Expr::Kind::Binary, l);
     e->op = *op;
     e->args.push_back(std::move(lhs));
@@ -675,6 +734,9 @@ ExprPtr Parser::parseBinaryLevel(int level) {
 }
 
 ExprPtr Parser::parseUnary() {
+  NestingGuard guard(*this);
+  if (!guard.ok)
+    return tooDeep(), nullptr;
   if (peek().kind == K::Minus || peek().kind == K::Bang) {
     Token t = consume();
     ExprPtr operand = parseUnary();

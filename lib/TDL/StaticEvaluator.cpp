@@ -84,6 +84,11 @@ std::string StaticValue::str() const {
   return "?";
 }
 
+/// The most iterations a static comprehension or reduction runs (they
+/// compute shapes and attribute lists, which have a few elements per
+/// dimension).
+static constexpr int64_t kMaxStaticLoopExtent = int64_t(1) << 16;
+
 static int64_t floorDiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0)))
@@ -311,7 +316,9 @@ static llvm::Expected<StaticValue> evalStaticFunction(const Expr &e,
       return bad("prod(list)");
     int64_t p = 1;
     for (int64_t v : a[0].shape)
-      p *= v;
+      if (__builtin_mul_overflow(p, v, &p))
+        return makeSpecError(e.loc, "integer overflow: prod(" + a[0].str() +
+                                        ") does not fit in 64 bits");
     return StaticValue::ofInt(p);
   }
   if (f == "max" || f == "min") {
@@ -348,8 +355,13 @@ llvm::Expected<StaticValue> tofu::tdl::evalStatic(const Expr &e,
     auto v = evalStatic(*e.args[0], env);
     if (!v)
       return v.takeError();
-    if (v->kind == SK::Int)
+    if (v->kind == SK::Int) {
+      if (v->i == INT64_MIN)
+        return makeSpecError(e.loc, "integer overflow: -(" +
+                                        std::to_string(v->i) +
+                                        ") does not fit in 64 bits");
       return StaticValue::ofInt(-v->i);
+    }
     if (v->kind == SK::Float)
       return StaticValue::ofFloat(-v->f);
     return makeSpecError(e.loc, "cannot negate " + v->str());
@@ -402,17 +414,41 @@ llvm::Expected<StaticValue> tofu::tdl::evalStatic(const Expr &e,
     }
     bool ints = l->kind == SK::Int && r->kind == SK::Int;
     double a = l->asDouble(), b = r->asDouble();
+    // Integer arithmetic is checked: a shape computed from huge attributes
+    // or dims is refused, never wrapped around (N * 2^62 was 0).
+    int64_t checked = 0;
+    auto overflow = [&]() {
+      return makeSpecError(e.loc, llvm::Twine("integer overflow: ") +
+                                      std::to_string(l->i) + " " +
+                                      binOpSpelling(e.op) + " " +
+                                      std::to_string(r->i) +
+                                      " does not fit in 64 bits");
+    };
     switch (e.op) {
     case BinOp::Add:
-      return ints ? StaticValue::ofInt(l->i + r->i) : StaticValue::ofFloat(a + b);
+      if (!ints)
+        return StaticValue::ofFloat(a + b);
+      if (__builtin_add_overflow(l->i, r->i, &checked))
+        return overflow();
+      return StaticValue::ofInt(checked);
     case BinOp::Sub:
-      return ints ? StaticValue::ofInt(l->i - r->i) : StaticValue::ofFloat(a - b);
+      if (!ints)
+        return StaticValue::ofFloat(a - b);
+      if (__builtin_sub_overflow(l->i, r->i, &checked))
+        return overflow();
+      return StaticValue::ofInt(checked);
     case BinOp::Mul:
-      return ints ? StaticValue::ofInt(l->i * r->i) : StaticValue::ofFloat(a * b);
+      if (!ints)
+        return StaticValue::ofFloat(a * b);
+      if (__builtin_mul_overflow(l->i, r->i, &checked))
+        return overflow();
+      return StaticValue::ofInt(checked);
     case BinOp::Div:
       if (ints) {
         if (r->i == 0)
           return makeSpecError(e.loc, "division by zero");
+        if (l->i == INT64_MIN && r->i == -1)
+          return overflow();
         return StaticValue::ofInt(floorDiv(l->i, r->i));
       }
       return StaticValue::ofFloat(a / b);
@@ -421,6 +457,8 @@ llvm::Expected<StaticValue> tofu::tdl::evalStatic(const Expr &e,
       if (ints) {
         if (r->i == 0)
           return makeSpecError(e.loc, "division by zero");
+        if (l->i == INT64_MIN && r->i == -1)
+          return overflow();
         int64_t q = floorDiv(l->i, r->i);
         return StaticValue::ofInt(e.op == BinOp::Mod ? l->i - q * r->i : q);
       }
@@ -468,6 +506,11 @@ llvm::Expected<StaticValue> tofu::tdl::evalStatic(const Expr &e,
     if (n->kind != SK::Int)
       return makeSpecError(e.vars[0].second->loc,
                            "comprehension count must be an integer");
+    if (n->i > kMaxStaticLoopExtent)
+      return makeSpecError(e.vars[0].second->loc,
+                           "comprehension count " + std::to_string(n->i) +
+                               " is over the limit of " +
+                               std::to_string(kMaxStaticLoopExtent));
     StaticValue list;
     list.kind = SK::Ints;
     for (int64_t d = 0; d < n->i; ++d) {
@@ -502,6 +545,16 @@ llvm::Expected<StaticValue> tofu::tdl::evalStatic(const Expr &e,
                                           "extents");
       vars.emplace_back(name, n->i);
     }
+    // The iterations of all variables together are bounded (`for(d: 10^9)`
+    // would run for minutes).
+    int64_t iterations = 1;
+    for (auto &[name, extent] : vars)
+      if (extent > 0 &&
+          (__builtin_mul_overflow(iterations, extent, &iterations) ||
+           iterations > kMaxStaticLoopExtent))
+        return makeSpecError(e.loc, "static reduction of more than " +
+                                        std::to_string(kMaxStaticLoopExtent) +
+                                        " iterations");
     double acc = e.reducer == ReduceKind::Sum    ? 0
                  : e.reducer == ReduceKind::Prod ? 1
                  : e.reducer == ReduceKind::Max  ? -INFINITY

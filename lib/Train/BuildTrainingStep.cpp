@@ -803,10 +803,24 @@ BuildTrainingStepPass::frozenParams(func::FuncOp func) {
               << "; keep it fixed with --freeze " << param.getSymName();
           return failure();
         }
-        param.emitRemark() << "parameter '" << param.getSymName()
-                           << "' holds " << *bad
-                           << ", so it is not trained (a mask or a "
-                              "constant buffer)";
+        // A NaN is never a starting point (a damaged or wrongly exported
+        // weight; PyTorch would train it into NaN without a word): refused
+        // unless --freeze keeps it fixed. An inf is a mask's or a buffer's
+        // (a causal mask's -inf): not trained, and said so. docs/Errors.md.
+        if (*bad == "NaN") {
+          param.emitError()
+              << "parameter '" << param.getSymName()
+              << "' holds NaN in its initial value: training it gives NaN "
+                 "from the first step; fix the model's weights, or keep it "
+                 "fixed with --freeze "
+              << param.getSymName();
+          return failure();
+        }
+        param.emitWarning() << "parameter '" << param.getSymName()
+                            << "' holds " << *bad
+                            << ", so it is not trained (a mask or a "
+                               "constant buffer; --freeze "
+                            << param.getSymName() << " says so)";
         trains = false;
       }
     }

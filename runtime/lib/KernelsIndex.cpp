@@ -427,9 +427,14 @@ std::string gather(const KernelArgs &args) {
   const auto *src = static_cast<const uint8_t *>(data.data);
   auto *dst = static_cast<uint8_t *>(out.data);
   const int64_t *ix = ints(idx);
+  // An index outside [-n, n) is an error, as in PyTorch and onnxruntime:
+  // the interpreter would read zeros (TDL's out-of-range rule), a silently
+  // wrong embedding.
   for (int64_t p : pos)
     if (gatherRow(ix[p], n) < 0)
-      return unsupportedConfiguration("an index is out of range");
+      return "Gather: index " + std::to_string(ix[p]) + " is outside [-" +
+             std::to_string(n) + ", " + std::to_string(n) +
+             ") of the axis it gathers (PyTorch and onnxruntime raise too)";
   const size_t bytes = size_t(run) * size;
   size_t at = 0;
   for (int64_t o : outer)

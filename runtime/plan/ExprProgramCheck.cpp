@@ -77,12 +77,14 @@ std::string tofu::plan::verifyExprProgram(const ExprProgram &p,
   for (size_t id = 0; id < nn; ++id) {
     const ExprNode &n = p.nodes[id];
     const std::string where = "node " + std::to_string(id);
-    uint64_t *mine = &free[id * words];
+    // data() + offset: with no variables (words == 0) the vector is empty
+    // and free[0] would bind a reference to null.
+    uint64_t *mine = free.data() + id * words;
     for (int32_t o : n.operands) {
       if (o < 0 || static_cast<size_t>(o) >= id)
         return where + ": operand " + std::to_string(o) +
                " is not an earlier node";
-      const uint64_t *theirs = &free[static_cast<size_t>(o) * words];
+      const uint64_t *theirs = free.data() + static_cast<size_t>(o) * words;
       for (size_t w = 0; w < words; ++w)
         mine[w] |= theirs[w];
     }
@@ -172,7 +174,7 @@ std::string tofu::plan::verifyExprProgram(const ExprProgram &p,
   if (p.root < 0 || static_cast<size_t>(p.root) >= nn)
     return "root " + std::to_string(p.root) + " is not a node id (" +
            std::to_string(nn) + " nodes)";
-  const uint64_t *rootFree = &free[static_cast<size_t>(p.root) * words];
+  const uint64_t *rootFree = free.data() + static_cast<size_t>(p.root) * words;
   for (size_t w = 0; w < words; ++w)
     if (uint64_t stray = rootFree[w] & ~isOutput[w]) {
       size_t v = w * 64;

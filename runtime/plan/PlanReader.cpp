@@ -400,6 +400,9 @@ std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
   DeviceProgram &dev = plan.devices[d];
   std::string where = "device " + std::to_string(d);
   dev.peakBytes = fd.peak_bytes();
+  if (dev.peakBytes > kMaxArenaBytes)
+    return where + ": its arena of " + std::to_string(dev.peakBytes) +
+           " bytes is over the limit of " + std::to_string(kMaxArenaBytes);
   dev.commBytes = fd.comm_bytes();
   const uint64_t wSize = fd.weights_size();
   const uint8_t *shard = nullptr;
@@ -678,6 +681,16 @@ std::string readContainer(PlanInput &in, Plan &plan) {
            std::to_string(minor) + " is newer than this tofu-run supports (" +
            std::to_string(ct::kMajor) +
            ".x); rebuild tofu-run or recompile the plan";
+  // A newer minor may add fields that FlatBuffers lets this reader skip
+  // without a word (a new attribute of an instruction): running such a plan
+  // could silently compute something else. Older minors are read with their
+  // own rules (checksums, defaults).
+  if (major == ct::kMajor && minor > ct::kMinor)
+    return "plan.bin format " + std::to_string(major) + "." +
+           std::to_string(minor) + " is newer than this tofu-run reads (" +
+           std::to_string(ct::kMajor) + "." + std::to_string(ct::kMinor) +
+           "): it may use features this tofu-run would ignore; rebuild "
+           "tofu-run or recompile the plan with this tofuc";
   if (major < ct::kMajor)
     return "plan.bin format " + std::to_string(major) + "." +
            std::to_string(minor) + " is older than this tofu-run supports (" +

@@ -9,9 +9,9 @@
 // model's marks, --freeze over everything.
 
 // Default: "w" trains; "pe" (the model marks it trainable = false) and
-// "mask" (-inf) do not; a remark says why the mask stays fixed. "b" is
+// "mask" (-inf) do not; a warning says why the mask stays fixed. "b" is
 // marked trainable = true.
-// CHECK: remark: parameter 'mask' holds -inf, so it is not trained (a mask or a constant buffer)
+// CHECK: warning: parameter 'mask' holds -inf, so it is not trained (a mask or a constant buffer; --freeze mask says so)
 // CHECK-LABEL: func.func @buffers
 // CHECK-DAG: %[[W:.*]] = tofu.param "w"
 // CHECK-DAG: %[[B:.*]] = tofu.param "b"

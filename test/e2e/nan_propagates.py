@@ -2,8 +2,10 @@
 """e2e.nan_propagates: a NaN in the model is never reported as a finite loss.
 
 Builds a copy of ``mlp.onnx`` whose last bias ``net.4.bias[0]`` is NaN. In ONNX
-(and PyTorch, onnxruntime) ``Relu(NaN) = NaN``, so the loss is NaN. The test
-proves that for k = 1 and 4 tofu-run, after one step, either
+(and PyTorch, onnxruntime) ``Relu(NaN) = NaN``, so the loss is NaN. tofuc
+refuses to train a NaN weight (docs/Errors.md); with ``--freeze net.4.bias``
+it compiles, and the test proves that for k = 1 and 4 tofu-run, after one
+step, either
 
 * reports the step-1 loss as NaN (JSON ``NaN`` or ``null``), or
 * stops with a clean error (exit 1, stderr says "error" and mentions nan /
@@ -56,7 +58,13 @@ def main():
     failures = []
     for k in KS:
         plan, report = env.path(f"k{k}", "plan.bin"), env.path(f"k{k}", "r.json")
-        E.run_tool([env.tofuc, nan_model, "--gpus", k, "-o", plan])
+        # A NaN weight that would train is refused at compile time
+        # (docs/Errors.md); frozen, it is a constant the loss must show.
+        res = E.run_tool([env.tofuc, nan_model, "--gpus", k, "-o", plan], expect_rc=1)
+        E.check("parameter 'net.4.bias' holds NaN" in res.stderr
+                and "--freeze net.4.bias" in res.stderr,
+                f"tofuc did not refuse the NaN weight clearly:\n{res.describe()}")
+        E.run_tool([env.tofuc, nan_model, "--gpus", k, "--freeze", "net.4.bias", "-o", plan])
         res = E.run_tool([env.tofu_run, plan, "--steps", 1, "--report", report], expect_rc=None)
         if res.returncode != 0:
             err = res.stderr.lower()

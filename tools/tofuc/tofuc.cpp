@@ -198,7 +198,19 @@ int main(int argc, char **argv) {
       argc, argv,
       "tofuc: compiles an ONNX model's training step for k devices\n");
   auto fail = [](const Twine &message) {
-    WithColor::error(errs(), "tofuc") << message << "\n";
+    // Names from the model (nodes, inputs) may hold escape sequences or
+    // other control characters: never send them to the terminal raw.
+    std::string text;
+    for (unsigned char c : message.str()) {
+      if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+        text += buf;
+      } else {
+        text += static_cast<char>(c);
+      }
+    }
+    WithColor::error(errs(), "tofuc") << text << "\n";
     return 1;
   };
   tofu::CompileOptions options;

@@ -61,6 +61,13 @@ size_t elemTypeBytes(tdl::ElemType type);
 /// The short spelling of an element type: "f32", "i64", "bool".
 std::string elemTypeString(tdl::ElemType type);
 
+/// Checks a tensor shape against the limits every later phase relies on
+/// (plan::kMaxTensorRank, plan::kMaxTensorElements; docs/Errors.md): no
+/// negative dimension, a rank of at most 64, at most 2^56 elements, all
+/// computed without overflow. The error names `what` and the limit.
+llvm::Error checkTensorShape(llvm::ArrayRef<int64_t> dims,
+                             const llvm::Twine &what);
+
 /// A tensor's contents: dense, row-major, host byte order, elemTypeBytes()
 /// bytes per element (Bool is one byte, 0 or 1).
 struct TensorData {

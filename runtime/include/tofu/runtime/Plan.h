@@ -56,6 +56,11 @@ inline constexpr uint32_t kMaxDevices = 1024;
 /// reader a plan that holds one.
 inline constexpr int64_t kMaxTensorElements = int64_t(1) << 56;
 
+/// The largest device arena (planned peak memory) of a plan: 2^56 bytes, a
+/// bound on corrupt or overflowed sizes rather than on any real device
+/// (tofu-run reports a real device's shortfall when it allocates).
+inline constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 56;
+
 /// The highest tensor rank tofuc and the reader accept (ONNX sets none;
 /// the largest rank of any known model is far below it).
 inline constexpr int64_t kMaxTensorRank = 64;
