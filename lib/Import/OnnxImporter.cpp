@@ -729,8 +729,16 @@ llvm::Expected<bool> OnnxImporter::tryFold(const onnx::NodeProto &node,
   if (!folded)
     return error(where + ": folding at import failed: " +
                  llvm::toString(folded.takeError()));
-  if (!*folded)
-    return false; // too large: imported as a run-time op
+  if (!*folded) {
+    // Too large: imported as a run-time op, which needs a TDL spec.
+    if (!tdl::SpecLibrary::builtin().lookup(op))
+      return error(where + ": its result is too large to fold at import "
+                           "(over " +
+                   std::to_string(kMaxConstElements) +
+                   " elements for a compile-time constant), and " + op.str() +
+                   " has no TDL spec to compute it at run time");
+    return false;
+  }
   if ((*folded)->size() < static_cast<size_t>(node.output_size()))
     return error(where + ": folding gave " +
                  std::to_string((*folded)->size()) + " outputs, the node has " +
@@ -1212,8 +1220,19 @@ llvm::Error OnnxImporter::importSpecNode(const onnx::NodeProto &node,
   auto instance = instantiateSpec(node.op_type(),
                                   ValueRange(operands).getTypes(), *attrs,
                                   constValues);
-  if (!instance)
-    return error(where + ": " + llvm::toString(instance.takeError()));
+  if (!instance) {
+    // A spec error ("tdl-specs/nn.tdl:86:22: error: index 5 out of range")
+    // is the model's fault here (its attributes or shapes): say so first,
+    // and keep the spec location as a reference, not as the error's source.
+    std::string message = llvm::toString(instance.takeError());
+    StringRef text(message);
+    size_t at = text.find(": error: ");
+    if (at != StringRef::npos && text.take_front(at).contains(".tdl:"))
+      message = ("the node's attributes or input shapes are invalid for " +
+                 node.op_type() + ": " + text.drop_front(at + 9).str() +
+                 " (checked by " + text.take_front(at).str() + ")");
+    return error(where + ": " + message);
+  }
   // ONNX lets a node omit trailing optional outputs (a one-output
   // LayerNormalization, say); the op still computes every output the spec
   // declares and the omitted ones are simply unused.
@@ -1738,7 +1757,9 @@ llvm::Expected<ImportedModel> importOnnxFile(MLIRContext *context,
           llvm::inconvertibleErrorCode(),
           path + ": not a valid ONNX model (protobuf parsing failed after " +
               std::to_string(bytes.size()) +
-              " bytes); the file may be truncated or corrupt: re-export it");
+              " bytes); the file may be truncated or corrupt, nest messages "
+              "deeper than protobuf's limit (100), or hold a string that is "
+              "not UTF-8: re-export it");
   }
   if (!model.has_graph() || model.graph().node_size() == 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

@@ -21,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <iostream>
 #include <random>
 
 using namespace tofu::tdl;
@@ -266,9 +267,22 @@ int main(int argc, char **argv) {
     // The checked read (InputFile.h): no FIFO, device or directory, and at
     // most kMaxTdlSpecBytes.
     std::string text;
-    if (std::string err =
-            tofu::readInputFile(f, "the TDL spec", kMaxTdlSpecBytes, text);
-        !err.empty()) {
+    // Standard input ("-" or /dev/stdin) is read as a stream, asked for by
+    // name, bounded by the same limit; any other path must be a regular file.
+    if (f == "-" || f == "/dev/stdin") {
+      char chunk[65536];
+      while (text.size() <= kMaxTdlSpecBytes &&
+             std::cin.read(chunk, sizeof(chunk)).gcount() > 0)
+        text.append(chunk, static_cast<size_t>(std::cin.gcount()));
+      if (text.size() > kMaxTdlSpecBytes) {
+        llvm::errs() << "error: the TDL spec on standard input is over the "
+                        "limit of "
+                     << kMaxTdlSpecBytes << " bytes\n";
+        return 1;
+      }
+    } else if (std::string err = tofu::readInputFile(f, "the TDL spec",
+                                                     kMaxTdlSpecBytes, text);
+               !err.empty()) {
       llvm::errs() << "error: " << err << "\n";
       return 1;
     }

@@ -85,3 +85,7 @@ table = numpy_helper.from_array(np.ones((10, 4), np.float32), "table")
 save("embedding", [helper.make_node("Gather", ["table", "ids"], ["y"]),
                    helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
      [vi("ids", [8], TensorProto.INT64)], [loss], [table])
+# A Transpose whose perm is not a permutation of the axes.
+save("transpose-bad-perm", [helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[0, 5]),
+                            helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+     [vi("x", [4, 3])], [loss])
