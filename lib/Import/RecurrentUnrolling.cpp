@@ -4,12 +4,12 @@
 // 1, forward/reverse/bidirectional) into one cell per time step, built from
 // ops that have TDL specs. Shapes inside the cells keep a leading unit
 // dimension ([1, B, H]) so that no Squeeze/Unsqueeze is needed: X [T, B, I]
-// is split into T slices [1, B, I], each gate's weights are a [1, I, H]
-// matrix, and the batched MatMul broadcasts.
+// is split into T slices [1, B, I], the weights are 2-D matrices ([I, G*H],
+// [H, G*H]) and the MatMul broadcasts them over the leading dims.
 //
 // RNN and LSTM compute all gates at once, as cuDNN and PyTorch do: the input
 // projection x_t·W + (Wb + Rb) of every step is one MatMul over the whole
-// sequence before the loop ([T, N, I] x [1, I, G*H]), and each step adds
+// sequence before the loop ([T, N, I] x [I, G*H]), and each step adds
 // h·R (one MatMul over all gates) and Splits the sum into its G gates. A
 // step thus has two GEMMs instead of 2·G, and one fetch of h where the
 // partition splits it, instead of one per gate; a gate a step does not use
@@ -417,8 +417,12 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
     emit.setStep(std::nullopt, d);
     bool reverse = direction == "reverse" || d == 1;
     const auto &act = attrs->activations[d];
-    Value WT = emit.transpose(Ws[d], {0, 2, 1}, "W.T"); // [1, I, G*H]
-    Value RT = emit.transpose(Rs[d], {0, 2, 1}, "R.T"); // [1, H, G*H]
+    // 2-D weights, so that a MatMul's weight gradient is one GEMM over the
+    // batch folded into rows (nn.tdl), not a product per batch element.
+    Value WT = emit.transpose(emit.reshape(Ws[d], {G * H, I}, "W.2d"), {1, 0},
+                              "W.T"); // [I, G*H]
+    Value RT = emit.transpose(emit.reshape(Rs[d], {G * H, H}, "R.2d"), {1, 0},
+                              "R.T"); // [H, G*H]
     // All gates at once: every step's x_t·W + Wb + Rb, [1, N, G*H].
     SmallVector<Value> xWb;
     if (allGatesAtOnce) {
@@ -430,11 +434,11 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
       }
       xWb = emit.split(xW, 0, T, "X.W.steps");
     }
-    // GRU: per-gate weights [1, I, H] and [1, H, H], and biases [1, H].
+    // GRU: per-gate weights [I, H] and [H, H], and biases [1, H].
     SmallVector<Value> Wg = allGatesAtOnce ? SmallVector<Value>()
-                                           : emit.split(WT, 2, G, "W.gates");
+                                           : emit.split(WT, 1, G, "W.gates");
     SmallVector<Value> Rg = allGatesAtOnce ? SmallVector<Value>()
-                                           : emit.split(RT, 2, G, "R.gates");
+                                           : emit.split(RT, 1, G, "R.gates");
     SmallVector<Value> Wb, Rb;
     if (B && !allGatesAtOnce) {
       SmallVector<Value> b = emit.split(Bs[d], 1, 2 * G, "B.gates");
