@@ -75,8 +75,8 @@ void forEachIndex(const std::vector<int64_t> &lo,
 
 /// forEachIndex spread over the runtime's threads for per-sample work that
 /// writes only its own sample's outputs (`workPerSample`: rough operations
-/// per sample, ParallelFor.h): `f(g, err)` per index in row-major order
-/// within contiguous chunks; a chunk stops at its first error, and the
+/// per sample, ParallelFor.h): `f(g, i, err)` per index g (row-major
+/// position i in the box) within contiguous chunks; a chunk stops at its first error, and the
 /// error of the earliest chunk is returned, the one a serial loop would
 /// have stopped at.
 template <typename F>
@@ -100,7 +100,7 @@ std::string forEachIndexParallel(const std::vector<int64_t> &lo,
     }
     std::string err;
     for (int64_t e = begin; e < end; ++e) {
-      f(g, err);
+      f(g, e, err);
       if (!err.empty()) {
         std::lock_guard<std::mutex> lock(errorsMutex);
         // One slot per chunk start: keep the earliest.
@@ -303,10 +303,9 @@ std::string logProb(const Loss<T> &loss, const TensorView &out) {
   int64_t outStride = 1;
   for (size_t d = 2; d < out.shape.size(); ++d)
     outStride *= out.shape[d];
-  std::string err;
-  forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
-    if (!err.empty())
-      return;
+  // Each sample writes its own row: the samples run on the pool.
+  return forEachIndexParallel(lo, shape, 20.0 * double(loss.C), [&](
+      const std::vector<int64_t> &s, int64_t, std::string &err) {
     const T *row;
     int64_t stride;
     double lse;
@@ -323,7 +322,6 @@ std::string logProb(const Loss<T> &loss, const TensorView &out) {
     for (int64_t c = c0; c < c0 + cn; ++c)
       dst[(c - c0) * outStride] = static_cast<T>(row[c * stride] - lse);
   });
-  return err;
 }
 
 /// The loss output over `out`'s box ("none") or the partial sum over the
@@ -332,8 +330,8 @@ template <typename T>
 std::string lossValue(const Loss<T> &loss, const TensorView &out) {
   if (out.dtype != FloatType<T>::dtype)
     return "the loss must be " + floatName<T>();
-  std::string err;
-  auto term = [&](const std::vector<int64_t> &s, double &value) {
+  auto term = [&](const std::vector<int64_t> &s, double &value,
+                  std::string &err) {
     int64_t label;
     double w, lse;
     const T *row;
@@ -351,17 +349,21 @@ std::string lossValue(const Loss<T> &loss, const TensorView &out) {
     value = -w * (row[label * stride] - lse);
     return true;
   };
+  // Each sample's term (a log-sum-exp over the classes) is computed on the
+  // runtime's threads; a sum adds them afterwards in the serial order, so
+  // the loss does not depend on the thread count.
+  const double workPerSample = 20.0 * double(loss.C);
   if (loss.reduction == "none") {
     if (out.globalShape != loss.labels->globalShape)
       return "the output of reduction \"none\" must have the shape of labels";
     T *dst = elements<T>(out);
-    forEachIndex(out.lo, out.shape, [&](const std::vector<int64_t> &s) {
-      double value = 0;
-      if (err.empty() && term(s, value))
-        *dst = static_cast<T>(value);
-      ++dst;
-    });
-    return err;
+    return forEachIndexParallel(
+        out.lo, out.shape, workPerSample,
+        [&](const std::vector<int64_t> &s, int64_t i, std::string &e) {
+          double value = 0;
+          if (term(s, value, e))
+            dst[i] = static_cast<T>(value);
+        });
   }
   if (out.numElements() != 1)
     return "the loss of reduction \"" + loss.reduction + "\" is a scalar";
@@ -371,14 +373,26 @@ std::string lossValue(const Loss<T> &loss, const TensorView &out) {
       return e;
   std::vector<int64_t> lo, shape;
   loss.scoresSamples(lo, shape);
+  int64_t samples = 1;
+  for (int64_t e : shape)
+    samples *= e;
+  // This thread's scratch, reached by the pool's threads through `values`
+  // (a thread_local named in the lambda would be the worker's own).
+  thread_local std::vector<double> terms;
+  terms.assign(size_t(std::max<int64_t>(samples, 0)), 0.0);
+  double *const values = terms.data();
+  if (std::string e = forEachIndexParallel(
+          lo, shape, workPerSample,
+          [&](const std::vector<int64_t> &s, int64_t i, std::string &e) {
+            term(s, values[i], e);
+          });
+      !e.empty())
+    return e;
   double total = 0;
-  forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
-    double value = 0;
-    if (err.empty() && term(s, value))
-      total += value;
-  });
+  for (double v : terms)
+    total += v;
   elements<T>(out)[0] = static_cast<T>(total / divisor);
-  return err;
+  return "";
 }
 
 /// NegativeLogLikelihoodLoss: the loss of SoftmaxCrossEntropyLoss with the
@@ -450,7 +464,7 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
   // runtime's threads (two exp per class: the step's costliest op in a
   // language model with a large vocabulary).
   return forEachIndexParallel(lo, shape, 40.0 * double(cn), [&](
-      const std::vector<int64_t> &s, std::string &err) {
+      const std::vector<int64_t> &s, int64_t, std::string &err) {
     std::vector<int64_t> g(s.size() + 1);
     g[0] = s[0];
     g[1] = c0;
