@@ -2,10 +2,46 @@
 
 #include "FloatKernel.h"
 
+#include "tofu/runtime/ElementAccess.h"
+
+#include <vector>
+
 using namespace tofu::runtime;
 
 bool tofu::runtime::isFloatType(plan::DType type) {
-  return type == plan::DType::F32 || type == plan::DType::F64;
+  return type == plan::DType::F32 || type == plan::DType::F64 ||
+         type == plan::DType::BF16;
+}
+
+std::string tofu::runtime::runAsFloat32(const KernelArgs &args, KernelFn f32) {
+  KernelArgs widened = args;
+  std::vector<std::vector<float>> copies;
+  copies.reserve(args.inputs.size() + args.outputs.size());
+  auto widen = [&](TensorView &v) {
+    if (!v.present() || v.dtype != plan::DType::BF16)
+      return;
+    const int64_t n = v.numElements();
+    std::vector<float> &copy = copies.emplace_back(static_cast<size_t>(n));
+    bfloat16ToFloatArray(static_cast<const uint16_t *>(v.data), copy.data(),
+                         n);
+    v.data = copy.data();
+    v.dtype = plan::DType::F32;
+  };
+  for (TensorView &v : widened.inputs)
+    widen(v);
+  for (TensorView &v : widened.outputs)
+    widen(v);
+  std::string err = f32(widened);
+  if (!err.empty())
+    return err;
+  for (size_t o = 0; o < args.outputs.size(); ++o) {
+    const TensorView &out = args.outputs[o];
+    if (out.present() && out.dtype == plan::DType::BF16)
+      floatToBFloat16Array(widened.outputs[o].f32(),
+                           static_cast<uint16_t *>(out.data),
+                           out.numElements());
+  }
+  return "";
 }
 
 std::string tofu::runtime::kernelFloatType(const KernelArgs &args,
@@ -20,8 +56,9 @@ std::string tofu::runtime::kernelFloatType(const KernelArgs &args,
         found = true;
       } else if (v.dtype != type) {
         return unsupportedConfiguration(
-            "mixed float32 and float64 operands (the native kernels compute "
-            "in one of them)");
+            std::string("mixed ") + dtypeNumpyName(type) + " and " +
+            dtypeNumpyName(v.dtype) +
+            " operands (the native kernels compute in one type)");
       }
     }
   // Integer-only calls (int64 Mul of shapes, say) go to the interpreter.
