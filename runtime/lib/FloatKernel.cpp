@@ -1,6 +1,7 @@
 //===- FloatKernel.cpp - Element type of a float kernel call --------------===//
 
 #include "FloatKernel.h"
+#include "ParallelFor.h"
 
 #include "tofu/runtime/ElementAccess.h"
 
@@ -13,6 +14,20 @@ bool tofu::runtime::isFloatType(plan::DType type) {
          type == plan::DType::BF16;
 }
 
+/// bf16 -> float32 over n elements, threaded when large.
+static void widenElements(const uint16_t *src, float *dst, int64_t n) {
+  parallelFor(n, 1.0, [&](int64_t lo, int64_t hi) {
+    bfloat16ToFloatArray(src + lo, dst + lo, hi - lo);
+  });
+}
+
+/// float32 -> bf16 (to nearest even) over n elements, threaded when large.
+static void narrowElements(const float *src, uint16_t *dst, int64_t n) {
+  parallelFor(n, 2.0, [&](int64_t lo, int64_t hi) {
+    floatToBFloat16Array(src + lo, dst + lo, hi - lo);
+  });
+}
+
 std::string tofu::runtime::runAsFloat32(const KernelArgs &args, KernelFn f32) {
   KernelArgs widened = args;
   std::vector<std::vector<float>> copies;
@@ -22,8 +37,7 @@ std::string tofu::runtime::runAsFloat32(const KernelArgs &args, KernelFn f32) {
       return;
     const int64_t n = v.numElements();
     std::vector<float> &copy = copies.emplace_back(static_cast<size_t>(n));
-    bfloat16ToFloatArray(static_cast<const uint16_t *>(v.data), copy.data(),
-                         n);
+    widenElements(static_cast<const uint16_t *>(v.data), copy.data(), n);
     v.data = copy.data();
     v.dtype = plan::DType::F32;
   };
@@ -37,9 +51,8 @@ std::string tofu::runtime::runAsFloat32(const KernelArgs &args, KernelFn f32) {
   for (size_t o = 0; o < args.outputs.size(); ++o) {
     const TensorView &out = args.outputs[o];
     if (out.present() && out.dtype == plan::DType::BF16)
-      floatToBFloat16Array(widened.outputs[o].f32(),
-                           static_cast<uint16_t *>(out.data),
-                           out.numElements());
+      narrowElements(widened.outputs[o].f32(),
+                     static_cast<uint16_t *>(out.data), out.numElements());
   }
   return "";
 }
