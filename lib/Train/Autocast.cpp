@@ -127,6 +127,10 @@ struct AutocastPass : public impl::AutocastBase<AutocastPass> {
                     std::to_string(operand.getOperandNumber()))
                        .str()),
             StringAttr());
+        // The casts belong to the op: its tags (an unrolled RNN's
+        // tofu.timestep, tofu.recurrence) let tofu-coarsen group them with
+        // the same casts of the other timesteps.
+        cast->setDiscardableAttrs(op->getDiscardableAttrDictionary());
         operand.set(cast.getResult(0));
       }
       Value result = op->getResult(0);
@@ -136,6 +140,7 @@ struct AutocastPass : public impl::AutocastBase<AutocastPass> {
       auto back = ComputeOp::create(
           builder, op.getLoc(), TypeRange{type}, "Cast", ValueRange{result},
           castAttrs(kOnnxFloat), unique((name + "/f32").str()), StringAttr());
+      back->setDiscardableAttrs(op->getDiscardableAttrDictionary());
       result.replaceAllUsesExcept(back.getResult(0), back);
     }
   }

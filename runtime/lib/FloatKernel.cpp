@@ -5,6 +5,7 @@
 
 #include "tofu/runtime/ElementAccess.h"
 
+#include <algorithm>
 #include <vector>
 
 using namespace tofu::runtime;
@@ -36,7 +37,9 @@ std::string tofu::runtime::runAsFloat32(const KernelArgs &args, KernelFn f32) {
     if (!v.present() || v.dtype != plan::DType::BF16)
       return;
     const int64_t n = v.numElements();
-    std::vector<float> &copy = copies.emplace_back(static_cast<size_t>(n));
+    // At least one element: an empty share stays present (non-null data).
+    std::vector<float> &copy =
+        copies.emplace_back(static_cast<size_t>(std::max<int64_t>(n, 1)));
     widenElements(static_cast<const uint16_t *>(v.data), copy.data(), n);
     v.data = copy.data();
     v.dtype = plan::DType::F32;
