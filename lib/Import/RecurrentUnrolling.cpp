@@ -4,13 +4,18 @@
 // 1, forward/reverse/bidirectional) into one cell per time step, built from
 // ops that have TDL specs. Shapes inside the cells keep a leading unit
 // dimension ([1, B, H]) so that no Squeeze/Unsqueeze is needed: X [T, B, I]
-// is split into T slices [1, B, I], each gate's weights are a [1, I, H]
-// matrix, and the batched MatMul broadcasts.
+// is split into T slices [1, B, I], the weights are 2-D matrices ([I, G*H],
+// [H, G*H]) and the MatMul broadcasts them over the leading dims.
 //
-// Each gate is computed by its own MatMuls (x·W_g + h·R_g + b_g) rather than
-// one MatMul over all gates followed by a Split: a step whose gate is unused
-// (an LSTM's forget gate at step 0 without initial_c) then has no Split
-// output without a gradient.
+// RNN and LSTM compute all gates at once, as cuDNN and PyTorch do: the input
+// projection x_t·W + (Wb + Rb) of every step is one MatMul over the whole
+// sequence before the loop ([T, N, I] x [I, G*H]), and each step adds
+// h·R (one MatMul over all gates) and Splits the sum into its G gates. A
+// step thus has two GEMMs instead of 2·G, and one fetch of h where the
+// partition splits it, instead of one per gate; a gate a step does not use
+// (an LSTM's forget gate at step 0 without initial_c) gets a zero gradient.
+// GRU keeps one MatMul pair per gate: its candidate gate reads r ⊙ h (or
+// applies r after h·R_h), so its recurrent term is not a slice of one h·R.
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/RecurrentUnrolling.h"
@@ -391,7 +396,10 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
     if (initialC)
       initialC = emit.transpose(initialC, {1, 0, 2}, "initial_c.dir_major");
   }
-  SmallVector<Value> xs = emit.split(X, 0, T, "X.steps"); // [1, N, I]
+  // GRU's per-gate cells read X one step at a time.
+  const bool allGatesAtOnce = opType != "GRU";
+  SmallVector<Value> xs = allGatesAtOnce ? SmallVector<Value>()
+                                         : emit.split(X, 0, T, "X.steps");
   SmallVector<Value> Ws = emit.split(W, 0, D, "W.dirs");
   SmallVector<Value> Rs = emit.split(R, 0, D, "R.dirs");
   SmallVector<Value> Bs = B ? emit.split(B, 0, D, "B.dirs") : SmallVector<Value>();
@@ -409,13 +417,30 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
     emit.setStep(std::nullopt, d);
     bool reverse = direction == "reverse" || d == 1;
     const auto &act = attrs->activations[d];
-    // Per-gate weights [1, I, H] and [1, H, H], and biases [1, H].
-    SmallVector<Value> Wg = emit.split(
-        emit.transpose(Ws[d], {0, 2, 1}, "W.T"), 2, G, "W.gates");
-    SmallVector<Value> Rg = emit.split(
-        emit.transpose(Rs[d], {0, 2, 1}, "R.T"), 2, G, "R.gates");
+    // 2-D weights, so that a MatMul's weight gradient is one GEMM over the
+    // batch folded into rows (nn.tdl), not a product per batch element.
+    Value WT = emit.transpose(emit.reshape(Ws[d], {G * H, I}, "W.2d"), {1, 0},
+                              "W.T"); // [I, G*H]
+    Value RT = emit.transpose(emit.reshape(Rs[d], {G * H, H}, "R.2d"), {1, 0},
+                              "R.T"); // [H, G*H]
+    // All gates at once: every step's x_t·W + Wb + Rb, [1, N, G*H].
+    SmallVector<Value> xWb;
+    if (allGatesAtOnce) {
+      Value xW = emit.emit("MatMul", {X, WT}, "X.W"); // [T, N, G*H]
+      if (B) {
+        SmallVector<Value> b = emit.split(Bs[d], 1, 2, "B.halves");
+        xW = emit.emit("Add", {xW, emit.emit("Add", {b[0], b[1]}, "bias")},
+                       "X.W_b");
+      }
+      xWb = emit.split(xW, 0, T, "X.W.steps");
+    }
+    // GRU: per-gate weights [I, H] and [H, H], and biases [1, H].
+    SmallVector<Value> Wg = allGatesAtOnce ? SmallVector<Value>()
+                                           : emit.split(WT, 1, G, "W.gates");
+    SmallVector<Value> Rg = allGatesAtOnce ? SmallVector<Value>()
+                                           : emit.split(RT, 1, G, "R.gates");
     SmallVector<Value> Wb, Rb;
-    if (B) {
+    if (B && !allGatesAtOnce) {
       SmallVector<Value> b = emit.split(Bs[d], 1, 2 * G, "B.gates");
       Wb.assign(b.begin(), b.begin() + G);
       Rb.assign(b.begin() + G, b.end());
@@ -443,19 +468,28 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
         }
         return v;
       };
+      // RNN, LSTM: the pre-activations of the G gates, [1, N, H] each.
+      SmallVector<Value> pre;
+      if (allGatesAtOnce) {
+        Value all = xWb[t];
+        if (h)
+          all = emit.emit("Add", {all, emit.emit("MatMul", {h, RT}, "hR")},
+                          "gates");
+        pre = emit.split(all, 2, G, "gates.split");
+      }
       if (opType == "RNN") {
-        h = emit.activate(act[0], gate(0, "i"), "h");
+        h = emit.activate(act[0], pre[0], "h");
       } else if (opType == "LSTM") {
         // Weight order i, o, f, c; P order i, o, f.
-        Value iPre = gate(0, "i");
+        Value iPre = pre[0];
         if (P && c)
           iPre = emit.emit("Add", {iPre, emit.emit("Mul", {Pg[0], c}, "i.peep")},
                            "i.pre_peep");
         Value i = emit.activate(act[0], iPre, "i");
-        Value cand = emit.activate(act[1], gate(3, "c"), "c_cand");
+        Value cand = emit.activate(act[1], pre[3], "c_cand");
         Value cNew = emit.emit("Mul", {i, cand}, "i_c");
         if (c) {
-          Value fPre = gate(2, "f");
+          Value fPre = pre[2];
           if (P)
             fPre = emit.emit("Add",
                              {fPre, emit.emit("Mul", {Pg[2], c}, "f.peep")},
@@ -464,7 +498,7 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
           cNew = emit.emit("Add", {emit.emit("Mul", {f, c}, "f_c"), cNew}, "C");
         }
         c = cNew;
-        Value oPre = gate(1, "o");
+        Value oPre = pre[1];
         if (P)
           oPre = emit.emit("Add", {oPre, emit.emit("Mul", {Pg[1], c}, "o.peep")},
                            "o.pre_peep");

@@ -27,10 +27,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "FloatKernel.h"
+#include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 using namespace tofu::runtime;
 using tofu::plan::DType;
@@ -69,6 +71,60 @@ void forEachIndex(const std::vector<int64_t> &lo,
       g[d] = lo[d];
     }
   }
+}
+
+/// forEachIndex spread over the runtime's threads for per-sample work that
+/// writes only its own sample's outputs (`workPerSample`: rough operations
+/// per sample, ParallelFor.h): `f(g, err)` per index in row-major order
+/// within contiguous chunks; a chunk stops at its first error, and the
+/// error of the earliest chunk is returned, the one a serial loop would
+/// have stopped at.
+template <typename F>
+std::string forEachIndexParallel(const std::vector<int64_t> &lo,
+                                 const std::vector<int64_t> &shape,
+                                 double workPerSample, F f) {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  if (n <= 0)
+    return "";
+  std::vector<std::string> errors(std::max(1u, parallelThreads()));
+  std::vector<int64_t> errorAt(errors.size(), n);
+  std::mutex errorsMutex;
+  parallelFor(n, workPerSample, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> g(lo.size());
+    int64_t rest = begin;
+    for (size_t d = g.size(); d-- > 0;) {
+      g[d] = lo[d] + rest % shape[d];
+      rest /= shape[d];
+    }
+    std::string err;
+    for (int64_t e = begin; e < end; ++e) {
+      f(g, err);
+      if (!err.empty()) {
+        std::lock_guard<std::mutex> lock(errorsMutex);
+        // One slot per chunk start: keep the earliest.
+        size_t slot = 0;
+        while (slot < errors.size() && !errors[slot].empty())
+          ++slot;
+        if (slot < errors.size()) {
+          errors[slot] = std::move(err);
+          errorAt[slot] = begin;
+        }
+        return;
+      }
+      for (size_t d = g.size(); d-- > 0;) {
+        if (++g[d] < lo[d] + shape[d])
+          break;
+        g[d] = lo[d];
+      }
+    }
+  });
+  size_t first = 0;
+  for (size_t i = 1; i < errors.size(); ++i)
+    if (errorAt[i] < errorAt[first])
+      first = i;
+  return errors[first];
 }
 
 /// The operands of a loss kernel and their attributes (element type T).
@@ -367,10 +423,11 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
   int64_t outStride = 1;
   for (size_t d = 2; d < dscores.shape.size(); ++d)
     outStride *= dscores.shape[d];
-  std::string err;
-  forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
-    if (!err.empty())
-      return;
+  // Each sample writes its own row of dscores: the samples run on the
+  // runtime's threads (two exp per class: the step's costliest op in a
+  // language model with a large vocabulary).
+  return forEachIndexParallel(lo, shape, 40.0 * double(cn), [&](
+      const std::vector<int64_t> &s, std::string &err) {
     std::vector<int64_t> g(s.size() + 1);
     g[0] = s[0];
     g[1] = c0;
@@ -409,7 +466,6 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
           static_cast<T>(w * gs * (p - (c == label ? 1.0 : 0.0)));
     }
   });
-  return err;
 }
 
 } // namespace
