@@ -224,11 +224,32 @@ template <typename T> struct Loss {
     return err;
   }
 
+  /// The softmax of the row of scores at sample `s` as exp(x_c - max) in
+  /// `e` (C entries) and their sum; `row` and `stride` as logSumExp. One
+  /// exp per class: the gradient's p_c = e_c / sum (exp(x_c - lse) would
+  /// be a second exp per class).
+  bool softmaxRow(const std::vector<int64_t> &s, const T *&row,
+                  int64_t &stride, double *e, double &sum) const {
+    double lse;
+    if (!logSumExp(s, row, stride, lse, /*rowOnly=*/true))
+      return false;
+    double mx = row[0];
+    for (int64_t c = 1; c < C; ++c)
+      mx = std::max(mx, static_cast<double>(row[c * stride]));
+    sum = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      e[c] = std::exp(static_cast<double>(row[c * stride]) - mx);
+      sum += e[c];
+    }
+    return true;
+  }
+
   /// log(sum(exp(row))) of the row of scores at sample `s`, where `row`
   /// receives the address of scores[s[0], 0, s[1:]] and `stride` the
   /// distance between classes; false when the scores box lacks the row.
+  /// `rowOnly`: find the row, compute nothing.
   bool logSumExp(const std::vector<int64_t> &s, const T *&row, int64_t &stride,
-                 double &lse) const {
+                 double &lse, bool rowOnly = false) const {
     std::vector<int64_t> g(s.size() + 1);
     g[0] = s[0];
     g[1] = 0;
@@ -241,6 +262,8 @@ template <typename T> struct Loss {
     for (size_t d = 2; d < scores->shape.size(); ++d)
       stride *= scores->shape[d];
     row = elements<T>(*scores) + at;
+    if (rowOnly)
+      return true;
     if (logProbsGiven) {
       lse = 0;
       return true;
@@ -455,13 +478,16 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
     }
     const T *row;
     int64_t stride;
-    double lse;
-    if (!loss.logSumExp(s, row, stride, lse)) {
+    double sum;
+    thread_local std::vector<double> e;
+    if (e.size() < size_t(loss.C))
+      e.resize(size_t(loss.C));
+    if (!loss.softmaxRow(s, row, stride, e.data(), sum)) {
       err = unsupportedConfiguration(kRowsMissing);
       return;
     }
     for (int64_t c = c0; c < c0 + cn; ++c) {
-      double p = std::exp(static_cast<double>(row[c * stride]) - lse);
+      double p = e[size_t(c)] / sum;
       dst[(c - c0) * outStride] =
           static_cast<T>(w * gs * (p - (c == label ? 1.0 : 0.0)));
     }
