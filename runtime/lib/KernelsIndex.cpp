@@ -531,6 +531,18 @@ std::string cast(const KernelArgs &args) {
     std::memcpy(out.data, in.data, size_t(n) * tofu::plan::dtypeSize(in.dtype));
     return "";
   }
+  // float32 <-> bfloat16 (mixed precision, docs/Training.md): on the
+  // bits, equal to the conversion through double below.
+  if (in.dtype == DType::F32 && out.dtype == DType::BF16) {
+    floatToBFloat16Array(static_cast<const float *>(in.data),
+                         static_cast<uint16_t *>(out.data), n);
+    return "";
+  }
+  if (in.dtype == DType::BF16 && out.dtype == DType::F32) {
+    bfloat16ToFloatArray(static_cast<const uint16_t *>(in.data),
+                         static_cast<float *>(out.data), n);
+    return "";
+  }
   // Float targets: the value as a double, rounded once (the interpreter's
   // conversion); bool sources read 0 or 1.
   auto toFloat = [&](auto tag) -> bool {

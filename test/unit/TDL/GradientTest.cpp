@@ -581,3 +581,48 @@ TEST(TDLGradient, NegativeLogLikelihoodLoss) {
     checkGradient(w, 3);
   }
 }
+
+TEST(TDLGradient, CastBackToTheInputsType) {
+  // A float-to-float Cast passes its gradient back cast to the input's
+  // type (typecode(input)): bf16 for --precision bf16's casts back to
+  // float32, float32 for its casts to bf16, float64 for a float64 input
+  // (ONNX codes FLOAT 1, DOUBLE 11, BFLOAT16 16); a cast to the input's own
+  // type passes the gradient as it is.
+  auto typed = [](ElemType elem) {
+    TensorType t = f32({2, 3});
+    t.elem = elem;
+    return t;
+  };
+  struct Case {
+    ElemType from;
+    int64_t to, back; ///< back: the gradient's Cast `to`; 0: none
+  } cases[] = {{ElemType::BF16, 1, 16},
+               {ElemType::F32, 16, 1},
+               {ElemType::F64, 1, 11},
+               {ElemType::F32, 1, 0}};
+  for (const Case &c : cases) {
+    AttrMap attrs;
+    attrs["to"] = AttrValue::ofInt(c.to);
+    OpInstance inst = mustInstantiate(lib(), "Cast", {typed(c.from)}, attrs);
+    auto g = expandGradient(lib(), inst);
+    ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+    ASSERT_TRUE(g->inputGrads[0].has_value());
+    if (c.back == 0) {
+      EXPECT_TRUE(g->calls.empty());
+      EXPECT_EQ(g->inputGrads[0]->kind, GradOperand::Kind::OutputGrad);
+      continue;
+    }
+    ASSERT_EQ(g->calls.size(), 1u) << c.to;
+    EXPECT_EQ(g->calls[0].op, "Cast");
+    EXPECT_EQ(g->calls[0].attrs.at("to").i, c.back);
+    EXPECT_EQ(g->calls[0].operands[0].kind, GradOperand::Kind::OutputGrad);
+  }
+  // Casting to an integer type has no gradient rule to offer.
+  AttrMap toInt;
+  toInt["to"] = AttrValue::ofInt(7);
+  OpInstance inst = mustInstantiate(lib(), "Cast", {f32({2})}, toInt);
+  auto g = expandGradient(lib(), inst);
+  ASSERT_FALSE(bool(g));
+  EXPECT_NE(llvm::toString(g.takeError()).find("zero almost everywhere"),
+            std::string::npos);
+}
