@@ -53,6 +53,15 @@ EXAMPLES = {
     # 1024 x 1536 x 512 and 1024 x 2048 x 512), for the GEMM part.
     "gpt-big": "transformer/make_gpt.py --layers 2 --hidden 512 --heads 8 --seq 128 "
                "--vocab 512 --batch 8",
+    # The GPT above compiled with --precision bf16 (EXAMPLE_FLAGS): bf16
+    # cuBLAS GEMMs and their gradients, float32 weights (docs/Training.md,
+    # "Mixed precision"); its losses are compared with the CPU backend's
+    # bf16 emulation at compare.py's bfloat16 tolerance. k = 1 only and
+    # weights rounded to bf16 values (BF16_WEIGHTS): about 0.7 MB of xz,
+    # where k = 1 and 8 with float32 weights would be 3.9 MB, more than the
+    # archive's 60 MiB leave.
+    "gpt-bf16": "transformer/make_gpt.py --layers 2 --hidden 128 --heads 4 --seq 64 "
+                "--vocab 512 --batch 8",
     "rnn": "rnn/make_rnn.py --layers 2 --hidden 128 --batch 16 --vocab 256 --steps 16",
     "cnnbn": "cnn/make_cnn_bn.py",
     # WResNet-50 (examples/wresnet: the 50-layer bottleneck network with
@@ -68,9 +77,13 @@ EXAMPLES = {
 }
 #: The ks of each example (default KS): gpt-big is there for the GEMM part
 #: (k = 1).
-EXAMPLE_KS = {"gpt-big": (1,)}
+EXAMPLE_KS = {"gpt-big": (1,), "gpt-bf16": (1,)}
+#: Extra tofuc flags of an example, and the dtype its losses are compared in
+#: (compare.py TOLERANCE).
+EXAMPLE_FLAGS = {"gpt-bf16": ["--precision", "bf16"]}
+EXAMPLE_DTYPE = {"gpt-bf16": "bfloat16"}
 #: Initial weights rounded to bfloat16 values (the archive's size).
-BF16_WEIGHTS = ("gpt-big", "wresnet50")
+BF16_WEIGHTS = ("gpt-big", "wresnet50", "gpt-bf16")
 WRESNET = {"depth": 50, "width": 0.25, "image": 64, "batch": 8, "classes": 10}
 
 #: Models whose CPU --dump (step 1, k = 1) the bundle carries, and the bytes
@@ -244,6 +257,7 @@ def main():
                      "-o", onnx], os.path.join(plans, name + ".gen.log"))
             if name in BF16_WEIGHTS:
                 round_weights_bf16(onnx)
+            flags = EXAMPLE_FLAGS.get(name, [])
         else:
             onnx, data, flags = export_real_model(base, plans, float64=name != base)
         data_flags = ["--data", data] if data else []
@@ -273,7 +287,8 @@ def main():
                           "data": os.path.basename(data) if data else None,
                           "steps": STEPS, "arch": args.arch,
                           "real_model": base in REAL_MODELS,
-                          "dtype": "float64" if name != base else "float32",
+                          "dtype": EXAMPLE_DTYPE.get(name, "float64" if name != base
+                                                     else "float32"),
                           "bf16_weights": name in BF16_WEIGHTS,
                           "compile_seconds": round(compile_s, 2)})
         if 1 in dumps:

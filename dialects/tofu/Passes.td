@@ -121,6 +121,44 @@ def BuildTrainingStep : Pass<"tofu-build-training-step", "::mlir::func::FuncOp">
   let dependentDialects = ["::tofu::TofuDialect"];
 }
 
+def Autocast : Pass<"tofu-autocast", "::mlir::func::FuncOp"> {
+  let summary = "Mixed precision: MatMul, Gemm and Conv compute in bfloat16";
+  let description = [{
+    Rewrites a float32 forward graph for training with bf16 compute and
+    float32 master weights (`tofuc --precision bf16`; docs/Training.md,
+    "Mixed precision"), following PyTorch's autocast lists: the matrix
+    products and convolutions run in bfloat16, everything else (element-wise
+    ops, reductions, softmax and log-softmax, BatchNormalization and
+    LayerNormalization, losses, the optimizer) stays float32.
+
+    Each float32 `MatMul`, `Gemm` and `Conv` gets a `Cast` to bf16
+    (`to = 16`) of every operand, bias included (one Cast per use, so that
+    each bf16 value has one reader and gradients of a tensor used several
+    times add up in float32), computes in bf16 (the kernels accumulate in
+    float32 and round the result once to bf16, as cuBLAS with a float32
+    compute type and PyTorch's bf16 kernels do) and its result is cast back
+    to float32 (`to = 1`) for its readers. Run before
+    `tofu-build-training-step`: Cast's gradient rule casts the gradient
+    back to its input's type, so the gradients of the bf16 ops (their
+    `MatMul` / `Gemm` / `ConvGradInput` / `ConvGradWeight` / bias
+    gradients) compute in bf16 too, and every parameter, its gradient and
+    the optimizer state stay float32.
+
+    A graph holding any float type other than f32 (f64, f16, bf16 values)
+    is an error: the pass converts float32 models only. A graph without any
+    of the three ops is left as it is, with a warning.
+
+    Example: `%y = tofu.compute "MatMul"(%x, %w) {name = "mm"} :
+    (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>` becomes
+    `%a = tofu.compute "Cast"(%x) {attrs = {to = 16}, name = "mm/bf16.0"}`,
+    `%b = tofu.compute "Cast"(%w) {attrs = {to = 16}, name = "mm/bf16.1"}`,
+    `%m = tofu.compute "MatMul"(%a, %b) {name = "mm"} : (tensor<8x4xbf16>,
+    tensor<4x3xbf16>) -> tensor<8x3xbf16>` and `%y = tofu.compute
+    "Cast"(%m) {attrs = {to = 1}, name = "mm/f32"}`.
+  }];
+  let dependentDialects = ["::tofu::TofuDialect"];
+}
+
 def DeduplicateComputes : Pass<"tofu-deduplicate-computes", "::mlir::func::FuncOp"> {
   let summary = "Merges tofu.compute ops that compute the same value";
   let description = [{

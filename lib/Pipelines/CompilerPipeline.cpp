@@ -67,6 +67,8 @@ trainingStepOptions(const CompileOptions &options) {
 void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
                      Phase stopAfter) {
   OpPassManager &funcPm = pm.nest<func::FuncOp>();
+  if (stopAfter >= Phase::Train && options.training.precision == "bf16")
+    funcPm.addPass(createAutocast());
   if (stopAfter >= Phase::Train)
     funcPm.addPass(createBuildTrainingStep(trainingStepOptions(options)));
   if (stopAfter >= Phase::Train) {
@@ -107,6 +109,10 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     return fail("unknown --partitioner '" + options.partitioner +
                 "' (available: " + names + ")");
   }
+  if (options.training.precision != "f32" &&
+      options.training.precision != "bf16")
+    return fail("unknown --precision '" + options.training.precision +
+                "' (available: f32, bf16)");
   if (auto steps = planSteps(options.devices, options.topology); !steps)
     return steps.takeError();
 

@@ -114,6 +114,20 @@ private:
           if (ops.empty())
             return std::nullopt;
           return int64_t(ops.size());
+        },
+        [this](llvm::StringRef n) -> std::optional<int64_t> {
+          auto ops = operandsOf(n);
+          if (ops.size() != 1 ||
+              (ops[0].kind == GradOperand::Kind::OutputGrad &&
+               !hasGradient(ops[0].index)))
+            return std::nullopt;
+          if (ops[0].kind == GradOperand::Kind::ForwardInput) {
+            const auto &type = forward.inputTypes()[ops[0].index];
+            if (!type)
+              return std::nullopt;
+            return onnxTypeCode(type->elem);
+          }
+          return onnxTypeCode(forward.outputTypes()[ops[0].index].elem);
         }};
   }
   llvm::Expected<GradOperand> expand(const Expr &e, unsigned input);

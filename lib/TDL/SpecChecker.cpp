@@ -341,7 +341,8 @@ llvm::Error OpChecker::checkStaticCall(const Expr &e) {
     return makeSpecError(e.namedArgs.front().second->loc,
                          "function '" + e.name + "' takes no named arguments");
   bool tensorArg = e.name == "present" || e.name == "rank" ||
-                   e.name == "shape" || e.name == "dim";
+                   e.name == "shape" || e.name == "dim" ||
+                   e.name == "typecode";
   auto isVariadic = [&](const std::string &n) {
     int in = op.findInput(n);
     return in >= 0 && op.inputs[in].variadic;
@@ -980,7 +981,8 @@ llvm::Error GradChecker::checkStatic(const Expr &e) {
                                     "input (present(dY), present(X))");
       return llvm::Error::success();
     }
-    if (e.name != "rank" && e.name != "shape" && e.name != "dim") {
+    if (e.name != "rank" && e.name != "shape" && e.name != "dim" &&
+        e.name != "typecode") {
       if (!isStaticFunction(e.name))
         return makeSpecError(e.loc, "unknown function '" + e.name +
                                         "' in a gradient condition (expected "

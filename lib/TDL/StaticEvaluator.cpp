@@ -116,7 +116,7 @@ bool tofu::tdl::isStaticFunction(llvm::StringRef name) {
   return llvm::is_contained(
       {"present", "rank", "shape", "dim", "len", "at", "contains", "indexof",
        "range", "reverse", "slice", "broadcast", "gather", "normaxis", "swap",
-       "max", "min", "concat", "prod", "inverse"},
+       "max", "min", "concat", "prod", "inverse", "typecode"},
       name);
 }
 
@@ -134,6 +134,19 @@ static llvm::Expected<StaticValue> evalStaticFunction(const Expr &e,
   if (e.name == "present" && e.args.size() == 1 &&
       e.args[0]->kind == Expr::Kind::Ident && env.tensorShape)
     return StaticValue::ofInt(env.tensorShape(e.args[0]->name).has_value());
+  if (e.name == "typecode") {
+    if (e.args.size() != 1 || e.args[0]->kind != Expr::Kind::Ident)
+      return makeSpecError(e.loc, "typecode(T) takes one tensor name");
+    std::optional<int64_t> code;
+    if (env.tensorTypeCode)
+      code = env.tensorTypeCode(e.args[0]->name);
+    if (!code)
+      return makeSpecError(e.args[0]->loc,
+                           "typecode(" + e.args[0]->name +
+                               "): the element type is known in gradient "
+                               "rules only, of a present input or output");
+    return StaticValue::ofInt(*code);
+  }
   if (e.name == "len" && e.args.size() == 1 &&
       e.args[0]->kind == Expr::Kind::Ident && env.variadicCount)
     if (auto n = env.variadicCount(e.args[0]->name))

@@ -52,6 +52,9 @@ struct StaticEnv {
   /// Number of operands of a variadic tensor (`len(inputs)`); may be empty.
   /// Element k is known to tensorShape as `name[k]`.
   std::function<std::optional<int64_t>(llvm::StringRef)> variadicCount = {};
+  /// The ONNX data-type code of a tensor's element type (`typecode(X)`);
+  /// nullopt if unknown or absent. Set in gradient rules only.
+  std::function<std::optional<int64_t>(llvm::StringRef)> tensorTypeCode = {};
 };
 
 llvm::Expected<StaticValue> evalStatic(const Expr &e, const StaticEnv &env);

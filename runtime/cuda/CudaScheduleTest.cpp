@@ -1642,6 +1642,29 @@ TEST(CudaScheduleOnHost, ConvPoolAndBatchNormMatchTheCpuBackend) {
   expectEmulationMatchesCpu("cnnbn-8", 8, 2, false);
 }
 
+TEST(CudaScheduleOnHost, Bf16MlpAndGptMatchTheCpuBackend) {
+  // tofuc --precision bf16: the GEMMs and their gradients are bf16
+  // cublasGemmEx calls (float32 compute type), the casts, bias gradients and
+  // everything else generated kernels; float32 weights and loss.
+  for (const char *name : {"mlpbf16-1", "mlpbf16-8", "gptbf16-8"}) {
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
+      continue;
+    Schedule s = scheduled(name, 1);
+    int bf16Gemms = 0;
+    for (const ScheduledInstr &e : s.instrs)
+      for (const CudaOp &op : e.ops)
+        bf16Gemms += op.kind == CudaOp::Kind::Gemm && op.dtype == DType::BF16;
+    EXPECT_GT(bf16Gemms, 0) << name;
+    for (const TensorInfo &t : plan.tensors)
+      if (t.role == TensorRole::Param)
+        EXPECT_NE(t.dtype, DType::BF16) << name << ": " << t.name;
+  }
+  expectEmulationMatchesCpu("mlpbf16-1", 1, 3, false);
+  expectEmulationMatchesCpu("mlpbf16-8", 3, 3, false);
+  expectEmulationMatchesCpu("gptbf16-8", 2, 2, false);
+}
+
 TEST(CudaScheduleOnHost, AMissingWaitChangesTheResult) {
   // The emulator is sensitive to the events: without its waits, a
   // communication stream runs ahead of the producers and the losses differ.
@@ -1839,7 +1862,8 @@ int main(int argc, char **argv) {
     return 77;
   }
   compileExamplePlans({{"mlp", {1, 8}}, {"mlp64", {1, 8}}, {"rnn", {8}},
-                       {"gpt", {8}}, {"cnn", {1, 8}}, {"cnnbn", {1, 8}}},
+                       {"gpt", {8}}, {"cnn", {1, 8}}, {"cnnbn", {1, 8}},
+                       {"mlpbf16", {1, 8}}, {"gptbf16", {8}}},
                       "sm_80");
   return RUN_ALL_TESTS();
 }

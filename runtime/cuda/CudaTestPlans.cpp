@@ -103,11 +103,24 @@ void tofu::test::compileExamplePlans(const std::vector<ExampleModel> &models,
       // Training-mode BatchNormalization, MaxPool and AveragePool.
       {"cnnbn", "cnn/make_cnn_bn.py"},
   };
+  // Models compiled with extra tofuc flags: name -> (model, flags).
+  const std::map<std::string, std::pair<std::string, std::string>> variants =
+      {
+          // Mixed precision (docs/Training.md): bf16 GEMMs and their
+          // gradients, float32 weights.
+          {"mlpbf16", {"mlp", " --precision bf16"}},
+          {"gptbf16", {"gpt", " --precision bf16"}},
+      };
   for (const ExampleModel &m : models) {
+    std::string model = m.name, flags;
+    if (auto variant = variants.find(m.name); variant != variants.end()) {
+      model = variant->second.first;
+      flags = variant->second.second;
+    }
     std::string onnx = a.workdir + "/" + m.name + ".onnx";
-    auto generator = generators.find(m.name);
+    auto generator = generators.find(model);
     if (generator == generators.end()) {
-      onnx = a.examples + "/" + m.name + "/" + m.name + ".onnx";
+      onnx = a.examples + "/" + model + "/" + model + ".onnx";
     } else if (shell(a.python + " " + a.examples + "/" + generator->second +
                      " -o " + onnx + " > " + a.workdir + "/" + m.name +
                      ".gen.log 2>&1") != 0) {
@@ -121,7 +134,8 @@ void tofu::test::compileExamplePlans(const std::vector<ExampleModel> &models,
       std::string out = a.workdir + "/" + name + ".bin";
       std::string log = a.workdir + "/" + name + ".log";
       if (shell(a.tofuc + " " + onnx + " --gpus " + std::to_string(k) +
-                " --cuda-arch " + arch + " --nvcc " + a.nvcc + " -o " + out +
+                flags + " --cuda-arch " + arch + " --nvcc " + a.nvcc +
+                " -o " + out +
                 " > " + log + " 2>&1") != 0) {
         planErrors[name] = "tofuc failed (" + log + ")";
         continue;

@@ -48,7 +48,9 @@ int shell(const std::string &cmd);
 /// An example model and the device counts to compile it for.
 struct ExampleModel {
   std::string name; ///< "mlp", "cnn", "rnn" (2 layers, hidden 16), "gpt"
-                    ///< or "cnnbn" (examples/cnn/make_cnn_bn.py)
+                    ///< or "cnnbn" (examples/cnn/make_cnn_bn.py);
+                    ///< "mlpbf16" and "gptbf16": mlp and gpt compiled
+                    ///< with --precision bf16
   std::vector<int> ks;
 };
 /// Writes the models (the generated ones with small sizes) into the work

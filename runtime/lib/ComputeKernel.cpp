@@ -175,8 +175,8 @@ bool tofu::runtime::isUnsupportedConfiguration(const std::string &error) {
 }
 
 bool tofu::runtime::nativeKernelsHandle(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I64 ||
-         dtype == DType::Bool;
+  return dtype == DType::F32 || dtype == DType::F64 ||
+         dtype == DType::BF16 || dtype == DType::I64 || dtype == DType::Bool;
 }
 
 bool tofu::runtime::hasNativeKernel(const std::string &kernel) {
@@ -216,8 +216,8 @@ std::string tofu::runtime::runCompute(
   if (native && !foreignType.empty()) {
     if (path == ComputePath::Native || programs.empty())
       return who +
-             "the native CPU kernel handles float32 and float64 (with "
-             "int64 and bool operands) only, not " +
+             "the native CPU kernel handles float32, float64 and bfloat16 "
+             "(with int64 and bool operands) only, not " +
              foreignType +
              (programs.empty() ? "; the op has no expression program for the "
                                  "interpreter either (its TDL spec is opaque)"

@@ -8,7 +8,12 @@
 //   addKernel("Relu", byFloatType<relu<float>, relu<double>>);
 //
 // The element type of a call is that of its first float output (else of
-// its first float input). A call that mixes float32 and float64 operands is
+// its first float input). A bfloat16 call runs the float32 instantiation
+// on float32 copies of its bf16 operands (exact) and rounds its float32
+// results to bf16, to nearest even, once per element (runAsFloat32): bf16
+// storage with float32 arithmetic and accumulation, as PyTorch's bf16 CPU
+// kernels and cuBLAS with a float32 compute type do. A call that mixes
+// float types (float32 and float64, or bf16 and float32) is
 // declined as an unsupported configuration (runCompute then lets the
 // expression interpreter convert every element), never a reinterpretation of
 // an operand's bytes; each kernel still checks its own operands' types
@@ -50,8 +55,15 @@ template <typename T> bool isFloat(const TensorView &v) {
 /// "float32" or "float64".
 template <typename T> std::string floatName() { return FloatType<T>::name; }
 
-/// True for the floating-point element types the kernels compute in.
+/// True for the floating-point element types the kernels take: float32,
+/// float64 and bfloat16 (computed in float32).
 bool isFloatType(plan::DType type);
+
+/// Runs `f32` (a float32 kernel) on `args` with every bf16 operand replaced
+/// by a float32 copy (outputs too, holding their current values), then
+/// stores the float32 outputs back into the bf16 ones, rounded to nearest
+/// even.
+std::string runAsFloat32(const KernelArgs &args, KernelFn f32);
 
 /// The element type a float kernel call computes in: that of its first
 /// present floating-point output, else of its first floating-point input.
@@ -61,12 +73,15 @@ bool isFloatType(plan::DType type);
 std::string kernelFloatType(const KernelArgs &args, plan::DType &type);
 
 /// A registered kernel: runs `F32` or `F64` (instantiations of one template)
-/// by the call's element type (kernelFloatType).
+/// by the call's element type (kernelFloatType); bf16 through F32
+/// (runAsFloat32).
 template <KernelFn F32, KernelFn F64>
 std::string byFloatType(const KernelArgs &args) {
   plan::DType type;
   if (std::string err = kernelFloatType(args, type); !err.empty())
     return err;
+  if (type == plan::DType::BF16)
+    return runAsFloat32(args, F32);
   return type == plan::DType::F64 ? F64(args) : F32(args);
 }
 

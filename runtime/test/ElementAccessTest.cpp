@@ -5,7 +5,9 @@
 // between neighbours rounds to the even one), integer wrap-around, and the
 // interpreter and executor on the new types: uint8 arithmetic wraps,
 // float64 keeps its precision, float16 rounds, and the native kernels never
-// see a type they were not written for.
+// see a type they were not written for; bfloat16 runs natively (float32
+// math, one rounding; the bit-level float32 <-> bf16 conversions equal the
+// double ones).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -287,6 +290,95 @@ TEST(ComputeKernel, NativeKernelsNeverSeeNewTypes) {
   err = runCompute("Add", {}, in, out, {}, {});
   EXPECT_NE(err.find("not int32"), std::string::npos) << err;
   EXPECT_NE(err.find("no expression program"), std::string::npos) << err;
+}
+
+} // namespace
+
+namespace {
+
+/// The float with bit pattern `u`.
+float floatOfBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(BFloat16, FloatConversionIsTheDoubleRounding) {
+  // floatToBFloat16 (the bit trick of the bf16 kernels and Cast) equals
+  // doubleToBFloat16 (the interpreter's rounding) on a sweep of float bit
+  // patterns and on the edges: ties to even, the largest finite values
+  // (which round to infinity), subnormals, zeros, infinities and NaNs.
+  std::vector<uint32_t> bits = {0x00000000, 0x80000000, 0x00000001,
+                                0x00008000, 0x00018000, 0x007fffff,
+                                0x00800000, 0x3f808000, 0x3f818000,
+                                0x3f807fff, 0x3f808001, 0x7f7f7fff,
+                                0x7f7f8000, 0x7f7fffff, 0xff7fffff,
+                                0x7f800000, 0xff800000, 0x7fc00000,
+                                0xffc00001, 0x7f800001};
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65521)
+    bits.push_back(static_cast<uint32_t>(u));
+  for (uint32_t u : bits) {
+    const float f = floatOfBits(u);
+    EXPECT_EQ(floatToBFloat16(f), doubleToBFloat16(f)) << std::hex << u;
+  }
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const double expect = bfloat16ToDouble(static_cast<uint16_t>(h));
+    const float got = bfloat16ToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(expect))
+      EXPECT_TRUE(std::isnan(got)) << std::hex << h;
+    else
+      EXPECT_EQ(static_cast<double>(got), expect) << std::hex << h;
+  }
+}
+
+TEST(BFloat16, MatMulRunsNativeInFloat32AndRoundsOnce) {
+  // [1, 2, 3] x [1, 2^-7, 2^-8]^T = 1 + 3.5 * 2^-7, a tie between the bf16
+  // neighbours 1 + 3 * 2^-7 and 1 + 4 * 2^-7: the float32 sum is exact and
+  // rounds once, to the even one (1.03125). A kernel that rounded each
+  // product or partial sum to bf16 would give 1 + 2^-7 + ... = 1.0234375.
+  std::vector<uint16_t> a = {doubleToBFloat16(1), doubleToBFloat16(2),
+                             doubleToBFloat16(3)},
+                        b = {doubleToBFloat16(1),
+                             doubleToBFloat16(std::ldexp(1.0, -7)),
+                             doubleToBFloat16(std::ldexp(1.0, -8))},
+                        y = {0};
+  ComputePath used = ComputePath::Interpreter;
+  ASSERT_EQ(runCompute("MatMul", {},
+                       {TensorView::whole(a.data(), DType::BF16, {1, 3}),
+                        TensorView::whole(b.data(), DType::BF16, {3, 1})},
+                       {TensorView::whole(y.data(), DType::BF16, {1, 1})}, {},
+                       {}, ComputePath::Native, &used),
+            "");
+  EXPECT_EQ(used, ComputePath::Native);
+  EXPECT_EQ(bfloat16ToDouble(y[0]), 1.03125);
+}
+
+TEST(BFloat16, CastBetweenFloat32AndBFloat16IsNative) {
+  std::vector<float> x = {1.0f + std::ldexp(1.0f, -8), -3.0f,
+                          1.0f + 3 * std::ldexp(1.0f, -8)},
+                     back(3);
+  std::vector<uint16_t> h(3);
+  std::vector<Attr> to16(1);
+  to16[0].name = "to";
+  to16[0].kind = Attr::Kind::Int;
+  to16[0].i = 16;
+  ComputePath used = ComputePath::Interpreter;
+  ASSERT_EQ(runCompute("Cast", to16,
+                       {TensorView::whole(x.data(), DType::F32, {3})},
+                       {TensorView::whole(h.data(), DType::BF16, {3})}, {}, {},
+                       ComputePath::Native, &used),
+            "");
+  EXPECT_EQ(used, ComputePath::Native);
+  std::vector<Attr> to1 = to16;
+  to1[0].i = 1;
+  ASSERT_EQ(runCompute("Cast", to1,
+                       {TensorView::whole(h.data(), DType::BF16, {3})},
+                       {TensorView::whole(back.data(), DType::F32, {3})}, {},
+                       {}, ComputePath::Native, &used),
+            "");
+  // Ties to even: 1 + 2^-8 -> 1, 1 + 3 * 2^-8 -> 1 + 2^-6.
+  EXPECT_EQ(back, (std::vector<float>{1.0f, -3.0f,
+                                      1.0f + std::ldexp(1.0f, -6)}));
 }
 
 } // namespace

@@ -102,6 +102,15 @@ static cl::list<std::string> trainable(
              "docs/Training.md)"),
     cl::CommaSeparated, cl::value_desc("name,..."),
     cl::cat(trainingCategory));
+static cl::opt<std::string> precision(
+    "precision",
+    cl::desc("f32 (default: everything in float32) or bf16: MatMul, Gemm "
+             "and Conv and their gradients compute in bfloat16 (float32 "
+             "accumulation), with float32 weights, gradients, optimizer "
+             "state, element-wise ops, reductions, softmax, norms and "
+             "losses (PyTorch autocast's rules; a float32 model only; "
+             "docs/Training.md, \"Mixed precision\")"),
+    cl::init("f32"), cl::value_desc("f32|bf16"), cl::cat(trainingCategory));
 static cl::opt<std::string>
     compileTo("compile-to",
               cl::desc("stop after this phase and print its output"),
@@ -296,6 +305,9 @@ int main(int argc, char **argv) {
   options.training.epsilon = epsilon;
   options.training.weightDecay = weightDecay;
   options.training.lrDecay = lrDecay;
+  if (precision != "f32" && precision != "bf16")
+    return fail("unknown --precision '" + precision + "' (f32 or bf16)");
+  options.training.precision = precision;
   options.training.freeze.assign(freeze.begin(), freeze.end());
   options.training.trainable.assign(trainable.begin(), trainable.end());
   for (cl::Option *option :

@@ -82,6 +82,10 @@ struct CompileOptions {
     /// The training flags given explicitly ("--optimizer", ...): a model
     /// that carries its own training algorithm refuses them.
     std::vector<std::string> overrides;
+    /// --precision: "f32" (everything float32) or "bf16" (MatMul, Gemm and
+    /// Conv compute in bfloat16, the `tofu-autocast` pass; docs/Training.md,
+    /// "Mixed precision").
+    std::string precision = "f32";
   } training;
   Phase stopAfter = Phase::Emit;
   PlanDump dumpPlan = PlanDump::None;

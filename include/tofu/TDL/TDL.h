@@ -107,6 +107,27 @@ inline const char *elemName(ElemType t) {
   }
   return "?";
 }
+/// The ONNX TensorProto data-type code of `t` (FLOAT 1, UINT8 2, INT8 3,
+/// UINT16 4, INT16 5, INT32 6, INT64 7, BOOL 9, FLOAT16 10, DOUBLE 11,
+/// UINT32 12, UINT64 13, BFLOAT16 16).
+inline int64_t onnxTypeCode(ElemType t) {
+  switch (t) {
+  case ElemType::F32: return 1;
+  case ElemType::U8: return 2;
+  case ElemType::I8: return 3;
+  case ElemType::U16: return 4;
+  case ElemType::I16: return 5;
+  case ElemType::I32: return 6;
+  case ElemType::I64: return 7;
+  case ElemType::Bool: return 9;
+  case ElemType::F16: return 10;
+  case ElemType::F64: return 11;
+  case ElemType::U32: return 12;
+  case ElemType::U64: return 13;
+  case ElemType::BF16: return 16;
+  }
+  return 0;
+}
 /// `v` converted to element type `t` as a store does (runtime
 /// ElementAccess.h): floats round to the type's precision, integers
 /// truncate toward zero and wrap modulo 2^bits, bool is `v != 0`.

@@ -402,6 +402,31 @@ TEST(TDLGradient, MatMulSharedWeightIsOneGemm) {
   }
 }
 
+// Batched operands whose batch dims are Y's (attention's Q·K^T, a [1, M, K]
+// cell weight): the product already has the operand's shape, so no
+// Unbroadcast (which would only copy it); a broadcast operand still sums.
+TEST(TDLGradient, MatMulSameBatchHasNoUnbroadcast) {
+  checkGradient({"MatMul", {f32({2, 3, 5, 4}), f32({2, 3, 4, 6})}});
+  checkGradient({"MatMul", {f32({1, 3, 4}), f32({1, 4, 2})}});
+  checkGradient({"MatMul", {f32({2, 3, 4}), f32({1, 4, 2})}});
+  checkGradient({"MatMul", {f32({1, 3, 4}), f32({2, 4, 2})}});
+  auto unbroadcasts = [](std::vector<std::optional<TensorType>> operands) {
+    OpInstance inst = mustInstantiate(lib(), "MatMul", operands);
+    auto g = expandGradient(lib(), inst);
+    EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
+    int n = 0;
+    for (const auto &call : g->calls)
+      n += call.op == "Unbroadcast";
+    return n;
+  };
+  EXPECT_EQ(unbroadcasts({f32({2, 3, 5, 4}), f32({2, 3, 4, 6})}), 0);
+  EXPECT_EQ(unbroadcasts({f32({1, 3, 4}), f32({1, 4, 2})}), 0);
+  // B broadcast over A's batch of 2: dB sums; dA does not.
+  EXPECT_EQ(unbroadcasts({f32({2, 3, 4}), f32({1, 4, 2})}), 1);
+  // A broadcast over B's batch of 2: dA sums; dB does not.
+  EXPECT_EQ(unbroadcasts({f32({1, 3, 4}), f32({2, 4, 2})}), 1);
+}
+
 TEST(TDLGradient, TransposePerm) {
   checkGradient({"Transpose", {f32({2, 3, 4})}, {{"perm", AttrValue::ofInts({1, 2, 0})}}});
 }
@@ -555,4 +580,49 @@ TEST(TDLGradient, NegativeLogLikelihoodLoss) {
     w.hi = -0.1;
     checkGradient(w, 3);
   }
+}
+
+TEST(TDLGradient, CastBackToTheInputsType) {
+  // A float-to-float Cast passes its gradient back cast to the input's
+  // type (typecode(input)): bf16 for --precision bf16's casts back to
+  // float32, float32 for its casts to bf16, float64 for a float64 input
+  // (ONNX codes FLOAT 1, DOUBLE 11, BFLOAT16 16); a cast to the input's own
+  // type passes the gradient as it is.
+  auto typed = [](ElemType elem) {
+    TensorType t = f32({2, 3});
+    t.elem = elem;
+    return t;
+  };
+  struct Case {
+    ElemType from;
+    int64_t to, back; ///< back: the gradient's Cast `to`; 0: none
+  } cases[] = {{ElemType::BF16, 1, 16},
+               {ElemType::F32, 16, 1},
+               {ElemType::F64, 1, 11},
+               {ElemType::F32, 1, 0}};
+  for (const Case &c : cases) {
+    AttrMap attrs;
+    attrs["to"] = AttrValue::ofInt(c.to);
+    OpInstance inst = mustInstantiate(lib(), "Cast", {typed(c.from)}, attrs);
+    auto g = expandGradient(lib(), inst);
+    ASSERT_TRUE(bool(g)) << llvm::toString(g.takeError());
+    ASSERT_TRUE(g->inputGrads[0].has_value());
+    if (c.back == 0) {
+      EXPECT_TRUE(g->calls.empty());
+      EXPECT_EQ(g->inputGrads[0]->kind, GradOperand::Kind::OutputGrad);
+      continue;
+    }
+    ASSERT_EQ(g->calls.size(), 1u) << c.to;
+    EXPECT_EQ(g->calls[0].op, "Cast");
+    EXPECT_EQ(g->calls[0].attrs.at("to").i, c.back);
+    EXPECT_EQ(g->calls[0].operands[0].kind, GradOperand::Kind::OutputGrad);
+  }
+  // Casting to an integer type has no gradient rule to offer.
+  AttrMap toInt;
+  toInt["to"] = AttrValue::ofInt(7);
+  OpInstance inst = mustInstantiate(lib(), "Cast", {f32({2})}, toInt);
+  auto g = expandGradient(lib(), inst);
+  ASSERT_FALSE(bool(g));
+  EXPECT_NE(llvm::toString(g.takeError()).find("zero almost everywhere"),
+            std::string::npos);
 }

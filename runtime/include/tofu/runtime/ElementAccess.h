@@ -108,6 +108,33 @@ inline double bfloat16ToDouble(uint16_t h) {
   return decodeSmallFloat(h, 8, 7);
 }
 
+/// bfloat16 bits of float `f`, rounded to nearest even: doubleToBFloat16(f)
+/// (a NaN becomes the quiet NaN of its sign), computed on the float's bits.
+inline uint16_t floatToBFloat16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7fc0u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+/// The float value of bfloat16 bits `h` (exact).
+inline float bfloat16ToFloat(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+/// floatToBFloat16 / bfloat16ToFloat over n elements.
+inline void floatToBFloat16Array(const float *src, uint16_t *dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = floatToBFloat16(src[i]);
+}
+inline void bfloat16ToFloatArray(const uint16_t *src, float *dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = bfloat16ToFloat(src[i]);
+}
+
 /// `v` truncated toward zero, as the two's-complement bits of a 64-bit
 /// integer (NaN gives 0; values beyond [-2^63, 2^64) saturate). Narrower
 /// integer types keep the low bits: that is the wrap-around.

@@ -79,7 +79,9 @@ std::string unsupportedConfiguration(const std::string &why);
 bool isUnsupportedConfiguration(const std::string &error);
 
 /// True if the native kernels accept operands of `dtype` (float32 and
-/// float64, the kernels being templates over both; int64, bool). runCompute
+/// float64, the kernels being templates over both; bfloat16, which the float
+/// kernels compute in float32 (FloatKernel.h) and the copying kernels move
+/// as bytes; int64, bool). runCompute
 /// sends an instruction with an operand of any other type to the expression
 /// interpreter. A change that makes every native kernel take another type (and
 /// decline what it cannot do with unsupportedConfiguration) adds that type
