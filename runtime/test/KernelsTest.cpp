@@ -494,3 +494,21 @@ TEST(Kernels, SoftmaxCrossEntropyLossGradMatchesFiniteDifference) {
 }
 
 } // namespace
+
+/// An index outside [-rows, rows) stops Gather with the value (issue 18): it
+/// fell back to the interpreter, which read zeros, a silently wrong
+/// embedding. In range, negative indices count from the end.
+TEST(Kernels, GatherRefusesAnOutOfRangeIndex) {
+  Host table = randomF32({5, 3}, 90), out = zerosF32({2, 3});
+  Host ids = labels({1, -1}, 0, 2);
+  ASSERT_EQ(run("Gather", {&table, &ids}, out), "");
+  std::vector<double> want;
+  for (int row : {1, 4})
+    for (int c = 0; c < 3; ++c)
+      want.push_back(table.f[row * 3 + c]);
+  expectNear(out, want, 0);
+  Host bad = labels({1, 5}, 0, 2);
+  EXPECT_EQ(run("Gather", {&table, &bad}, out),
+            "Gather: index 5 is outside [-5, 5) of the axis it gathers "
+            "(PyTorch and onnxruntime raise too)");
+}
