@@ -110,6 +110,9 @@ for p in json.load(open(sys.argv[1])):
 PLANS=$(echo "$PLAN_INFO" | cut -d' ' -f1)
 K1_PLANS=$(echo "$PLAN_INFO" | awk '$2 == 1 {print $1}')
 DUMP_PLANS=$(echo "$PLAN_INFO" | awk '$4 != "-" {print $1}')
+# Save/resume part: --save and --resume on the GPU against the CPU backend's.
+SAVE_PLANS=$(for p in mlp-k8 gpt-k1 gpt-k8 vit-k8; do
+  echo "$PLANS" | grep -qx "$p" && echo "$p"; done)
 # GEMM part: the k = 1 plans whose CUDA schedule calls cuBLAS.
 GEMM_PLANS=$(for p in $K1_PLANS; do
   grep -q cublas "$BUNDLE/plans/$p.schedule.txt" 2>/dev/null && echo "$p"; done)
@@ -130,6 +133,7 @@ if [ $HAVE_GPU -eq 0 ]; then
   for p in $K1_PLANS; do skip_all "trace.$p"; done
   for p in $GEMM_PLANS; do skip_all "gemm.$p"; done
   for p in $DUMP_PLANS; do skip_all "dump.$p"; done
+  for p in $SAVE_PLANS; do skip_all "save.$p"; done
   skip_all torch
 else
   B="$BUNDLE/bin"
@@ -169,6 +173,14 @@ else
       --backend "${BACKEND[1]}" --plan "$BUNDLE/plans/$p.bin" --ref "$BUNDLE/plans/$dump" \
       --index "$BUNDLE/plans/$dump.json" --dtype "$(info "$p" 5)" \
       --workdir "$OUTDIR/dump-work/$p" --out "$OUTDIR/runs/$p.dump.json" -- "${dflags[@]}"
+  done
+  # --save after 3 steps and --resume for a 4th, each against the CPU
+  # backend's checkpoint and step-4 dump (save_resume.py).
+  for p in $SAVE_PLANS; do
+    data_flags "$p"
+    part "save.$p" 60 "$PY" "$BUNDLE/save_resume.py" --tofu-run "$B/tofu-run" \
+      --backend "${BACKEND[1]}" --plan "$BUNDLE/plans/$p.bin" --dtype "$(info "$p" 5)" \
+      --workdir "$OUTDIR/dump-work/$p.save" --out "$OUTDIR/runs/$p.save.json" -- "${dflags[@]}"
   done
   rm -rf "$OUTDIR/dump-work"
   if [ "$SIMULATE" = 1 ]; then
