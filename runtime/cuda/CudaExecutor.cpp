@@ -16,6 +16,7 @@
 #include "CudaConv.h"
 #include "CudaPool.h"
 #include "CudaDiagnostics.h"
+#include "CudaFeed.h"
 #include "CudaKernelLaunch.h"
 #include "CudaMultiFetchTables.h"
 #include "CudaNccl.h"
@@ -89,7 +90,10 @@ struct CudaExecutor::Impl {
   IssueHook hook;
   int64_t stepsRun = 0, replays = 0;
   bool initialized = false;
-  std::vector<uint8_t> staging;
+  /// The Input/Label batches of a step, filled into one pinned host area
+  /// (CudaFeed.h) and copied from there asynchronously.
+  FeedLayout feedCopies;
+  uint8_t *pinned = nullptr;
 
   // One process per GPU (options.transport set).
   bool multiProcess = false;
@@ -175,6 +179,8 @@ CudaExecutor::Impl::~Impl() {
   }
   if (library)
     cudaLibraryUnload(library);
+  if (pinned)
+    cudaFreeHost(pinned);
   for (Gpu &g : gpus) {
     if (!g.active)
       continue;
@@ -443,6 +449,15 @@ std::string CudaExecutor::Impl::init() {
                 : pointer({launch.device,
                            plan.devices[launch.device].buffers[b].offset}));
   }
+  // The pinned staging area of the Input/Label batches.
+  feedCopies = feedLayout(plan, [this](int32_t d) { return owns(d); });
+  if (std::string err = validateFeedLayout(
+          plan, [this](int32_t d) { return owns(d); }, feedCopies);
+      !err.empty())
+    return "internal error: " + err;
+  TOFU_CUDA(cudaHostAlloc(reinterpret_cast<void **>(&pinned),
+                          std::max<uint64_t>(feedCopies.stagingBytes, 1),
+                          cudaHostAllocPortable));
   // Initial parameter values.
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     if (!owns(static_cast<int32_t>(d)))
@@ -570,31 +585,35 @@ std::string CudaExecutor::Impl::feed(int64_t step) {
     TOFU_CUDA(cudaMemcpy(gpu.step, &value, sizeof(value),
                          cudaMemcpyHostToDevice));
   }
-  for (size_t d = 0; d < plan.devices.size(); ++d) {
-    if (!owns(static_cast<int32_t>(d)))
-      continue;
-    TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
-    const auto &buffers = plan.devices[d].buffers;
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      const TensorInfo &t = plan.tensors[buffers[b].tensor];
-      if (t.role != TensorRole::Input && t.role != TensorRole::Label)
-        continue;
-      staging.resize(buffers[b].bytes);
-      std::string err =
-          dataSource ? dataSource(buffers[b].tensor, buffers[b].region, step,
-                                  staging.data())
-                     : data.fill(buffers[b].tensor, buffers[b].region,
-                                 step % SyntheticData::kNumBatches,
-                                 staging.data());
-      if (!err.empty())
-        return "feeding device " + std::to_string(d) + " buffer " +
-               std::to_string(b) + ": " + err;
-      // Synchronous: `staging` is reused for the next buffer.
-      TOFU_CUDA(cudaMemcpy(
-          pointer({static_cast<int32_t>(d), buffers[b].offset}),
-          staging.data(), buffers[b].bytes, cudaMemcpyHostToDevice));
-    }
+  // Every batch into the pinned area first, then one asynchronous copy per
+  // buffer on its device's compute stream, and one wait per stream used:
+  // the step's streams start after the feed (and the area is reused next
+  // step).
+  for (const FeedCopy &c : feedCopies.copies) {
+    const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+    uint8_t *host = pinned + c.staging;
+    std::string err =
+        dataSource ? dataSource(b.tensor, b.region, step, host)
+                   : data.fill(b.tensor, b.region,
+                               step % SyntheticData::kNumBatches, host);
+    if (!err.empty())
+      return "feeding device " + std::to_string(c.device) + " buffer " +
+             std::to_string(c.buffer) + ": " + err;
   }
+  std::vector<bool> used(devices.size(), false);
+  for (const FeedCopy &c : feedCopies.copies) {
+    if (c.bytes == 0)
+      continue;
+    TOFU_CUDA(cudaSetDevice(gpuOf(c.device)));
+    TOFU_CUDA(cudaMemcpyAsync(pointer(c.dst), pinned + c.staging, c.bytes,
+                              cudaMemcpyHostToDevice, devices[c.device].compute));
+    used[c.device] = true;
+  }
+  for (size_t d = 0; d < devices.size(); ++d)
+    if (used[d]) {
+      TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
+      TOFU_CUDA(cudaStreamSynchronize(devices[d].compute));
+    }
   return "";
 }
 

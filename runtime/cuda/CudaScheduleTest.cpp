@@ -32,6 +32,7 @@
 #include "CudaMultiFetchTables.h"
 #include "CudaDnnMapping.h"
 #include "CudaKernelLaunch.h"
+#include "CudaFeed.h"
 #include "CudaSchedule.h"
 #include "CudaTestPlans.h"
 #include "CudaTraffic.h"
@@ -199,6 +200,64 @@ TEST(CudaSchedule, BroadcastBMatMulsBecomeOneGemmOfBatchRows) {
   }
   EXPECT_GT(folded, 0u);
   EXPECT_GT(batched, 0u);
+}
+
+TEST(CudaSchedule, BatchesAreStagedOncePerBufferInPinnedMemory) {
+  // Every Input/Label buffer of the devices a process runs has its own
+  // aligned range of the pinned staging area and one copy to its place
+  // (CudaScheduleOnHost.* feed through this layout); broken layouts fail.
+  for (const char *name : {"mlp-8", "gpt-8", "gpt-1"}) {
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
+      continue;
+    auto all = [](int32_t) { return true; };
+    auto firstHalf = [&plan](int32_t d) {
+      return d < static_cast<int32_t>(plan.devices.size() + 1) / 2;
+    };
+    for (const std::function<bool(int32_t)> &owns :
+         {std::function<bool(int32_t)>(all),
+          std::function<bool(int32_t)>(firstHalf)}) {
+      FeedLayout feed = feedLayout(plan, owns);
+      ASSERT_EQ(validateFeedLayout(plan, owns, feed), "") << name;
+      size_t fed = 0, bytes = 0;
+      for (size_t d = 0; d < plan.devices.size(); ++d)
+        for (const Buffer &b : plan.devices[d].buffers) {
+          const TensorRole role = plan.tensors[b.tensor].role;
+          if (owns(static_cast<int32_t>(d)) &&
+              (role == TensorRole::Input || role == TensorRole::Label))
+            ++fed, bytes += b.bytes;
+        }
+      EXPECT_EQ(feed.copies.size(), fed) << name;
+      EXPECT_GT(fed, 0u) << name;
+      EXPECT_GE(feed.stagingBytes, bytes);
+      for (const FeedCopy &c : feed.copies)
+        EXPECT_TRUE(owns(c.device));
+    }
+    FeedLayout good = feedLayout(plan, all);
+    auto broken = [&](const char *what, auto mutate) {
+      FeedLayout f = good;
+      mutate(f);
+      EXPECT_NE(validateFeedLayout(plan, all, f), "") << name << ": " << what;
+    };
+    broken("a copy missing", [](FeedLayout &f) { f.copies.pop_back(); });
+    broken("a copy twice",
+           [](FeedLayout &f) { f.copies.back() = f.copies.front(); });
+    broken("two ranges overlap", [](FeedLayout &f) {
+      for (FeedCopy &c : f.copies)
+        if (c.bytes > 0 && &c != &f.copies.front()) {
+          c.staging = f.copies.front().staging;
+          return;
+        }
+      f.stagingBytes = 0;
+    });
+    broken("past the area", [](FeedLayout &f) { f.stagingBytes -= 64; });
+    broken("to another place",
+           [](FeedLayout &f) { f.copies.front().dst.offset += 4; });
+    // Device 0's buffers fed by a process that does not run device 0.
+    EXPECT_NE(validateFeedLayout(plan, [](int32_t d) { return d != 0; }, good),
+              "")
+        << name;
+  }
 }
 
 TEST(CudaSchedule, StreamsAndEvents) {
@@ -1340,19 +1399,22 @@ public:
   }
 
   std::string runStep(int64_t step, uint32_t seed) {
+    // The batches through the executor's pinned staging area (CudaFeed.h):
+    // filled there, then copied to their buffers.
     tofu::runtime::SyntheticData data(plan);
-    for (size_t d = 0; d < plan.devices.size(); ++d)
-      for (const Buffer &b : plan.devices[d].buffers) {
-        const TensorInfo &t = plan.tensors[b.tensor];
-        if (t.role != TensorRole::Input && t.role != TensorRole::Label)
-          continue;
-        if (std::string err =
-                data.fill(b.tensor, b.region,
-                          step % tofu::runtime::SyntheticData::kNumBatches,
-                          ptr({static_cast<int32_t>(d), b.offset}));
-            !err.empty())
-          return err;
-      }
+    const FeedLayout feed = feedLayout(plan, [](int32_t) { return true; });
+    std::vector<uint8_t> pinned(feed.stagingBytes);
+    for (const FeedCopy &c : feed.copies) {
+      const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+      if (std::string err =
+              data.fill(b.tensor, b.region,
+                        step % tofu::runtime::SyntheticData::kNumBatches,
+                        pinned.data() + c.staging);
+          !err.empty())
+        return err;
+    }
+    for (const FeedCopy &c : feed.copies)
+      std::memcpy(ptr(c.dst), pinned.data() + c.staging, c.bytes);
     for (const auto &key : fedSnapshots)
       snapshot(key);
     // Per stream its entries in issue order; run any stream's head whose
