@@ -81,6 +81,9 @@ struct CudaExecutor::Impl {
   /// `<name>_block` of each "block-reduction" kernel and `<name>_row` of
   /// each "row-reduction" kernel (else null).
   std::vector<cudaKernel_t> variantKernels;
+  /// `<name>_rowwarp` of each "row-reduction" kernel (a warp per row), or
+  /// null (other kinds, and plans compiled before it existed).
+  std::vector<cudaKernel_t> warpRowKernels;
   cudaEvent_t fork = nullptr;
   /// Per launch: pointer and parameter blocks, laid out as TofuPointers<P>
   /// and TofuParams<Q>.
@@ -315,6 +318,7 @@ std::string CudaExecutor::Impl::init() {
                                   nullptr, 0, nullptr, nullptr, 0));
     kernels.resize(plan.cuda.kernels.size());
     variantKernels.assign(plan.cuda.kernels.size(), nullptr);
+    warpRowKernels.assign(plan.cuda.kernels.size(), nullptr);
     for (size_t f = 0; f < plan.cuda.kernels.size(); ++f) {
       const CudaKernel &k = plan.cuda.kernels[f];
       cudaError_t err =
@@ -330,6 +334,13 @@ std::string CudaExecutor::Impl::init() {
                             (variant ? variant : "") + ")")
                                .c_str(),
                            err);
+      if (k.kind == "row-reduction" &&
+          cudaLibraryGetKernel(&warpRowKernels[f], library,
+                               (k.name + "_rowwarp").c_str()) != cudaSuccess) {
+        // An older plan: its rows all run a block each.
+        warpRowKernels[f] = nullptr;
+        cudaGetLastError();
+      }
     }
   }
   // Peer access wherever a schedule entry reads another GPU.
@@ -630,18 +641,21 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
     void *args[] = {launchPointers[op.launch].data(), params.data(),
                     &gpu.step, &gpu.error};
     // One thread per element, one block per element (few elements of a
-    // reduction with much work each) or one block per row (reductions
-    // shared by a row's elements): CudaKernelLaunch.h. The block and row
-    // variants need exactly kReductionBlockThreads threads (the generated
-    // TOFU_BLOCK_THREADS).
+    // reduction with much work each), one block per row (reductions shared
+    // by a row's elements) or one warp per short row: CudaKernelLaunch.h.
+    // The block and row variants need exactly kReductionBlockThreads
+    // threads (the generated TOFU_BLOCK_THREADS).
     const KernelLaunchConfig config =
-        kernelLaunchConfig(kernel, launch, gpu.multiprocessors);
-    const bool variant =
-        config.variant != KernelLaunchConfig::Variant::Element &&
-        variantKernels[launch.kernel];
+        kernelLaunchConfig(kernel, launch, gpu.multiprocessors,
+                           warpRowKernels[launch.kernel] != nullptr);
+    cudaKernel_t entry = kernels[launch.kernel];
+    if (config.variant == KernelLaunchConfig::Variant::RowWarp)
+      entry = warpRowKernels[launch.kernel];
+    else if (config.variant != KernelLaunchConfig::Variant::Element &&
+             variantKernels[launch.kernel])
+      entry = variantKernels[launch.kernel];
     TOFU_CUDA(cudaLaunchKernel(
-        reinterpret_cast<const void *>(variant ? variantKernels[launch.kernel]
-                                               : kernels[launch.kernel]),
+        reinterpret_cast<const void *>(entry),
         dim3(static_cast<unsigned>(config.grid)),
         dim3(static_cast<unsigned>(config.threads)), args, 0, stream));
     return "";
