@@ -367,7 +367,7 @@ std::string mapConv(const Plan &plan, int32_t d, const Instr &in,
   // Check Y's extents against the ONNX formula, as cuDNN will.
   for (size_t s = 0; s < sp; ++s) {
     int64_t span = X.shape[2 + s] + 2 * op.padsBegin[s] -
-                   op.dilations[s] * (W.shape[2 + s] - 1);
+                   op.dilations[s] * (W.shape[2 + s] - 1) - 1;
     int64_t o = span < 0 ? 0 : span / op.strides[s] + 1;
     if (o != Y.shape[2 + s])
       return "Y's spatial extents " + dims(Y.shape) + " do not follow from X " +
