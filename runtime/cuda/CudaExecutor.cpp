@@ -31,6 +31,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -97,6 +98,15 @@ struct CudaExecutor::Impl {
   /// (CudaFeed.h) and copied from there asynchronously.
   FeedLayout feedCopies;
   uint8_t *pinned = nullptr;
+  /// A/B switches for bench/gpu (environment, read at init):
+  /// TOFU_CUDA_PAGEABLE_FEED=1 feeds as before the pinned area (a
+  /// synchronous cudaMemcpy per buffer from pageable memory);
+  /// TOFU_CUDA_WARP_ROWS=1 runs rows of at most kWarpRowMaxElements on a
+  /// warp each (`_rowwarp`). Off by default: on the H200 it made the
+  /// replayed GPT steps slower although each traced kernel was faster
+  /// (bench/gpu/H200-run10.md).
+  bool pageableFeed = false, warpRows = false;
+  std::vector<uint8_t> staging;
 
   // One process per GPU (options.transport set).
   bool multiProcess = false;
@@ -461,6 +471,12 @@ std::string CudaExecutor::Impl::init() {
                            plan.devices[launch.device].buffers[b].offset}));
   }
   // The pinned staging area of the Input/Label batches.
+  auto envSet = [](const char *name) {
+    const char *v = std::getenv(name);
+    return v && std::string(v) == "1";
+  };
+  pageableFeed = envSet("TOFU_CUDA_PAGEABLE_FEED");
+  warpRows = envSet("TOFU_CUDA_WARP_ROWS");
   feedCopies = feedLayout(plan, [this](int32_t d) { return owns(d); });
   if (std::string err = validateFeedLayout(
           plan, [this](int32_t d) { return owns(d); }, feedCopies);
@@ -600,6 +616,24 @@ std::string CudaExecutor::Impl::feed(int64_t step) {
   // buffer on its device's compute stream, and one wait per stream used:
   // the step's streams start after the feed (and the area is reused next
   // step).
+  if (pageableFeed) {
+    for (const FeedCopy &c : feedCopies.copies) {
+      const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+      staging.resize(c.bytes);
+      std::string err =
+          dataSource ? dataSource(b.tensor, b.region, step, staging.data())
+                     : data.fill(b.tensor, b.region,
+                                 step % SyntheticData::kNumBatches,
+                                 staging.data());
+      if (!err.empty())
+        return "feeding device " + std::to_string(c.device) + " buffer " +
+               std::to_string(c.buffer) + ": " + err;
+      TOFU_CUDA(cudaSetDevice(gpuOf(c.device)));
+      TOFU_CUDA(cudaMemcpy(pointer(c.dst), staging.data(), c.bytes,
+                           cudaMemcpyHostToDevice));
+    }
+    return "";
+  }
   for (const FeedCopy &c : feedCopies.copies) {
     const Buffer &b = plan.devices[c.device].buffers[c.buffer];
     uint8_t *host = pinned + c.staging;
@@ -647,7 +681,8 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
     // threads (the generated TOFU_BLOCK_THREADS).
     const KernelLaunchConfig config =
         kernelLaunchConfig(kernel, launch, gpu.multiprocessors,
-                           warpRowKernels[launch.kernel] != nullptr);
+                           warpRowKernels[launch.kernel] != nullptr &&
+                               warpRows);
     cudaKernel_t entry = kernels[launch.kernel];
     if (config.variant == KernelLaunchConfig::Variant::RowWarp)
       entry = warpRowKernels[launch.kernel];

@@ -650,10 +650,10 @@ private:
                              : ptr({l.device,
                                     plan.devices[l.device].buffers[b].offset}));
       unsigned long long error[12] = {0};
+      // Rows on blocks, as the executor without TOFU_CUDA_WARP_ROWS=1.
       const KernelLaunchConfig config = kernelLaunchConfig(
           plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors,
-          kernels.fns[l.kernel][static_cast<size_t>(
-              KernelLaunchConfig::Variant::RowWarp)] != nullptr);
+          /*warpRows=*/false);
       auto fn = kernels.fns[l.kernel][static_cast<size_t>(config.variant)];
       if (!fn)
         return "no host driver " + plan.cuda.kernels[l.kernel].name +

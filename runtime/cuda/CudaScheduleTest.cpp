@@ -1459,6 +1459,8 @@ public:
   size_t multiFetchLaunches = 0;
   /// Generated-kernel launches run per variant (element, block, row).
   std::array<uint64_t, 4> variantLaunches = {};
+  /// Emulate TOFU_CUDA_WARP_ROWS=1 (short rows on a warp each).
+  bool warpRows = false;
 
   /// --dump as the executor does it: each of `buffers` copied after the
   /// entry snapshotPoints names, or after the feed when no entry writes it.
@@ -1515,11 +1517,12 @@ private:
                                : ptr({l.device,
                                       plan.devices[l.device].buffers[b].offset}));
         unsigned long long error[12] = {0};
-        // A warp per row where the plan has `_rowwarp` (as the executor).
+        // A warp per short row where the plan has `_rowwarp` and the
+        // executor's TOFU_CUDA_WARP_ROWS=1 is emulated (`warpRows`).
         const KernelLaunchConfig config = kernelLaunchConfig(
             plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors,
-            fns[l.kernel][static_cast<size_t>(
-                KernelLaunchConfig::Variant::RowWarp)] != nullptr);
+            warpRows && fns[l.kernel][static_cast<size_t>(
+                            KernelLaunchConfig::Variant::RowWarp)] != nullptr);
         auto fn = fns[l.kernel][static_cast<size_t>(config.variant)];
         ++variantLaunches[static_cast<size_t>(config.variant)];
         if (!fn)
@@ -1672,7 +1675,8 @@ private:
 /// per variant (KernelLaunchConfig::Variant: element, block, row).
 void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
                                int steps, bool interpreter = true,
-                               std::array<uint64_t, 4> *launches = nullptr) {
+                               std::array<uint64_t, 4> *launches = nullptr,
+                               bool warpRows = false) {
   const Plan &plan = planNamed(name);
   if (plan.devices.empty())
     return;
@@ -1682,6 +1686,7 @@ void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
   ASSERT_EQ(cpu.init(), "");
   ASSERT_EQ(cpu.watchLoss(), "");
   HostEmulator emu(plan, s);
+  emu.warpRows = warpRows;
   ASSERT_EQ(emu.init(name), "");
   const double lossTol =
       parameterTolerance(plan.tensors[plan.lossTensor].dtype);
@@ -1729,15 +1734,19 @@ TEST(CudaScheduleOnHost, Float64MlpMatchesTheCpuBackend) {
 TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
   expectEmulationMatchesCpu("rnn-8", 1, 2);
   // GPT's LayerNormalization and loss gradient run their row variants as
-  // on the GPU (CudaKernelLaunch.h): rows of 16 and 32 elements, so a warp
-  // per token (`_rowwarp`; the block per row `_row` runs on every share of
-  // every sample program in CudaKernelGeneratorTests).
-  std::array<uint64_t, 4> launches = {};
+  // on the GPU (CudaKernelLaunch.h): a block per token, and with the
+  // executor's TOFU_CUDA_WARP_ROWS=1 a warp per token (rows of 16 and 32
+  // elements, `_rowwarp`).
+  using V = KernelLaunchConfig::Variant;
+  std::array<uint64_t, 4> launches = {}, warpLaunches = {};
   expectEmulationMatchesCpu("gpt-8", 2, 2, true, &launches);
-  if (!planNamed("gpt-8").devices.empty())
-    EXPECT_GT(
-        launches[static_cast<size_t>(KernelLaunchConfig::Variant::RowWarp)],
-        0u);
+  expectEmulationMatchesCpu("gpt-8", 2, 2, true, &warpLaunches,
+                            /*warpRows=*/true);
+  if (!planNamed("gpt-8").devices.empty()) {
+    EXPECT_GT(launches[static_cast<size_t>(V::Row)], 0u);
+    EXPECT_EQ(launches[static_cast<size_t>(V::RowWarp)], 0u);
+    EXPECT_GT(warpLaunches[static_cast<size_t>(V::RowWarp)], 0u);
+  }
 }
 
 TEST(CudaScheduleOnHost, FoldedGemmsMatchTheCpuBackend) {
