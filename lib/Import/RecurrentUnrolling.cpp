@@ -3,14 +3,19 @@
 // Expands an ONNX RNN, LSTM or GRU node (opset 7-22 semantics, layout 0 and
 // 1, forward/reverse/bidirectional) into one cell per time step, built from
 // ops that have TDL specs. Shapes inside the cells keep a leading unit
-// dimension ([1, B, H]) so that no Squeeze/Unsqueeze is needed: X [T, B, I]
-// is split into T slices [1, B, I], each gate's weights are a [1, I, H]
-// matrix, and the batched MatMul broadcasts.
+// dimension ([1, B, H]) so that no Squeeze/Unsqueeze is needed: the input
+// projection [T, B, G*H] is split into T slices [1, B, G*H], the weights are
+// 2-D matrices ([I, G*H], [H, G*H]) and the MatMul broadcasts them over the
+// leading dims.
 //
-// Each gate is computed by its own MatMuls (x·W_g + h·R_g + b_g) rather than
-// one MatMul over all gates followed by a Split: a step whose gate is unused
-// (an LSTM's forget gate at step 0 without initial_c) then has no Split
-// output without a gradient.
+// The gates are computed at once, as cuDNN and PyTorch do: the input
+// projection x_t·W + biases of every step is one MatMul over the whole
+// sequence before the loop ([T, N, I] x [I, G*H]), and each step adds h·R
+// (one MatMul over all gates; GRU: over z and r, its candidate reads r ⊙ h)
+// and Splits the sum into its G gates. A step thus has one or two GEMMs
+// instead of 2·G, and one fetch of h where the partition splits it, instead
+// of one per gate; a gate a step does not use (an LSTM's forget gate at step
+// 0 without initial_c) gets a zero gradient.
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Import/RecurrentUnrolling.h"
@@ -391,7 +396,6 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
     if (initialC)
       initialC = emit.transpose(initialC, {1, 0, 2}, "initial_c.dir_major");
   }
-  SmallVector<Value> xs = emit.split(X, 0, T, "X.steps"); // [1, N, I]
   SmallVector<Value> Ws = emit.split(W, 0, D, "W.dirs");
   SmallVector<Value> Rs = emit.split(R, 0, D, "R.dirs");
   SmallVector<Value> Bs = B ? emit.split(B, 0, D, "B.dirs") : SmallVector<Value>();
@@ -409,16 +413,40 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
     emit.setStep(std::nullopt, d);
     bool reverse = direction == "reverse" || d == 1;
     const auto &act = attrs->activations[d];
-    // Per-gate weights [1, I, H] and [1, H, H], and biases [1, H].
-    SmallVector<Value> Wg = emit.split(
-        emit.transpose(Ws[d], {0, 2, 1}, "W.T"), 2, G, "W.gates");
-    SmallVector<Value> Rg = emit.split(
-        emit.transpose(Rs[d], {0, 2, 1}, "R.T"), 2, G, "R.gates");
-    SmallVector<Value> Wb, Rb;
+    // 2-D weights, so that a MatMul's weight gradient is one GEMM over the
+    // batch folded into rows (nn.tdl), not a product per batch element.
+    Value WT = emit.transpose(emit.reshape(Ws[d], {G * H, I}, "W.2d"), {1, 0},
+                              "W.T"); // [I, G*H]
+    Value RT = emit.transpose(emit.reshape(Rs[d], {G * H, H}, "R.2d"), {1, 0},
+                              "R.T"); // [H, G*H]
+    // Every step's input projection at once: x_t·W plus the biases that are
+    // added outside the recurrence, [1, N, G*H] per step. RNN, LSTM: Wb +
+    // Rb. GRU: Wb + Rb for z and r; for the candidate Wb_h, and Rb_h too
+    // unless linear_before_reset puts it inside r ⊙ (h·R_h + Rb_h).
+    Value xW = emit.emit("MatMul", {X, WT}, "X.W"); // [T, N, G*H]
+    Value RbCand; // GRU with linear_before_reset: Rb_h, [1, H]
     if (B) {
-      SmallVector<Value> b = emit.split(Bs[d], 1, 2 * G, "B.gates");
-      Wb.assign(b.begin(), b.begin() + G);
-      Rb.assign(b.begin() + G, b.end());
+      SmallVector<Value> b = emit.split(Bs[d], 1, 2, "B.halves");
+      Value bias;
+      if (opType != "GRU" || !attrs->linearBeforeReset) {
+        bias = emit.emit("Add", {b[0], b[1]}, "bias");
+      } else {
+        SmallVector<Value> wb = emit.split(b[0], 1, G, "Wb.gates");
+        SmallVector<Value> rb = emit.split(b[1], 1, G, "Rb.gates");
+        RbCand = rb[2];
+        bias = emit.concat({emit.emit("Add", {wb[0], rb[0]}, "z.bias"),
+                            emit.emit("Add", {wb[1], rb[1]}, "r.bias"), wb[2]},
+                           1, "bias");
+      }
+      xW = emit.emit("Add", {xW, bias}, "X.W_b");
+    }
+    SmallVector<Value> xWb = emit.split(xW, 0, T, "X.W.steps");
+    // GRU: h·R for z and r at once ([H, 2H]); the candidate's R_h [H, H].
+    Value RzrT, RhT;
+    if (opType == "GRU") {
+      SmallVector<Value> r = emit.split(RT, 1, G, "R.gates");
+      RzrT = emit.concat({r[0], r[1]}, 1, "R.zr");
+      RhT = r[2];
     }
     SmallVector<Value> Pg = P ? emit.split(Ps[d], 1, 3, "P.gates")
                               : SmallVector<Value>();
@@ -428,34 +456,32 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
     for (int64_t s = 0; s < T; ++s) {
       int64_t t = reverse ? T - 1 - s : s;
       emit.setStep(s, d);
-      // x·W_g (+ h·R_g) (+ Wb_g + Rb_g), the pre-activation of gate g.
-      auto gate = [&](int64_t g, const char *what, bool recurrentBias = true) {
-        std::string n = what;
-        Value v = emit.emit("MatMul", {xs[t], Wg[g]}, n + ".xW");
-        if (h)
-          v = emit.emit("Add", {v, emit.emit("MatMul", {h, Rg[g]}, n + ".hR")},
-                        n + ".xW_hR");
-        if (B) {
-          Value bias = recurrentBias
-                           ? emit.emit("Add", {Wb[g], Rb[g]}, n + ".bias")
-                           : Wb[g];
-          v = emit.emit("Add", {v, bias}, n + ".pre");
-        }
-        return v;
-      };
+      // The pre-activations of the G gates, [1, N, H] each: x_t·W plus the
+      // hoisted biases, plus h·R (RNN, LSTM: all gates; GRU: z and r).
+      Value all = xWb[t];
+      if (h && opType != "GRU")
+        all = emit.emit("Add", {all, emit.emit("MatMul", {h, RT}, "hR")},
+                        "gates");
+      SmallVector<Value> pre = emit.split(all, 2, G, "gates.split");
+      if (h && opType == "GRU") {
+        SmallVector<Value> hzr =
+            emit.split(emit.emit("MatMul", {h, RzrT}, "zr.hR"), 2, 2, "zr.hR.split");
+        pre[0] = emit.emit("Add", {pre[0], hzr[0]}, "z.pre");
+        pre[1] = emit.emit("Add", {pre[1], hzr[1]}, "r.pre");
+      }
       if (opType == "RNN") {
-        h = emit.activate(act[0], gate(0, "i"), "h");
+        h = emit.activate(act[0], pre[0], "h");
       } else if (opType == "LSTM") {
         // Weight order i, o, f, c; P order i, o, f.
-        Value iPre = gate(0, "i");
+        Value iPre = pre[0];
         if (P && c)
           iPre = emit.emit("Add", {iPre, emit.emit("Mul", {Pg[0], c}, "i.peep")},
                            "i.pre_peep");
         Value i = emit.activate(act[0], iPre, "i");
-        Value cand = emit.activate(act[1], gate(3, "c"), "c_cand");
+        Value cand = emit.activate(act[1], pre[3], "c_cand");
         Value cNew = emit.emit("Mul", {i, cand}, "i_c");
         if (c) {
-          Value fPre = gate(2, "f");
+          Value fPre = pre[2];
           if (P)
             fPre = emit.emit("Add",
                              {fPre, emit.emit("Mul", {Pg[2], c}, "f.peep")},
@@ -464,40 +490,34 @@ unrollRecurrentNode(OpBuilder &builder, Location loc,
           cNew = emit.emit("Add", {emit.emit("Mul", {f, c}, "f_c"), cNew}, "C");
         }
         c = cNew;
-        Value oPre = gate(1, "o");
+        Value oPre = pre[1];
         if (P)
           oPre = emit.emit("Add", {oPre, emit.emit("Mul", {Pg[1], c}, "o.peep")},
                            "o.pre_peep");
         Value o = emit.activate(act[0], oPre, "o");
         h = emit.emit("Mul", {o, emit.activate(act[2], c, "h_C")}, "H");
       } else { // GRU: weight order z, r, h.
-        Value z = emit.activate(act[0], gate(0, "z"), "z");
+        Value z = emit.activate(act[0], pre[0], "z");
         // The reset gate only matters when there is a recurrent term.
-        bool needsReset = h || (B && attrs->linearBeforeReset);
-        Value r = needsReset ? emit.activate(act[0], gate(1, "r"), "r") : Value();
-        // ĥ = g(x·W_h + Wb_h + [r ⊙ (h·R_h + Rb_h)] or [(r ⊙ h)·R_h + Rb_h]).
-        Value xh = emit.emit("MatMul", {xs[t], Wg[2]}, "h.xW");
-        if (B)
-          xh = emit.emit("Add", {xh, Wb[2]}, "h.xW_b");
+        bool needsReset = h || RbCand;
+        Value r = needsReset ? emit.activate(act[0], pre[1], "r") : Value();
+        // ĥ = g(x·W_h + Wb_h + [r ⊙ (h·R_h + Rb_h)] or [(r ⊙ h)·R_h + Rb_h]);
+        // pre[2] holds x·W_h + Wb_h (+ Rb_h without linear_before_reset).
         Value rec;
         if (h && attrs->linearBeforeReset) {
-          rec = emit.emit("MatMul", {h, Rg[2]}, "h.hR");
-          if (B)
-            rec = emit.emit("Add", {rec, Rb[2]}, "h.hR_b");
+          rec = emit.emit("MatMul", {h, RhT}, "h.hR");
+          if (RbCand)
+            rec = emit.emit("Add", {rec, RbCand}, "h.hR_b");
           rec = emit.emit("Mul", {r, rec}, "h.r_hR");
         } else if (h) {
-          rec = emit.emit("MatMul", {emit.emit("Mul", {r, h}, "h.rh"), Rg[2]},
+          rec = emit.emit("MatMul", {emit.emit("Mul", {r, h}, "h.rh"), RhT},
                           "h.rhR");
-          if (B)
-            rec = emit.emit("Add", {rec, Rb[2]}, "h.rhR_b");
-        } else if (B) {
-          // h = 0: the recurrent term is the bias alone (r ⊙ Rb_h when the
-          // reset applies after the product).
-          rec = attrs->linearBeforeReset ? emit.emit("Mul", {r, Rb[2]}, "h.r_b")
-                                         : Rb[2];
+        } else if (RbCand) {
+          // h = 0: the recurrent term is r ⊙ Rb_h.
+          rec = emit.emit("Mul", {r, RbCand}, "h.r_b");
         }
-        Value pre = rec ? emit.emit("Add", {xh, rec}, "h.pre") : xh;
-        Value cand = emit.activate(act[1], pre, "h_cand");
+        Value candPre = rec ? emit.emit("Add", {pre[2], rec}, "h.pre") : pre[2];
+        Value cand = emit.activate(act[1], candPre, "h_cand");
         // H = (1 - z) ⊙ ĥ + z ⊙ h = ĥ + z ⊙ (h - ĥ); with h = 0: ĥ - z ⊙ ĥ.
         if (h)
           h = emit.emit("Add",

@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -113,6 +114,19 @@ template <typename T> std::string ones(const KernelArgs &args) {
   T *p = elements<T>(y);
   for (int64_t i = 0, n = y.numElements(); i < n; ++i)
     p[i] = T(1);
+  return "";
+}
+
+/// Zeros(X) -> Y: zeros of X's shape and element type (a gradient that does
+/// not reach the loss, e.g. an unused gate's Split output); all-zero bits are
+/// 0 in every plan element type. X's values are not read.
+std::string zeros(const KernelArgs &args) {
+  if (args.inputs.size() != 1 || args.outputs.size() != 1)
+    return "expects 1 input and 1 output";
+  const TensorView &y = args.outputs[0];
+  if (y.numElements() > 0)
+    std::memset(y.data, 0,
+                size_t(y.numElements()) * tofu::plan::dtypeSize(y.dtype));
   return "";
 }
 
@@ -418,6 +432,7 @@ void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
   addKernel("Scale", byFloatType<scale<float>, scale<double>>);
   addKernel("SGDUpdate", byFloatType<sgdUpdate<float>, sgdUpdate<double>>);
   addKernel("Ones", byFloatType<ones<float>, ones<double>>);
+  addKernel("Zeros", zeros);
   addKernel("Add", byFloatType<binary<float, AddOp>, binary<double, AddOp>>);
   addKernel("Sub", byFloatType<binary<float, SubOp>, binary<double, SubOp>>);
   addKernel("Mul", byFloatType<binary<float, MulOp>, binary<double, MulOp>>);

@@ -73,8 +73,8 @@ std::string addAffineSource(LoopNest &nest, const TensorView &out,
                             const TensorView &src,
                             const std::vector<int64_t> &a,
                             const std::vector<int64_t> &m) {
-  const std::vector<int64_t> s = localStrides(src);
-  std::vector<int64_t> stride(out.shape.size(), 0);
+  const LoopNest::Dims s = localStrides(src);
+  LoopNest::Dims stride(out.shape.size(), 0);
   int64_t offset = 0;
   for (size_t d = 0; d < out.shape.size(); ++d) {
     if (out.shape[d] == 0)
@@ -287,9 +287,9 @@ std::string sliceGrad(const KernelArgs &args) {
       return ""; // nothing of dY lands in this box
   }
   LoopNest nest;
-  nest.stride.assign(2, std::vector<int64_t>(r, 0));
+  nest.stride.assign(2, LoopNest::Dims(r, 0));
   nest.offset.assign(2, 0);
-  const std::vector<int64_t> xs = localStrides(dX), ys = localStrides(dY);
+  const LoopNest::Dims xs = localStrides(dX), ys = localStrides(dY);
   for (size_t d = 0; d < r; ++d) {
     if (jlo[d] < dY.lo[d] || jhi[d] >= dY.lo[d] + dY.shape[d])
       return unsupportedConfiguration(
@@ -355,7 +355,7 @@ std::string split(const KernelArgs &args) {
 std::string subBoxOffsets(const TensorView &v, size_t first, size_t n,
                           const int64_t *lo, const int64_t *extent,
                           std::vector<int64_t> &offsets) {
-  const std::vector<int64_t> s = localStrides(v);
+  const LoopNest::Dims s = localStrides(v);
   offsets.assign(1, 0);
   for (size_t q = 0; q < n; ++q) {
     const size_t d = first + q;
@@ -422,7 +422,7 @@ std::string gather(const KernelArgs &args) {
                                     out.shape.data() + A, pos);
       !e.empty())
     return e;
-  const std::vector<int64_t> ds = localStrides(data);
+  const LoopNest::Dims ds = localStrides(data);
   const size_t size = tofu::plan::dtypeSize(data.dtype);
   const auto *src = static_cast<const uint8_t *>(data.data);
   auto *dst = static_cast<uint8_t *>(out.data);

@@ -27,10 +27,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "FloatKernel.h"
+#include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 using namespace tofu::runtime;
 using tofu::plan::DType;
@@ -69,6 +71,60 @@ void forEachIndex(const std::vector<int64_t> &lo,
       g[d] = lo[d];
     }
   }
+}
+
+/// forEachIndex spread over the runtime's threads for per-sample work that
+/// writes only its own sample's outputs (`workPerSample`: rough operations
+/// per sample, ParallelFor.h): `f(g, i, err)` per index g (row-major
+/// position i in the box) within contiguous chunks; a chunk stops at its first error, and the
+/// error of the earliest chunk is returned, the one a serial loop would
+/// have stopped at.
+template <typename F>
+std::string forEachIndexParallel(const std::vector<int64_t> &lo,
+                                 const std::vector<int64_t> &shape,
+                                 double workPerSample, F f) {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  if (n <= 0)
+    return "";
+  std::vector<std::string> errors(std::max(1u, parallelThreads()));
+  std::vector<int64_t> errorAt(errors.size(), n);
+  std::mutex errorsMutex;
+  parallelFor(n, workPerSample, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> g(lo.size());
+    int64_t rest = begin;
+    for (size_t d = g.size(); d-- > 0;) {
+      g[d] = lo[d] + rest % shape[d];
+      rest /= shape[d];
+    }
+    std::string err;
+    for (int64_t e = begin; e < end; ++e) {
+      f(g, e, err);
+      if (!err.empty()) {
+        std::lock_guard<std::mutex> lock(errorsMutex);
+        // One slot per chunk start: keep the earliest.
+        size_t slot = 0;
+        while (slot < errors.size() && !errors[slot].empty())
+          ++slot;
+        if (slot < errors.size()) {
+          errors[slot] = std::move(err);
+          errorAt[slot] = begin;
+        }
+        return;
+      }
+      for (size_t d = g.size(); d-- > 0;) {
+        if (++g[d] < lo[d] + shape[d])
+          break;
+        g[d] = lo[d];
+      }
+    }
+  });
+  size_t first = 0;
+  for (size_t i = 1; i < errors.size(); ++i)
+    if (errorAt[i] < errorAt[first])
+      first = i;
+  return errors[first];
 }
 
 /// The operands of a loss kernel and their attributes (element type T).
@@ -168,11 +224,32 @@ template <typename T> struct Loss {
     return err;
   }
 
+  /// The softmax of the row of scores at sample `s` as exp(x_c - max) in
+  /// `e` (C entries) and their sum; `row` and `stride` as logSumExp. One
+  /// exp per class: the gradient's p_c = e_c / sum (exp(x_c - lse) would
+  /// be a second exp per class).
+  bool softmaxRow(const std::vector<int64_t> &s, const T *&row,
+                  int64_t &stride, double *e, double &sum) const {
+    double lse;
+    if (!logSumExp(s, row, stride, lse, /*rowOnly=*/true))
+      return false;
+    double mx = row[0];
+    for (int64_t c = 1; c < C; ++c)
+      mx = std::max(mx, static_cast<double>(row[c * stride]));
+    sum = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      e[c] = std::exp(static_cast<double>(row[c * stride]) - mx);
+      sum += e[c];
+    }
+    return true;
+  }
+
   /// log(sum(exp(row))) of the row of scores at sample `s`, where `row`
   /// receives the address of scores[s[0], 0, s[1:]] and `stride` the
   /// distance between classes; false when the scores box lacks the row.
+  /// `rowOnly`: find the row, compute nothing.
   bool logSumExp(const std::vector<int64_t> &s, const T *&row, int64_t &stride,
-                 double &lse) const {
+                 double &lse, bool rowOnly = false) const {
     std::vector<int64_t> g(s.size() + 1);
     g[0] = s[0];
     g[1] = 0;
@@ -185,6 +262,8 @@ template <typename T> struct Loss {
     for (size_t d = 2; d < scores->shape.size(); ++d)
       stride *= scores->shape[d];
     row = elements<T>(*scores) + at;
+    if (rowOnly)
+      return true;
     if (logProbsGiven) {
       lse = 0;
       return true;
@@ -224,10 +303,9 @@ std::string logProb(const Loss<T> &loss, const TensorView &out) {
   int64_t outStride = 1;
   for (size_t d = 2; d < out.shape.size(); ++d)
     outStride *= out.shape[d];
-  std::string err;
-  forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
-    if (!err.empty())
-      return;
+  // Each sample writes its own row: the samples run on the pool.
+  return forEachIndexParallel(lo, shape, 20.0 * double(loss.C), [&](
+      const std::vector<int64_t> &s, int64_t, std::string &err) {
     const T *row;
     int64_t stride;
     double lse;
@@ -244,7 +322,6 @@ std::string logProb(const Loss<T> &loss, const TensorView &out) {
     for (int64_t c = c0; c < c0 + cn; ++c)
       dst[(c - c0) * outStride] = static_cast<T>(row[c * stride] - lse);
   });
-  return err;
 }
 
 /// The loss output over `out`'s box ("none") or the partial sum over the
@@ -253,8 +330,8 @@ template <typename T>
 std::string lossValue(const Loss<T> &loss, const TensorView &out) {
   if (out.dtype != FloatType<T>::dtype)
     return "the loss must be " + floatName<T>();
-  std::string err;
-  auto term = [&](const std::vector<int64_t> &s, double &value) {
+  auto term = [&](const std::vector<int64_t> &s, double &value,
+                  std::string &err) {
     int64_t label;
     double w, lse;
     const T *row;
@@ -272,17 +349,21 @@ std::string lossValue(const Loss<T> &loss, const TensorView &out) {
     value = -w * (row[label * stride] - lse);
     return true;
   };
+  // Each sample's term (a log-sum-exp over the classes) is computed on the
+  // runtime's threads; a sum adds them afterwards in the serial order, so
+  // the loss does not depend on the thread count.
+  const double workPerSample = 20.0 * double(loss.C);
   if (loss.reduction == "none") {
     if (out.globalShape != loss.labels->globalShape)
       return "the output of reduction \"none\" must have the shape of labels";
     T *dst = elements<T>(out);
-    forEachIndex(out.lo, out.shape, [&](const std::vector<int64_t> &s) {
-      double value = 0;
-      if (err.empty() && term(s, value))
-        *dst = static_cast<T>(value);
-      ++dst;
-    });
-    return err;
+    return forEachIndexParallel(
+        out.lo, out.shape, workPerSample,
+        [&](const std::vector<int64_t> &s, int64_t i, std::string &e) {
+          double value = 0;
+          if (term(s, value, e))
+            dst[i] = static_cast<T>(value);
+        });
   }
   if (out.numElements() != 1)
     return "the loss of reduction \"" + loss.reduction + "\" is a scalar";
@@ -292,14 +373,26 @@ std::string lossValue(const Loss<T> &loss, const TensorView &out) {
       return e;
   std::vector<int64_t> lo, shape;
   loss.scoresSamples(lo, shape);
+  int64_t samples = 1;
+  for (int64_t e : shape)
+    samples *= e;
+  // This thread's scratch, reached by the pool's threads through `values`
+  // (a thread_local named in the lambda would be the worker's own).
+  thread_local std::vector<double> terms;
+  terms.assign(size_t(std::max<int64_t>(samples, 0)), 0.0);
+  double *const values = terms.data();
+  if (std::string e = forEachIndexParallel(
+          lo, shape, workPerSample,
+          [&](const std::vector<int64_t> &s, int64_t i, std::string &e) {
+            term(s, values[i], e);
+          });
+      !e.empty())
+    return e;
   double total = 0;
-  forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
-    double value = 0;
-    if (err.empty() && term(s, value))
-      total += value;
-  });
+  for (double v : terms)
+    total += v;
   elements<T>(out)[0] = static_cast<T>(total / divisor);
-  return err;
+  return "";
 }
 
 /// NegativeLogLikelihoodLoss: the loss of SoftmaxCrossEntropyLoss with the
@@ -367,10 +460,11 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
   int64_t outStride = 1;
   for (size_t d = 2; d < dscores.shape.size(); ++d)
     outStride *= dscores.shape[d];
-  std::string err;
-  forEachIndex(lo, shape, [&](const std::vector<int64_t> &s) {
-    if (!err.empty())
-      return;
+  // Each sample writes its own row of dscores: the samples run on the
+  // runtime's threads (two exp per class: the step's costliest op in a
+  // language model with a large vocabulary).
+  return forEachIndexParallel(lo, shape, 40.0 * double(cn), [&](
+      const std::vector<int64_t> &s, int64_t, std::string &err) {
     std::vector<int64_t> g(s.size() + 1);
     g[0] = s[0];
     g[1] = c0;
@@ -398,18 +492,20 @@ std::string softmaxCrossEntropyLossGrad(const KernelArgs &args) {
     }
     const T *row;
     int64_t stride;
-    double lse;
-    if (!loss.logSumExp(s, row, stride, lse)) {
+    double sum;
+    thread_local std::vector<double> e;
+    if (e.size() < size_t(loss.C))
+      e.resize(size_t(loss.C));
+    if (!loss.softmaxRow(s, row, stride, e.data(), sum)) {
       err = unsupportedConfiguration(kRowsMissing);
       return;
     }
     for (int64_t c = c0; c < c0 + cn; ++c) {
-      double p = std::exp(static_cast<double>(row[c * stride]) - lse);
+      double p = e[size_t(c)] / sum;
       dst[(c - c0) * outStride] =
           static_cast<T>(w * gs * (p - (c == label ? 1.0 : 0.0)));
     }
   });
-  return err;
 }
 
 } // namespace

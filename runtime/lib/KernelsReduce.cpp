@@ -34,8 +34,8 @@ namespace {
 /// output dim of input dim d, or -1 where d is reduced (an output dim of
 /// extent 1 may also stand for a reduced dim when keepdims).
 struct Reduction {
-  std::vector<int> outDim;
-  std::vector<bool> reduced;
+  InlineVector<int, LoopNest::kInlineRank> outDim;
+  InlineVector<uint8_t, LoopNest::kInlineRank> reduced; ///< per input dim: 1 where reduced
   double count = 1; // product of the reduced global extents
 };
 
@@ -51,9 +51,9 @@ std::string reduceSum(const KernelArgs &args, const TensorView &data,
   // The nest: one loop per input dim, over the output box on kept dims and
   // the input box on reduced ones. Operand 0: the input; 1: the double
   // accumulator laid out as the output box.
-  const std::vector<int64_t> ds = localStrides(data), os = localStrides(out);
+  const LoopNest::Dims ds = localStrides(data), os = localStrides(out);
   LoopNest nest;
-  nest.stride.assign(2, std::vector<int64_t>(r, 0));
+  nest.stride.assign(2, LoopNest::Dims(r, 0));
   nest.offset.assign(2, 0);
   bool partial = false;
   for (size_t d = 0; d < r; ++d) {
@@ -80,13 +80,20 @@ std::string reduceSum(const KernelArgs &args, const TensorView &data,
         "the input's box covers part of a reduced dim");
   nest.coalesce();
   const int64_t n = out.numElements();
-  std::vector<double> acc(size_t(n), 0.0);
+  // The accumulator is reused by the calls on this thread: most reductions
+  // of a training step are small and frequent (bias gradients per step of an
+  // RNN), and a fresh buffer per call was a good part of their cost.
+  thread_local std::vector<double> scratch;
+  if (scratch.size() < size_t(n))
+    scratch.resize(size_t(n));
+  double *const accData = scratch.data();
+  std::fill(accData, accData + n, 0.0);
   const T *x = elements<T>(data);
   const int64_t sx = nest.inner(0), sa = nest.inner(1);
   const double inv = divisor;
   auto row = [&](const int64_t *off, int64_t len) {
     const T *p = x + off[0];
-    double *a = acc.data() + off[1];
+    double *a = accData + off[1];
     if (sa == 0) { // a reduced inner loop: one running sum
       double s = *a;
       if (divisor == 1)
@@ -124,7 +131,7 @@ std::string reduceSum(const KernelArgs &args, const TensorView &data,
   }
   T *y = elements<T>(out);
   for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<T>(acc[size_t(i)]);
+    y[i] = static_cast<T>(accData[i]);
   return "";
 }
 

@@ -15,6 +15,7 @@
 #ifndef TOFU_RUNTIME_LIB_LOOPNEST_H
 #define TOFU_RUNTIME_LIB_LOOPNEST_H
 
+#include "InlineVector.h"
 #include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
@@ -27,9 +28,17 @@ namespace tofu::runtime {
 /// Loops (outermost first) over `extent`, with operand o at local element
 /// offset[o] + sum_d idx[d] * stride[o][d].
 struct LoopNest {
-  std::vector<int64_t> extent;
-  std::vector<std::vector<int64_t>> stride; // [operand][loop]
-  std::vector<int64_t> offset;              // [operand]
+  /// Loops and operands a nest holds without allocating; more spill to the
+  /// heap (InlineVector.h).
+  static constexpr size_t kInlineRank = 8, kInlineOperands = 4;
+  /// One integer per loop (or per tensor dim).
+  using Dims = InlineVector<int64_t, kInlineRank>;
+  /// One integer per operand.
+  using PerOperand = InlineVector<int64_t, kInlineOperands>;
+
+  Dims extent;
+  InlineVector<Dims, kInlineOperands> stride; // [operand][loop]
+  PerOperand offset;                          // [operand]
 
   size_t rank() const { return extent.size(); }
   size_t operands() const { return offset.size(); }
@@ -50,7 +59,7 @@ struct LoopNest {
   void coalesce() {
     LoopNest out;
     out.offset = offset;
-    out.stride.resize(operands());
+    out.stride.assign(operands(), Dims());
     for (size_t d = 0; d < rank(); ++d) {
       if (extent[d] == 1)
         continue;
@@ -79,8 +88,8 @@ struct LoopNest {
 };
 
 /// Row-major local strides of a view's box.
-inline std::vector<int64_t> localStrides(const TensorView &v) {
-  std::vector<int64_t> s(v.shape.size(), 1);
+inline LoopNest::Dims localStrides(const TensorView &v) {
+  LoopNest::Dims s(v.shape.size(), 1);
   for (size_t d = s.size(); d-- > 1;)
     s[d - 1] = s[d] * v.shape[d];
   return s;
@@ -91,14 +100,15 @@ inline std::vector<int64_t> localStrides(const TensorView &v) {
 /// `in` that output dim k indexes, or -1 where `in` does not vary along k.
 /// An input dim of global extent 1 under an output dim of another extent
 /// broadcasts (stride 0). Returns unsupportedConfiguration when `in`'s box
-/// lacks an element the output box reads.
-inline std::string addOperand(LoopNest &nest, const TensorView &out,
-                              const TensorView &in,
-                              const std::vector<int> &dimOf) {
-  const std::vector<int64_t> s = localStrides(in);
-  std::vector<int64_t> stride(out.shape.size(), 0);
+/// lacks an element the output box reads. `DimOf`: an indexable sequence of
+/// int (std::vector<int>, DimMap).
+template <typename DimOf>
+std::string addOperand(LoopNest &nest, const TensorView &out,
+                       const TensorView &in, const DimOf &dimOf) {
+  const LoopNest::Dims s = localStrides(in);
+  LoopNest::Dims stride(out.shape.size(), 0);
   int64_t offset = 0;
-  std::vector<bool> used(in.shape.size(), false);
+  InlineVector<uint8_t, LoopNest::kInlineRank> used(in.shape.size(), false);
   for (size_t k = 0; k < out.shape.size(); ++k) {
     const int j = dimOf[k];
     if (j < 0)
@@ -138,10 +148,13 @@ inline std::string addOperand(LoopNest &nest, const TensorView &out,
   return "";
 }
 
+/// Which input dim each output dim reads (-1: none), for addOperand.
+using DimMap = InlineVector<int, LoopNest::kInlineRank>;
+
 /// Right-aligned ONNX broadcasting: output dim k reads input dim
 /// k - (rank(out) - rank(in)), or nothing.
-inline std::vector<int> rightAligned(size_t outRank, size_t inRank) {
-  std::vector<int> dimOf(outRank, -1);
+inline DimMap rightAligned(size_t outRank, size_t inRank) {
+  DimMap dimOf(outRank, -1);
   for (size_t k = outRank - std::min(outRank, inRank); k < outRank; ++k)
     dimOf[k] = int(k - (outRank - inRank));
   return dimOf;
@@ -151,7 +164,7 @@ inline std::vector<int> rightAligned(size_t outRank, size_t inRank) {
 /// operand yet.
 inline LoopNest outputNest(const TensorView &out) {
   LoopNest nest;
-  nest.extent = out.shape;
+  nest.extent.assign(out.shape.begin(), out.shape.end());
   nest.stride.push_back(localStrides(out));
   nest.offset.push_back(0);
   return nest;
@@ -197,7 +210,8 @@ void forEachRow(const LoopNest &nest, double workPerElement, Row row) {
   const int64_t chunk = (n + perRow - 1) / perRow;
   parallelFor(rows * perRow, workPerElement * double(chunk),
               [&](int64_t begin, int64_t end) {
-                std::vector<int64_t> idx(r, 0), off(ops);
+                LoopNest::Dims idx(r, 0);
+                LoopNest::PerOperand off(ops, 0), at(ops, 0);
                 int64_t rowIndex = begin / perRow, c = begin % perRow;
                 for (size_t d = r - 1; d-- > 0;) {
                   idx[d] = rowIndex % nest.extent[d];
@@ -208,7 +222,6 @@ void forEachRow(const LoopNest &nest, double workPerElement, Row row) {
                   for (size_t d = 0; d + 1 < r; ++d)
                     off[o] += idx[d] * nest.stride[o][d];
                 }
-                std::vector<int64_t> at(ops);
                 for (int64_t item = begin; item < end; ++item) {
                   const int64_t from = c * chunk,
                                 len = std::min(chunk, n - from);
@@ -230,7 +243,8 @@ template <typename Row> void forEachRowSerial(const LoopNest &nest, Row row) {
   if (r == 0 || nest.numElements() == 0)
     return;
   const int64_t n = nest.extent[r - 1];
-  std::vector<int64_t> idx(r, 0), off(nest.offset);
+  LoopNest::Dims idx(r, 0);
+  LoopNest::PerOperand off = nest.offset;
   for (;;) {
     row(off.data(), n);
     if (!nextRow(nest, idx.data(), off.data()))

@@ -21,7 +21,12 @@ on one fixed batch (``--data``) with ``--dump``, and
 * the 3 losses equal those of 3 torch SGD steps within 1e-9 relative.
 
 A float32 LSTM is checked the same way (1e-4) so the float32 path stays.
-``--only NAME`` runs one model.
+Two hand-built ONNX ``GRU`` nodes without ``initial_h`` (torch's exporter
+always passes one), ``linear_before_reset`` 0 and 1, train one step as the
+ONNX GRU equations written out in torch (loss and gradients, 1e-9): the
+importer folds the biases outside the recurrence into the input projection
+and step 0 has no recurrent term. ``--only NAME`` runs one model
+(``onnx_gru``: both nodes).
 """
 import os
 
@@ -126,14 +131,92 @@ def check_model(env, name):
               f"match torch (loss rel {d:.1e})", flush=True)
 
 
+def onnx_gru_reference(x, W, R, B, Wout, labels, lbr):
+    """ONNX GRU (gate order z, r, h; no initial_h: h0 = 0), the last state
+    through Wout, cross-entropy; in torch float64, with autograd."""
+    H = R.shape[-1]
+    Wz, Wr, Wh = W[0].split(H)
+    Rz, Rr, Rh = R[0].split(H)
+    Wbz, Wbr, Wbh, Rbz, Rbr, Rbh = B[0].split(H)
+    h = torch.zeros(x.shape[1], H, dtype=x.dtype)
+    for t in range(x.shape[0]):
+        z = torch.sigmoid(x[t] @ Wz.T + h @ Rz.T + Wbz + Rbz)
+        r = torch.sigmoid(x[t] @ Wr.T + h @ Rr.T + Wbr + Rbr)
+        if lbr:
+            cand = torch.tanh(x[t] @ Wh.T + r * (h @ Rh.T + Rbh) + Wbh)
+        else:
+            cand = torch.tanh(x[t] @ Wh.T + (r * h) @ Rh.T + Rbh + Wbh)
+        h = (1 - z) * cand + z * h
+    return nn.functional.cross_entropy(h @ Wout, labels)
+
+
+def check_onnx_gru(env, lbr):
+    """An ONNX GRU node without initial_h (linear_before_reset = lbr) trains
+    as its equations in torch: the unrolled cells fold the biases outside
+    the recurrence into the input projection, and step 0 has no h."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    name = f"onnx_gru_lbr{lbr}"
+    rng = np.random.default_rng(2 + lbr)
+    T, N, I, H, V = 3, 4, 5, 6, 7
+    init = {"W": rng.normal(0, 0.5, (1, 3 * H, I)), "R": rng.normal(0, 0.5, (1, 3 * H, H)),
+            "B": rng.normal(0, 0.5, (1, 6 * H)), "Wout": rng.normal(0, 0.5, (H, V))}
+    x = rng.normal(0, 1, (T, N, I))
+    labels = rng.integers(0, V, size=(N,)).astype(np.int64)
+    graph = helper.make_graph(
+        [helper.make_node("GRU", ["x", "W", "R", "B"], ["Y", "Y_h"], name="gru",
+                          hidden_size=H, linear_before_reset=lbr),
+         helper.make_node("Reshape", ["Y_h", "shape"], ["h2d"], name="flat"),
+         helper.make_node("MatMul", ["h2d", "Wout"], ["logits"], name="out"),
+         helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["loss"],
+                          name="xent")],
+        name, [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [T, N, I]),
+               helper.make_tensor_value_info("labels", TensorProto.INT64, [N])],
+        [helper.make_tensor_value_info("loss", TensorProto.DOUBLE, [])],
+        [numpy_helper.from_array(v.astype(np.float64), k) for k, v in init.items()] +
+        [numpy_helper.from_array(np.array([N, H], dtype=np.int64), "shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    path = env.path(name, "model.onnx")
+    onnx.save(model, path)
+    data = env.path(name, "data", "batch_0")
+    os.makedirs(data, exist_ok=True)
+    np.save(os.path.join(data, "x.npy"), x)
+    np.save(os.path.join(data, "labels.npy"), labels)
+    params = {k: torch.from_numpy(v.copy()).requires_grad_() for k, v in init.items()}
+    loss = onnx_gru_reference(torch.from_numpy(x), params["W"], params["R"], params["B"],
+                              params["Wout"], torch.from_numpy(labels), lbr)
+    loss.backward()
+    tol = TOL[torch.float64]
+    for k in (1, 4):
+        plan, dump = env.path(name, f"k{k}", "plan.bin"), env.path(name, f"k{k}", "dump")
+        report = env.path(name, f"k{k}", "report.json")
+        E.run_tool([env.tofuc, path, "--gpus", k, "--lr", LR, "-o", plan])
+        E.run_tool([env.tofu_run, plan, "--steps", 1, "--data", env.path(name, "data"),
+                    "--dump", dump, "--report", report, "--quiet"])
+        got = E.report_losses(E.load_json(report), report)[0]
+        d = abs(got - loss.item()) / abs(loss.item())
+        E.check(d <= tol, f"{name} k={k}: loss {got} vs torch {loss.item()} (rel {d:.2e})")
+        for p, t in params.items():
+            g = np.load(os.path.join(dump, f"grad.{E.dump_name(p)}.npy"))
+            d = E.rel_diff(g, t.grad.numpy())
+            E.check(d <= tol, f"{name} k={k}: gradient of {p} differs from torch by rel "
+                    f"{d:.3e} (tolerance {tol:.0e})")
+        print(f"{name} k={k}: loss and {len(params)} gradients match the GRU equations "
+              f"in torch", flush=True)
+
+
 def main():
     def extra(parser):
-        parser.add_argument("--only", choices=sorted(MODELS), help="check this model only")
+        parser.add_argument("--only", choices=sorted(MODELS) + ["onnx_gru"],
+                            help="check this model only")
     env = E.parse_args(__doc__.splitlines()[1], extra=extra)
     env.require_tools()
     for name in MODELS:
         if not env.args.only or env.args.only == name:
             check_model(env, name)
+    if not env.args.only or env.args.only == "onnx_gru":
+        for lbr in (0, 1):
+            check_onnx_gru(env, lbr)
 
 
 if __name__ == "__main__":

@@ -402,6 +402,31 @@ TEST(TDLGradient, MatMulSharedWeightIsOneGemm) {
   }
 }
 
+// Batched operands whose batch dims are Y's (attention's Q·K^T, a [1, M, K]
+// cell weight): the product already has the operand's shape, so no
+// Unbroadcast (which would only copy it); a broadcast operand still sums.
+TEST(TDLGradient, MatMulSameBatchHasNoUnbroadcast) {
+  checkGradient({"MatMul", {f32({2, 3, 5, 4}), f32({2, 3, 4, 6})}});
+  checkGradient({"MatMul", {f32({1, 3, 4}), f32({1, 4, 2})}});
+  checkGradient({"MatMul", {f32({2, 3, 4}), f32({1, 4, 2})}});
+  checkGradient({"MatMul", {f32({1, 3, 4}), f32({2, 4, 2})}});
+  auto unbroadcasts = [](std::vector<std::optional<TensorType>> operands) {
+    OpInstance inst = mustInstantiate(lib(), "MatMul", operands);
+    auto g = expandGradient(lib(), inst);
+    EXPECT_TRUE(bool(g)) << llvm::toString(g.takeError());
+    int n = 0;
+    for (const auto &call : g->calls)
+      n += call.op == "Unbroadcast";
+    return n;
+  };
+  EXPECT_EQ(unbroadcasts({f32({2, 3, 5, 4}), f32({2, 3, 4, 6})}), 0);
+  EXPECT_EQ(unbroadcasts({f32({1, 3, 4}), f32({1, 4, 2})}), 0);
+  // B broadcast over A's batch of 2: dB sums; dA does not.
+  EXPECT_EQ(unbroadcasts({f32({2, 3, 4}), f32({1, 4, 2})}), 1);
+  // A broadcast over B's batch of 2: dA sums; dB does not.
+  EXPECT_EQ(unbroadcasts({f32({1, 3, 4}), f32({2, 4, 2})}), 1);
+}
+
 TEST(TDLGradient, TransposePerm) {
   checkGradient({"Transpose", {f32({2, 3, 4})}, {{"perm", AttrValue::ofInts({1, 2, 0})}}});
 }
