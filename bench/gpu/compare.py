@@ -74,17 +74,30 @@ def step_seconds(report, skip):
 
 
 def top_kernels(trace_path, count=8):
-    """The instructions that took the most time in a --trace, summed by name."""
+    """The instructions that took the most time in a --trace, by name: per
+    step, the sum of a name's events; ranked by the median over steps 2 on
+    (the steady state: step 1 also loads modules and picks algorithms), with
+    step 1's time beside it."""
     trace = load(trace_path)
     if trace is None:
         return []
     events = trace.get("traceEvents", trace) if isinstance(trace, dict) else trace
-    total = {}
+    per_step = {}  # name -> step -> microseconds
     for e in events:
         if isinstance(e, dict) and e.get("ph") == "X":
-            total[e.get("name", "?")] = total.get(e.get("name", "?"), 0.0) + float(e.get("dur", 0))
-    ranked = sorted(total.items(), key=lambda kv: -kv[1])[:count]
-    return [{"name": n, "microseconds": round(us, 1)} for n, us in ranked]
+            step = (e.get("args") or {}).get("step", 0)
+            steps = per_step.setdefault(e.get("name", "?"), {})
+            steps[step] = steps.get(step, 0.0) + float(e.get("dur", 0))
+    rows = []
+    for name, steps in per_step.items():
+        first = min(steps)
+        later = [us for s, us in steps.items() if s != first]
+        rows.append({"name": name,
+                     "microseconds": round(statistics.median(later), 1) if later
+                     else round(steps[first], 1),
+                     "first_step_microseconds": round(steps[first], 1),
+                     "total_microseconds": round(sum(steps.values()), 1)})
+    return sorted(rows, key=lambda r: -r["microseconds"])[:count]
 
 
 def main():
@@ -149,6 +162,9 @@ def main():
             row["dump"] = {k: dump.get(k) for k in (
                 "pass", "tensors", "compared", "missing", "failed", "ill_conditioned",
                 "max_err", "worst", "rtol", "error")}
+        save = load(os.path.join(args.outdir, "runs", name + ".save.json"))
+        if isinstance(save, dict):
+            row["save_resume"] = save
         gemm = load(os.path.join(args.outdir, "runs", name + ".gemms.json"))
         if isinstance(gemm, dict):
             row["gemm"] = gemm
@@ -162,6 +178,8 @@ def main():
     failed = [n for n, p in parts.items() if p["status"] not in ("pass", "skipped")]
     failed += [p["name"] for p in plans if p["losses_match"] is False]
     failed += ["dump." + p["name"] for p in plans if p.get("dump") and not p["dump"]["pass"]]
+    failed += ["save." + p["name"] for p in plans
+               if p.get("save_resume") and not p["save_resume"].get("pass")]
     gemm_summary = {p["name"]: p["gemm"]["aggregate"] for p in plans if p.get("gemm")}
     result = {"have_gpu": bool(args.have_gpu), "simulated_on_cpu": bool(args.simulated),
               "seconds": args.seconds, "parts": parts,
@@ -211,6 +229,32 @@ def main():
                 f"| {w.get('tensor', '-')} ({fmt(w.get('err'), '{:.1e}')} / "
                 f"{fmt(w.get('allowed'), '{:.0e}')}) | {d.get('ill_conditioned')} "
                 f"| {', '.join(bad[:4]) + (' ...' if len(bad) > 4 else '') or d.get('error') or '-'} |")
+    if any(p.get("save_resume") for p in plans):
+        lines += ["", "## --save and --resume on the GPU against the CPU backend", "",
+                  "Both backends train 3 steps and --save; the CPU backend resumes its own "
+                  "checkpoint for step 4 with --dump (reference). resume: the CUDA backend "
+                  "resumes the CPU's checkpoint (parameters and inputs bit for bit, "
+                  "gradients and loss within tolerance); save: the CPU backend resumes the "
+                  "CUDA backend's checkpoint (parameters, gradients and loss within "
+                  "tolerance).", "",
+                  "| plan | match | resume: bit-equal / tolerance, max err, loss | "
+                  "save: tensors, max err, loss | reference loss |", "|---|---|---|---|---|"]
+        for p in plans:
+            sr = p.get("save_resume")
+            if not sr:
+                continue
+            if sr.get("error"):
+                lines.append(f"| {p['name']} | NO | {sr['error']} | - | - |")
+                continue
+            r, v = sr["resume"], sr["save"]
+            lines.append(
+                f"| {p['name']} | {'yes' if sr['pass'] else 'NO'} "
+                f"| {r['exact_compared'] - len(r['not_bit_equal'])}/{r['exact_compared']} / "
+                f"{r['compared'] - len(r['failed'])}/{r['tensors']}, "
+                f"{fmt(r.get('max_err'), '{:.1e}')}, {fmt(r.get('loss'), '{:.7g}')} "
+                f"| {v['compared'] - len(v['failed'])}/{v['tensors']}, "
+                f"{fmt(v.get('max_err'), '{:.1e}')}, {fmt(v.get('loss'), '{:.7g}')} "
+                f"| {fmt(sr.get('reference_loss'), '{:.7g}')} |")
     if gemm_summary:
         lines += ["", "## cuBLAS alone against the same GEMMs inside the step (k = 1)", "",
                   "in step: --trace (events around each instruction, eager issue, median "
@@ -242,8 +286,10 @@ def main():
                     f"| {fmt(r.get('ratio'), '{:.2f}')} |")
     for p in plans:
         if p.get("top_kernels"):
-            lines += ["", f"Slowest instructions of {p['name']} (5 steps, --trace):", ""]
-            lines += [f"- {k['name']}: {k['microseconds']} us" for k in p["top_kernels"]]
+            lines += ["", f"Slowest instructions of {p['name']} (--trace, 5 steps; "
+                      "median of steps 2-5 per step, step 1 in brackets):", ""]
+            lines += [f"- {k['name']}: {k['microseconds']} us "
+                      f"({k.get('first_step_microseconds', '-')} us)" for k in p["top_kernels"]]
     if failed:
         lines += ["", "## Failed", ""] + [f"- {n}" for n in sorted(set(failed))]
     with open(os.path.join(args.outdir, "results.md"), "w") as f:

@@ -5,7 +5,7 @@
 # part is skipped and nothing fails; with one, nothing fails. Then, without a
 # GPU, runs it again with TOFU_GPU_SIMULATE_CPU=1 (the CPU backend in the
 # CUDA backend's place) and checks the reports the GPU run will write: losses,
-# step-1 dumps and the GEMM part's per-instruction times (gemm_bench itself
+# step-1 dumps, --save/--resume and the GEMM part's per-instruction times (gemm_bench itself
 # needs a GPU: its part fails there, and only it may).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -43,6 +43,9 @@ assert set(r["failed"]) <= {"gemm.mlp-k1"}, f"failed parts: {r['failed']}"
 for p in r["plans"]:
     assert p["losses_match"], p
     assert p["dump"]["pass"] and p["dump"]["compared"] == 8, p["dump"]
+save = next(p for p in r["plans"] if p["name"] == "mlp-k8")["save_resume"]
+assert r["parts"]["save.mlp-k8"]["status"] == "pass" and save["pass"], save
+assert save["resume"]["exact_compared"] > 0 and save["save"]["compared"] > 0, save
 gemm = r["gemm"]["mlp-k1"]
 assert gemm["gemm_instructions"] == 8 and gemm["gemm_share_of_traced_step"] > 0, gemm
 mlp = next(p for p in r["plans"] if p["name"] == "mlp-k1")

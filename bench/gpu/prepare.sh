@@ -73,7 +73,7 @@ rm -f "$OUTDIR"/executor-plans/*.onnx
   --arch "$ARCH" --nvcc "$NVCC" ${MODELS:+--models "$MODELS"}
 
 cp "$HERE/run.sh" "$HERE/compare.py" "$HERE/torch_step.py" "$HERE/gemms.py" \
-  "$HERE/compare_dumps.py" "$OUTDIR/"
+  "$HERE/compare_dumps.py" "$HERE/save_resume.py" "$OUTDIR/"
 cp "$ROOT/test/e2e/real_models.py" "$ROOT/test/e2e/e2e_common.py" "$OUTDIR/py/"
 ( cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown ) > "$OUTDIR/COMMIT"
 # The binaries are built from the work tree: name what differed from COMMIT.

@@ -12,7 +12,8 @@
 # parts run the CPU backend in the CUDA backend's place (6 steps), so that
 # everything after tofu-run (reports, traces, gemms.py, compare_dumps.py,
 # compare.py) is exercised here; the GPU tests and torch are skipped and
-# gemm_bench fails (no GPU).
+# gemm_bench fails (no GPU). TOFU_GPU_SKIP_TORCH=1 skips the PyTorch part
+# (about 70 s on an H200) when device time is short.
 set -uo pipefail
 
 BUNDLE=${1:?usage: run.sh BUNDLE OUTDIR}
@@ -110,6 +111,9 @@ for p in json.load(open(sys.argv[1])):
 PLANS=$(echo "$PLAN_INFO" | cut -d' ' -f1)
 K1_PLANS=$(echo "$PLAN_INFO" | awk '$2 == 1 {print $1}')
 DUMP_PLANS=$(echo "$PLAN_INFO" | awk '$4 != "-" {print $1}')
+# Save/resume part: --save and --resume on the GPU against the CPU backend's.
+SAVE_PLANS=$(for p in mlp-k8 gpt-k1 gpt-k8 vit-k8; do
+  echo "$PLANS" | grep -qx "$p" && echo "$p"; done)
 # GEMM part: the k = 1 plans whose CUDA schedule calls cuBLAS.
 GEMM_PLANS=$(for p in $K1_PLANS; do
   grep -q cublas "$BUNDLE/plans/$p.schedule.txt" 2>/dev/null && echo "$p"; done)
@@ -130,6 +134,7 @@ if [ $HAVE_GPU -eq 0 ]; then
   for p in $K1_PLANS; do skip_all "trace.$p"; done
   for p in $GEMM_PLANS; do skip_all "gemm.$p"; done
   for p in $DUMP_PLANS; do skip_all "dump.$p"; done
+  for p in $SAVE_PLANS; do skip_all "save.$p"; done
   skip_all torch
 else
   B="$BUNDLE/bin"
@@ -170,8 +175,16 @@ else
       --index "$BUNDLE/plans/$dump.json" --dtype "$(info "$p" 5)" \
       --workdir "$OUTDIR/dump-work/$p" --out "$OUTDIR/runs/$p.dump.json" -- "${dflags[@]}"
   done
+  # --save after 3 steps and --resume for a 4th, each against the CPU
+  # backend's checkpoint and step-4 dump (save_resume.py).
+  for p in $SAVE_PLANS; do
+    data_flags "$p"
+    part "save.$p" 60 "$PY" "$BUNDLE/save_resume.py" --tofu-run "$B/tofu-run" \
+      --backend "${BACKEND[1]}" --plan "$BUNDLE/plans/$p.bin" --dtype "$(info "$p" 5)" \
+      --workdir "$OUTDIR/dump-work/$p.save" --out "$OUTDIR/runs/$p.save.json" -- "${dflags[@]}"
+  done
   rm -rf "$OUTDIR/dump-work"
-  if [ "$SIMULATE" = 1 ]; then
+  if [ "$SIMULATE" = 1 ] || [ "${TOFU_GPU_SKIP_TORCH:-0}" = 1 ]; then
     skip_all torch
   else
     part torch 200 env PYTHONPATH="$BUNDLE/py" "$PY" "$BUNDLE/torch_step.py" \

@@ -101,6 +101,22 @@ TEST(CudaKernelLaunch, PicksTheVariantByShape) {
   EXPECT_EQ(c.threads, 256);
   EXPECT_EQ(c.grid, 1024);
   EXPECT_STREQ(cuda::variantSuffix(c.variant), "_row");
+  // Rows of 128 elements (LayerNorm of hidden 128) take a warp each, 8
+  // rows a block; 129 a block; without the warp entry point a block too.
+  l.numElements = 1000 * 128;
+  l.params.back() = 1000;
+  c = cuda::kernelLaunchConfig(k, l, 132);
+  EXPECT_EQ(c.variant, KernelLaunchConfig::Variant::RowWarp);
+  EXPECT_EQ(c.threads, 256);
+  EXPECT_EQ(c.grid, 125);
+  EXPECT_STREQ(cuda::variantSuffix(c.variant), "_rowwarp");
+  EXPECT_EQ(cuda::kernelLaunchConfig(k, l, 132, /*warpRows=*/false).variant,
+            KernelLaunchConfig::Variant::Row);
+  l.numElements = 1000 * 129;
+  EXPECT_EQ(cuda::kernelLaunchConfig(k, l, 132).variant,
+            KernelLaunchConfig::Variant::Row);
+  l.numElements = 1024 * 512;
+  l.params.back() = 1024;
   // Rows of one element: a block each only while few (InvStdDev of 1024
   // rows), else one thread per element.
   l.numElements = 1024;

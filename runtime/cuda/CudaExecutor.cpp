@@ -16,6 +16,7 @@
 #include "CudaConv.h"
 #include "CudaPool.h"
 #include "CudaDiagnostics.h"
+#include "CudaFeed.h"
 #include "CudaKernelLaunch.h"
 #include "CudaMultiFetchTables.h"
 #include "CudaNccl.h"
@@ -30,6 +31,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -80,6 +82,9 @@ struct CudaExecutor::Impl {
   /// `<name>_block` of each "block-reduction" kernel and `<name>_row` of
   /// each "row-reduction" kernel (else null).
   std::vector<cudaKernel_t> variantKernels;
+  /// `<name>_rowwarp` of each "row-reduction" kernel (a warp per row), or
+  /// null (other kinds, and plans compiled before it existed).
+  std::vector<cudaKernel_t> warpRowKernels;
   cudaEvent_t fork = nullptr;
   /// Per launch: pointer and parameter blocks, laid out as TofuPointers<P>
   /// and TofuParams<Q>.
@@ -89,6 +94,18 @@ struct CudaExecutor::Impl {
   IssueHook hook;
   int64_t stepsRun = 0, replays = 0;
   bool initialized = false;
+  /// The Input/Label batches of a step, filled into one pinned host area
+  /// (CudaFeed.h) and copied from there asynchronously.
+  FeedLayout feedCopies;
+  uint8_t *pinned = nullptr;
+  /// A/B switches for bench/gpu (environment, read at init):
+  /// TOFU_CUDA_PAGEABLE_FEED=1 feeds as before the pinned area (a
+  /// synchronous cudaMemcpy per buffer from pageable memory);
+  /// TOFU_CUDA_WARP_ROWS=1 runs rows of at most kWarpRowMaxElements on a
+  /// warp each (`_rowwarp`). Off by default: on the H200 it made the
+  /// replayed GPT steps slower although each traced kernel was faster
+  /// (bench/gpu/H200-run10.md).
+  bool pageableFeed = false, warpRows = false;
   std::vector<uint8_t> staging;
 
   // One process per GPU (options.transport set).
@@ -175,6 +192,8 @@ CudaExecutor::Impl::~Impl() {
   }
   if (library)
     cudaLibraryUnload(library);
+  if (pinned)
+    cudaFreeHost(pinned);
   for (Gpu &g : gpus) {
     if (!g.active)
       continue;
@@ -309,6 +328,7 @@ std::string CudaExecutor::Impl::init() {
                                   nullptr, 0, nullptr, nullptr, 0));
     kernels.resize(plan.cuda.kernels.size());
     variantKernels.assign(plan.cuda.kernels.size(), nullptr);
+    warpRowKernels.assign(plan.cuda.kernels.size(), nullptr);
     for (size_t f = 0; f < plan.cuda.kernels.size(); ++f) {
       const CudaKernel &k = plan.cuda.kernels[f];
       cudaError_t err =
@@ -324,6 +344,13 @@ std::string CudaExecutor::Impl::init() {
                             (variant ? variant : "") + ")")
                                .c_str(),
                            err);
+      if (k.kind == "row-reduction" &&
+          cudaLibraryGetKernel(&warpRowKernels[f], library,
+                               (k.name + "_rowwarp").c_str()) != cudaSuccess) {
+        // An older plan: its rows all run a block each.
+        warpRowKernels[f] = nullptr;
+        cudaGetLastError();
+      }
     }
   }
   // Peer access wherever a schedule entry reads another GPU.
@@ -443,6 +470,21 @@ std::string CudaExecutor::Impl::init() {
                 : pointer({launch.device,
                            plan.devices[launch.device].buffers[b].offset}));
   }
+  // The pinned staging area of the Input/Label batches.
+  auto envSet = [](const char *name) {
+    const char *v = std::getenv(name);
+    return v && std::string(v) == "1";
+  };
+  pageableFeed = envSet("TOFU_CUDA_PAGEABLE_FEED");
+  warpRows = envSet("TOFU_CUDA_WARP_ROWS");
+  feedCopies = feedLayout(plan, [this](int32_t d) { return owns(d); });
+  if (std::string err = validateFeedLayout(
+          plan, [this](int32_t d) { return owns(d); }, feedCopies);
+      !err.empty())
+    return "internal error: " + err;
+  TOFU_CUDA(cudaHostAlloc(reinterpret_cast<void **>(&pinned),
+                          std::max<uint64_t>(feedCopies.stagingBytes, 1),
+                          cudaHostAllocPortable));
   // Initial parameter values.
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     if (!owns(static_cast<int32_t>(d)))
@@ -570,31 +612,53 @@ std::string CudaExecutor::Impl::feed(int64_t step) {
     TOFU_CUDA(cudaMemcpy(gpu.step, &value, sizeof(value),
                          cudaMemcpyHostToDevice));
   }
-  for (size_t d = 0; d < plan.devices.size(); ++d) {
-    if (!owns(static_cast<int32_t>(d)))
-      continue;
-    TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
-    const auto &buffers = plan.devices[d].buffers;
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      const TensorInfo &t = plan.tensors[buffers[b].tensor];
-      if (t.role != TensorRole::Input && t.role != TensorRole::Label)
-        continue;
-      staging.resize(buffers[b].bytes);
+  // Every batch into the pinned area first, then one asynchronous copy per
+  // buffer on its device's compute stream, and one wait per stream used:
+  // the step's streams start after the feed (and the area is reused next
+  // step).
+  if (pageableFeed) {
+    for (const FeedCopy &c : feedCopies.copies) {
+      const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+      staging.resize(c.bytes);
       std::string err =
-          dataSource ? dataSource(buffers[b].tensor, buffers[b].region, step,
-                                  staging.data())
-                     : data.fill(buffers[b].tensor, buffers[b].region,
+          dataSource ? dataSource(b.tensor, b.region, step, staging.data())
+                     : data.fill(b.tensor, b.region,
                                  step % SyntheticData::kNumBatches,
                                  staging.data());
       if (!err.empty())
-        return "feeding device " + std::to_string(d) + " buffer " +
-               std::to_string(b) + ": " + err;
-      // Synchronous: `staging` is reused for the next buffer.
-      TOFU_CUDA(cudaMemcpy(
-          pointer({static_cast<int32_t>(d), buffers[b].offset}),
-          staging.data(), buffers[b].bytes, cudaMemcpyHostToDevice));
+        return "feeding device " + std::to_string(c.device) + " buffer " +
+               std::to_string(c.buffer) + ": " + err;
+      TOFU_CUDA(cudaSetDevice(gpuOf(c.device)));
+      TOFU_CUDA(cudaMemcpy(pointer(c.dst), staging.data(), c.bytes,
+                           cudaMemcpyHostToDevice));
     }
+    return "";
   }
+  for (const FeedCopy &c : feedCopies.copies) {
+    const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+    uint8_t *host = pinned + c.staging;
+    std::string err =
+        dataSource ? dataSource(b.tensor, b.region, step, host)
+                   : data.fill(b.tensor, b.region,
+                               step % SyntheticData::kNumBatches, host);
+    if (!err.empty())
+      return "feeding device " + std::to_string(c.device) + " buffer " +
+             std::to_string(c.buffer) + ": " + err;
+  }
+  std::vector<bool> used(devices.size(), false);
+  for (const FeedCopy &c : feedCopies.copies) {
+    if (c.bytes == 0)
+      continue;
+    TOFU_CUDA(cudaSetDevice(gpuOf(c.device)));
+    TOFU_CUDA(cudaMemcpyAsync(pointer(c.dst), pinned + c.staging, c.bytes,
+                              cudaMemcpyHostToDevice, devices[c.device].compute));
+    used[c.device] = true;
+  }
+  for (size_t d = 0; d < devices.size(); ++d)
+    if (used[d]) {
+      TOFU_CUDA(cudaSetDevice(gpuOf(static_cast<int32_t>(d))));
+      TOFU_CUDA(cudaStreamSynchronize(devices[d].compute));
+    }
   return "";
 }
 
@@ -611,18 +675,22 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
     void *args[] = {launchPointers[op.launch].data(), params.data(),
                     &gpu.step, &gpu.error};
     // One thread per element, one block per element (few elements of a
-    // reduction with much work each) or one block per row (reductions
-    // shared by a row's elements): CudaKernelLaunch.h. The block and row
-    // variants need exactly kReductionBlockThreads threads (the generated
-    // TOFU_BLOCK_THREADS).
+    // reduction with much work each), one block per row (reductions shared
+    // by a row's elements) or one warp per short row: CudaKernelLaunch.h.
+    // The block and row variants need exactly kReductionBlockThreads
+    // threads (the generated TOFU_BLOCK_THREADS).
     const KernelLaunchConfig config =
-        kernelLaunchConfig(kernel, launch, gpu.multiprocessors);
-    const bool variant =
-        config.variant != KernelLaunchConfig::Variant::Element &&
-        variantKernels[launch.kernel];
+        kernelLaunchConfig(kernel, launch, gpu.multiprocessors,
+                           warpRowKernels[launch.kernel] != nullptr &&
+                               warpRows);
+    cudaKernel_t entry = kernels[launch.kernel];
+    if (config.variant == KernelLaunchConfig::Variant::RowWarp)
+      entry = warpRowKernels[launch.kernel];
+    else if (config.variant != KernelLaunchConfig::Variant::Element &&
+             variantKernels[launch.kernel])
+      entry = variantKernels[launch.kernel];
     TOFU_CUDA(cudaLaunchKernel(
-        reinterpret_cast<const void *>(variant ? variantKernels[launch.kernel]
-                                               : kernels[launch.kernel]),
+        reinterpret_cast<const void *>(entry),
         dim3(static_cast<unsigned>(config.grid)),
         dim3(static_cast<unsigned>(config.threads)), args, 0, stream));
     return "";

@@ -16,6 +16,8 @@ const char *tofu::cuda::variantSuffix(KernelLaunchConfig::Variant variant) {
     return "_block";
   case KernelLaunchConfig::Variant::Row:
     return "_row";
+  case KernelLaunchConfig::Variant::RowWarp:
+    return "_rowwarp";
   case KernelLaunchConfig::Variant::Element:
     break;
   }
@@ -24,7 +26,8 @@ const char *tofu::cuda::variantSuffix(KernelLaunchConfig::Variant variant) {
 
 KernelLaunchConfig tofu::cuda::kernelLaunchConfig(const plan::CudaKernel &kernel,
                                                   const plan::CudaLaunch &launch,
-                                                  int multiprocessors) {
+                                                  int multiprocessors,
+                                                  bool warpRows) {
   const int64_t sms = std::max(1, multiprocessors);
   const int64_t elements = launch.numElements;
   KernelLaunchConfig config;
@@ -34,6 +37,11 @@ KernelLaunchConfig tofu::cuda::kernelLaunchConfig(const plan::CudaKernel &kernel
     if (rows > 0 && (elements > rows || rows <= sms * kReductionMaxElementsPerSM)) {
       config.variant = KernelLaunchConfig::Variant::Row;
       blocks = rows;
+      if (warpRows && elements > rows && elements <= rows * kWarpRowMaxElements) {
+        const int64_t rowsPerBlock = kReductionBlockThreads / kWarpRowThreads;
+        config.variant = KernelLaunchConfig::Variant::RowWarp;
+        blocks = (rows + rowsPerBlock - 1) / rowsPerBlock;
+      }
     }
   } else if (kernel.kind == "block-reduction" &&
              elements <= sms * kReductionMaxElementsPerSM) {

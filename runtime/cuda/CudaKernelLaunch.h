@@ -26,6 +26,13 @@ constexpr int64_t kReductionBlockThreads = 256;
 /// multiprocessor; beyond that one thread per element keeps every thread
 /// busy with its own serial loop.
 constexpr int64_t kReductionMaxElementsPerSM = 64;
+/// A row of at most this many elements runs on one warp (`_rowwarp`,
+/// TOFU_BLOCK_THREADS / 32 rows a block) rather than a whole block: a
+/// block of 256 threads would leave most of them idle in the row's element
+/// phase and pay eight levels of block barriers per shared reduction.
+constexpr int64_t kWarpRowMaxElements = 128;
+/// Threads of a warp-per-row group (the generator's TOFU_WARP_THREADS).
+constexpr int64_t kWarpRowThreads = 32;
 /// Blocks launched at most per multiprocessor (the kernels grid-stride).
 constexpr int64_t kMaxBlocksPerSM = 32;
 /// The multiprocessors the host emulator assumes (an H100 SXM or H200).
@@ -33,22 +40,24 @@ constexpr int kEmulatedMultiprocessors = 132;
 
 /// What the executor launches for one CudaLaunch.
 struct KernelLaunchConfig {
-  enum class Variant { Element, Block, Row };
+  enum class Variant { Element, Block, Row, RowWarp };
   Variant variant = Variant::Element;
   int64_t grid = 1;    ///< blocks
   int64_t threads = 0; ///< threads per block
 };
 
-/// The entry point's suffix: "", "_block" or "_row".
+/// The entry point's suffix: "", "_block", "_row" or "_rowwarp".
 const char *variantSuffix(KernelLaunchConfig::Variant variant);
 
 /// The launch of `launch` (a launch of `kernel`) on a GPU with
 /// `multiprocessors` multiprocessors:
-///  - "row-reduction": the row variant, one block per row (the row count is
-///    the launch's last parameter), when a row has more than one element
-///    (its reductions are then computed once instead of once per element)
-///    or there are at most kReductionMaxElementsPerSM rows per
-///    multiprocessor; else one thread per element;
+///  - "row-reduction": the row variant (the row count is the launch's last
+///    parameter) when a row has more than one element (its reductions are
+///    then computed once instead of once per element) or there are at most
+///    kReductionMaxElementsPerSM rows per multiprocessor; else one thread
+///    per element. Rows of 2 to kWarpRowMaxElements elements take a warp
+///    each (`_rowwarp`) where `warpRows` (the plan's cubin has the entry
+///    point: plans compiled before it do not), others a block each;
 ///  - "block-reduction": the block variant when the launch has at most
 ///    kReductionMaxElementsPerSM elements per multiprocessor;
 ///  - otherwise one thread per element, kernel.blockSize threads a block.
@@ -56,7 +65,8 @@ const char *variantSuffix(KernelLaunchConfig::Variant variant);
 /// least 1).
 KernelLaunchConfig kernelLaunchConfig(const plan::CudaKernel &kernel,
                                       const plan::CudaLaunch &launch,
-                                      int multiprocessors);
+                                      int multiprocessors,
+                                      bool warpRows = true);
 
 } // namespace tofu::cuda
 

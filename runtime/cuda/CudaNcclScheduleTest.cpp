@@ -523,10 +523,11 @@ public:
     // Per kernel the host driver of each variant it has (CudaKernelLaunch.h:
     // the one the executor would launch is run).
     for (const CudaKernel &k : plan.cuda.kernels) {
-      std::array<HostFn, 3> variants = {};
+      std::array<HostFn, 4> variants = {};
       for (auto v : {KernelLaunchConfig::Variant::Element,
                      KernelLaunchConfig::Variant::Block,
-                     KernelLaunchConfig::Variant::Row}) {
+                     KernelLaunchConfig::Variant::Row,
+                     KernelLaunchConfig::Variant::RowWarp}) {
         std::string driver = k.name + variantSuffix(v) + "_host";
         variants[static_cast<size_t>(v)] =
             reinterpret_cast<HostFn>(dlsym(lib, driver.c_str()));
@@ -537,7 +538,7 @@ public:
     }
     return "";
   }
-  std::vector<std::array<HostFn, 3>> fns;
+  std::vector<std::array<HostFn, 4>> fns;
 
 private:
   void *lib = nullptr;
@@ -649,8 +650,10 @@ private:
                              : ptr({l.device,
                                     plan.devices[l.device].buffers[b].offset}));
       unsigned long long error[12] = {0};
+      // Rows on blocks, as the executor without TOFU_CUDA_WARP_ROWS=1.
       const KernelLaunchConfig config = kernelLaunchConfig(
-          plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors);
+          plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors,
+          /*warpRows=*/false);
       auto fn = kernels.fns[l.kernel][static_cast<size_t>(config.variant)];
       if (!fn)
         return "no host driver " + plan.cuda.kernels[l.kernel].name +

@@ -32,6 +32,7 @@
 #include "CudaMultiFetchTables.h"
 #include "CudaDnnMapping.h"
 #include "CudaKernelLaunch.h"
+#include "CudaFeed.h"
 #include "CudaSchedule.h"
 #include "CudaTestPlans.h"
 #include "CudaTraffic.h"
@@ -156,6 +157,107 @@ TEST(CudaSchedule, InstructionsBecomeTheRightCalls) {
   for (const CudaLaunch &l : plan.cuda.launches)
     nonEmpty += l.numElements > 0;
   EXPECT_EQ(countOps(s, CudaOp::Kind::Kernel), nonEmpty);
+}
+
+TEST(CudaSchedule, BroadcastBMatMulsBecomeOneGemmOfBatchRows) {
+  // GPT at k = 1: every projection MatMul (A [batch, seq, h], B [h, n]
+  // broadcast over the batch) is one cublasSgemm of batch * seq rows, not a
+  // strided batched call with stride 0 for B (slower on the H200,
+  // bench/gpu/H200-run8.md); the attention MatMuls (both operands batched)
+  // stay strided batched. CudaScheduleOnHost.FoldedGemmsMatchTheCpuBackend
+  // runs the folded calls.
+  const Plan &plan = planNamed("gpt-1");
+  if (plan.devices.empty())
+    return;
+  Schedule s = scheduled("gpt-1", 1);
+  size_t folded = 0, batched = 0;
+  for (const ScheduledInstr &e : s.instrs) {
+    const Instr &in = plan.devices[e.device].instrs[e.index];
+    if (in.kind != Instr::Kind::Compute || in.kernel != "MatMul")
+      continue;
+    const auto &buffers = plan.devices[e.device].buffers;
+    const Box &A = buffers[in.inputs[0]].region, &B = buffers[in.inputs[1]].region,
+              &Y = buffers[in.outputs[0]].region;
+    ASSERT_EQ(e.ops.size(), 1u) << describeSchedule(plan, s);
+    const CudaOp &op = e.ops[0];
+    ASSERT_EQ(op.kind, CudaOp::Kind::Gemm);
+    const size_t ry = Y.lo.size();
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < ry; ++i)
+      rows *= Y.hi[i] - Y.lo[i];
+    if (A.lo.size() == 3 && B.lo.size() == 2) {
+      ++folded;
+      EXPECT_EQ(op.batch, 1) << "instruction " << e.index;
+      EXPECT_EQ(op.m, rows);
+      EXPECT_EQ(op.n, Y.hi[ry - 1] - Y.lo[ry - 1]);
+      EXPECT_STREQ(gemmCallName(op), "cublasSgemm");
+    } else if (A.lo.size() == B.lo.size() && A.lo.size() > 2) {
+      ++batched;
+      EXPECT_EQ(op.m * op.batch, rows);
+      EXPECT_GT(op.batch, 1);
+      EXPECT_NE(op.strideB, 0);
+    }
+  }
+  EXPECT_GT(folded, 0u);
+  EXPECT_GT(batched, 0u);
+}
+
+TEST(CudaSchedule, BatchesAreStagedOncePerBufferInPinnedMemory) {
+  // Every Input/Label buffer of the devices a process runs has its own
+  // aligned range of the pinned staging area and one copy to its place
+  // (CudaScheduleOnHost.* feed through this layout); broken layouts fail.
+  for (const char *name : {"mlp-8", "gpt-8", "gpt-1"}) {
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
+      continue;
+    auto all = [](int32_t) { return true; };
+    auto firstHalf = [&plan](int32_t d) {
+      return d < static_cast<int32_t>(plan.devices.size() + 1) / 2;
+    };
+    for (const std::function<bool(int32_t)> &owns :
+         {std::function<bool(int32_t)>(all),
+          std::function<bool(int32_t)>(firstHalf)}) {
+      FeedLayout feed = feedLayout(plan, owns);
+      ASSERT_EQ(validateFeedLayout(plan, owns, feed), "") << name;
+      size_t fed = 0, bytes = 0;
+      for (size_t d = 0; d < plan.devices.size(); ++d)
+        for (const Buffer &b : plan.devices[d].buffers) {
+          const TensorRole role = plan.tensors[b.tensor].role;
+          if (owns(static_cast<int32_t>(d)) &&
+              (role == TensorRole::Input || role == TensorRole::Label))
+            ++fed, bytes += b.bytes;
+        }
+      EXPECT_EQ(feed.copies.size(), fed) << name;
+      EXPECT_GT(fed, 0u) << name;
+      EXPECT_GE(feed.stagingBytes, bytes);
+      for (const FeedCopy &c : feed.copies)
+        EXPECT_TRUE(owns(c.device));
+    }
+    FeedLayout good = feedLayout(plan, all);
+    auto broken = [&](const char *what, auto mutate) {
+      FeedLayout f = good;
+      mutate(f);
+      EXPECT_NE(validateFeedLayout(plan, all, f), "") << name << ": " << what;
+    };
+    broken("a copy missing", [](FeedLayout &f) { f.copies.pop_back(); });
+    broken("a copy twice",
+           [](FeedLayout &f) { f.copies.back() = f.copies.front(); });
+    broken("two ranges overlap", [](FeedLayout &f) {
+      for (FeedCopy &c : f.copies)
+        if (c.bytes > 0 && &c != &f.copies.front()) {
+          c.staging = f.copies.front().staging;
+          return;
+        }
+      f.stagingBytes = 0;
+    });
+    broken("past the area", [](FeedLayout &f) { f.stagingBytes -= 64; });
+    broken("to another place",
+           [](FeedLayout &f) { f.copies.front().dst.offset += 4; });
+    // Device 0's buffers fed by a process that does not run device 0.
+    EXPECT_NE(validateFeedLayout(plan, [](int32_t d) { return d != 0; }, good),
+              "")
+        << name;
+  }
 }
 
 TEST(CudaSchedule, StreamsAndEvents) {
@@ -1261,10 +1363,11 @@ public:
     // Per kernel the host driver of each variant it has (CudaKernelLaunch.h:
     // the one the executor would launch is run).
     for (const CudaKernel &k : plan.cuda.kernels) {
-      std::array<HostFn, 3> variants = {};
+      std::array<HostFn, 4> variants = {};
       for (auto v : {KernelLaunchConfig::Variant::Element,
                      KernelLaunchConfig::Variant::Block,
-                     KernelLaunchConfig::Variant::Row}) {
+                     KernelLaunchConfig::Variant::Row,
+                     KernelLaunchConfig::Variant::RowWarp}) {
         std::string driver = k.name + variantSuffix(v) + "_host";
         variants[static_cast<size_t>(v)] =
             reinterpret_cast<HostFn>(dlsym(lib, driver.c_str()));
@@ -1297,19 +1400,22 @@ public:
   }
 
   std::string runStep(int64_t step, uint32_t seed) {
+    // The batches through the executor's pinned staging area (CudaFeed.h):
+    // filled there, then copied to their buffers.
     tofu::runtime::SyntheticData data(plan);
-    for (size_t d = 0; d < plan.devices.size(); ++d)
-      for (const Buffer &b : plan.devices[d].buffers) {
-        const TensorInfo &t = plan.tensors[b.tensor];
-        if (t.role != TensorRole::Input && t.role != TensorRole::Label)
-          continue;
-        if (std::string err =
-                data.fill(b.tensor, b.region,
-                          step % tofu::runtime::SyntheticData::kNumBatches,
-                          ptr({static_cast<int32_t>(d), b.offset}));
-            !err.empty())
-          return err;
-      }
+    const FeedLayout feed = feedLayout(plan, [](int32_t) { return true; });
+    std::vector<uint8_t> pinned(feed.stagingBytes);
+    for (const FeedCopy &c : feed.copies) {
+      const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+      if (std::string err =
+              data.fill(b.tensor, b.region,
+                        step % tofu::runtime::SyntheticData::kNumBatches,
+                        pinned.data() + c.staging);
+          !err.empty())
+        return err;
+    }
+    for (const FeedCopy &c : feed.copies)
+      std::memcpy(ptr(c.dst), pinned.data() + c.staging, c.bytes);
     for (const auto &key : fedSnapshots)
       snapshot(key);
     // Per stream its entries in issue order; run any stream's head whose
@@ -1352,7 +1458,9 @@ public:
   /// MultiFetch/MultiReduce launches run so far.
   size_t multiFetchLaunches = 0;
   /// Generated-kernel launches run per variant (element, block, row).
-  std::array<uint64_t, 3> variantLaunches = {};
+  std::array<uint64_t, 4> variantLaunches = {};
+  /// Emulate TOFU_CUDA_WARP_ROWS=1 (short rows on a warp each).
+  bool warpRows = false;
 
   /// --dump as the executor does it: each of `buffers` copied after the
   /// entry snapshotPoints names, or after the feed when no entry writes it.
@@ -1409,8 +1517,12 @@ private:
                                : ptr({l.device,
                                       plan.devices[l.device].buffers[b].offset}));
         unsigned long long error[12] = {0};
+        // A warp per short row where the plan has `_rowwarp` and the
+        // executor's TOFU_CUDA_WARP_ROWS=1 is emulated (`warpRows`).
         const KernelLaunchConfig config = kernelLaunchConfig(
-            plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors);
+            plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors,
+            warpRows && fns[l.kernel][static_cast<size_t>(
+                            KernelLaunchConfig::Variant::RowWarp)] != nullptr);
         auto fn = fns[l.kernel][static_cast<size_t>(config.variant)];
         ++variantLaunches[static_cast<size_t>(config.variant)];
         if (!fn)
@@ -1546,7 +1658,7 @@ private:
   const Plan &plan;
   const Schedule &s;
   void *lib = nullptr;
-  std::vector<std::array<HostFn, 3>> fns;
+  std::vector<std::array<HostFn, 4>> fns;
   std::vector<std::vector<uint8_t>> mem;
   double lossSlot = 0;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> snapshotsAfter;
@@ -1563,7 +1675,8 @@ private:
 /// per variant (KernelLaunchConfig::Variant: element, block, row).
 void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
                                int steps, bool interpreter = true,
-                               std::array<uint64_t, 3> *launches = nullptr) {
+                               std::array<uint64_t, 4> *launches = nullptr,
+                               bool warpRows = false) {
   const Plan &plan = planNamed(name);
   if (plan.devices.empty())
     return;
@@ -1573,6 +1686,7 @@ void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
   ASSERT_EQ(cpu.init(), "");
   ASSERT_EQ(cpu.watchLoss(), "");
   HostEmulator emu(plan, s);
+  emu.warpRows = warpRows;
   ASSERT_EQ(emu.init(name), "");
   const double lossTol =
       parameterTolerance(plan.tensors[plan.lossTensor].dtype);
@@ -1619,13 +1733,26 @@ TEST(CudaScheduleOnHost, Float64MlpMatchesTheCpuBackend) {
 
 TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
   expectEmulationMatchesCpu("rnn-8", 1, 2);
-  // GPT's LayerNormalization and loss gradient run their row variants (one
-  // block per token, CudaKernelLaunch.h), as on the GPU.
-  std::array<uint64_t, 3> launches = {};
+  // GPT's LayerNormalization and loss gradient run their row variants as
+  // on the GPU (CudaKernelLaunch.h): a block per token, and with the
+  // executor's TOFU_CUDA_WARP_ROWS=1 a warp per token (rows of 16 and 32
+  // elements, `_rowwarp`).
+  using V = KernelLaunchConfig::Variant;
+  std::array<uint64_t, 4> launches = {}, warpLaunches = {};
   expectEmulationMatchesCpu("gpt-8", 2, 2, true, &launches);
-  if (!planNamed("gpt-8").devices.empty())
-    EXPECT_GT(launches[static_cast<size_t>(KernelLaunchConfig::Variant::Row)],
-              0u);
+  expectEmulationMatchesCpu("gpt-8", 2, 2, true, &warpLaunches,
+                            /*warpRows=*/true);
+  if (!planNamed("gpt-8").devices.empty()) {
+    EXPECT_GT(launches[static_cast<size_t>(V::Row)], 0u);
+    EXPECT_EQ(launches[static_cast<size_t>(V::RowWarp)], 0u);
+    EXPECT_GT(warpLaunches[static_cast<size_t>(V::RowWarp)], 0u);
+  }
+}
+
+TEST(CudaScheduleOnHost, FoldedGemmsMatchTheCpuBackend) {
+  // GPT at k = 1 with its broadcast-B MatMuls folded into one GEMM of
+  // batch * seq rows (CudaSchedule.BroadcastBMatMulsBecomeOneGemmOfBatchRows).
+  expectEmulationMatchesCpu("gpt-1", 1, 2);
 }
 
 TEST(CudaScheduleOnHost, ConvPoolAndBatchNormMatchTheCpuBackend) {
@@ -1862,7 +1989,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   compileExamplePlans({{"mlp", {1, 8}}, {"mlp64", {1, 8}}, {"rnn", {8}},
-                       {"gpt", {8}}, {"cnn", {1, 8}}, {"cnnbn", {1, 8}},
+                       {"gpt", {1, 8}}, {"cnn", {1, 8}}, {"cnnbn", {1, 8}},
                        {"mlpbf16", {1, 8}}, {"gptbf16", {8}}},
                       "sm_80");
   return RUN_ALL_TESTS();

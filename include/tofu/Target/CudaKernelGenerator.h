@@ -13,9 +13,10 @@
 // a GPU (test/unit/Target/CudaKernelGeneratorTest.cpp). Reductions with much
 // work also get a variant in which a block of threads shares them, combined
 // in a fixed tree order: `<name>_block` (a root Reduce, one block per
-// element, blockReductionRoot) and `<name>_row` (reductions shared by a row
-// of elements, one block per row, rowReductionDims); which one runs is the
-// executor's choice (runtime/cuda/CudaKernelLaunch.h).
+// element, blockReductionRoot) and `<name>_row` / `<name>_rowwarp`
+// (reductions shared by a row of elements, one block or one warp per row,
+// rowReductionDims); which one runs is the executor's choice
+// (runtime/cuda/CudaKernelLaunch.h).
 //
 // Which instructions get a kernel: every Compute instruction with programs
 // except the ops the executor always runs through cuBLAS (isLibraryBackedOp:
@@ -152,7 +153,10 @@ bool blockReductionRoot(const plan::ExprProgram &program);
 /// same order, so host and device agree bit for bit up to the device's
 /// math functions and FMA contraction), and then the row's elements, one
 /// thread each, with those values. It differs from the CPU interpreter
-/// only by the rounding of the tree order.
+/// only by the rounding of the tree order. `<name>_rowwarp` (host driver
+/// `<name>_rowwarp_host`) runs the same row body with a warp of 32 threads
+/// per row (eight rows a block, the tree by shuffles within the warp), for
+/// short rows.
 std::optional<std::vector<bool>>
 rowReductionDims(const plan::ExprProgram &program);
 

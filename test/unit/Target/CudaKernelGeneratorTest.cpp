@@ -403,10 +403,13 @@ void checkPrograms(Storing storing, const std::vector<SampleCase> &samples,
       ASSERT_NE(blockDriver, nullptr) << c->name << "_block";
     }
     // The row variant, where the generator writes one, on every share too.
-    HostDriver rowDriver = nullptr;
+    // And its warp-per-row form (`_rowwarp`, 32 threads a row).
+    HostDriver rowDriver = nullptr, warpRowDriver = nullptr;
     if (cudagen::rowReductionDims(c->program)) {
       rowDriver = module->driver(c->name + "_row");
       ASSERT_NE(rowDriver, nullptr) << c->name << "_row";
+      warpRowDriver = module->driver(c->name + "_rowwarp");
+      ASSERT_NE(warpRowDriver, nullptr) << c->name << "_rowwarp";
       ++rowPrograms;
     }
     auto runShares = [&](const std::vector<DenseTensor> &inputs,
@@ -421,6 +424,9 @@ void checkPrograms(Storing storing, const std::vector<SampleCase> &samples,
       if (rowDriver)
         runShare(*c, rowDriver, inputs, reference, box, ranges,
                  what + " (row variant)", /*block=*/true);
+      if (warpRowDriver)
+        runShare(*c, warpRowDriver, inputs, reference, box, ranges,
+                 what + " (warp row variant)", /*block=*/true);
     };
     const auto &dims = c->instance->outputTypes()[c->output].dims;
     std::vector<ReductionVar> redVars = c->instance->reductionVars(c->output);
@@ -611,6 +617,21 @@ TEST(CudaKernelGenerator, RowVariantCombinesInTreeOrder) {
   EXPECT_EQ(error[0], 0u);
   for (int k = 0; k < 512; ++k)
     ASSERT_EQ(out[k], Y[k] * (dY[k] - partials[0])) << "column " << k;
+  // The warp per row: 32 threads, thread t's share columns t, t + 32, ...
+  // (2^53 and 15 ones for thread 0: the ones are lost), then the same
+  // halving from w = 16.
+  std::vector<double> lanes(32, 0.0);
+  for (int t = 0; t < 32; ++t)
+    for (int k = t; k < 512; k += 32)
+      lanes[t] += dY[k] * Y[k];
+  for (int w = 16; w > 0; w /= 2)
+    for (int t = 0; t < w; ++t)
+      lanes[t] += lanes[t + w];
+  ASSERT_EQ(lanes[0], 0x1p53 + 496);
+  module->driver("softmax_grad_rowwarp")(ptrs, params.data(), 0, error);
+  EXPECT_EQ(error[0], 0u);
+  for (int k = 0; k < 512; ++k)
+    ASSERT_EQ(out[k], Y[k] * (dY[k] - lanes[0])) << "column " << k;
   // The one-thread-per-element kernel sums sequentially, as the CPU does.
   module->driver("softmax_grad")(ptrs, params.data(), 0, error);
   EXPECT_EQ(out[1], 1.0 - sequential);
@@ -1050,6 +1071,9 @@ TEST(CudaKernelGeneratorNvcc, EveryKernelCompilesForSm80AndSm90) {
         ++rowEntries;
         EXPECT_NE(bytes.find(c->name + "_row" + '\0'), llvm::StringRef::npos)
             << arch << ": the cubin has no entry point " << c->name << "_row";
+        EXPECT_NE(bytes.find(c->name + "_rowwarp" + '\0'), llvm::StringRef::npos)
+            << arch << ": the cubin has no entry point " << c->name
+            << "_rowwarp";
       }
     }
     EXPECT_GE(rowEntries, 13) << arch;
