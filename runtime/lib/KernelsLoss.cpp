@@ -88,9 +88,10 @@ std::string forEachIndexParallel(const std::vector<int64_t> &lo,
     n *= s;
   if (n <= 0)
     return "";
-  std::vector<std::string> errors(std::max(1u, parallelThreads()));
-  std::vector<int64_t> errorAt(errors.size(), n);
-  std::mutex errorsMutex;
+  // The error of the chunk that starts first: a chunk stops at its first.
+  std::string error;
+  int64_t errorChunk = n;
+  std::mutex errorMutex;
   parallelFor(n, workPerSample, [&](int64_t begin, int64_t end) {
     std::vector<int64_t> g(lo.size());
     int64_t rest = begin;
@@ -102,14 +103,10 @@ std::string forEachIndexParallel(const std::vector<int64_t> &lo,
     for (int64_t e = begin; e < end; ++e) {
       f(g, e, err);
       if (!err.empty()) {
-        std::lock_guard<std::mutex> lock(errorsMutex);
-        // One slot per chunk start: keep the earliest.
-        size_t slot = 0;
-        while (slot < errors.size() && !errors[slot].empty())
-          ++slot;
-        if (slot < errors.size()) {
-          errors[slot] = std::move(err);
-          errorAt[slot] = begin;
+        std::lock_guard<std::mutex> lock(errorMutex);
+        if (begin < errorChunk) {
+          errorChunk = begin;
+          error = std::move(err);
         }
         return;
       }
@@ -120,11 +117,7 @@ std::string forEachIndexParallel(const std::vector<int64_t> &lo,
       }
     }
   });
-  size_t first = 0;
-  for (size_t i = 1; i < errors.size(); ++i)
-    if (errorAt[i] < errorAt[first])
-      first = i;
-  return errors[first];
+  return error;
 }
 
 /// The operands of a loss kernel and their attributes (element type T).
@@ -225,13 +218,12 @@ template <typename T> struct Loss {
   }
 
   /// The softmax of the row of scores at sample `s` as exp(x_c - max) in
-  /// `e` (C entries) and their sum; `row` and `stride` as logSumExp. One
+  /// `e` (C entries) and their sum. One
   /// exp per class: the gradient's p_c = e_c / sum (exp(x_c - lse) would
-  /// be a second exp per class).
+  /// be a second exp per class). `row` and `stride` as rowOf.
   bool softmaxRow(const std::vector<int64_t> &s, const T *&row,
                   int64_t &stride, double *e, double &sum) const {
-    double lse;
-    if (!logSumExp(s, row, stride, lse, /*rowOnly=*/true))
+    if (!rowOf(s, row, stride))
       return false;
     double mx = row[0];
     for (int64_t c = 1; c < C; ++c)
@@ -244,12 +236,11 @@ template <typename T> struct Loss {
     return true;
   }
 
-  /// log(sum(exp(row))) of the row of scores at sample `s`, where `row`
-  /// receives the address of scores[s[0], 0, s[1:]] and `stride` the
-  /// distance between classes; false when the scores box lacks the row.
-  /// `rowOnly`: find the row, compute nothing.
-  bool logSumExp(const std::vector<int64_t> &s, const T *&row, int64_t &stride,
-                 double &lse, bool rowOnly = false) const {
+  /// The row of scores at sample `s`: `row` receives the address of
+  /// scores[s[0], 0, s[1:]] and `stride` the distance between classes;
+  /// false when the scores box lacks the row.
+  bool rowOf(const std::vector<int64_t> &s, const T *&row,
+             int64_t &stride) const {
     std::vector<int64_t> g(s.size() + 1);
     g[0] = s[0];
     g[1] = 0;
@@ -262,8 +253,15 @@ template <typename T> struct Loss {
     for (size_t d = 2; d < scores->shape.size(); ++d)
       stride *= scores->shape[d];
     row = elements<T>(*scores) + at;
-    if (rowOnly)
-      return true;
+    return true;
+  }
+
+  /// log(sum(exp(row))) of the row of scores at sample `s` (rowOf's `row`
+  /// and `stride`); false when the scores box lacks the row.
+  bool logSumExp(const std::vector<int64_t> &s, const T *&row, int64_t &stride,
+                 double &lse) const {
+    if (!rowOf(s, row, stride))
+      return false;
     if (logProbsGiven) {
       lse = 0;
       return true;

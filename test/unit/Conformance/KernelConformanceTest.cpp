@@ -193,7 +193,10 @@ TEST(KernelConformance, InterpreterMatchesTdlReference) {
       checkPath(sample, seed, runtime::ComputePath::Interpreter);
 }
 
-TEST(KernelConformance, NativeKernelsMatchTdlReference) {
+/// Checks every sample of an op with a native kernel on the native path,
+/// its float operands stored as `floatType`; returns how many ops it
+/// checked.
+static int checkNativeSamples(plan::DType floatType) {
   int checked = 0;
   for (SampleCase sample : sampleCases()) {
     if (!runtime::hasNativeKernel(sample.op))
@@ -205,29 +208,22 @@ TEST(KernelConformance, NativeKernelsMatchTdlReference) {
         !sample.attrs.count("ignore_index"))
       sample.intLo = 0;
     for (unsigned seed : {1u, 2u, 3u})
-      checkPath(sample, seed, runtime::ComputePath::Native);
+      checkPath(sample, seed, runtime::ComputePath::Native, floatType);
     ++checked;
   }
+  return checked;
+}
+
+TEST(KernelConformance, NativeKernelsMatchTdlReference) {
   // The MLP's kernels at least (Gemm, Relu, the loss, SGD, ...).
-  EXPECT_GE(checked, 8);
+  EXPECT_GE(checkNativeSamples(plan::DType::F32), 8);
 }
 
 /// The same samples with every float operand in float64: each native kernel
 /// is one template over float and double, and its float64 instantiation must
 /// match the (float64) reference to rounding.
 TEST(KernelConformance, NativeKernelsMatchTdlReferenceInFloat64) {
-  int checked = 0;
-  for (SampleCase sample : sampleCases()) {
-    if (!runtime::hasNativeKernel(sample.op))
-      continue;
-    if (sample.op.rfind("SoftmaxCrossEntropyLoss", 0) == 0 &&
-        !sample.attrs.count("ignore_index"))
-      sample.intLo = 0;
-    for (unsigned seed : {1u, 2u, 3u})
-      checkPath(sample, seed, runtime::ComputePath::Native, plan::DType::F64);
-    ++checked;
-  }
-  EXPECT_GE(checked, 8);
+  EXPECT_GE(checkNativeSamples(plan::DType::F64), 8);
 }
 
 /// The same samples with every float operand in bfloat16 (the storage of
@@ -237,18 +233,7 @@ TEST(KernelConformance, NativeKernelsMatchTdlReferenceInFloat64) {
 /// copying kernels move bf16 as bytes; none may fall to the interpreter or
 /// read bf16 bits as another type.
 TEST(KernelConformance, NativeKernelsMatchTdlReferenceInBFloat16) {
-  int checked = 0;
-  for (SampleCase sample : sampleCases()) {
-    if (!runtime::hasNativeKernel(sample.op))
-      continue;
-    if (sample.op.rfind("SoftmaxCrossEntropyLoss", 0) == 0 &&
-        !sample.attrs.count("ignore_index"))
-      sample.intLo = 0;
-    for (unsigned seed : {1u, 2u, 3u})
-      checkPath(sample, seed, runtime::ComputePath::Native, plan::DType::BF16);
-    ++checked;
-  }
-  EXPECT_GE(checked, 8);
+  EXPECT_GE(checkNativeSamples(plan::DType::BF16), 8);
 }
 
 /// Mixed float32 and float64 operands: the native kernel declines (never
