@@ -207,6 +207,34 @@ def FoldTransposes : Pass<"tofu-fold-transposes", "::mlir::func::FuncOp"> {
   }];
 }
 
+def FuseGelu : Pass<"tofu-fuse-gelu", "::mlir::func::FuncOp"> {
+  let summary = "Replaces the erf GELU chain of an exported model by one Gelu op";
+  let description = [{
+    PyTorch before opset 20 exports `nn.GELU()` (and F.gelu) as five
+    element-wise ops, `Mul(Mul(x, Add(Erf(Div(x, sqrt(2))), 1)), 0.5)`,
+    whose training step is about ten more. This pass, before the gradients
+    are built, replaces each such chain by ONNX's `Gelu` (approximate
+    "none", tdl-specs/elementwise.tdl), one op forward and one `GeluGrad`
+    backward, computed in double and rounded once, as PyTorch's own GELU.
+
+    Matched, with any operand order of each Add and Mul: `x / c` with c a
+    constant scalar sqrt(2) or `x * c` with c = 1/sqrt(2); `Erf` of it;
+    `+ 1`; then `(x * term) * 0.5` or `(x * 0.5) * term`. The constants must
+    be `constant` tofu.params of one element within 1e-6 (relative) of
+    those values (float32 rounding); every intermediate must be read only
+    by the chain; x and the result must have the same float type. Any other
+    graph is left as it is, so no value changes but rounding: the chain in
+    float32 rounds five times, Gelu once.
+
+    The tanh approximation (GPT-2's "gelu_new", exported with Pow and Tanh)
+    is not matched.
+
+    Example: `%d = Div(%x, %sqrt2)`, `%e = Erf(%d)`, `%a = Add(%e, %one)`,
+    `%m = Mul(%x, %a)`, `%y = Mul(%m, %half)` becomes
+    `%y = tofu.compute "Gelu"(%x) {attrs = {approximate = "none"}}`.
+  }];
+}
+
 def AbsorbTransposes : Pass<"tofu-absorb-transposes", "::mlir::func::FuncOp"> {
   let summary = "Lets matrix products read transposed operands instead of copies";
   let description = [{

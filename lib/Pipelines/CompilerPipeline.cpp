@@ -67,6 +67,8 @@ trainingStepOptions(const CompileOptions &options) {
 void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
                      Phase stopAfter) {
   OpPassManager &funcPm = pm.nest<func::FuncOp>();
+  if (stopAfter >= Phase::Train)
+    funcPm.addPass(createFuseGelu());
   if (stopAfter >= Phase::Train && options.training.precision == "bf16")
     funcPm.addPass(createAutocast());
   if (stopAfter >= Phase::Train)

@@ -4,7 +4,8 @@
 // Add, Sub, Mul, Div, Pow, Expand and the gradients DivGradB, PowGradBase,
 // PowGradExponent (ONNX multidirectional broadcasting decided from the
 // global shapes); Neg, Exp, Log, Sqrt, Tanh, Erf, Sigmoid and the gradients
-// TanhGrad, SigmoidGrad, ErfGrad, SqrtGrad (one box, computed in double as
+// TanhGrad, SigmoidGrad, ErfGrad, SqrtGrad; Gelu and GeluGrad (both forms;
+// one box, computed in double as
 // the interpreter does). Unbroadcast is in KernelsReduce.cpp. The loops over
 // same-shaped operands are split over the pool's threads (ParallelFor.h);
 // each element is computed as before, so the results do not change.
@@ -204,6 +205,47 @@ double erfGradOf(double dy, double x) {
 }
 /// 0.5 * dY / Y
 double sqrtGradOf(double dy, double y) { return 0.5 * dy / y; }
+/// Gelu, approximate "none": 0.5 * X * (1 + erf(X * 1/sqrt(2))).
+double geluErfOf(double x) {
+  return 0.5 * x * (1 + std::erf(x * 0.7071067811865476));
+}
+/// Gelu, approximate "tanh": 0.5 * X * (1 + tanh(sqrt(2/pi) * (X +
+/// 0.044715 X^3))).
+double geluTanhOf(double x) {
+  return 0.5 * x *
+         (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+/// GeluGrad, approximate "none": dY * (0.5 * (1 + erf(X / sqrt(2))) +
+/// X * 1/sqrt(2 pi) * exp(-0.5 * X * X)).
+double geluErfGradOf(double dy, double x) {
+  return dy * (0.5 * (1 + std::erf(x * 0.7071067811865476)) +
+               x * 0.3989422804014327 * std::exp(-0.5 * x * x));
+}
+/// GeluGrad, approximate "tanh", in the spec's order.
+double geluTanhGradOf(double dy, double x) {
+  const double t =
+      std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+  return dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 *
+                                   (1 + 0.134145 * x * x));
+}
+
+/// Gelu and GeluGrad: the form the `approximate` attribute names.
+template <typename T> std::string gelu(const KernelArgs &args) {
+  const std::string form = args.stringAttr("approximate", "none");
+  if (form == "none")
+    return unary<T, geluErfOf>(args);
+  if (form == "tanh")
+    return unary<T, geluTanhOf>(args);
+  return "approximate must be 'none' or 'tanh', not '" + form + "'";
+}
+template <typename T> std::string geluGrad(const KernelArgs &args) {
+  const std::string form = args.stringAttr("approximate", "none");
+  if (form == "none")
+    return unaryGrad<T, geluErfGradOf>(args);
+  if (form == "tanh")
+    return unaryGrad<T, geluTanhGradOf>(args);
+  return "approximate must be 'none' or 'tanh', not '" + form + "'";
+}
 
 /// Add, Sub, Mul, Div: `Op` on two operands with ONNX broadcasting. Each
 /// is computed in T; for these four operations on floats that is the value
@@ -465,6 +507,8 @@ void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
   addKernel("Sqrt", byFloatType<unary<float, sqrtOf>, unary<double, sqrtOf>>);
   addKernel("Tanh", byFloatType<unary<float, tanhOf>, unary<double, tanhOf>>);
   addKernel("Erf", byFloatType<unary<float, erfOf>, unary<double, erfOf>>);
+  addKernel("Gelu", byFloatType<gelu<float>, gelu<double>>);
+  addKernel("GeluGrad", byFloatType<geluGrad<float>, geluGrad<double>>);
   addKernel("Sigmoid",
             byFloatType<unary<float, sigmoidOf>, unary<double, sigmoidOf>>);
   addKernel("TanhGrad", byFloatType<unaryGrad<float, tanhGradOf>,
