@@ -201,7 +201,7 @@ TEST(StepTimeModel, BuiltinDevices) {
     EXPECT_GT(model->memoryBytesPerSecond, 0);
     EXPECT_GT(model->launchSeconds, 0);
   }
-  EXPECT_FALSE(DeviceModel::builtin("k80"));
+  EXPECT_FALSE(DeviceModel::builtin("tpu"));
   // The GPU outruns the CPU on a large GEMM.
   ShareWork gemm;
   gemm.kind = OpClass::Contraction;
