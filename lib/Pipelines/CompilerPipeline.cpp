@@ -4,6 +4,8 @@
 #include "tofu/Import/OnnxImporter.h"
 #include "tofu/Target/PlanBuilder.h"
 #include "tofu/Target/PlanPrinter.h"
+#include "tofu/Target/StepPrediction.h"
+#include "tofu/Transforms/DeviceModel.h"
 #include "tofu/Transforms/Passes.h"
 #include "tofu/Transforms/RecursivePartitioner.h"
 #include "tofu/runtime/AtomicFile.h"
@@ -115,6 +117,15 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
                 "' (available: f32, bf16)");
   if (auto steps = planSteps(options.devices, options.topology); !steps)
     return steps.takeError();
+  // --device: refused before the model is read (a bad description file
+  // names its field, docs/DeviceModel.md).
+  std::optional<DeviceModel> device;
+  if (!options.device.empty()) {
+    auto loaded = loadDeviceModel(options.device);
+    if (!loaded)
+      return loaded.takeError();
+    device = std::move(*loaded);
+  }
 
   MLIRContext context;
   context.loadDialect<TofuDialect, func::FuncDialect>();
@@ -278,10 +289,35 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   // plan.bin holds no timing, so that it is byte-for-byte reproducible.
   plan->summary = formatPlanText(func, *plan, /*withSearchTime=*/false);
   plan->searchSeconds = searchSeconds;
+  // The prediction (--device, or --topology with the cpu description):
+  // printed, never stored in plan.bin.
+  std::optional<StepPrediction> prediction;
+  if (device || !options.topology.empty()) {
+    if (!device) {
+      auto cpu = loadDeviceModel("cpu");
+      if (!cpu)
+        return cpu.takeError();
+      device = std::move(*cpu);
+    }
+    PredictOptions predict;
+    if (!options.topology.empty()) {
+      auto steps = planSteps(options.devices, options.topology);
+      if (!steps)
+        return steps.takeError();
+      predict.topologyLinks = steps->links;
+      predict.topologyGbps = steps->gbps;
+    }
+    auto predicted = predictStep(func, *plan, *device, predict);
+    if (!predicted)
+      return fail(options.inputPath + ": " +
+                  llvm::toString(predicted.takeError()));
+    prediction = std::move(*predicted);
+  }
+  const StepPrediction *shown = prediction ? &*prediction : nullptr;
   if (options.dumpPlan == PlanDump::Text)
-    os << formatPlanText(func, *plan);
+    os << formatPlanText(func, *plan, /*withSearchTime=*/true, shown);
   else if (options.dumpPlan == PlanDump::Json)
-    os << formatPlanJson(func, *plan);
+    os << formatPlanJson(func, *plan, shown);
   else if (options.dumpPlan == PlanDump::Html)
     os << formatPlanHtml(func, *plan);
   mark("summary+dump");

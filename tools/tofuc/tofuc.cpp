@@ -44,8 +44,12 @@ static cl::opt<std::string> objective(
     cl::init("auto"), cl::cat(tofucCategory));
 static cl::opt<std::string> deviceModel(
     "device",
-    cl::desc("device model of the predicted step time: cpu (default), h100"),
-    cl::init("cpu"), cl::cat(tofucCategory));
+    cl::desc("predict the step time, throughput and memory fit on this "
+             "device: a built-in description (cpu, k80, v100, a100, h100) "
+             "or a JSON file (docs/DeviceModel.md); also the device of "
+             "--objective=time (default cpu). Without --topology it does "
+             "not change the plan"),
+    cl::value_desc("NAME|FILE"), cl::cat(tofucCategory));
 static cl::OptionCategory trainingCategory(
     "training step options (docs/Training.md)");
 static cl::opt<std::string>

@@ -61,7 +61,10 @@ struct CompileOptions {
   std::string partitioner = "tofu";
   std::string topology; ///< --topology; empty = steps are k's prime factors
   std::string objective = "auto"; ///< --objective: auto, bytes, time
-  std::string device = "cpu";     ///< --device: the step-time model's device
+  /// --device: a built-in device name or a JSON description
+  /// (docs/DeviceModel.md); "" = not given (the search's time objective
+  /// then uses cpu, and nothing is predicted without --topology).
+  std::string device;
   /// The training step (the train phase's options; see BuildTrainingStep
   /// in dialects/tofu/Passes.td and docs/Training.md).
   struct Training {
