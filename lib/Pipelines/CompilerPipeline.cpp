@@ -87,7 +87,8 @@ void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
          options.objective, options.device}));
 }
 
-llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
+llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
+                         std::optional<StepPrediction> *predictionOut) {
   auto fail = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    message.str());
@@ -313,6 +314,8 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
                   llvm::toString(predicted.takeError()));
     prediction = std::move(*predicted);
   }
+  if (predictionOut)
+    *predictionOut = prediction;
   const StepPrediction *shown = prediction ? &*prediction : nullptr;
   if (options.dumpPlan == PlanDump::Text)
     os << formatPlanText(func, *plan, /*withSearchTime=*/true, shown);
@@ -332,6 +335,51 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     mark("write");
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<int64_t> smallestFittingDevices(const CompileOptions &options,
+                                               llvm::raw_ostream &log) {
+  auto fail = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--gpus auto: " + message.str());
+  };
+  if (options.device.empty())
+    return fail("needs --device (the memory the plan must fit)");
+  if (!options.topology.empty())
+    return fail("--topology fixes the number of devices; give --gpus");
+  auto device = loadDeviceModel(options.device);
+  if (!device)
+    return device.takeError();
+  if (!device->memoryBytes)
+    return fail("device '" + device->name +
+                "' gives no memory size (memory.bytes)");
+  // Only the memory plan is needed: no dump, no plan.bin, no CUDA.
+  CompileOptions trial = options;
+  trial.outputPath.clear();
+  trial.dumpPlan = PlanDump::None;
+  trial.stopAfter = Phase::Emit;
+  trial.cudaArch.clear();
+  trial.timePhases = false;
+  std::string last;
+  for (int64_t k = 1; k <= static_cast<int64_t>(plan::kMaxDevices); k *= 2) {
+    trial.devices = k;
+    std::optional<StepPrediction> prediction;
+    std::string discard;
+    llvm::raw_string_ostream sink(discard);
+    if (llvm::Error err = compileModel(trial, sink, &prediction))
+      return std::move(err);
+    if (!prediction)
+      return fail("no prediction at k = " + llvm::Twine(k));
+    last = formatFit(*prediction);
+    log << "tofuc: --gpus auto: k = " << k << ": " << last << "\n";
+    if (prediction->fits)
+      return k;
+    if (prediction->sharedHost)
+      return fail("virtual devices on one host share its memory: no k "
+                  "fits (" + last + ")");
+  }
+  return fail("no k up to " + llvm::Twine(plan::kMaxDevices) + " fits (" +
+              last + ")");
 }
 
 } // namespace tofu
