@@ -466,6 +466,9 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan,
           {"received_bytes", static_cast<int64_t>(dev.receivedBytes)},
           {"peak_bytes", static_cast<int64_t>(dev.peakBytes)}});
     }
+    llvm::json::Object byKernel;
+    for (const auto &[kernel, seconds] : p.kernelSeconds)
+      byKernel[kernel] = seconds;
     llvm::json::Object fit{{"checked", p.memoryBytes > 0},
                            {"fits", p.fits},
                            {"margin", p.memoryMargin}};
@@ -493,6 +496,7 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan,
         {"busiest_device_seconds", p.busiestDeviceSeconds},
         {"samples_per_second", p.samplesPerSecond},
         {"per_device", std::move(devices)},
+        {"compute_seconds_by_kernel", std::move(byKernel)},
         {"fit", std::move(fit)}};
   }
   return llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str() +

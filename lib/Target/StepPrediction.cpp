@@ -120,6 +120,7 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
   result.stepBytesBusiest.assign(numSteps, 0);
   std::vector<std::vector<uint64_t>> received(k,
                                               std::vector<uint64_t>(numSteps));
+  std::map<std::string, double> byKernel;
   // Per seq level, per device: the instruction times added up.
   std::map<int64_t, std::vector<InstrTime>> levels;
   for (int64_t d = 0; d < k; ++d) {
@@ -153,6 +154,7 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         // A partial sum's reduction is its own instruction, timed below.
         work.partial = false;
         time.compute = model.computeSeconds(work);
+        byKernel[instr.kernel] += time.compute;
       } else {
         bool reduce = instr.kind == plan::Instr::Kind::Reduce;
         if (instr.dst < 0 ||
@@ -237,6 +239,7 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
           std::max(result.stepBytesBusiest[s], received[d][s]);
     }
   }
+  result.kernelSeconds.assign(byKernel.begin(), byKernel.end());
   result.batchSize = plan.batchSize;
   if (result.stepSeconds > 0)
     result.samplesPerSecond = plan.batchSize / result.stepSeconds;

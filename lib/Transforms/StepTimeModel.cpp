@@ -60,12 +60,22 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
   auto regions =
       op.requiredRegions(output, share.outputBox, share.reductionRanges);
   work.bytes = work.outputBytes;
+  double inputElements = 0;
   for (auto [input, region] : llvm::enumerate(regions))
-    if (region && op.inputTypes()[input])
+    if (region && op.inputTypes()[input]) {
+      inputElements += numElements(*region);
       work.bytes += static_cast<double>(numElements(*region)) *
                     elementBytes(op.inputTypes()[input]->elem);
-  if (work.kind != OpClass::Contraction)
+    }
+  if (work.kind != OpClass::Contraction) {
+    // A TDL expression may recompute a reduction for every output element
+    // (a softmax's or a loss's sum over the classes, a norm's mean), which
+    // its kernel computes once per row: count one operation per element
+    // read and written instead of output x reduction extent.
+    if (!share.reductionRanges.empty())
+      work.flops = std::min(work.flops, outputElements + inputElements);
     return work;
+  }
   // GEMM sides, from how much each operand's region shrinks when output
   // dimension d is cut to one index (a factor f >= 1 per operand): the part
   // both operands shrink by, min(f_first, f_second), repeats the GEMM (a

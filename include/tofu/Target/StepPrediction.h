@@ -87,6 +87,9 @@ struct StepPrediction {
     }
   };
   std::vector<Device> devices;
+  /// Compute seconds by kernel (TDL op), summed over all devices, in name
+  /// order: what dominates the compute.
+  std::vector<std::pair<std::string, double>> kernelSeconds;
   /// Per recursion step: bytes received over its links, summed over
   /// devices, and by the device that receives the most.
   std::vector<uint64_t> stepBytes, stepBytesBusiest;

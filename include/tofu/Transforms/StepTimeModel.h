@@ -76,9 +76,10 @@ struct ShareWork {
 /// The op class of a TDL op.
 OpClass classifyOp(const tdl::OpInstance &op);
 
-/// Describes `share` of output `output` of `op`: flops (2 per multiply-add
-/// of a reduction, 1 per output element otherwise), bytes touched and, for
-/// a contraction, its GEMM sides.
+/// Describes `share` of output `output` of `op`: flops (a contraction: 2
+/// per multiply-add; another op with a reduction: one per element read and
+/// written, at most 2 per term of its TDL sum; otherwise 1 per output
+/// element), bytes touched and, for a contraction, its GEMM sides.
 ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
                         const OpShare &share);
 
