@@ -327,6 +327,33 @@ const DeviceModel::Link *DeviceModel::linkNamed(llvm::StringRef level) const {
 llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
                                                    llvm::StringRef origin) {
   DescriptionReader reader(origin);
+  // llvm::json::parse recurses per nesting level: a deeply nested file
+  // would overflow the stack. A description nests 5 deep.
+  {
+    constexpr int kMaxDepth = 32;
+    int depth = 0;
+    bool inString = false, escaped = false;
+    for (char c : json) {
+      if (inString) {
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
+        else if (c == '"')
+          inString = false;
+        continue;
+      }
+      if (c == '"')
+        inString = true;
+      else if (c == '[' || c == '{') {
+        if (++depth > kMaxDepth)
+          return reader.fail("(file)", "nested more than " +
+                                           llvm::Twine(kMaxDepth) +
+                                           " levels deep");
+      } else if (c == ']' || c == '}')
+        --depth;
+    }
+  }
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
   if (!parsed)
     return reader.fail("(file)", "not valid JSON: " +

@@ -160,6 +160,9 @@ TEST(DeviceModel, ErrorsNameTheField) {
   has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}})",
                       R"([{"name": "a", "gbps": 0, "latency_seconds": 1e-6}])")),
       "links[0].gbps: expected a positive finite number, got 0");
+  // Deep nesting is refused before the recursive JSON parser sees it.
+  has(errorOf(std::string(200000, '[') + std::string(200000, ']')),
+      "(file): nested more than 32 levels deep");
   // A name with control characters is printed without them.
   std::string message = errorOf(minimal(", \"\\u001b[31m\": 1"));
   EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
