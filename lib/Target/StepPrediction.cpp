@@ -46,6 +46,34 @@ struct InstrTime {
   }
 };
 
+/// The transcendental functions (exp, log, sqrt, tanh, erf, sigmoid, pow)
+/// of an expression program: each node once, however often a reduction
+/// around it would evaluate it (a kernel computes a softmax's exp once per
+/// element).
+double countTranscendentals(const plan::ExprProgram &program) {
+  double count = 0;
+  for (const plan::ExprNode &node : program.nodes) {
+    if (node.kind == plan::ExprNode::Kind::Binary &&
+        node.binary == plan::BinaryOp::Pow)
+      count += 1;
+    if (node.kind != plan::ExprNode::Kind::Call)
+      continue;
+    switch (node.function) {
+    case plan::Function::Exp:
+    case plan::Function::Log:
+    case plan::Function::Sqrt:
+    case plan::Function::Tanh:
+    case plan::Function::Erf:
+    case plan::Function::Sigmoid:
+      count += 1;
+      break;
+    default:
+      break;
+    }
+  }
+  return count;
+}
+
 /// What the prediction needs of one compute op.
 struct OpInfo {
   ComputeOp op;
@@ -153,6 +181,10 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         ShareWork work = describeShare(*info.instance, output, share);
         // A partial sum's reduction is its own instruction, timed below.
         work.partial = false;
+        // The instruction's program is its output's (one per output).
+        if (!instr.programs.empty())
+          work.transcendentals = countTranscendentals(
+              instr.programs[instr.programs.size() == 1 ? 0 : output]);
         time.compute = model.computeSeconds(work);
         byKernel[instr.kernel] += time.compute;
       } else {

@@ -38,6 +38,7 @@ constexpr llvm::StringLiteral kCpuJson = R"json({
     "bench/time_objective.md: sgemm 1024^3 66 GFLOP/s, 64x1024x1024 48, 16x1024x1024 25, 4x1024x1024 6 GFLOP/s (s(x) = x/(x+32) per side follows within 1.5x)",
     "bench/time_objective.md: an out-of-place add of 64 MiB streams 11 GB/s; a tiny torch op costs 5 us",
     "free -b on the build machine: 25276514304 bytes of host memory",
+    "transcendental_flops: tofu-run --calibrate, 2026-11-26 (load average 8): the Tanh kernel on 16384 in-cache floats takes 58.6 times the Add kernel's time",
     "links: a copy between virtual devices reads and writes each byte: half the 10 GB/s stream rate (assumed)"
   ],
   "compute": {
@@ -48,6 +49,7 @@ constexpr llvm::StringLiteral kCpuJson = R"json({
   "memory": {"bytes": 25276514304, "bytes_per_second": 10e9, "efficiency": 1},
   "launch_seconds": 5e-6,
   "gemm_half_extent": 32,
+  "transcendental_flops": 58,
   "links": [{"name": "memcpy", "gbps": 5, "latency_seconds": 2e-6}],
   "shared_host": true
 })json";
@@ -59,7 +61,8 @@ constexpr llvm::StringLiteral kK80Json = R"json({
   "sources": [
     "NVIDIA Tesla K80 datasheet (2014): per board 8.73 TFLOP/s FP32 and 2.91 TFLOP/s FP64 with GPU Boost, 24 GB GDDR5, 480 GB/s; two GPUs per board: 4.37 / 1.46 TFLOP/s, 12 GB, 240 GB/s per GPU",
     "Tofu paper (papers/tofu-eurosys19.txt, section 7): 8 K80 GPUs with 12GB each, PCI-e peer-to-peer bandwidth 21 GB/s",
-    "efficiencies assumed: cuBLAS sgemm ~70% of Kepler peak, cuDNN convolution ~55%, ECC GDDR5 streams ~70% of its peak"
+    "efficiencies assumed: cuBLAS sgemm ~70% of Kepler peak, cuDNN convolution ~55%, ECC GDDR5 streams ~70% of its peak",
+    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 3.7: 192 FP32 vs 32 special-function results per clock per SM"
   ],
   "compute": {
     "f32": {"gemm": {"peak_flops": 4.37e12, "efficiency": 0.7},
@@ -72,6 +75,7 @@ constexpr llvm::StringLiteral kK80Json = R"json({
   "memory": {"bytes": 12884901888, "bytes_per_second": 240e9, "efficiency": 0.7},
   "launch_seconds": 7e-6,
   "gemm_half_extent": 96,
+  "transcendental_flops": 6,
   "links": [{"name": "pcie", "gbps": 21, "latency_seconds": 15e-6}]
 })json";
 
@@ -82,7 +86,8 @@ constexpr llvm::StringLiteral kV100Json = R"json({
   "sources": [
     "NVIDIA Tesla V100 datasheet (SXM2): 15.7 TFLOP/s FP32, 7.8 TFLOP/s FP64, 125 TFLOP/s tensor (FP16), 16 GB HBM2 at 900 GB/s, NVLink 300 GB/s (both directions: 150 GB/s received per GPU)",
     "PCI Express 3.0 x16: 15.75 GB/s per direction, ~12 GB/s achieved (assumed)",
-    "efficiencies assumed: cuBLAS sgemm ~85% of peak, convolution ~70%, HBM2 streams ~85%; tensor-core GEMMs ~65%"
+    "efficiencies assumed: cuBLAS sgemm ~85% of peak, convolution ~70%, HBM2 streams ~85%; tensor-core GEMMs ~65%",
+    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 7.0: 64 FP32 vs 16 special-function results per clock per SM"
   ],
   "compute": {
     "f32": {"gemm": {"peak_flops": 15.7e12, "efficiency": 0.85},
@@ -98,6 +103,7 @@ constexpr llvm::StringLiteral kV100Json = R"json({
   "memory": {"bytes": 17179869184, "bytes_per_second": 900e9, "efficiency": 0.85},
   "launch_seconds": 5e-6,
   "gemm_half_extent": 128,
+  "transcendental_flops": 4,
   "links": [{"name": "nvlink", "gbps": 150, "latency_seconds": 10e-6},
             {"name": "pcie", "gbps": 12, "latency_seconds": 15e-6}]
 })json";
@@ -109,7 +115,8 @@ constexpr llvm::StringLiteral kA100Json = R"json({
   "sources": [
     "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB): 19.5 TFLOP/s FP32, 9.7 TFLOP/s FP64 (19.5 tensor), 312 TFLOP/s BF16/FP16 tensor (dense), 80 GB HBM2e at 2039 GB/s, NVLink 600 GB/s (300 GB/s received per GPU)",
     "PCI Express 4.0 x16: 31.5 GB/s per direction, ~25 GB/s achieved (assumed)",
-    "efficiencies assumed: cuBLAS sgemm ~90% of peak, convolution ~70%, HBM2e streams ~85%; tensor-core GEMMs ~70%"
+    "efficiencies assumed: cuBLAS sgemm ~90% of peak, convolution ~70%, HBM2e streams ~85%; tensor-core GEMMs ~70%",
+    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 8.0: 64 FP32 vs 16 special-function results per clock per SM"
   ],
   "compute": {
     "f32": {"gemm": {"peak_flops": 19.5e12, "efficiency": 0.9},
@@ -128,6 +135,7 @@ constexpr llvm::StringLiteral kA100Json = R"json({
   "memory": {"bytes": 85899345920, "bytes_per_second": 2039e9, "efficiency": 0.85},
   "launch_seconds": 5e-6,
   "gemm_half_extent": 128,
+  "transcendental_flops": 4,
   "links": [{"name": "nvlink", "gbps": 300, "latency_seconds": 10e-6},
             {"name": "pcie", "gbps": 25, "latency_seconds": 15e-6}]
 })json";
@@ -142,7 +150,8 @@ constexpr llvm::StringLiteral kH100Json = R"json({
   "sources": [
     "NVIDIA H100 Tensor Core GPU datasheet (SXM5): 67 TFLOP/s FP32, 67 TFLOP/s FP64 tensor (34 vector), 989 TFLOP/s BF16/FP16 tensor (dense; 1979 with sparsity), 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s (450 GB/s received per GPU)",
     "NVIDIA ConnectX-7 / NDR InfiniBand: 400 Gb/s = 50 GB/s per GPU (one NIC per GPU, as in DGX H100)",
-    "efficiencies assumed: cuBLAS sgemm ~80% of peak (54 TFLOP/s; tiles of ~128 per side fill 132 SMs), vector work 45%, HBM3 streams ~90% (3.0 TB/s), tensor-core GEMMs ~65%; kernel launch ~5 us, an NCCL / peer-to-peer message ~10 us"
+    "efficiencies assumed: cuBLAS sgemm ~80% of peak (54 TFLOP/s; tiles of ~128 per side fill 132 SMs), vector work 45%, HBM3 streams ~90% (3.0 TB/s), tensor-core GEMMs ~65%; kernel launch ~5 us, an NCCL / peer-to-peer message ~10 us",
+    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 9.0: 128 FP32 vs 16 special-function results per clock per SM"
   ],
   "compute": {
     "f32": {"gemm": {"peak_flops": 67e12, "efficiency": 0.8059701492537313},
@@ -161,6 +170,7 @@ constexpr llvm::StringLiteral kH100Json = R"json({
   "memory": {"bytes": 85899345920, "bytes_per_second": 3.35e12, "efficiency": 0.8955223880597015},
   "launch_seconds": 5e-6,
   "gemm_half_extent": 128,
+  "transcendental_flops": 8,
   "links": [{"name": "nvlink", "gbps": 450, "latency_seconds": 10e-6},
             {"name": "ib", "gbps": 50, "latency_seconds": 20e-6}]
 })json";
@@ -365,7 +375,8 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
   if (llvm::Error err = reader.onlyKnown(
           *root, "",
           {"format", "name", "description", "sources", "compute", "memory",
-           "launch_seconds", "gemm_half_extent", "links", "shared_host"}))
+           "launch_seconds", "gemm_half_extent", "transcendental_flops",
+           "links", "shared_host"}))
     return std::move(err);
   auto format = root->getString("format");
   if (!format)
@@ -490,6 +501,14 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
     return half.takeError();
   model.gemmHalfExtent = *half;
 
+  if (root->get("transcendental_flops")) {
+    auto flops = reader.positive(*root, "transcendental_flops",
+                                 "transcendental_flops", 1e6);
+    if (!flops)
+      return flops.takeError();
+    model.transcendentalFlops = *flops;
+  }
+
   const llvm::json::Value *linksValue = root->get("links");
   if (!linksValue)
     return reader.fail("links", "missing (an array of {name, gbps, "
@@ -603,6 +622,7 @@ std::string formatDeviceDescription(const DeviceModel &model) {
                           {"memory", std::move(memory)},
                           {"launch_seconds", model.launchSeconds},
                           {"gemm_half_extent", model.gemmHalfExtent},
+                          {"transcendental_flops", model.transcendentalFlops},
                           {"links", std::move(links)},
                           {"shared_host", model.sharedHost}};
   if (!model.description.empty())

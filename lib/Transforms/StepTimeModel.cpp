@@ -55,6 +55,7 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
     reduction *= std::max<int64_t>(range.hi - range.lo, 0);
   work.flops = share.reductionRanges.empty() ? outputElements
                                              : 2 * outputElements * reduction;
+  work.outputElements = outputElements;
   work.outputBytes =
       outputElements * elementBytes(op.outputTypes()[output].elem);
   auto regions =
@@ -131,6 +132,9 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   double rate = flopsPerSecond(work);
   if (work.kind == OpClass::Contraction)
     rate *= gemmEfficiency(work.m, work.n, work.k);
+  else
+    flops += work.transcendentals * work.outputElements * fraction *
+             device.transcendentalFlops;
   double seconds = device.launchSeconds +
                    std::max(flops / rate, bytes / device.memoryBytesPerSecond);
   if (work.partial)

@@ -9,6 +9,7 @@
 //  compute.f32.vector  Add kernel on 16384 floats (in cache): elements / time
 //  memory              Add kernel on 8M floats: 3 x 4 bytes per element / time
 //  launch_seconds      Add kernel on 1 float: the time of one call
+//  transcendental_flops  Tanh kernel on 16384 floats: its time over the Add's
 //  links[memcpy]       a 64 MiB copy between two buffers (what a fetch between
 //                      virtual devices does): bytes / time; latency: the time
 //                      of a 64-byte copy
@@ -190,7 +191,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
 
   // Element-wise: in cache (vector rate), streaming (memory bandwidth), one
   // element (launch).
-  double vectorRate = 0, memoryRate = 0, launch = 0;
+  double vectorRate = 0, memoryRate = 0, launch = 0, transcendental = 1;
   {
     Tensor a({16384}), b({16384}), y({16384});
     double t = timeKernel("Add", {&a, &b}, y, none, error);
@@ -199,6 +200,12 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     vectorRate = 16384 / t;
     note("Add 16384 floats (in cache): " + number(t) + " s, " +
          number(vectorRate / 1e9) + " GFLOP/s");
+    double tanh = timeKernel("Tanh", {&a}, y, none, error);
+    if (!error.empty())
+      return "--calibrate: " + error;
+    transcendental = std::max(1.0, tanh / t);
+    note("Tanh 16384 floats (in cache): " + number(tanh) + " s, " +
+         number(transcendental) + " x the Add");
     Tensor la({8 << 20}), lb({8 << 20}), ly({8 << 20});
     t = timeKernel("Add", {&la, &lb}, ly, none, error, 1.0);
     if (!error.empty())
@@ -291,6 +298,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
        << ", \"efficiency\": 1},\n"
        << "  \"launch_seconds\": " << number(std::max(launch, 1e-9)) << ",\n"
        << "  \"gemm_half_extent\": " << number(half) << ",\n"
+       << "  \"transcendental_flops\": " << number(transcendental) << ",\n"
        << "  \"links\": [{\"name\": \"memcpy\", \"gbps\": "
        << number(linkRate / 1e9)
        << ", \"latency_seconds\": " << number(linkLatency) << "}],\n"

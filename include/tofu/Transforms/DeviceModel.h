@@ -69,6 +69,9 @@ struct DeviceModel {
   uint64_t memoryBytes = 0;
   /// Fixed cost of one kernel call (launch, dispatch, argument setup).
   double launchSeconds = 0;
+  /// What one transcendental function (exp, log, sqrt, tanh, erf, sigmoid,
+  /// pow) costs, in vector FLOPs (1 = as cheap as an add).
+  double transcendentalFlops = 1;
   /// The GEMM side (m, n or k) at which a contraction runs at half its
   /// peak: efficiency = Π x / (x + gemmHalfExtent) over its three sides.
   double gemmHalfExtent = 1;

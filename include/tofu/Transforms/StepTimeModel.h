@@ -71,6 +71,14 @@ struct ShareWork {
   /// The element type it computes in: a contraction's first operand's,
   /// else its output's.
   tdl::ElemType dtype = tdl::ElemType::F32;
+  /// Output elements, and the transcendental functions (exp, tanh, erf,
+  /// ...) computed per output element: each costs the device's
+  /// transcendentalFlops more vector FLOPs. describeShare leaves it 0 (the
+  /// search: the same for every strategy, as it scales with the elements a
+  /// device computes); the prediction counts them in the op's expression
+  /// program (StepPrediction.cpp).
+  double outputElements = 0;
+  double transcendentals = 0;
 };
 
 /// The op class of a TDL op.

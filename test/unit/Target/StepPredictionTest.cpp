@@ -191,4 +191,33 @@ TEST_F(PredictGemm, JsonCarriesThePrediction) {
             std::string::npos);
 }
 
+TEST(PredictTranscendentals, TanhCostsTranscendentalFlops) {
+  // One device, Y = Tanh(X) on 1000 floats: 1000 FLOPs plus one tanh per
+  // element at 9 FLOPs each, at 1e9 FLOP/s (the 8000 bytes take 8e-6 s).
+  MLIRContext context;
+  context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
+  auto module = parseSourceString<ModuleOp>(R"mlir(
+func.func @main() attributes {tofu.grid = array<i64: 1>} {
+  %x = tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[]>]} : tensor<1000xf32>
+  %y = tofu.compute "Tanh"(%x) {attrs = {}, name = "t", tofu.plan = [#tofu.strategy<split 0 dim 0>], tofu.tilings = [#tofu.tiling<[]>]} : (tensor<1000xf32>) -> tensor<1000xf32>
+  return
+}
+)mlir", &context);
+  ASSERT_TRUE(module);
+  auto func = *module->getOps<func::FuncOp>().begin();
+  auto plan = tofu::materialize(func);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  tofu::planMemory(*plan);
+  tofu::DeviceModel device = roundDevice();
+  device.transcendentalFlops = 9;
+  auto p = tofu::predictStep(func, *plan, device, {});
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(p->computeSeconds, 1e-6 + (1000 + 9 * 1000) / 1e9, 1e-15);
+  // As cheap as an add: memory-bound.
+  device.transcendentalFlops = 1;
+  p = tofu::predictStep(func, *plan, device, {});
+  ASSERT_TRUE(static_cast<bool>(p));
+  EXPECT_NEAR(p->computeSeconds, 1e-6 + 8000 / 1e9, 1e-15);
+}
+
 } // namespace
