@@ -8,7 +8,9 @@
 //  compute.f32.conv    Conv kernel, X [8, 64, 32, 32], W [64, 64, 3, 3], pads 1
 //  compute.f32.vector  Add kernel on 16384 floats (in cache): elements / time
 //  memory              Add kernel on 8M floats: 3 x 4 bytes per element / time
-//  launch_seconds      Add kernel on 1 float: the time of one call
+//  launch_seconds      the executor's time per instruction on a plan of 2
+//                      virtual devices running 2000 Relus of 64 floats each
+//                      (at least the time of one Add kernel call on 1 float)
 //  transcendental_flops  Tanh kernel on 16384 floats: its time over the Add's
 //  links[memcpy]       a 64 MiB copy between two buffers (what a fetch between
 //                      virtual devices does): bytes / time; latency: the time
@@ -25,6 +27,7 @@
 #include "Calibrate.h"
 
 #include "tofu/runtime/AtomicFile.h"
+#include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
@@ -115,6 +118,76 @@ plan::Attr intsAttr(const char *name, std::vector<int64_t> values) {
   attr.kind = plan::Attr::Kind::Ints;
   attr.ints = std::move(values);
   return attr;
+}
+
+/// A plan of 2 virtual devices, each running `count` instructions on a
+/// 64-float tensor: Relu computes (fetches = false) or fetches of the other
+/// device's copy (fetches = true). What tofu-run's executor spends per
+/// instruction, its own work included.
+plan::Plan tinyPlan(int count, bool fetches) {
+  plan::Plan p;
+  p.numDevices = 2;
+  plan::TensorInfo x;
+  x.name = "x";
+  x.shape = {64};
+  p.tensors.push_back(x);
+  plan::Box whole{{0}, {64}};
+  p.devices.resize(2);
+  for (int32_t d = 0; d < 2; ++d) {
+    plan::DeviceProgram &dev = p.devices[d];
+    for (int b = 0; b < 2; ++b) {
+      plan::Buffer buffer;
+      buffer.tensor = 0;
+      buffer.region = whole;
+      buffer.owned = b == 0;
+      buffer.offset = 256 * b;
+      buffer.bytes = 256;
+      dev.buffers.push_back(buffer);
+    }
+    dev.peakBytes = 512;
+    for (int i = 0; i < count; ++i) {
+      plan::Instr in;
+      in.seq = i;
+      in.op = "calibrate";
+      if (fetches) {
+        in.kind = plan::Instr::Kind::Fetch;
+        in.dst = 1;
+        in.pieces.push_back({1 - d, 0, whole});
+      } else {
+        in.kind = plan::Instr::Kind::Compute;
+        in.kernel = "Relu";
+        in.inputs = {0};
+        in.outputs = {1};
+        in.inputGlobalShapes = {{64}};
+        in.outputGlobalShapes = {{64}};
+        in.reductionRanges = {{}};
+      }
+      dev.instrs.push_back(in);
+    }
+  }
+  return p;
+}
+
+/// Median seconds per instruction of tinyPlan(count, fetches) on the CPU
+/// executor.
+double secondsPerInstruction(bool fetches, std::string &error) {
+  constexpr int kCount = 2000;
+  plan::Plan p = tinyPlan(kCount, fetches);
+  CpuExecutor executor(p);
+  if (std::string err = executor.init(); !err.empty()) {
+    error = "the executor refused the calibration plan: " + err;
+    return 0;
+  }
+  int64_t step = 0;
+  // The first steps choose the schedule (CpuExecutor::Schedule::Auto).
+  for (int i = 0; i < 4; ++i)
+    if (std::string err = executor.runStep(step++); !err.empty()) {
+      error = err;
+      return 0;
+    }
+  double seconds = medianSeconds(
+      [&] { return executor.runStep(step++); }, error, 0.5);
+  return seconds / (2.0 * kCount);
 }
 
 std::string number(double value) {
@@ -217,7 +290,25 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     launch = timeKernel("Add", {&oa, &ob}, oy, none, error);
     if (!error.empty())
       return "--calibrate: " + error;
-    note("Add 1 float (one kernel call): " + number(launch) + " s");
+    note("Add 1 float (one kernel call, without the executor): " +
+         number(launch) + " s");
+  }
+
+  // The executor's cost per instruction: a tiny Relu, a tiny fetch from
+  // the other virtual device.
+  double perCompute = 0, perFetch = 0;
+  {
+    perCompute = secondsPerInstruction(false, error);
+    if (!error.empty())
+      return "--calibrate: " + error;
+    note("executor: a Relu of 64 floats on 2 virtual devices: " +
+         number(perCompute) + " s per instruction (launch_seconds)");
+    launch = std::max(launch, perCompute);
+    perFetch = secondsPerInstruction(true, error);
+    if (!error.empty())
+      return "--calibrate: " + error;
+    note("executor: a fetch of 64 floats from the other virtual device: " +
+         number(perFetch) + " s per instruction");
   }
 
   // Reduction (recorded; vector work in the model).
@@ -250,10 +341,13 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
           return std::string();
         },
         error);
-    // A memcpy of 64 bytes takes nanoseconds; the executor's per-piece work
-    // is more, but it is not measured here.
-    linkLatency = std::max(linkLatency, 1e-8);
     note("copy 64 bytes: " + number(linkLatency) + " s");
+    // A fetch instruction costs the model one launch plus the piece's
+    // latency: what the executor spends on a tiny fetch beyond a launch.
+    linkLatency = std::max(perFetch - perCompute, linkLatency);
+    linkLatency = std::max(linkLatency, 1e-8);
+    note("latency_seconds " + number(linkLatency) +
+         ": a tiny fetch's time less a tiny compute's");
   }
 
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
@@ -296,7 +390,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     json << "\"bytes\": " << memoryBytes << ", ";
   json << "\"bytes_per_second\": " << number(memoryRate)
        << ", \"efficiency\": 1},\n"
-       << "  \"launch_seconds\": " << number(std::max(launch, 1e-9)) << ",\n"
+       << "  \"launch_seconds\": " << number(std::max(launch, 1e-9))
+       << ",\n"
        << "  \"gemm_half_extent\": " << number(half) << ",\n"
        << "  \"transcendental_flops\": " << number(transcendental) << ",\n"
        << "  \"links\": [{\"name\": \"memcpy\", \"gbps\": "
