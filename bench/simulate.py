@@ -11,7 +11,9 @@ little when the machine is busy.
 
     /usr/bin/python3 bench/simulate.py --build build --work /tmp/simulate --steps 20
 
-Prints a markdown table (bench/simulate.md records one run).
+Prints a markdown table (bench/simulate.md records one run). Real models:
+``--models "" --extra resnet18=DIR/resnet18/model.onnx`` after
+``bench/cpu_step_vs_torch.py --models resnet18 --k 1 --steps 4 --keep DIR``.
 """
 import argparse
 import json
@@ -59,7 +61,13 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--k", default="1,4")
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--extra", action="append", default=[],
+                        help="NAME=PATH: another ONNX model (e.g. one that "
+                             "bench/cpu_step_vs_torch.py --keep DIR kept)")
     args = parser.parse_args()
+    for extra in args.extra:
+        name, path = extra.split("=", 1)
+        MODELS[name] = (None, os.path.abspath(path))
     build = os.path.join(ROOT, args.build) if not os.path.isabs(args.build) else args.build
     tofuc = os.path.join(build, "bin", "tofuc")
     tofu_run = os.path.join(build, "bin", "tofu-run")
@@ -70,7 +78,8 @@ def main():
     print(cal.stderr, file=sys.stderr, end="")
 
     rows = []
-    for name in args.models.split(","):
+    names = [n for n in args.models.split(",") if n] + [e.split("=", 1)[0] for e in args.extra]
+    for name in names:
         generator, path = MODELS[name]
         if generator:
             path = os.path.join(args.work, name + ".onnx")
