@@ -291,9 +291,11 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
   plan->summary = formatPlanText(func, *plan, /*withSearchTime=*/false);
   plan->searchSeconds = searchSeconds;
   // The prediction (--device, or --topology with the cpu description):
-  // printed, never stored in plan.bin.
+  // printed by --dump-plan=text|json, never stored in plan.bin.
   std::optional<StepPrediction> prediction;
-  if (device || !options.topology.empty()) {
+  bool shown = options.dumpPlan == PlanDump::Text ||
+               options.dumpPlan == PlanDump::Json || predictionOut;
+  if (shown && (device || !options.topology.empty())) {
     if (!device) {
       auto cpu = loadDeviceModel("cpu");
       if (!cpu)
@@ -309,18 +311,22 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
       predict.topologyGbps = steps->gbps;
     }
     auto predicted = predictStep(func, *plan, *device, predict);
-    if (!predicted)
+    if (predicted)
+      prediction = std::move(*predicted);
+    else if (!options.device.empty())
       return fail(options.inputPath + ": " +
                   llvm::toString(predicted.takeError()));
-    prediction = std::move(*predicted);
+    else // asked for by nobody but --topology: the plan still stands
+      llvm::errs() << "tofuc: warning: no prediction: "
+                   << llvm::toString(predicted.takeError()) << "\n";
   }
   if (predictionOut)
     *predictionOut = prediction;
-  const StepPrediction *shown = prediction ? &*prediction : nullptr;
+  const StepPrediction *withPrediction = prediction ? &*prediction : nullptr;
   if (options.dumpPlan == PlanDump::Text)
-    os << formatPlanText(func, *plan, /*withSearchTime=*/true, shown);
+    os << formatPlanText(func, *plan, /*withSearchTime=*/true, withPrediction);
   else if (options.dumpPlan == PlanDump::Json)
-    os << formatPlanJson(func, *plan, shown);
+    os << formatPlanJson(func, *plan, withPrediction);
   else if (options.dumpPlan == PlanDump::Html)
     os << formatPlanHtml(func, *plan);
   mark("summary+dump");
