@@ -6,13 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Transforms/DeviceModel.h"
+#include "tofu/runtime/InputFile.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
 #include <cstdio>
@@ -572,21 +572,18 @@ llvm::Expected<DeviceModel> loadDeviceModel(llvm::StringRef nameOrPath) {
             "': " + why + " (built in: " + list +
             "; or a JSON description, docs/DeviceModel.md)");
   };
-  llvm::sys::fs::file_status status;
-  if (llvm::sys::fs::status(nameOrPath, status))
+  if (!llvm::sys::fs::exists(nameOrPath))
     return fail("not a built-in device and no such file");
-  if (status.type() != llvm::sys::fs::file_type::regular_file)
-    return fail("not a regular file");
-  constexpr uint64_t kMaxBytes = uint64_t(1) << 20;
-  if (status.getSize() > kMaxBytes)
-    return fail("the file has " + llvm::Twine(status.getSize()) +
-                " bytes, over the limit of 1 MiB for a description");
-  auto buffer = llvm::MemoryBuffer::getFile(nameOrPath, /*IsText=*/true);
-  if (!buffer)
-    return fail("cannot read it: " + buffer.getError().message());
-  if ((*buffer)->getBufferSize() > kMaxBytes)
-    return fail("the file is over the limit of 1 MiB for a description");
-  return parseDeviceDescription((*buffer)->getBuffer(), nameOrPath);
+  // The project's one way to read an input file (docs/Errors.md): a FIFO,
+  // a device or a directory is refused, the size checked on the open file.
+  std::string text;
+  if (std::string err = readInputFile(nameOrPath.str(),
+                                      "the device description", uint64_t(1)
+                                                                    << 20,
+                                      text);
+      !err.empty())
+    return fail(err);
+  return parseDeviceDescription(text, nameOrPath);
 }
 
 std::string formatDeviceDescription(const DeviceModel &model) {
