@@ -568,8 +568,7 @@ llvm::Expected<DeviceModel> loadDeviceModel(llvm::StringRef nameOrPath) {
       list += (list.empty() ? "" : ", ") + name;
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        "--device '" + DescriptionReader::printable(nameOrPath) +
-            "': " + why + " (built in: " + list +
+        "--device '" + nameOrPath + "': " + why + " (built in: " + list +
             "; or a JSON description, docs/DeviceModel.md)");
   };
   if (!llvm::sys::fs::exists(nameOrPath))
