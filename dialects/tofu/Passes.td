@@ -356,7 +356,8 @@ def Partition : Pass<"tofu-partition", "::mlir::func::FuncOp"> {
            "what the search minimizes: auto (time with a topology, bytes "
            "without), bytes, time">,
     Option<"device", "device", "std::string", "\"cpu\"",
-           "device model of the predicted times: cpu, h100">,
+           "device model of the predicted times: a built-in name (cpu, "
+           "k80, v100, a100, h100) or a JSON description file">,
   ];
 }
 
