@@ -98,6 +98,16 @@ struct CudaExecutor::Impl {
   /// (CudaFeed.h) and copied from there asynchronously.
   FeedLayout feedCopies;
   uint8_t *pinned = nullptr;
+  /// Synthetic batches: all filled into the area's slots at init.
+  bool batchesCached = false;
+  /// The step's batch: the data source's or the synthetic one.
+  FeedFill feedFill() {
+    return [this](int32_t tensor, const Box &region, int64_t step, void *out) {
+      return dataSource ? dataSource(tensor, region, step, out)
+                        : data.fill(tensor, region,
+                                    step % SyntheticData::kNumBatches, out);
+    };
+  }
   /// A/B switches for bench/gpu (environment, read at init):
   /// TOFU_CUDA_PAGEABLE_FEED=1 feeds as before the pinned area (a
   /// synchronous cudaMemcpy per buffer from pageable memory);
@@ -482,9 +492,16 @@ std::string CudaExecutor::Impl::init() {
           plan, [this](int32_t d) { return owns(d); }, feedCopies);
       !err.empty())
     return "internal error: " + err;
+  // Synthetic batches: every one filled once, here (CudaFeed.h).
+  batchesCached = !dataSource && !pageableFeed &&
+                  cacheSyntheticBatches(feedCopies, SyntheticData::kNumBatches);
   TOFU_CUDA(cudaHostAlloc(reinterpret_cast<void **>(&pinned),
-                          std::max<uint64_t>(feedCopies.stagingBytes, 1),
+                          std::max<uint64_t>(feedCopies.areaBytes(), 1),
                           cudaHostAllocPortable));
+  for (int64_t b = 0; batchesCached && b < feedCopies.slots; ++b)
+    if (std::string err = fillFeed(plan, feedCopies, feedFill(), b, pinned);
+        !err.empty())
+      return err;
   // Initial parameter values.
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     if (!owns(static_cast<int32_t>(d)))
@@ -612,9 +629,10 @@ std::string CudaExecutor::Impl::feed(int64_t step) {
     TOFU_CUDA(cudaMemcpy(gpu.step, &value, sizeof(value),
                          cudaMemcpyHostToDevice));
   }
-  // Every batch into the pinned area first, then one asynchronous copy per
-  // buffer on its device's compute stream, and one wait per stream used:
-  // the step's streams start after the feed (and the area is reused next
+  // Every batch into the pinned area first (synthetic batches: filled at
+  // init, one slot each), then one asynchronous copy per buffer on its
+  // device's compute stream, and one wait per stream used: the step's
+  // streams start after the feed (and a one-slot area is refilled next
   // step).
   if (pageableFeed) {
     for (const FeedCopy &c : feedCopies.copies) {
@@ -634,23 +652,18 @@ std::string CudaExecutor::Impl::feed(int64_t step) {
     }
     return "";
   }
-  for (const FeedCopy &c : feedCopies.copies) {
-    const Buffer &b = plan.devices[c.device].buffers[c.buffer];
-    uint8_t *host = pinned + c.staging;
-    std::string err =
-        dataSource ? dataSource(b.tensor, b.region, step, host)
-                   : data.fill(b.tensor, b.region,
-                               step % SyntheticData::kNumBatches, host);
-    if (!err.empty())
-      return "feeding device " + std::to_string(c.device) + " buffer " +
-             std::to_string(c.buffer) + ": " + err;
-  }
+  // A data source set after init fills every step, as without the cache.
+  if (!batchesCached || dataSource)
+    if (std::string err = fillFeed(plan, feedCopies, feedFill(), step, pinned);
+        !err.empty())
+      return err;
+  const uint8_t *slot = pinned + feedCopies.slotOffset(step);
   std::vector<bool> used(devices.size(), false);
   for (const FeedCopy &c : feedCopies.copies) {
     if (c.bytes == 0)
       continue;
     TOFU_CUDA(cudaSetDevice(gpuOf(c.device)));
-    TOFU_CUDA(cudaMemcpyAsync(pointer(c.dst), pinned + c.staging, c.bytes,
+    TOFU_CUDA(cudaMemcpyAsync(pointer(c.dst), slot + c.staging, c.bytes,
                               cudaMemcpyHostToDevice, devices[c.device].compute));
     used[c.device] = true;
   }

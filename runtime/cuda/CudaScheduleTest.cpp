@@ -257,6 +257,39 @@ TEST(CudaSchedule, BatchesAreStagedOncePerBufferInPinnedMemory) {
     EXPECT_NE(validateFeedLayout(plan, [](int32_t d) { return d != 0; }, good),
               "")
         << name;
+
+    // The synthetic batches: one slot each, filled once; step s reads slot
+    // s % 16, which holds batch s % 16 (SyntheticData's own values).
+    FeedLayout cached = good;
+    ASSERT_TRUE(cacheSyntheticBatches(cached, 16)) << name;
+    EXPECT_EQ(cached.slots, 16);
+    EXPECT_EQ(cached.areaBytes(), 16 * good.stagingBytes);
+    std::vector<uint8_t> area(cached.areaBytes());
+    tofu::runtime::SyntheticData data(plan);
+    auto fill = [&data](int32_t t, const Box &region, int64_t step, void *out) {
+      return data.fill(t, region, step % 16, out);
+    };
+    for (int64_t b = 0; b < 16; ++b)
+      ASSERT_EQ(fillFeed(plan, cached, fill, b, area.data()), "");
+    for (int64_t step : {0, 1, 15, 16, 33}) {
+      EXPECT_EQ(cached.slotOffset(step), (step % 16) * good.stagingBytes);
+      for (const FeedCopy &c : cached.copies) {
+        const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+        std::vector<uint8_t> want(c.bytes);
+        ASSERT_EQ(data.fill(b.tensor, b.region, step % 16, want.data()), "");
+        EXPECT_EQ(std::memcmp(area.data() + cached.slotOffset(step) + c.staging,
+                              want.data(), c.bytes),
+                  0)
+            << name << " step " << step;
+      }
+    }
+    // Batches that would take more than kMaxCachedBytes are filled every
+    // step into one slot.
+    FeedLayout big = good;
+    big.stagingBytes = FeedLayout::kMaxCachedBytes / 16 + FeedLayout::kAlign;
+    EXPECT_FALSE(cacheSyntheticBatches(big, 16));
+    EXPECT_EQ(big.slots, 1);
+    EXPECT_EQ(big.slotOffset(7), 0u);
   }
 }
 
@@ -1401,21 +1434,27 @@ public:
 
   std::string runStep(int64_t step, uint32_t seed) {
     // The batches through the executor's pinned staging area (CudaFeed.h):
-    // filled there, then copied to their buffers.
-    tofu::runtime::SyntheticData data(plan);
-    const FeedLayout feed = feedLayout(plan, [](int32_t) { return true; });
-    std::vector<uint8_t> pinned(feed.stagingBytes);
-    for (const FeedCopy &c : feed.copies) {
-      const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+    // as there, the synthetic batches filled into one slot each before the
+    // first step, then copied from the step's slot.
+    if (pinned.empty()) {
+      feed = feedLayout(plan, [](int32_t) { return true; });
+      feedCached = cacheSyntheticBatches(
+          feed, tofu::runtime::SyntheticData::kNumBatches);
+      pinned.assign(std::max<uint64_t>(feed.areaBytes(), 1), 0);
+      for (int64_t b = 0; feedCached && b < feed.slots; ++b)
+        if (std::string err = fillFeed(plan, feed, syntheticFill(), b,
+                                       pinned.data());
+            !err.empty())
+          return err;
+    }
+    if (!feedCached)
       if (std::string err =
-              data.fill(b.tensor, b.region,
-                        step % tofu::runtime::SyntheticData::kNumBatches,
-                        pinned.data() + c.staging);
+              fillFeed(plan, feed, syntheticFill(), step, pinned.data());
           !err.empty())
         return err;
-    }
+    const uint8_t *slot = pinned.data() + feed.slotOffset(step);
     for (const FeedCopy &c : feed.copies)
-      std::memcpy(ptr(c.dst), pinned.data() + c.staging, c.bytes);
+      std::memcpy(ptr(c.dst), slot + c.staging, c.bytes);
     for (const auto &key : fedSnapshots)
       snapshot(key);
     // Per stream its entries in issue order; run any stream's head whose
@@ -1663,6 +1702,17 @@ private:
   double lossSlot = 0;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> snapshotsAfter;
   std::vector<std::pair<int32_t, int32_t>> fedSnapshots;
+  /// The executor's feed (CudaFeed.h): layout and pinned area.
+  FeedLayout feed;
+  std::vector<uint8_t> pinned;
+  bool feedCached = false;
+  FeedFill syntheticFill() const {
+    return [this](int32_t tensor, const Box &region, int64_t step, void *out) {
+      return tofu::runtime::SyntheticData(plan).fill(
+          tensor, region, step % tofu::runtime::SyntheticData::kNumBatches,
+          out);
+    };
+  }
   tofu::runtime::BufferCopies snaps;
 };
 
