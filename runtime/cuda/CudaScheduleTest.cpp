@@ -1396,11 +1396,12 @@ public:
     // Per kernel the host driver of each variant it has (CudaKernelLaunch.h:
     // the one the executor would launch is run).
     for (const CudaKernel &k : plan.cuda.kernels) {
-      std::array<HostFn, 4> variants = {};
+      std::array<HostFn, 5> variants = {};
       for (auto v : {KernelLaunchConfig::Variant::Element,
                      KernelLaunchConfig::Variant::Block,
                      KernelLaunchConfig::Variant::Row,
-                     KernelLaunchConfig::Variant::RowWarp}) {
+                     KernelLaunchConfig::Variant::RowWarp,
+                     KernelLaunchConfig::Variant::Grid}) {
         std::string driver = k.name + variantSuffix(v) + "_host";
         variants[static_cast<size_t>(v)] =
             reinterpret_cast<HostFn>(dlsym(lib, driver.c_str()));
@@ -1497,7 +1498,7 @@ public:
   /// MultiFetch/MultiReduce launches run so far.
   size_t multiFetchLaunches = 0;
   /// Generated-kernel launches run per variant (element, block, row).
-  std::array<uint64_t, 4> variantLaunches = {};
+  std::array<uint64_t, 5> variantLaunches = {};
   /// Emulate TOFU_CUDA_WARP_ROWS=1 (short rows on a warp each).
   bool warpRows = false;
 
@@ -1561,7 +1562,9 @@ private:
         const KernelLaunchConfig config = kernelLaunchConfig(
             plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors,
             warpRows && fns[l.kernel][static_cast<size_t>(
-                            KernelLaunchConfig::Variant::RowWarp)] != nullptr);
+                            KernelLaunchConfig::Variant::RowWarp)] != nullptr,
+            fns[l.kernel][static_cast<size_t>(
+                KernelLaunchConfig::Variant::Grid)] != nullptr);
         auto fn = fns[l.kernel][static_cast<size_t>(config.variant)];
         ++variantLaunches[static_cast<size_t>(config.variant)];
         if (!fn)
@@ -1697,7 +1700,7 @@ private:
   const Plan &plan;
   const Schedule &s;
   void *lib = nullptr;
-  std::vector<std::array<HostFn, 4>> fns;
+  std::vector<std::array<HostFn, 5>> fns;
   std::vector<std::vector<uint8_t>> mem;
   double lossSlot = 0;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> snapshotsAfter;
@@ -1725,7 +1728,7 @@ private:
 /// per variant (KernelLaunchConfig::Variant: element, block, row).
 void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
                                int steps, bool interpreter = true,
-                               std::array<uint64_t, 4> *launches = nullptr,
+                               std::array<uint64_t, 5> *launches = nullptr,
                                bool warpRows = false) {
   const Plan &plan = planNamed(name);
   if (plan.devices.empty())
@@ -1784,11 +1787,12 @@ TEST(CudaScheduleOnHost, Float64MlpMatchesTheCpuBackend) {
 TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
   expectEmulationMatchesCpu("rnn-8", 1, 2);
   // GPT's LayerNormalization and loss gradient run their row variants as
-  // on the GPU (CudaKernelLaunch.h): a block per token, and with the
+  // on the GPU (CudaKernelLaunch.h), its loss the grid variant: a block
+  // per token, and with the
   // executor's TOFU_CUDA_WARP_ROWS=1 a warp per token (rows of 16 and 32
   // elements, `_rowwarp`).
   using V = KernelLaunchConfig::Variant;
-  std::array<uint64_t, 4> launches = {}, warpLaunches = {};
+  std::array<uint64_t, 5> launches = {}, warpLaunches = {};
   expectEmulationMatchesCpu("gpt-8", 2, 2, true, &launches);
   expectEmulationMatchesCpu("gpt-8", 2, 2, true, &warpLaunches,
                             /*warpRows=*/true);
@@ -1796,6 +1800,8 @@ TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
     EXPECT_GT(launches[static_cast<size_t>(V::Row)], 0u);
     EXPECT_EQ(launches[static_cast<size_t>(V::RowWarp)], 0u);
     EXPECT_GT(warpLaunches[static_cast<size_t>(V::RowWarp)], 0u);
+    // The loss (one element a device) on its grid variant (`_grid`).
+    EXPECT_GT(launches[static_cast<size_t>(V::Grid)], 0u);
   }
 }
 
