@@ -207,6 +207,43 @@ def FoldTransposes : Pass<"tofu-fold-transposes", "::mlir::func::FuncOp"> {
   }];
 }
 
+def AbsorbTransposes : Pass<"tofu-absorb-transposes", "::mlir::func::FuncOp"> {
+  let summary = "Lets matrix products read transposed operands instead of copies";
+  let description = [{
+    A Transpose that swaps the last two dims of a matrix product's operand,
+    or of its result, is a copy that GEMM libraries do not need: BLAS and
+    cuBLAS read either operand transposed. This pass rewrites, after the
+    gradients are built:
+
+    - `MatMul(Transpose(X), B)`, `MatMul(A, Transpose(X))` (operands of
+      rank >= 2) and the same on a `Gemm` or `MatMulTransposed`: the
+      product reads X with the opposite transposition;
+    - `Transpose(P)` of a product P that nothing else reads and that has
+      no C: `op(A) op(B)` transposed is `op(B)^T op(A)^T`, one product
+      with its operands swapped (P's own `grad_for` tag, the gradient of
+      a tensor only the Transpose read, goes with it).
+
+    The result is a `Gemm` (transA/transB) when both operands are matrices,
+    a `MatMul` when no transposition is left, and otherwise
+    `MatMulTransposed` (tdl-specs/nn.tdl: MatMul with numpy batching whose
+    operands are read transposed per `transA`/`transB`). Transposes nothing
+    reads any more are erased (a `grad_for`-tagged one stays). The new op
+    takes the replaced op's name, `grad_for` and other tags, and the
+    product's `grad_of`.
+
+    PyTorch exports `nn.Linear` on a [N, S, K] or [N, H, W, K] activation
+    as `MatMul(x, Transpose(W))`: before, every step copied W transposed
+    in the forward pass and the weight's gradient back in the backward
+    pass (convnext_tiny: a quarter of the CPU step). The gradient of
+    `MatMul(A, B)` is `dY Transpose(B)` for A, and attention's `q k^T`
+    transposes an activation: the same rewrite covers them.
+
+    Example: `%t = tofu.compute "Transpose"(%w)` (W [N, K]) and
+    `%y = tofu.compute "MatMul"(%x, %t)` (x [B, S, K]) become
+    `%y = tofu.compute "MatMulTransposed"(%x, %w) {attrs = {transB = 1}}`.
+  }];
+}
+
 def AnalyzeStrategies : Pass<"tofu-analyze-strategies", "::mlir::func::FuncOp"> {
   let summary = "Attaches each op's basic partition strategies (interval analysis)";
   let description = [{

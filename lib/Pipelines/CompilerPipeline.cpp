@@ -73,6 +73,7 @@ void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
     funcPm.addPass(createBuildTrainingStep(trainingStepOptions(options)));
   if (stopAfter >= Phase::Train) {
     funcPm.addPass(createFoldTransposes());
+    funcPm.addPass(createAbsorbTransposes());
     funcPm.addPass(createDeduplicateComputes());
   }
   if (stopAfter >= Phase::Analyze)

@@ -1422,7 +1422,8 @@ bool tofu::cudagen::isLibraryBackedOp(const std::string &kernel) {
   // Convolution, pooling and batch normalization get a generated kernel:
   // the executor uses it where cuDNN does not apply (a spatial split, a
   // bias) or has no wrapper yet (runtime/cuda/CudaSchedule.cpp).
-  static const std::set<std::string> library = {"MatMul", "Gemm"};
+  static const std::set<std::string> library = {"MatMul", "MatMulTransposed",
+                                                "Gemm"};
   return library.count(kernel) != 0;
 }
 

@@ -64,7 +64,8 @@ OpClass classifyOp(const tdl::OpInstance &op) {
   // The ops the runtimes run as GEMMs (cuBLAS / OpenBLAS, convolutions via
   // im2col + GEMM); their first two inputs are the contracted operands.
   static constexpr llvm::StringLiteral kContractions[] = {
-      "MatMul", "Gemm", "Einsum", "Conv", "ConvGradInput", "ConvGradWeight",
+      "MatMul", "MatMulTransposed", "Gemm", "Einsum", "Conv", "ConvGradInput",
+      "ConvGradWeight",
       "ConvTranspose"};
   bool contraction = llvm::is_contained(kContractions, op.opName());
   if (contraction && op.inputTypes().size() >= 2 && op.inputTypes()[0] &&

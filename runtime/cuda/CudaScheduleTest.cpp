@@ -170,10 +170,13 @@ TEST(CudaSchedule, BroadcastBMatMulsBecomeOneGemmOfBatchRows) {
   if (plan.devices.empty())
     return;
   Schedule s = scheduled("gpt-1", 1);
-  size_t folded = 0, batched = 0;
+  // The backward pass's dY W^T is a MatMulTransposed (tofu-absorb-
+  // transposes): cuBLAS reads W transposed, and it folds the same way.
+  size_t folded = 0, batched = 0, foldedTransposed = 0;
   for (const ScheduledInstr &e : s.instrs) {
     const Instr &in = plan.devices[e.device].instrs[e.index];
-    if (in.kind != Instr::Kind::Compute || in.kernel != "MatMul")
+    if (in.kind != Instr::Kind::Compute ||
+        (in.kernel != "MatMul" && in.kernel != "MatMulTransposed"))
       continue;
     const auto &buffers = plan.devices[e.device].buffers;
     const Box &A = buffers[in.inputs[0]].region, &B = buffers[in.inputs[1]].region,
@@ -187,6 +190,10 @@ TEST(CudaSchedule, BroadcastBMatMulsBecomeOneGemmOfBatchRows) {
       rows *= Y.hi[i] - Y.lo[i];
     if (A.lo.size() == 3 && B.lo.size() == 2) {
       ++folded;
+      if (in.kernel == "MatMulTransposed") {
+        ++foldedTransposed;
+        EXPECT_TRUE(op.transB && !op.transA) << "instruction " << e.index;
+      }
       EXPECT_EQ(op.batch, 1) << "instruction " << e.index;
       EXPECT_EQ(op.m, rows);
       EXPECT_EQ(op.n, Y.hi[ry - 1] - Y.lo[ry - 1]);
@@ -199,6 +206,7 @@ TEST(CudaSchedule, BroadcastBMatMulsBecomeOneGemmOfBatchRows) {
     }
   }
   EXPECT_GT(folded, 0u);
+  EXPECT_GT(foldedTransposed, 0u);
   EXPECT_GT(batched, 0u);
 }
 

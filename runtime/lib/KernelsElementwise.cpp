@@ -5,7 +5,9 @@
 // PowGradExponent (ONNX multidirectional broadcasting decided from the
 // global shapes); Neg, Exp, Log, Sqrt, Tanh, Erf, Sigmoid and the gradients
 // TanhGrad, SigmoidGrad, ErfGrad, SqrtGrad (one box, computed in double as
-// the interpreter does). Unbroadcast is in KernelsReduce.cpp.
+// the interpreter does). Unbroadcast is in KernelsReduce.cpp. The loops over
+// same-shaped operands are split over the pool's threads (ParallelFor.h);
+// each element is computed as before, so the results do not change.
 // The broadcasting ops run on a coalesced loop nest (LoopNest.h): one
 // contiguous row per inner loop, each input either contiguous or a scalar
 // along it (a loop per pattern, which the compiler vectorizes), rows spread
@@ -20,6 +22,7 @@
 #include "Broadcast.h"
 #include "FloatKernel.h"
 #include "LoopNest.h"
+#include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <array>
@@ -32,6 +35,11 @@ using namespace tofu::runtime;
 using tofu::plan::DType;
 
 namespace {
+
+/// parallelFor's rough cost per element of the unary functions and their
+/// gradients (a <cmath> call in double: exp, erf, tanh, ...), against 1 for
+/// an add: such loops are worth the pool's threads from ~16k elements.
+constexpr double kTranscendentalWork = 16.0;
 
 /// Checks arity and that every operand is a present T tensor with the
 /// same number of elements as the first output.
@@ -63,8 +71,10 @@ template <typename T> std::string relu(const KernelArgs &args) {
     return err;
   const T *x = elements<T>(args.inputs[0]);
   T *y = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    y[i] = x[i] < T(0) ? T(0) : x[i]; // NaN stays NaN, as in ONNX
+  parallelFor(args.outputs[0].numElements(), 1.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = x[i] < T(0) ? T(0) : x[i]; // NaN stays NaN, as in ONNX
+  });
   return "";
 }
 
@@ -74,8 +84,10 @@ template <typename T> std::string reluGrad(const KernelArgs &args) {
   const T *dy = elements<T>(args.inputs[0]);
   const T *x = elements<T>(args.inputs[1]);
   T *dx = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    dx[i] = x[i] > T(0) ? dy[i] : T(0);
+  parallelFor(args.outputs[0].numElements(), 1.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = x[i] > T(0) ? dy[i] : T(0);
+  });
   return "";
 }
 
@@ -85,8 +97,10 @@ template <typename T> std::string scale(const KernelArgs &args) {
   T alpha = static_cast<T>(args.floatAttr("alpha", 1.0));
   const T *x = elements<T>(args.inputs[0]);
   T *y = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    y[i] = alpha * x[i];
+  parallelFor(args.outputs[0].numElements(), 1.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = alpha * x[i];
+  });
   return "";
 }
 
@@ -98,8 +112,10 @@ template <typename T> std::string sgdUpdate(const KernelArgs &args) {
   const T *w = elements<T>(args.inputs[0]);
   const T *g = elements<T>(args.inputs[1]);
   T *out = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    out[i] = w[i] - lr * (g[i] + decay * w[i]);
+  parallelFor(args.outputs[0].numElements(), 1.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      out[i] = w[i] - lr * (g[i] + decay * w[i]);
+  });
   return "";
 }
 
@@ -140,8 +156,11 @@ std::string unary(const KernelArgs &args) {
     return unsupportedConfiguration("X's box differs from Y's");
   const T *x = elements<T>(args.inputs[0]);
   T *y = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    y[i] = static_cast<T>(F(static_cast<double>(x[i])));
+  parallelFor(args.outputs[0].numElements(), kTranscendentalWork,
+              [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i)
+                  y[i] = static_cast<T>(F(static_cast<double>(x[i])));
+              });
   return "";
 }
 
@@ -157,9 +176,12 @@ std::string unaryGrad(const KernelArgs &args) {
   const T *dy = elements<T>(args.inputs[0]);
   const T *z = elements<T>(args.inputs[1]);
   T *dx = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    dx[i] = static_cast<T>(
-        F(static_cast<double>(dy[i]), static_cast<double>(z[i])));
+  parallelFor(args.outputs[0].numElements(), kTranscendentalWork,
+              [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i)
+                  dx[i] = static_cast<T>(F(static_cast<double>(dy[i]),
+                                           static_cast<double>(z[i])));
+              });
   return "";
 }
 
