@@ -86,9 +86,17 @@ template <typename T> std::string reluGrad(const KernelArgs &args) {
   const T *dy = elements<T>(args.inputs[0]);
   const T *x = elements<T>(args.inputs[1]);
   T *dx = elements<T>(args.outputs[0]);
+  // dY where X > 0, else +0, as a bit mask (the select compiled to an
+  // unpredictable branch: 5x Relu's time on a 1M-element tensor). The same
+  // values, NaN in dY included.
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
   parallelFor(args.outputs[0].numElements(), 1.0, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      dx[i] = x[i] > T(0) ? dy[i] : T(0);
+    for (int64_t i = b; i < e; ++i) {
+      Bits g;
+      std::memcpy(&g, &dy[i], sizeof g);
+      g &= Bits(0) - Bits(x[i] > T(0));
+      std::memcpy(&dx[i], &g, sizeof g);
+    }
   });
   return "";
 }

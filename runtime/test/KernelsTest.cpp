@@ -14,6 +14,7 @@
 #include <cmath>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <random>
 
 using namespace tofu::runtime;
@@ -178,6 +179,24 @@ TEST(Kernels, ReluGrad) {
   for (size_t i = 0; i < x.f.size(); ++i)
     want.push_back(x.f[i] > 0 ? dy.f[i] : 0.0);
   expectNear(dx, want, 0);
+
+  // The mask's edges: X = 0, -0 and NaN give +0 whatever dY holds (NaN and
+  // infinities included); X > 0 passes dY's bits through, NaN and -0 too.
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  Host dy2 = zerosF32({6}), x2 = zerosF32({6}), dx2 = zerosF32({6});
+  const float dyValues[] = {nan, -inf, 5.0f, nan, -0.0f, 2.5f};
+  const float xValues[] = {0.0f, -0.0f, nan, 1.0f, 3.0f, -1.0f};
+  std::copy(std::begin(dyValues), std::end(dyValues), dy2.f.begin());
+  std::copy(std::begin(xValues), std::end(xValues), x2.f.begin());
+  ASSERT_EQ(run("ReluGrad", {&dy2, &x2}, dx2), "");
+  for (int i : {0, 1, 2, 5}) {
+    EXPECT_EQ(dx2.f[i], 0.0f) << i;
+    EXPECT_FALSE(std::signbit(dx2.f[i])) << i;
+  }
+  EXPECT_TRUE(std::isnan(dx2.f[3]));
+  EXPECT_EQ(dx2.f[4], 0.0f);
+  EXPECT_TRUE(std::signbit(dx2.f[4]));
 }
 
 TEST(Kernels, ScaleDefaultAndAttr) {
