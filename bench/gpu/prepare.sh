@@ -74,7 +74,8 @@ rm -f "$OUTDIR"/executor-plans/*.onnx
 
 cp "$HERE/run.sh" "$HERE/compare.py" "$HERE/torch_step.py" "$HERE/gemms.py" \
   "$HERE/compare_dumps.py" "$HERE/save_resume.py" "$OUTDIR/"
-cp "$ROOT/test/e2e/real_models.py" "$ROOT/test/e2e/e2e_common.py" "$OUTDIR/py/"
+cp "$ROOT/test/e2e/real_models.py" "$ROOT/test/e2e/e2e_common.py" \
+  "$ROOT/examples/transformer/gpt_torch.py" "$OUTDIR/py/"
 ( cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown ) > "$OUTDIR/COMMIT"
 # The binaries are built from the work tree: name what differed from COMMIT.
 ( cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null ) > "$OUTDIR/UNCOMMITTED"

@@ -103,6 +103,25 @@ FLOAT64_MODELS = ("shufflenet_v2_x0_5",)
 
 KS = (1, 8)
 STEPS = 5
+#: tofuc's --lr when none is given (tools/tofuc/tofuc.cpp).
+TOFUC_DEFAULT_LR = 0.1
+
+
+def torch_model(name, flags):
+    """The ``torch_model`` entry of a GPT example's plans: its make_gpt.py
+    configuration, precision and learning rate, from which
+    bench/gpu/torch_step.py builds the same model in PyTorch
+    (examples/transformer/gpt_torch.py); None for the other examples."""
+    gen = EXAMPLES.get(name)
+    if not gen or not gen.startswith("transformer/make_gpt.py"):
+        return None
+    args = gen.split()[1:]
+    config = {a[2:]: int(v) for a, v in zip(args[0::2], args[1::2])}
+    config["precision"] = flags[flags.index("--precision") + 1] if "--precision" in flags \
+        else "float32"
+    config["lr"] = float(flags[flags.index("--lr") + 1]) if "--lr" in flags \
+        else TOFUC_DEFAULT_LR
+    return config
 
 
 def run(cmd, log):
@@ -291,6 +310,8 @@ def main():
                                                      else "float32"),
                           "bf16_weights": name in BF16_WEIGHTS,
                           "compile_seconds": round(compile_s, 2)})
+            if torch_model(name, flags):
+                index[-1]["torch_model"] = torch_model(name, flags)
         if 1 in dumps:
             import shutil
             other = dumps.get(max(dumps))

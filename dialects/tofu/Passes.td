@@ -207,6 +207,71 @@ def FoldTransposes : Pass<"tofu-fold-transposes", "::mlir::func::FuncOp"> {
   }];
 }
 
+def FuseGelu : Pass<"tofu-fuse-gelu", "::mlir::func::FuncOp"> {
+  let summary = "Replaces the erf GELU chain of an exported model by one Gelu op";
+  let description = [{
+    PyTorch before opset 20 exports `nn.GELU()` (and F.gelu) as five
+    element-wise ops, `Mul(Mul(x, Add(Erf(Div(x, sqrt(2))), 1)), 0.5)`,
+    whose training step is about ten more. This pass, before the gradients
+    are built, replaces each such chain by ONNX's `Gelu` (approximate
+    "none", tdl-specs/elementwise.tdl), one op forward and one `GeluGrad`
+    backward, computed in double and rounded once, as PyTorch's own GELU.
+
+    Matched, with any operand order of each Add and Mul: `x / c` with c a
+    constant scalar sqrt(2) or `x * c` with c = 1/sqrt(2); `Erf` of it;
+    `+ 1`; then `(x * term) * 0.5` or `(x * 0.5) * term`. The constants must
+    be `constant` tofu.params of one element within 1e-6 (relative) of
+    those values (float32 rounding); every intermediate must be read only
+    by the chain; x and the result must have the same float type. Any other
+    graph is left as it is, so no value changes but rounding: the chain in
+    float32 rounds five times, Gelu once.
+
+    The tanh approximation (GPT-2's "gelu_new", exported with Pow and Tanh)
+    is not matched.
+
+    Example: `%d = Div(%x, %sqrt2)`, `%e = Erf(%d)`, `%a = Add(%e, %one)`,
+    `%m = Mul(%x, %a)`, `%y = Mul(%m, %half)` becomes
+    `%y = tofu.compute "Gelu"(%x) {attrs = {approximate = "none"}}`.
+  }];
+}
+
+def AbsorbTransposes : Pass<"tofu-absorb-transposes", "::mlir::func::FuncOp"> {
+  let summary = "Lets matrix products read transposed operands instead of copies";
+  let description = [{
+    A Transpose that swaps the last two dims of a matrix product's operand,
+    or of its result, is a copy that GEMM libraries do not need: BLAS and
+    cuBLAS read either operand transposed. This pass rewrites, after the
+    gradients are built:
+
+    - `MatMul(Transpose(X), B)`, `MatMul(A, Transpose(X))` (operands of
+      rank >= 2) and the same on a `Gemm` or `MatMulTransposed`: the
+      product reads X with the opposite transposition;
+    - `Transpose(P)` of a product P that nothing else reads and that has
+      no C: `op(A) op(B)` transposed is `op(B)^T op(A)^T`, one product
+      with its operands swapped (P's own `grad_for` tag, the gradient of
+      a tensor only the Transpose read, goes with it).
+
+    The result is a `Gemm` (transA/transB) when both operands are matrices,
+    a `MatMul` when no transposition is left, and otherwise
+    `MatMulTransposed` (tdl-specs/nn.tdl: MatMul with numpy batching whose
+    operands are read transposed per `transA`/`transB`). Transposes nothing
+    reads any more are erased (a `grad_for`-tagged one stays). The new op
+    takes the replaced op's name, `grad_for` and other tags, and the
+    product's `grad_of`.
+
+    PyTorch exports `nn.Linear` on a [N, S, K] or [N, H, W, K] activation
+    as `MatMul(x, Transpose(W))`: before, every step copied W transposed
+    in the forward pass and the weight's gradient back in the backward
+    pass (convnext_tiny: a quarter of the CPU step). The gradient of
+    `MatMul(A, B)` is `dY Transpose(B)` for A, and attention's `q k^T`
+    transposes an activation: the same rewrite covers them.
+
+    Example: `%t = tofu.compute "Transpose"(%w)` (W [N, K]) and
+    `%y = tofu.compute "MatMul"(%x, %t)` (x [B, S, K]) become
+    `%y = tofu.compute "MatMulTransposed"(%x, %w) {attrs = {transB = 1}}`.
+  }];
+}
+
 def AnalyzeStrategies : Pass<"tofu-analyze-strategies", "::mlir::func::FuncOp"> {
   let summary = "Attaches each op's basic partition strategies (interval analysis)";
   let description = [{
@@ -291,7 +356,8 @@ def Partition : Pass<"tofu-partition", "::mlir::func::FuncOp"> {
            "what the search minimizes: auto (time with a topology, bytes "
            "without), bytes, time">,
     Option<"device", "device", "std::string", "\"cpu\"",
-           "device model of the predicted times: cpu, h100">,
+           "device model of the predicted times: a built-in name (cpu, "
+           "k80, v100, a100, h100) or a JSON description file">,
   ];
 }
 

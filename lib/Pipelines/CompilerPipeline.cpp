@@ -4,6 +4,8 @@
 #include "tofu/Import/OnnxImporter.h"
 #include "tofu/Target/PlanBuilder.h"
 #include "tofu/Target/PlanPrinter.h"
+#include "tofu/Target/StepPrediction.h"
+#include "tofu/Transforms/DeviceModel.h"
 #include "tofu/Transforms/Passes.h"
 #include "tofu/Transforms/RecursivePartitioner.h"
 #include "tofu/runtime/AtomicFile.h"
@@ -67,12 +69,15 @@ trainingStepOptions(const CompileOptions &options) {
 void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
                      Phase stopAfter) {
   OpPassManager &funcPm = pm.nest<func::FuncOp>();
+  if (stopAfter >= Phase::Train)
+    funcPm.addPass(createFuseGelu());
   if (stopAfter >= Phase::Train && options.training.precision == "bf16")
     funcPm.addPass(createAutocast());
   if (stopAfter >= Phase::Train)
     funcPm.addPass(createBuildTrainingStep(trainingStepOptions(options)));
   if (stopAfter >= Phase::Train) {
     funcPm.addPass(createFoldTransposes());
+    funcPm.addPass(createAbsorbTransposes());
     funcPm.addPass(createDeduplicateComputes());
   }
   if (stopAfter >= Phase::Analyze)
@@ -85,7 +90,8 @@ void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
          options.objective, options.device}));
 }
 
-llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
+llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
+                         std::optional<StepPrediction> *predictionOut) {
   auto fail = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    message.str());
@@ -115,6 +121,15 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
                 "' (available: f32, bf16)");
   if (auto steps = planSteps(options.devices, options.topology); !steps)
     return steps.takeError();
+  // --device: refused before the model is read (a bad description file
+  // names its field, docs/DeviceModel.md).
+  std::optional<DeviceModel> device;
+  if (!options.device.empty()) {
+    auto loaded = loadDeviceModel(options.device);
+    if (!loaded)
+      return loaded.takeError();
+    device = std::move(*loaded);
+  }
 
   MLIRContext context;
   context.loadDialect<TofuDialect, func::FuncDialect>();
@@ -278,10 +293,43 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
   // plan.bin holds no timing, so that it is byte-for-byte reproducible.
   plan->summary = formatPlanText(func, *plan, /*withSearchTime=*/false);
   plan->searchSeconds = searchSeconds;
+  // The prediction (--device, or --topology with the cpu description):
+  // printed by --dump-plan=text|json, never stored in plan.bin.
+  std::optional<StepPrediction> prediction;
+  bool shown = options.dumpPlan == PlanDump::Text ||
+               options.dumpPlan == PlanDump::Json || predictionOut;
+  if (shown && (device || !options.topology.empty())) {
+    if (!device) {
+      auto cpu = loadDeviceModel("cpu");
+      if (!cpu)
+        return cpu.takeError();
+      device = std::move(*cpu);
+    }
+    PredictOptions predict;
+    if (!options.topology.empty()) {
+      auto steps = planSteps(options.devices, options.topology);
+      if (!steps)
+        return steps.takeError();
+      predict.topologyLinks = steps->links;
+      predict.topologyGbps = steps->gbps;
+    }
+    auto predicted = predictStep(func, *plan, *device, predict);
+    if (predicted)
+      prediction = std::move(*predicted);
+    else if (!options.device.empty())
+      return fail(options.inputPath + ": " +
+                  llvm::toString(predicted.takeError()));
+    else // asked for by nobody but --topology: the plan still stands
+      llvm::errs() << "tofuc: warning: no prediction: "
+                   << llvm::toString(predicted.takeError()) << "\n";
+  }
+  if (predictionOut)
+    *predictionOut = prediction;
+  const StepPrediction *withPrediction = prediction ? &*prediction : nullptr;
   if (options.dumpPlan == PlanDump::Text)
-    os << formatPlanText(func, *plan);
+    os << formatPlanText(func, *plan, /*withSearchTime=*/true, withPrediction);
   else if (options.dumpPlan == PlanDump::Json)
-    os << formatPlanJson(func, *plan);
+    os << formatPlanJson(func, *plan, withPrediction);
   else if (options.dumpPlan == PlanDump::Html)
     os << formatPlanHtml(func, *plan);
   mark("summary+dump");
@@ -296,6 +344,51 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os) {
     mark("write");
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<int64_t> smallestFittingDevices(const CompileOptions &options,
+                                               llvm::raw_ostream &log) {
+  auto fail = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--gpus auto: " + message.str());
+  };
+  if (options.device.empty())
+    return fail("needs --device (the memory the plan must fit)");
+  if (!options.topology.empty())
+    return fail("--topology fixes the number of devices; give --gpus");
+  auto device = loadDeviceModel(options.device);
+  if (!device)
+    return device.takeError();
+  if (!device->memoryBytes)
+    return fail("device '" + device->name +
+                "' gives no memory size (memory.bytes)");
+  // Only the memory plan is needed: no dump, no plan.bin, no CUDA.
+  CompileOptions trial = options;
+  trial.outputPath.clear();
+  trial.dumpPlan = PlanDump::None;
+  trial.stopAfter = Phase::Emit;
+  trial.cudaArch.clear();
+  trial.timePhases = false;
+  std::string last;
+  for (int64_t k = 1; k <= static_cast<int64_t>(plan::kMaxDevices); k *= 2) {
+    trial.devices = k;
+    std::optional<StepPrediction> prediction;
+    std::string discard;
+    llvm::raw_string_ostream sink(discard);
+    if (llvm::Error err = compileModel(trial, sink, &prediction))
+      return std::move(err);
+    if (!prediction)
+      return fail("no prediction at k = " + llvm::Twine(k));
+    last = formatFit(*prediction);
+    log << "tofuc: --gpus auto: k = " << k << ": " << last << "\n";
+    if (prediction->fits)
+      return k;
+    if (prediction->sharedHost)
+      return fail("virtual devices on one host share its memory: no k "
+                  "fits (" + last + ")");
+  }
+  return fail("no k up to " + llvm::Twine(plan::kMaxDevices) + " fits (" +
+              last + ")");
 }
 
 } // namespace tofu

@@ -531,6 +531,35 @@ template <int R> TOFU_HD inline double tofu_block_combine(double *partials) {
 #endif
 }
 
+// The grid variant's tree (`<name>_grid`): partials[0, TOFU_BLOCK_THREADS)
+// combined as tofu_block_combine does, partials[t] = combine(partials[t],
+// partials[t + w]) for w = TOFU_BLOCK_THREADS / 2, ..., 1, but with the
+// kernel's own combine function and block barriers only (the host runs the
+// same pairs). Returns the value to every thread.
+#define TOFU_GRID_PARTS 256
+static_assert(TOFU_GRID_PARTS == TOFU_BLOCK_THREADS,
+              "the last block combines one part per thread");
+template <typename Combine>
+TOFU_HD inline double tofu_grid_combine(double *partials, Combine combine) {
+#ifdef __CUDA_ARCH__
+  const unsigned t = threadIdx.x;
+  __syncthreads();
+  for (unsigned w = TOFU_BLOCK_THREADS / 2; w > 0; w >>= 1) {
+    if (t < w)
+      partials[t] = combine(partials[t], partials[t + w]);
+    __syncthreads();
+  }
+  const double result = partials[0];
+  __syncthreads(); // partials is reused
+  return result;
+#else
+  for (int w = TOFU_BLOCK_THREADS / 2; w > 0; w >>= 1)
+    for (int t = 0; t < w; ++t)
+      partials[t] = combine(partials[t], partials[t + w]);
+  return partials[0];
+#endif
+}
+
 // The partial values partials[0, NT) of a row's group of NT threads
 // combined in the tree order of tofu_block_combine (partials[t] =
 // combine(partials[t], partials[t + w]) for w = NT / 2, ..., 1), returned
@@ -1107,6 +1136,78 @@ tofu::cudagen::emitKernel(const KernelDescription &kernel,
            "    " + store + "ptrs[0], e, partials[0]);\n"
            "  }\n}\n";
   }
+  if (block) {
+    // The grid-wide variant: output element e's root iterations shared by
+    // TOFU_GRID_PARTS blocks (part q, thread t runs share q *
+    // TOFU_BLOCK_THREADS + t of TOFU_GRID_PARTS * TOFU_BLOCK_THREADS), each
+    // block's partial combined by the block's tree into scratch[e *
+    // TOFU_GRID_PARTS + q]; the block that finishes element e's last part
+    // (a counter per element: the only atomic, on the count, not on values)
+    // combines the TOFU_GRID_PARTS partials by the same tree, in part order,
+    // stores the value and resets the counter for the next launch. Every
+    // value goes through the same fixed pairs whichever block finishes
+    // last: deterministic. (element, part) pairs are grid-strided, so any
+    // grid size works. `scratch`: TOFU_GRID_PARTS doubles then one unsigned
+    // counter per element, zeroed once before the first launch.
+    const std::string store = "tofu_store<" +
+                              dtypeCode(kernel.stages[0].outputType) + ">(";
+    src += "#ifdef __CUDACC__\nextern \"C\" __global__ void "
+           "__launch_bounds__(256) " +
+           name + "_grid(TofuPointers<" + np + "> ptrs, TofuParams<" + nq +
+           "> params,\n    const unsigned long long *step, unsigned long long "
+           "*error, double *scratch) {\n"
+           "  __shared__ double partials[TOFU_BLOCK_THREADS];\n"
+           "  __shared__ bool last;\n"
+           "  auto combine = [](double a, double b) { return " + name +
+           "_combine(a, b); };\n"
+           "  const uint64_t s = step ? *step : 0;\n"
+           "  const int64_t n = params.v[0];\n"
+           "  unsigned *count = reinterpret_cast<unsigned *>(scratch + n * "
+           "TOFU_GRID_PARTS);\n"
+           "  for (int64_t b = blockIdx.x; b < n * TOFU_GRID_PARTS; b += "
+           "gridDim.x) {\n"
+           "    const int64_t e = b / TOFU_GRID_PARTS, q = b % TOFU_GRID_PARTS;\n"
+           "    partials[threadIdx.x] = " + name +
+           "_partial(e, q * TOFU_BLOCK_THREADS + threadIdx.x,\n"
+           "        TOFU_GRID_PARTS * TOFU_BLOCK_THREADS, ptrs.p, params.v, s, "
+           "error);\n"
+           "    const double part = tofu_grid_combine(partials, combine);\n"
+           "    if (threadIdx.x == 0) {\n"
+           "      scratch[b] = part;\n"
+           "      __threadfence();\n"
+           "      last = atomicAdd(count + e, 1u) == TOFU_GRID_PARTS - 1;\n"
+           "    }\n"
+           "    __syncthreads();\n"
+           "    if (last) {\n"
+           "      __threadfence();\n"
+           "      partials[threadIdx.x] = __ldcg(scratch + e * TOFU_GRID_PARTS + "
+           "threadIdx.x);\n"
+           "      const double value = tofu_grid_combine(partials, combine);\n"
+           "      if (threadIdx.x == 0) {\n"
+           "        " + store + "ptrs.p[0], e, value);\n"
+           "        count[e] = 0;\n"
+           "      }\n"
+           "    }\n"
+           "    __syncthreads();\n"
+           "  }\n}\n#endif\n";
+    src += "extern \"C\" void " + name +
+           "_grid_host(void *const *ptrs, const int64_t *params, uint64_t step,\n"
+           "    unsigned long long *error) {\n"
+           "  double partials[TOFU_BLOCK_THREADS], parts[TOFU_GRID_PARTS];\n"
+           "  auto combine = [](double a, double b) { return " + name +
+           "_combine(a, b); };\n"
+           "  for (int64_t e = 0; e < params[0]; ++e) {\n"
+           "    for (int q = 0; q < TOFU_GRID_PARTS; ++q) {\n"
+           "      for (int t = 0; t < TOFU_BLOCK_THREADS; ++t)\n"
+           "        partials[t] = " + name +
+           "_partial(e, q * TOFU_BLOCK_THREADS + t,\n"
+           "            TOFU_GRID_PARTS * TOFU_BLOCK_THREADS, ptrs, params, step, "
+           "error);\n"
+           "      parts[q] = tofu_grid_combine(partials, combine);\n"
+           "    }\n"
+           "    " + store + "ptrs[0], e, tofu_grid_combine(parts, combine));\n"
+           "  }\n}\n";
+  }
   if (rowDims) {
     const std::string store =
         "tofu_store<" + dtypeCode(kernel.stages[0].outputType) + ">(";
@@ -1321,7 +1422,8 @@ bool tofu::cudagen::isLibraryBackedOp(const std::string &kernel) {
   // Convolution, pooling and batch normalization get a generated kernel:
   // the executor uses it where cuDNN does not apply (a spatial split, a
   // bias) or has no wrapper yet (runtime/cuda/CudaSchedule.cpp).
-  static const std::set<std::string> library = {"MatMul", "Gemm"};
+  static const std::set<std::string> library = {"MatMul", "MatMulTransposed",
+                                                "Gemm"};
   return library.count(kernel) != 0;
 }
 

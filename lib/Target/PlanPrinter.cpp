@@ -281,7 +281,8 @@ std::string formatGrid(const std::vector<int64_t> &grid) {
 } // namespace
 
 std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
-                           bool withSearchTime) {
+                           bool withSearchTime,
+                           const StepPrediction *prediction) {
   PlanSummary summary = summarizePlan(func, plan);
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -298,7 +299,9 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
                         summary.bytesPerLink[s]);
   if (!summary.deviceModel.empty()) {
     // Only with --topology: nothing changes in a plan compiled without one.
-    os << llvm::formatv("predicted step time: {0:e3} s on device model {1} "
+    // The search's own estimate (average bytes per device); the prediction
+    // below times the materialized plan.
+    os << llvm::formatv("search estimate: {0:e3} s on device model {1} "
                         "(objective {2}): compute {3:e3} s + transfers "
                         "{4:e3} s, no overlap\n",
                         summary.predictedStepSeconds(), summary.deviceModel,
@@ -311,6 +314,8 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
                           s < summary.stepGbps.size() ? summary.stepGbps[s]
                                                       : 0.0);
   }
+  if (prediction)
+    os << formatPredictionText(*prediction);
   os << "peak memory per device (bytes):";
   for (const auto &device : plan.devices)
     os << " " << device.peakBytes;
@@ -347,7 +352,8 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
   return text;
 }
 
-std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
+std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan,
+                           const StepPrediction *prediction) {
   PlanSummary summary = summarizePlan(func, plan);
   auto ints = [](const std::vector<int64_t> &values) {
     llvm::json::Array array;
@@ -429,7 +435,7 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
       comm.push_back(s);
     for (double g : summary.stepGbps)
       gbps.push_back(g);
-    root["predicted"] = llvm::json::Object{
+    root["search_estimate"] = llvm::json::Object{
         {"device_model", summary.deviceModel},
         {"step_seconds", summary.predictedStepSeconds()},
         {"compute_seconds", summary.predictedComputeSeconds},
@@ -437,6 +443,61 @@ std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan) {
          summary.predictedStepSeconds() - summary.predictedComputeSeconds},
         {"comm_seconds_per_step", std::move(comm)},
         {"link_gbps", std::move(gbps)}};
+  }
+  if (prediction) {
+    const StepPrediction &p = *prediction;
+    llvm::json::Array comm, gbps, names, latency, stepBytes, busiest, devices;
+    for (size_t s = 0; s < p.links.size(); ++s) {
+      comm.push_back(p.commSecondsPerStep[s]);
+      gbps.push_back(p.links[s].gbps);
+      names.push_back(p.links[s].name);
+      latency.push_back(p.links[s].latencySeconds);
+      stepBytes.push_back(static_cast<int64_t>(p.stepBytes[s]));
+      busiest.push_back(static_cast<int64_t>(p.stepBytesBusiest[s]));
+    }
+    for (size_t d = 0; d < p.devices.size(); ++d) {
+      const auto &dev = p.devices[d];
+      devices.push_back(llvm::json::Object{
+          {"device", static_cast<int64_t>(d)},
+          {"busy_seconds", dev.busySeconds()},
+          {"compute_seconds", dev.computeSeconds},
+          {"comm_seconds", dev.commSeconds},
+          {"copy_seconds", dev.copySeconds},
+          {"received_bytes", static_cast<int64_t>(dev.receivedBytes)},
+          {"peak_bytes", static_cast<int64_t>(dev.peakBytes)}});
+    }
+    llvm::json::Object byKernel;
+    for (const auto &[kernel, seconds] : p.kernelSeconds)
+      byKernel[kernel] = seconds;
+    llvm::json::Object fit{{"checked", p.memoryBytes > 0},
+                           {"fits", p.fits},
+                           {"margin", p.memoryMargin}};
+    if (p.memoryBytes) {
+      fit["memory_bytes"] = static_cast<int64_t>(p.memoryBytes);
+      fit["usable_bytes"] = static_cast<int64_t>(p.usableBytes);
+      fit["worst_device"] = p.worstDevice;
+      fit["worst_bytes"] = static_cast<int64_t>(p.worstBytes);
+      fit["over_bytes"] = static_cast<int64_t>(p.overBytes);
+      fit["estimated_fitting_devices"] = p.estimatedFittingDevices;
+    }
+    root["predicted"] = llvm::json::Object{
+        {"device_model", p.device},
+        {"schedule", p.sharedHost ? "shared-host" : "levels"},
+        {"step_seconds", p.stepSeconds},
+        {"compute_seconds", p.computeSeconds},
+        {"comm_seconds", p.commSeconds()},
+        {"copy_seconds", p.copySeconds},
+        {"comm_seconds_per_step", std::move(comm)},
+        {"comm_bytes_per_step", std::move(stepBytes)},
+        {"comm_bytes_per_step_busiest_device", std::move(busiest)},
+        {"link_names", std::move(names)},
+        {"link_gbps", std::move(gbps)},
+        {"link_latency_seconds", std::move(latency)},
+        {"busiest_device_seconds", p.busiestDeviceSeconds},
+        {"samples_per_second", p.samplesPerSecond},
+        {"per_device", std::move(devices)},
+        {"compute_seconds_by_kernel", std::move(byKernel)},
+        {"fit", std::move(fit)}};
   }
   return llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str() +
          "\n";

@@ -126,10 +126,12 @@ llvm::Expected<StepPlan> planSteps(int64_t devices, llvm::StringRef topology) {
     for (int64_t factor : primeFactorsDescending(level.count)) {
       plan.steps.push_back(factor);
       plan.gbps.push_back(level.gbps);
+      plan.links.push_back(level.name);
     }
   if (plan.steps.empty()) {
     plan.steps = {1};
     plan.gbps = {levels->front().gbps};
+    plan.links = {levels->front().name};
   }
   return plan;
 }
@@ -1253,14 +1255,11 @@ partitionFunction(func::FuncOp func, const SearchOptions &options) {
   if (objective == "time" && name == "exhaustive")
     return failure("--partitioner=exhaustive minimizes bytes; with "
                    "--topology give --objective=bytes");
-  std::optional<DeviceModel> device = DeviceModel::builtin(options.device);
-  if (!device) {
-    std::string list;
-    for (const auto &known : DeviceModel::builtinNames())
-      list += (list.empty() ? "" : ", ") + known;
-    return failure("unknown --device '" + options.device +
-                   "' (built in: " + list + ")");
-  }
+  // --device: a built-in name or a description file; "" = cpu.
+  auto device =
+      loadDeviceModel(options.device.empty() ? "cpu" : options.device);
+  if (!device)
+    return device.takeError();
   StepTimeModel timeModel(*device);
 
   SearchRules rules;

@@ -12,59 +12,12 @@
 
 namespace tofu {
 
-DeviceModel DeviceModel::genericCpu() {
-  // Measured on the build machine (2-core AMD EPYC, 2 threads, torch 1.13
-  // with OpenBLAS, 2026-11-26; bench/time_objective.md): a 1024^3 sgemm
-  // runs at 66 GFLOP/s, 64 x 1024 x 1024 at 48, 16 x 1024 x 1024 at 25 and
-  // 4 x 1024 x 1024 at 6 GFLOP/s, which s(x) = x / (x + 32) per side
-  // follows within a factor 1.5; an out-of-place add of 64 MiB streams
-  // 11 GB/s; a tiny torch op costs 5 us. Element-wise arithmetic is
-  // memory-bound long before its vector peak, which is a guess (8 FLOP/s
-  // per byte of bandwidth is not reached by tofu-run's loop nests).
-  DeviceModel model;
-  model.name = "cpu";
-  model.gemmFlopsPerSecond = 70e9;
-  model.vectorFlopsPerSecond = 8e9;
-  model.memoryBytesPerSecond = 10e9;
-  model.launchSeconds = 5e-6;
-  model.gemmHalfExtent = 32;
-  model.messageLatencySeconds = 2e-6;
-  return model;
-}
-
-DeviceModel DeviceModel::h100() {
-  // NVIDIA H100 Tensor Core GPU datasheet (SXM5): FP32 67 TFLOP/s (CUDA
-  // cores; cuBLAS sgemm without TF32), HBM3 3.35 TB/s. cuBLAS reaches about
-  // 80% of the FP32 peak on large GEMMs and needs tiles of about 128 per
-  // side to fill 132 SMs; kernel launch about 5 us; an NCCL / peer-to-peer
-  // message about 10 us. Assumptions, not measurements: issue 19's
-  // `--calibrate` and device descriptions are to replace them.
-  DeviceModel model;
-  model.name = "h100";
-  model.gemmFlopsPerSecond = 54e12;
-  model.vectorFlopsPerSecond = 30e12;
-  model.memoryBytesPerSecond = 3.0e12;
-  model.launchSeconds = 5e-6;
-  model.gemmHalfExtent = 128;
-  model.messageLatencySeconds = 10e-6;
-  return model;
-}
-
-std::optional<DeviceModel> DeviceModel::builtin(llvm::StringRef name) {
-  if (name == "cpu")
-    return genericCpu();
-  if (name == "h100")
-    return h100();
-  return std::nullopt;
-}
-
-std::vector<std::string> DeviceModel::builtinNames() { return {"cpu", "h100"}; }
-
 OpClass classifyOp(const tdl::OpInstance &op) {
   // The ops the runtimes run as GEMMs (cuBLAS / OpenBLAS, convolutions via
   // im2col + GEMM); their first two inputs are the contracted operands.
   static constexpr llvm::StringLiteral kContractions[] = {
-      "MatMul", "Gemm", "Einsum", "Conv", "ConvGradInput", "ConvGradWeight",
+      "MatMul", "MatMulTransposed", "Gemm", "Einsum", "Conv", "ConvGradInput",
+      "ConvGradWeight",
       "ConvTranspose"};
   bool contraction = llvm::is_contained(kContractions, op.opName());
   if (contraction && op.inputTypes().size() >= 2 && op.inputTypes()[0] &&
@@ -87,6 +40,11 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
                         const OpShare &share) {
   ShareWork work;
   work.kind = classifyOp(op);
+  work.convolution = work.kind == OpClass::Contraction &&
+                     op.opName().starts_with("Conv");
+  work.dtype = work.kind == OpClass::Contraction
+                   ? op.inputTypes()[0]->elem
+                   : op.outputTypes()[output].elem;
   work.partial = share.partial;
   if (isEmptyShare(share)) {
     work.empty = true;
@@ -98,17 +56,28 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
     reduction *= std::max<int64_t>(range.hi - range.lo, 0);
   work.flops = share.reductionRanges.empty() ? outputElements
                                              : 2 * outputElements * reduction;
+  work.outputElements = outputElements;
   work.outputBytes =
       outputElements * elementBytes(op.outputTypes()[output].elem);
   auto regions =
       op.requiredRegions(output, share.outputBox, share.reductionRanges);
   work.bytes = work.outputBytes;
+  double inputElements = 0;
   for (auto [input, region] : llvm::enumerate(regions))
-    if (region && op.inputTypes()[input])
+    if (region && op.inputTypes()[input]) {
+      inputElements += numElements(*region);
       work.bytes += static_cast<double>(numElements(*region)) *
                     elementBytes(op.inputTypes()[input]->elem);
-  if (work.kind != OpClass::Contraction)
+    }
+  if (work.kind != OpClass::Contraction) {
+    // A TDL expression may recompute a reduction for every output element
+    // (a softmax's or a loss's sum over the classes, a norm's mean), which
+    // its kernel computes once per row: count one operation per element
+    // read and written instead of output x reduction extent.
+    if (!share.reductionRanges.empty())
+      work.flops = std::min(work.flops, outputElements + inputElements);
     return work;
+  }
   // GEMM sides, from how much each operand's region shrinks when output
   // dimension d is cut to one index (a factor f >= 1 per operand): the part
   // both operands shrink by, min(f_first, f_second), repeats the GEMM (a
@@ -141,6 +110,16 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
   return work;
 }
 
+double StepTimeModel::flopsPerSecond(const ShareWork &work) const {
+  const DeviceModel::ComputeRates *rates = device.ratesOf(work.dtype);
+  if (!rates) // a hand-built model: its float32 rates
+    return work.kind == OpClass::Contraction ? device.gemmFlopsPerSecond
+                                             : device.vectorFlopsPerSecond;
+  if (work.kind != OpClass::Contraction)
+    return rates->vector.sustained();
+  return work.convolution ? rates->conv.sustained() : rates->gemm.sustained();
+}
+
 double StepTimeModel::gemmEfficiency(double m, double n, double k) const {
   auto side = [&](double x) { return x / (x + device.gemmHalfExtent); };
   return side(m) * side(n) * side(k);
@@ -151,10 +130,12 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   if (work.empty)
     return 0;
   double flops = work.flops * fraction, bytes = work.bytes * fraction;
-  double rate = work.kind == OpClass::Contraction
-                    ? device.gemmFlopsPerSecond *
-                          gemmEfficiency(work.m, work.n, work.k)
-                    : device.vectorFlopsPerSecond;
+  double rate = flopsPerSecond(work);
+  if (work.kind == OpClass::Contraction)
+    rate *= gemmEfficiency(work.m, work.n, work.k);
+  else
+    flops += work.transcendentals * work.outputElements * fraction *
+             device.transcendentalFlops;
   double seconds = device.launchSeconds +
                    std::max(flops / rate, bytes / device.memoryBytesPerSecond);
   if (work.partial)

@@ -145,6 +145,25 @@ TEST(CudaKernelLaunch, PicksTheVariantByShape) {
   l.numElements = 132 * 64 + 1;
   EXPECT_EQ(cuda::kernelLaunchConfig(k, l, 132).variant,
             KernelLaunchConfig::Variant::Element);
+  // With `<name>_grid` in the plan: kGridParts blocks an element for at
+  // most kGridMaxElements elements (a loss), grid-strided past the cap.
+  l.numElements = 1;
+  c = cuda::kernelLaunchConfig(k, l, 132, true, /*gridEntry=*/true);
+  EXPECT_EQ(c.variant, KernelLaunchConfig::Variant::Grid);
+  EXPECT_EQ(c.grid, cuda::kGridParts);
+  EXPECT_EQ(c.threads, 256);
+  EXPECT_STREQ(cuda::variantSuffix(c.variant), "_grid");
+  l.numElements = cuda::kGridMaxElements;
+  c = cuda::kernelLaunchConfig(k, l, 4, true, /*gridEntry=*/true);
+  EXPECT_EQ(c.variant, KernelLaunchConfig::Variant::Grid);
+  EXPECT_EQ(c.grid, 4 * 32);
+  l.numElements = cuda::kGridMaxElements + 1;
+  EXPECT_EQ(cuda::kernelLaunchConfig(k, l, 132, true, true).variant,
+            KernelLaunchConfig::Variant::Block);
+  l.numElements = 0;
+  EXPECT_NE(cuda::kernelLaunchConfig(k, l, 132, true, true).variant,
+            KernelLaunchConfig::Variant::Grid);
+  EXPECT_EQ(cuda::gridScratchBytes(2), 2u * (256 * 8 + 4));
 }
 
 } // namespace

@@ -85,6 +85,14 @@ struct CudaExecutor::Impl {
   /// `<name>_rowwarp` of each "row-reduction" kernel (a warp per row), or
   /// null (other kinds, and plans compiled before it existed).
   std::vector<cudaKernel_t> warpRowKernels;
+  /// `<name>_grid` of each "block-reduction" kernel (kGridParts blocks an
+  /// element), or null (other kinds, and plans compiled before it existed).
+  std::vector<cudaKernel_t> gridKernels;
+  /// Per launch: its grid variant's scratch (gridScratchBytes, zeroed at
+  /// init, one per launch so that launches on concurrent streams never
+  /// share it), or null where the launch does not run the grid variant.
+  std::vector<double *> gridScratch;
+  std::vector<void *> gridScratchAllocations;
   cudaEvent_t fork = nullptr;
   /// Per launch: pointer and parameter blocks, laid out as TofuPointers<P>
   /// and TofuParams<Q>.
@@ -98,6 +106,16 @@ struct CudaExecutor::Impl {
   /// (CudaFeed.h) and copied from there asynchronously.
   FeedLayout feedCopies;
   uint8_t *pinned = nullptr;
+  /// Synthetic batches: all filled into the area's slots at init.
+  bool batchesCached = false;
+  /// The step's batch: the data source's or the synthetic one.
+  FeedFill feedFill() {
+    return [this](int32_t tensor, const Box &region, int64_t step, void *out) {
+      return dataSource ? dataSource(tensor, region, step, out)
+                        : data.fill(tensor, region,
+                                    step % SyntheticData::kNumBatches, out);
+    };
+  }
   /// A/B switches for bench/gpu (environment, read at init):
   /// TOFU_CUDA_PAGEABLE_FEED=1 feeds as before the pinned area (a
   /// synchronous cudaMemcpy per buffer from pageable memory);
@@ -153,6 +171,15 @@ struct CudaExecutor::Impl {
                       cudaStream_t stream);
   std::string runStep(int64_t step);
   std::string checkErrorRecords();
+  /// The variant and grid of `launch` on `gpu` (CudaKernelLaunch.h), with
+  /// the entry points the plan's cubin has.
+  KernelLaunchConfig launchConfig(const CudaLaunch &launch,
+                                  const Gpu &gpu) const {
+    return kernelLaunchConfig(
+        plan.cuda.kernels[launch.kernel], launch, gpu.multiprocessors,
+        warpRowKernels[launch.kernel] != nullptr && warpRows,
+        gridKernels[launch.kernel] != nullptr);
+  }
   std::string initMultiProcess(int count);
   std::string watchdog();
   std::string describeCall(size_t call) const;
@@ -194,6 +221,8 @@ CudaExecutor::Impl::~Impl() {
     cudaLibraryUnload(library);
   if (pinned)
     cudaFreeHost(pinned);
+  for (void *a : gridScratchAllocations)
+    cudaFree(a);
   for (Gpu &g : gpus) {
     if (!g.active)
       continue;
@@ -329,6 +358,7 @@ std::string CudaExecutor::Impl::init() {
     kernels.resize(plan.cuda.kernels.size());
     variantKernels.assign(plan.cuda.kernels.size(), nullptr);
     warpRowKernels.assign(plan.cuda.kernels.size(), nullptr);
+    gridKernels.assign(plan.cuda.kernels.size(), nullptr);
     for (size_t f = 0; f < plan.cuda.kernels.size(); ++f) {
       const CudaKernel &k = plan.cuda.kernels[f];
       cudaError_t err =
@@ -351,7 +381,32 @@ std::string CudaExecutor::Impl::init() {
         warpRowKernels[f] = nullptr;
         cudaGetLastError();
       }
+      if (k.kind == "block-reduction" &&
+          cudaLibraryGetKernel(&gridKernels[f], library,
+                               (k.name + "_grid").c_str()) != cudaSuccess) {
+        // An older plan: its reductions run a block per element.
+        gridKernels[f] = nullptr;
+        cudaGetLastError();
+      }
     }
+  }
+  // The grid variant's scratch, one range per launch that runs it.
+  gridScratch.assign(plan.cuda.launches.size(), nullptr);
+  for (size_t l = 0; !gridKernels.empty() && l < plan.cuda.launches.size();
+       ++l) {
+    const CudaLaunch &launch = plan.cuda.launches[l];
+    if (launch.device < 0 || !owns(launch.device))
+      continue;
+    const Gpu &gpu = gpus[schedule.mapping.devices[launch.device].gpu];
+    if (launchConfig(launch, gpu).variant != KernelLaunchConfig::Variant::Grid)
+      continue;
+    TOFU_CUDA(cudaSetDevice(gpu.ordinal));
+    void *scratch = nullptr;
+    const uint64_t bytes = gridScratchBytes(launch.numElements);
+    TOFU_CUDA(cudaMalloc(&scratch, bytes));
+    gridScratchAllocations.push_back(scratch);
+    TOFU_CUDA(cudaMemset(scratch, 0, bytes));
+    gridScratch[l] = static_cast<double *>(scratch);
   }
   // Peer access wherever a schedule entry reads another GPU.
   for (const ScheduledInstr &e : schedule.instrs)
@@ -482,9 +537,16 @@ std::string CudaExecutor::Impl::init() {
           plan, [this](int32_t d) { return owns(d); }, feedCopies);
       !err.empty())
     return "internal error: " + err;
+  // Synthetic batches: every one filled once, here (CudaFeed.h).
+  batchesCached = !dataSource && !pageableFeed &&
+                  cacheSyntheticBatches(feedCopies, SyntheticData::kNumBatches);
   TOFU_CUDA(cudaHostAlloc(reinterpret_cast<void **>(&pinned),
-                          std::max<uint64_t>(feedCopies.stagingBytes, 1),
+                          std::max<uint64_t>(feedCopies.areaBytes(), 1),
                           cudaHostAllocPortable));
+  for (int64_t b = 0; batchesCached && b < feedCopies.slots; ++b)
+    if (std::string err = fillFeed(plan, feedCopies, feedFill(), b, pinned);
+        !err.empty())
+      return err;
   // Initial parameter values.
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     if (!owns(static_cast<int32_t>(d)))
@@ -612,9 +674,10 @@ std::string CudaExecutor::Impl::feed(int64_t step) {
     TOFU_CUDA(cudaMemcpy(gpu.step, &value, sizeof(value),
                          cudaMemcpyHostToDevice));
   }
-  // Every batch into the pinned area first, then one asynchronous copy per
-  // buffer on its device's compute stream, and one wait per stream used:
-  // the step's streams start after the feed (and the area is reused next
+  // Every batch into the pinned area first (synthetic batches: filled at
+  // init, one slot each), then one asynchronous copy per buffer on its
+  // device's compute stream, and one wait per stream used: the step's
+  // streams start after the feed (and a one-slot area is refilled next
   // step).
   if (pageableFeed) {
     for (const FeedCopy &c : feedCopies.copies) {
@@ -634,23 +697,18 @@ std::string CudaExecutor::Impl::feed(int64_t step) {
     }
     return "";
   }
-  for (const FeedCopy &c : feedCopies.copies) {
-    const Buffer &b = plan.devices[c.device].buffers[c.buffer];
-    uint8_t *host = pinned + c.staging;
-    std::string err =
-        dataSource ? dataSource(b.tensor, b.region, step, host)
-                   : data.fill(b.tensor, b.region,
-                               step % SyntheticData::kNumBatches, host);
-    if (!err.empty())
-      return "feeding device " + std::to_string(c.device) + " buffer " +
-             std::to_string(c.buffer) + ": " + err;
-  }
+  // A data source set after init fills every step, as without the cache.
+  if (!batchesCached || dataSource)
+    if (std::string err = fillFeed(plan, feedCopies, feedFill(), step, pinned);
+        !err.empty())
+      return err;
+  const uint8_t *slot = pinned + feedCopies.slotOffset(step);
   std::vector<bool> used(devices.size(), false);
   for (const FeedCopy &c : feedCopies.copies) {
     if (c.bytes == 0)
       continue;
     TOFU_CUDA(cudaSetDevice(gpuOf(c.device)));
-    TOFU_CUDA(cudaMemcpyAsync(pointer(c.dst), pinned + c.staging, c.bytes,
+    TOFU_CUDA(cudaMemcpyAsync(pointer(c.dst), slot + c.staging, c.bytes,
                               cudaMemcpyHostToDevice, devices[c.device].compute));
     used[c.device] = true;
   }
@@ -672,21 +730,25 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
     Gpu &gpu = gpus[schedule.mapping.devices[e.device].gpu];
     std::vector<int64_t> &params =
         const_cast<std::vector<int64_t> &>(launch.params);
+    double *scratch = gridScratch[op.launch];
     void *args[] = {launchPointers[op.launch].data(), params.data(),
-                    &gpu.step, &gpu.error};
+                    &gpu.step, &gpu.error, &scratch};
     // One thread per element, one block per element (few elements of a
-    // reduction with much work each), one block per row (reductions shared
-    // by a row's elements) or one warp per short row: CudaKernelLaunch.h.
-    // The block and row variants need exactly kReductionBlockThreads
-    // threads (the generated TOFU_BLOCK_THREADS).
-    const KernelLaunchConfig config =
-        kernelLaunchConfig(kernel, launch, gpu.multiprocessors,
-                           warpRowKernels[launch.kernel] != nullptr &&
-                               warpRows);
+    // reduction with much work each), kGridParts blocks per element (a
+    // loss), one block per row (reductions shared by a row's elements) or
+    // one warp per short row: CudaKernelLaunch.h. The block, grid and row
+    // variants need exactly kReductionBlockThreads threads (the generated
+    // TOFU_BLOCK_THREADS).
+    const KernelLaunchConfig config = launchConfig(launch, gpu);
     cudaKernel_t entry = kernels[launch.kernel];
     if (config.variant == KernelLaunchConfig::Variant::RowWarp)
       entry = warpRowKernels[launch.kernel];
-    else if (config.variant != KernelLaunchConfig::Variant::Element &&
+    else if (config.variant == KernelLaunchConfig::Variant::Grid) {
+      if (!scratch)
+        return "internal error: launch " + std::to_string(op.launch) +
+               " runs the grid variant without scratch";
+      entry = gridKernels[launch.kernel];
+    } else if (config.variant != KernelLaunchConfig::Variant::Element &&
              variantKernels[launch.kernel])
       entry = variantKernels[launch.kernel];
     TOFU_CUDA(cudaLaunchKernel(

@@ -86,3 +86,28 @@ tofu::cuda::validateFeedLayout(const Plan &plan,
       return "two feed copies share staging bytes";
   return "";
 }
+
+bool tofu::cuda::cacheSyntheticBatches(FeedLayout &layout,
+                                       int64_t numBatches) {
+  layout.slots = 1;
+  if (numBatches <= 1 || layout.stagingBytes == 0 ||
+      layout.stagingBytes > FeedLayout::kMaxCachedBytes /
+                                static_cast<uint64_t>(numBatches))
+    return false;
+  layout.slots = numBatches;
+  return true;
+}
+
+std::string tofu::cuda::fillFeed(const Plan &plan, const FeedLayout &layout,
+                                 const FeedFill &fill, int64_t step,
+                                 uint8_t *area) {
+  uint8_t *slot = area + layout.slotOffset(step);
+  for (const FeedCopy &c : layout.copies) {
+    const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+    if (std::string err = fill(b.tensor, b.region, step, slot + c.staging);
+        !err.empty())
+      return "feeding device " + std::to_string(c.device) + " buffer " +
+             std::to_string(c.buffer) + ": " + err;
+  }
+  return "";
+}

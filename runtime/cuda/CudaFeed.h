@@ -8,6 +8,14 @@
 // memory per buffer. This file lays the area out, in plain C++, so that the
 // host emulator feeds through the same layout.
 //
+// The synthetic batches (SyntheticData: a fixed set of `numBatches`
+// batches, step s feeding batch s % numBatches) are filled once: the area
+// then holds one slot per batch, all filled at init, and a step only copies
+// from its slot. Filling is host work of the order of the step itself on a
+// GPU (gpt-big's 2 MiB input: ~5 to 11 ms a fill against a ~6 ms step), so
+// a step that filled its batch took twice its GPU time. Batches from
+// `--data` (a DataSource) are still filled every step, into one slot.
+//
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDAFEED_H
 #define TOFU_RUNTIME_CUDA_CUDAFEED_H
@@ -33,14 +41,43 @@ struct FeedCopy {
 /// The pinned staging area of one process and the copies out of it.
 struct FeedLayout {
   std::vector<FeedCopy> copies; ///< plan device order, then buffer order
-  uint64_t stagingBytes = 0;    ///< the area's size (a multiple of kAlign)
+  uint64_t stagingBytes = 0;    ///< one slot's size (a multiple of kAlign)
+  /// Slots in the area: 1 (the step's batch is filled into it every step)
+  /// or the synthetic data's batch count (each filled once, at init; see
+  /// cacheSyntheticBatches).
+  int64_t slots = 1;
   static constexpr uint64_t kAlign = 64;
+  /// The most pinned bytes the cached synthetic batches may take.
+  static constexpr uint64_t kMaxCachedBytes = 64ull << 20;
+
+  /// The area's size.
+  uint64_t areaBytes() const { return static_cast<uint64_t>(slots) * stagingBytes; }
+  /// Where in the area step `step`'s batch is staged (copy c of it at
+  /// slotOffset(step) + c.staging).
+  uint64_t slotOffset(int64_t step) const {
+    return static_cast<uint64_t>(step % slots) * stagingBytes;
+  }
 };
 
 /// The layout for the plan devices `owns` accepts (this process's), every
 /// Input/Label buffer of each at its own kAlign-aligned staging offset.
 FeedLayout feedLayout(const plan::Plan &plan,
                       const std::function<bool(int32_t)> &owns);
+
+/// Gives `layout` one slot per batch of a synthetic data source of
+/// `numBatches` batches when they fit FeedLayout::kMaxCachedBytes (else
+/// leaves one slot). Returns whether it did: the caller then fills batch b
+/// into slot b once (fillFeed with step b) and never again.
+bool cacheSyntheticBatches(FeedLayout &layout, int64_t numBatches);
+
+/// Fills one Input/Label box: tensor, its region, the step, where to write.
+using FeedFill = std::function<std::string(int32_t tensor, const plan::Box &,
+                                           int64_t step, void *out)>;
+
+/// Fills step `step`'s batch into its slot of `area` (areaBytes() long):
+/// every copy's staging range, by `fill`.
+std::string fillFeed(const plan::Plan &plan, const FeedLayout &layout,
+                     const FeedFill &fill, int64_t step, uint8_t *area);
 
 /// "" if `layout` feeds every Input/Label buffer of the owned devices once,
 /// each from a disjoint staging range inside the area to its own buffer;

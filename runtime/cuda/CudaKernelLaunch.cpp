@@ -18,6 +18,8 @@ const char *tofu::cuda::variantSuffix(KernelLaunchConfig::Variant variant) {
     return "_row";
   case KernelLaunchConfig::Variant::RowWarp:
     return "_rowwarp";
+  case KernelLaunchConfig::Variant::Grid:
+    return "_grid";
   case KernelLaunchConfig::Variant::Element:
     break;
   }
@@ -27,7 +29,8 @@ const char *tofu::cuda::variantSuffix(KernelLaunchConfig::Variant variant) {
 KernelLaunchConfig tofu::cuda::kernelLaunchConfig(const plan::CudaKernel &kernel,
                                                   const plan::CudaLaunch &launch,
                                                   int multiprocessors,
-                                                  bool warpRows) {
+                                                  bool warpRows,
+                                                  bool gridEntry) {
   const int64_t sms = std::max(1, multiprocessors);
   const int64_t elements = launch.numElements;
   KernelLaunchConfig config;
@@ -43,6 +46,10 @@ KernelLaunchConfig tofu::cuda::kernelLaunchConfig(const plan::CudaKernel &kernel
         blocks = (rows + rowsPerBlock - 1) / rowsPerBlock;
       }
     }
+  } else if (kernel.kind == "block-reduction" && gridEntry && elements > 0 &&
+             elements <= kGridMaxElements) {
+    config.variant = KernelLaunchConfig::Variant::Grid;
+    blocks = elements * kGridParts;
   } else if (kernel.kind == "block-reduction" &&
              elements <= sms * kReductionMaxElementsPerSM) {
     config.variant = KernelLaunchConfig::Variant::Block;

@@ -3,7 +3,9 @@
 // Which entry point of a generated kernel (lib/Target/CudaKernelGenerator.cpp)
 // the CUDA executor launches for a CudaLaunch, and with what grid: one
 // thread per output element (`<name>`), one block per output element
-// (`<name>_block`, kind "block-reduction") or one block per row
+// (`<name>_block`, kind "block-reduction"), kGridParts blocks per output
+// element (`<name>_grid`, the same kind, for launches of at most
+// kGridMaxElements elements: a loss) or one block per row
 // (`<name>_row`, kind "row-reduction"). Plain C++, so that the host
 // emulator of the executor's tests (CudaScheduleTest.cpp) runs the host
 // driver of the same variant the GPU runs.
@@ -31,6 +33,19 @@ constexpr int64_t kReductionMaxElementsPerSM = 64;
 /// block of 256 threads would leave most of them idle in the row's element
 /// phase and pay eight levels of block barriers per shared reduction.
 constexpr int64_t kWarpRowMaxElements = 128;
+/// A "block-reduction" launch of at most this many elements (a loss, a
+/// scalar mean) runs the grid variant `<name>_grid` where the plan has it:
+/// kGridParts blocks share each element's iterations.
+constexpr int64_t kGridMaxElements = 8;
+/// Blocks an element of the grid variant is shared by (the generator's
+/// TOFU_GRID_PARTS).
+constexpr int64_t kGridParts = 256;
+/// Bytes of device scratch a grid-variant launch of `elements` elements
+/// needs: kGridParts doubles per element, then one 32-bit counter per
+/// element; zeroed once (the kernel leaves the counters at zero).
+inline uint64_t gridScratchBytes(int64_t elements) {
+  return static_cast<uint64_t>(elements) * (kGridParts * 8 + 4);
+}
 /// Threads of a warp-per-row group (the generator's TOFU_WARP_THREADS).
 constexpr int64_t kWarpRowThreads = 32;
 /// Blocks launched at most per multiprocessor (the kernels grid-stride).
@@ -40,13 +55,13 @@ constexpr int kEmulatedMultiprocessors = 132;
 
 /// What the executor launches for one CudaLaunch.
 struct KernelLaunchConfig {
-  enum class Variant { Element, Block, Row, RowWarp };
+  enum class Variant { Element, Block, Row, RowWarp, Grid };
   Variant variant = Variant::Element;
   int64_t grid = 1;    ///< blocks
   int64_t threads = 0; ///< threads per block
 };
 
-/// The entry point's suffix: "", "_block", "_row" or "_rowwarp".
+/// The entry point's suffix: "", "_block", "_row", "_rowwarp" or "_grid".
 const char *variantSuffix(KernelLaunchConfig::Variant variant);
 
 /// The launch of `launch` (a launch of `kernel`) on a GPU with
@@ -58,7 +73,10 @@ const char *variantSuffix(KernelLaunchConfig::Variant variant);
 ///    per element. Rows of 2 to kWarpRowMaxElements elements take a warp
 ///    each (`_rowwarp`) where `warpRows` (the plan's cubin has the entry
 ///    point: plans compiled before it do not), others a block each;
-///  - "block-reduction": the block variant when the launch has at most
+///  - "block-reduction": the grid variant when the launch has at most
+///    kGridMaxElements elements and `gridEntry` (the plan's cubin has
+///    `<name>_grid`: plans compiled before it do not), kGridParts blocks an
+///    element; else the block variant when the launch has at most
 ///    kReductionMaxElementsPerSM elements per multiprocessor;
 ///  - otherwise one thread per element, kernel.blockSize threads a block.
 /// The grid is capped at kMaxBlocksPerSM blocks per multiprocessor (at
@@ -66,7 +84,8 @@ const char *variantSuffix(KernelLaunchConfig::Variant variant);
 KernelLaunchConfig kernelLaunchConfig(const plan::CudaKernel &kernel,
                                       const plan::CudaLaunch &launch,
                                       int multiprocessors,
-                                      bool warpRows = true);
+                                      bool warpRows = true,
+                                      bool gridEntry = false);
 
 } // namespace tofu::cuda
 

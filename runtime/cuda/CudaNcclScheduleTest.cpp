@@ -523,11 +523,12 @@ public:
     // Per kernel the host driver of each variant it has (CudaKernelLaunch.h:
     // the one the executor would launch is run).
     for (const CudaKernel &k : plan.cuda.kernels) {
-      std::array<HostFn, 4> variants = {};
+      std::array<HostFn, 5> variants = {};
       for (auto v : {KernelLaunchConfig::Variant::Element,
                      KernelLaunchConfig::Variant::Block,
                      KernelLaunchConfig::Variant::Row,
-                     KernelLaunchConfig::Variant::RowWarp}) {
+                     KernelLaunchConfig::Variant::RowWarp,
+                     KernelLaunchConfig::Variant::Grid}) {
         std::string driver = k.name + variantSuffix(v) + "_host";
         variants[static_cast<size_t>(v)] =
             reinterpret_cast<HostFn>(dlsym(lib, driver.c_str()));
@@ -538,7 +539,7 @@ public:
     }
     return "";
   }
-  std::vector<std::array<HostFn, 4>> fns;
+  std::vector<std::array<HostFn, 5>> fns;
 
 private:
   void *lib = nullptr;
@@ -653,7 +654,9 @@ private:
       // Rows on blocks, as the executor without TOFU_CUDA_WARP_ROWS=1.
       const KernelLaunchConfig config = kernelLaunchConfig(
           plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors,
-          /*warpRows=*/false);
+          /*warpRows=*/false,
+          kernels.fns[l.kernel][static_cast<size_t>(
+              KernelLaunchConfig::Variant::Grid)] != nullptr);
       auto fn = kernels.fns[l.kernel][static_cast<size_t>(config.variant)];
       if (!fn)
         return "no host driver " + plan.cuda.kernels[l.kernel].name +

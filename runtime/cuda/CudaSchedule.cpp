@@ -138,8 +138,10 @@ bool arithmetic(const std::vector<int64_t> &v, int64_t &stride) {
   return true;
 }
 
-/// MatMul -> one GEMM of batch * M rows (B broadcast, A's matrices
-/// contiguous), one strided batched GEMM, or one GEMM per batch element.
+/// MatMul and MatMulTransposed (operands read transposed in their last two
+/// dims, which cuBLAS does in place) -> one GEMM of batch * M rows (B
+/// broadcast, A's matrices contiguous and not transposed), one strided
+/// batched GEMM, or one GEMM per batch element.
 std::string mapMatMul(const Plan &plan, int32_t d, const Instr &in,
                       std::vector<CudaOp> &ops) {
   if (in.inputs.size() != 2 || in.outputs.size() != 1)
@@ -149,9 +151,11 @@ std::string mapMatMul(const Plan &plan, int32_t d, const Instr &in,
   if (!A.present() || !B.present())
     return "an input is missing";
   DType type;
-  if (std::string why = gemmElementType("MatMul", {&A, &B, &Y}, type);
+  if (std::string why = gemmElementType(in.kernel.c_str(), {&A, &B, &Y}, type);
       !why.empty())
     return why;
+  const bool transA = intAttr(in, "transA", 0) != 0;
+  const bool transB = intAttr(in, "transB", 0) != 0;
   const size_t ra = A.shape.size(), rb = B.shape.size(), ry = Y.shape.size();
   if (ra < 2 || rb < 2)
     return "1-D operands (A " + dims(A.global) + ", B " + dims(B.global) +
@@ -160,12 +164,15 @@ std::string mapMatMul(const Plan &plan, int32_t d, const Instr &in,
   const size_t yBatch = std::max(aBatch, bBatch);
   if (ry != yBatch + 2)
     return "output rank does not fit the inputs";
+  // Which dims of A and B hold M, K and N.
+  const size_t aK = transA ? ra - 2 : ra - 1, aM = transA ? ra - 1 : ra - 2;
+  const size_t bK = transB ? rb - 1 : rb - 2, bN = transB ? rb - 2 : rb - 1;
   const int64_t M = Y.shape[yBatch], N = Y.shape[ry - 1];
-  const int64_t K = A.shape[ra - 1];
-  if (A.lo[ra - 1] != B.lo[rb - 2] || B.shape[rb - 2] != K)
+  const int64_t K = A.shape[aK];
+  if (A.lo[aK] != B.lo[bK] || B.shape[bK] != K)
     return "A and B hold different slices of K";
-  const int64_t aRows = A.shape[ra - 2], aRow0 = Y.lo[yBatch] - A.lo[ra - 2];
-  const int64_t bCols = B.shape[rb - 1], bCol0 = Y.lo[ry - 1] - B.lo[rb - 1];
+  const int64_t aRows = A.shape[aM], aRow0 = Y.lo[yBatch] - A.lo[aM];
+  const int64_t bCols = B.shape[bN], bCol0 = Y.lo[ry - 1] - B.lo[bN];
   if (aRow0 < 0 || aRow0 + M > aRows)
     return "A lacks rows of Y's local box";
   if (bCol0 < 0 || bCol0 + N > bCols)
@@ -181,20 +188,24 @@ std::string mapMatMul(const Plan &plan, int32_t d, const Instr &in,
   op.kind = CudaOp::Kind::Gemm;
   op.dtype = type;
   op.elementSize = cudaElementSize(type);
+  op.transA = transA, op.transB = transB;
   op.m = M, op.n = N, op.k = K;
-  op.lda = K, op.ldb = bCols, op.ldc = N;
+  // Row-major local matrices: the leading dim is the stored last dim.
+  op.lda = A.shape[ra - 1], op.ldb = B.shape[rb - 1], op.ldc = N;
   op.alpha = 1, op.beta = 0;
+  const int64_t aStart = transA ? aRow0 : aRow0 * op.lda;
+  const int64_t bStart = transB ? bCol0 * op.ldb : bCol0;
   int64_t sa = 0, sb = 0;
-  if (aOff.size() > 1 && arithmetic(aOff, sa) && arithmetic(bOff, sb) &&
-      sb == 0 && sa == M * op.lda) {
+  if (!transA && aOff.size() > 1 && arithmetic(aOff, sa) &&
+      arithmetic(bOff, sb) && sb == 0 && sa == M * op.lda) {
     // B broadcast over the batch and A's matrices back to back (as C's
     // are): the batch is one GEMM of batch * M rows, which cuBLAS runs
     // faster than the strided batched call (0.36 to 0.69 of it on the
     // H200's GPT GEMMs, bench/gpu/H200-run8.md). Each row of C is the same
     // dot products either way.
     op.m = M * static_cast<int64_t>(aOff.size());
-    op.a = at(plan, d, A.buffer, aOff[0] + aRow0 * K);
-    op.b = at(plan, d, B.buffer, bOff[0] + bCol0);
+    op.a = at(plan, d, A.buffer, aOff[0] + aStart);
+    op.b = at(plan, d, B.buffer, bOff[0] + bStart);
     op.c = at(plan, d, Y.buffer, 0);
     ops.push_back(op);
     return "";
@@ -202,15 +213,15 @@ std::string mapMatMul(const Plan &plan, int32_t d, const Instr &in,
   if (aOff.size() > 1 && arithmetic(aOff, sa) && arithmetic(bOff, sb)) {
     op.batch = static_cast<int64_t>(aOff.size());
     op.strideA = sa, op.strideB = sb, op.strideC = M * N;
-    op.a = at(plan, d, A.buffer, aOff[0] + aRow0 * K);
-    op.b = at(plan, d, B.buffer, bOff[0] + bCol0);
+    op.a = at(plan, d, A.buffer, aOff[0] + aStart);
+    op.b = at(plan, d, B.buffer, bOff[0] + bStart);
     op.c = at(plan, d, Y.buffer, 0);
     ops.push_back(op);
     return "";
   }
   for (size_t e = 0; e < aOff.size(); ++e) {
-    op.a = at(plan, d, A.buffer, aOff[e] + aRow0 * K);
-    op.b = at(plan, d, B.buffer, bOff[e] + bCol0);
+    op.a = at(plan, d, A.buffer, aOff[e] + aStart);
+    op.b = at(plan, d, B.buffer, bOff[e] + bStart);
     op.c = at(plan, d, Y.buffer, static_cast<int64_t>(e) * M * N);
     ops.push_back(op);
   }
@@ -741,7 +752,7 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
         }
       } else {
         std::string why;
-        if (in.kernel == "MatMul")
+        if (in.kernel == "MatMul" || in.kernel == "MatMulTransposed")
           why = mapMatMul(plan, d, in, s.ops);
         else if (in.kernel == "Gemm")
           why = mapGemm(plan, d, in, s.ops);

@@ -170,10 +170,13 @@ TEST(CudaSchedule, BroadcastBMatMulsBecomeOneGemmOfBatchRows) {
   if (plan.devices.empty())
     return;
   Schedule s = scheduled("gpt-1", 1);
-  size_t folded = 0, batched = 0;
+  // The backward pass's dY W^T is a MatMulTransposed (tofu-absorb-
+  // transposes): cuBLAS reads W transposed, and it folds the same way.
+  size_t folded = 0, batched = 0, foldedTransposed = 0;
   for (const ScheduledInstr &e : s.instrs) {
     const Instr &in = plan.devices[e.device].instrs[e.index];
-    if (in.kind != Instr::Kind::Compute || in.kernel != "MatMul")
+    if (in.kind != Instr::Kind::Compute ||
+        (in.kernel != "MatMul" && in.kernel != "MatMulTransposed"))
       continue;
     const auto &buffers = plan.devices[e.device].buffers;
     const Box &A = buffers[in.inputs[0]].region, &B = buffers[in.inputs[1]].region,
@@ -187,6 +190,10 @@ TEST(CudaSchedule, BroadcastBMatMulsBecomeOneGemmOfBatchRows) {
       rows *= Y.hi[i] - Y.lo[i];
     if (A.lo.size() == 3 && B.lo.size() == 2) {
       ++folded;
+      if (in.kernel == "MatMulTransposed") {
+        ++foldedTransposed;
+        EXPECT_TRUE(op.transB && !op.transA) << "instruction " << e.index;
+      }
       EXPECT_EQ(op.batch, 1) << "instruction " << e.index;
       EXPECT_EQ(op.m, rows);
       EXPECT_EQ(op.n, Y.hi[ry - 1] - Y.lo[ry - 1]);
@@ -199,6 +206,7 @@ TEST(CudaSchedule, BroadcastBMatMulsBecomeOneGemmOfBatchRows) {
     }
   }
   EXPECT_GT(folded, 0u);
+  EXPECT_GT(foldedTransposed, 0u);
   EXPECT_GT(batched, 0u);
 }
 
@@ -257,6 +265,39 @@ TEST(CudaSchedule, BatchesAreStagedOncePerBufferInPinnedMemory) {
     EXPECT_NE(validateFeedLayout(plan, [](int32_t d) { return d != 0; }, good),
               "")
         << name;
+
+    // The synthetic batches: one slot each, filled once; step s reads slot
+    // s % 16, which holds batch s % 16 (SyntheticData's own values).
+    FeedLayout cached = good;
+    ASSERT_TRUE(cacheSyntheticBatches(cached, 16)) << name;
+    EXPECT_EQ(cached.slots, 16);
+    EXPECT_EQ(cached.areaBytes(), 16 * good.stagingBytes);
+    std::vector<uint8_t> area(cached.areaBytes());
+    tofu::runtime::SyntheticData data(plan);
+    auto fill = [&data](int32_t t, const Box &region, int64_t step, void *out) {
+      return data.fill(t, region, step % 16, out);
+    };
+    for (int64_t b = 0; b < 16; ++b)
+      ASSERT_EQ(fillFeed(plan, cached, fill, b, area.data()), "");
+    for (int64_t step : {0, 1, 15, 16, 33}) {
+      EXPECT_EQ(cached.slotOffset(step), (step % 16) * good.stagingBytes);
+      for (const FeedCopy &c : cached.copies) {
+        const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+        std::vector<uint8_t> want(c.bytes);
+        ASSERT_EQ(data.fill(b.tensor, b.region, step % 16, want.data()), "");
+        EXPECT_EQ(std::memcmp(area.data() + cached.slotOffset(step) + c.staging,
+                              want.data(), c.bytes),
+                  0)
+            << name << " step " << step;
+      }
+    }
+    // Batches that would take more than kMaxCachedBytes are filled every
+    // step into one slot.
+    FeedLayout big = good;
+    big.stagingBytes = FeedLayout::kMaxCachedBytes / 16 + FeedLayout::kAlign;
+    EXPECT_FALSE(cacheSyntheticBatches(big, 16));
+    EXPECT_EQ(big.slots, 1);
+    EXPECT_EQ(big.slotOffset(7), 0u);
   }
 }
 
@@ -1363,11 +1404,12 @@ public:
     // Per kernel the host driver of each variant it has (CudaKernelLaunch.h:
     // the one the executor would launch is run).
     for (const CudaKernel &k : plan.cuda.kernels) {
-      std::array<HostFn, 4> variants = {};
+      std::array<HostFn, 5> variants = {};
       for (auto v : {KernelLaunchConfig::Variant::Element,
                      KernelLaunchConfig::Variant::Block,
                      KernelLaunchConfig::Variant::Row,
-                     KernelLaunchConfig::Variant::RowWarp}) {
+                     KernelLaunchConfig::Variant::RowWarp,
+                     KernelLaunchConfig::Variant::Grid}) {
         std::string driver = k.name + variantSuffix(v) + "_host";
         variants[static_cast<size_t>(v)] =
             reinterpret_cast<HostFn>(dlsym(lib, driver.c_str()));
@@ -1401,21 +1443,27 @@ public:
 
   std::string runStep(int64_t step, uint32_t seed) {
     // The batches through the executor's pinned staging area (CudaFeed.h):
-    // filled there, then copied to their buffers.
-    tofu::runtime::SyntheticData data(plan);
-    const FeedLayout feed = feedLayout(plan, [](int32_t) { return true; });
-    std::vector<uint8_t> pinned(feed.stagingBytes);
-    for (const FeedCopy &c : feed.copies) {
-      const Buffer &b = plan.devices[c.device].buffers[c.buffer];
+    // as there, the synthetic batches filled into one slot each before the
+    // first step, then copied from the step's slot.
+    if (pinned.empty()) {
+      feed = feedLayout(plan, [](int32_t) { return true; });
+      feedCached = cacheSyntheticBatches(
+          feed, tofu::runtime::SyntheticData::kNumBatches);
+      pinned.assign(std::max<uint64_t>(feed.areaBytes(), 1), 0);
+      for (int64_t b = 0; feedCached && b < feed.slots; ++b)
+        if (std::string err = fillFeed(plan, feed, syntheticFill(), b,
+                                       pinned.data());
+            !err.empty())
+          return err;
+    }
+    if (!feedCached)
       if (std::string err =
-              data.fill(b.tensor, b.region,
-                        step % tofu::runtime::SyntheticData::kNumBatches,
-                        pinned.data() + c.staging);
+              fillFeed(plan, feed, syntheticFill(), step, pinned.data());
           !err.empty())
         return err;
-    }
+    const uint8_t *slot = pinned.data() + feed.slotOffset(step);
     for (const FeedCopy &c : feed.copies)
-      std::memcpy(ptr(c.dst), pinned.data() + c.staging, c.bytes);
+      std::memcpy(ptr(c.dst), slot + c.staging, c.bytes);
     for (const auto &key : fedSnapshots)
       snapshot(key);
     // Per stream its entries in issue order; run any stream's head whose
@@ -1458,7 +1506,7 @@ public:
   /// MultiFetch/MultiReduce launches run so far.
   size_t multiFetchLaunches = 0;
   /// Generated-kernel launches run per variant (element, block, row).
-  std::array<uint64_t, 4> variantLaunches = {};
+  std::array<uint64_t, 5> variantLaunches = {};
   /// Emulate TOFU_CUDA_WARP_ROWS=1 (short rows on a warp each).
   bool warpRows = false;
 
@@ -1522,7 +1570,9 @@ private:
         const KernelLaunchConfig config = kernelLaunchConfig(
             plan.cuda.kernels[l.kernel], l, kEmulatedMultiprocessors,
             warpRows && fns[l.kernel][static_cast<size_t>(
-                            KernelLaunchConfig::Variant::RowWarp)] != nullptr);
+                            KernelLaunchConfig::Variant::RowWarp)] != nullptr,
+            fns[l.kernel][static_cast<size_t>(
+                KernelLaunchConfig::Variant::Grid)] != nullptr);
         auto fn = fns[l.kernel][static_cast<size_t>(config.variant)];
         ++variantLaunches[static_cast<size_t>(config.variant)];
         if (!fn)
@@ -1658,11 +1708,22 @@ private:
   const Plan &plan;
   const Schedule &s;
   void *lib = nullptr;
-  std::vector<std::array<HostFn, 4>> fns;
+  std::vector<std::array<HostFn, 5>> fns;
   std::vector<std::vector<uint8_t>> mem;
   double lossSlot = 0;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> snapshotsAfter;
   std::vector<std::pair<int32_t, int32_t>> fedSnapshots;
+  /// The executor's feed (CudaFeed.h): layout and pinned area.
+  FeedLayout feed;
+  std::vector<uint8_t> pinned;
+  bool feedCached = false;
+  FeedFill syntheticFill() const {
+    return [this](int32_t tensor, const Box &region, int64_t step, void *out) {
+      return tofu::runtime::SyntheticData(plan).fill(
+          tensor, region, step % tofu::runtime::SyntheticData::kNumBatches,
+          out);
+    };
+  }
   tofu::runtime::BufferCopies snaps;
 };
 
@@ -1675,7 +1736,7 @@ private:
 /// per variant (KernelLaunchConfig::Variant: element, block, row).
 void expectEmulationMatchesCpu(const std::string &name, int32_t gpus,
                                int steps, bool interpreter = true,
-                               std::array<uint64_t, 4> *launches = nullptr,
+                               std::array<uint64_t, 5> *launches = nullptr,
                                bool warpRows = false) {
   const Plan &plan = planNamed(name);
   if (plan.devices.empty())
@@ -1734,11 +1795,12 @@ TEST(CudaScheduleOnHost, Float64MlpMatchesTheCpuBackend) {
 TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
   expectEmulationMatchesCpu("rnn-8", 1, 2);
   // GPT's LayerNormalization and loss gradient run their row variants as
-  // on the GPU (CudaKernelLaunch.h): a block per token, and with the
+  // on the GPU (CudaKernelLaunch.h), its loss the grid variant: a block
+  // per token, and with the
   // executor's TOFU_CUDA_WARP_ROWS=1 a warp per token (rows of 16 and 32
   // elements, `_rowwarp`).
   using V = KernelLaunchConfig::Variant;
-  std::array<uint64_t, 4> launches = {}, warpLaunches = {};
+  std::array<uint64_t, 5> launches = {}, warpLaunches = {};
   expectEmulationMatchesCpu("gpt-8", 2, 2, true, &launches);
   expectEmulationMatchesCpu("gpt-8", 2, 2, true, &warpLaunches,
                             /*warpRows=*/true);
@@ -1746,6 +1808,8 @@ TEST(CudaScheduleOnHost, RnnAndGptMatchTheCpuBackend) {
     EXPECT_GT(launches[static_cast<size_t>(V::Row)], 0u);
     EXPECT_EQ(launches[static_cast<size_t>(V::RowWarp)], 0u);
     EXPECT_GT(warpLaunches[static_cast<size_t>(V::RowWarp)], 0u);
+    // The loss (one element a device) on its grid variant (`_grid`).
+    EXPECT_GT(launches[static_cast<size_t>(V::Grid)], 0u);
   }
 }
 

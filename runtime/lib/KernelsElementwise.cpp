@@ -4,8 +4,12 @@
 // Add, Sub, Mul, Div, Pow, Expand and the gradients DivGradB, PowGradBase,
 // PowGradExponent (ONNX multidirectional broadcasting decided from the
 // global shapes); Neg, Exp, Log, Sqrt, Tanh, Erf, Sigmoid and the gradients
-// TanhGrad, SigmoidGrad, ErfGrad, SqrtGrad (one box, computed in double as
-// the interpreter does). Unbroadcast is in KernelsReduce.cpp.
+// TanhGrad, SigmoidGrad, ErfGrad, SqrtGrad; Gelu and GeluGrad (both forms;
+// one box, computed in double as the interpreter does, except float32 Gelu
+// and GeluGrad "none", in float32 arithmetic as PyTorch's: within 1e-6 of
+// the double formula, at half the time). Unbroadcast is in KernelsReduce.cpp. The loops over
+// same-shaped operands are split over the pool's threads (ParallelFor.h);
+// each element is computed as before, so the results do not change.
 // The broadcasting ops run on a coalesced loop nest (LoopNest.h): one
 // contiguous row per inner loop, each input either contiguous or a scalar
 // along it (a loop per pattern, which the compiler vectorizes), rows spread
@@ -20,6 +24,7 @@
 #include "Broadcast.h"
 #include "FloatKernel.h"
 #include "LoopNest.h"
+#include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <array>
@@ -32,6 +37,11 @@ using namespace tofu::runtime;
 using tofu::plan::DType;
 
 namespace {
+
+/// parallelFor's rough cost per element of the unary functions and their
+/// gradients (a <cmath> call in double: exp, erf, tanh, ...), against 1 for
+/// an add: such loops are worth the pool's threads from ~16k elements.
+constexpr double kTranscendentalWork = 16.0;
 
 /// Checks arity and that every operand is a present T tensor with the
 /// same number of elements as the first output.
@@ -63,8 +73,10 @@ template <typename T> std::string relu(const KernelArgs &args) {
     return err;
   const T *x = elements<T>(args.inputs[0]);
   T *y = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    y[i] = x[i] < T(0) ? T(0) : x[i]; // NaN stays NaN, as in ONNX
+  parallelFor(args.outputs[0].numElements(), 1.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = x[i] < T(0) ? T(0) : x[i]; // NaN stays NaN, as in ONNX
+  });
   return "";
 }
 
@@ -74,8 +86,10 @@ template <typename T> std::string reluGrad(const KernelArgs &args) {
   const T *dy = elements<T>(args.inputs[0]);
   const T *x = elements<T>(args.inputs[1]);
   T *dx = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    dx[i] = x[i] > T(0) ? dy[i] : T(0);
+  parallelFor(args.outputs[0].numElements(), 1.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      dx[i] = x[i] > T(0) ? dy[i] : T(0);
+  });
   return "";
 }
 
@@ -85,8 +99,10 @@ template <typename T> std::string scale(const KernelArgs &args) {
   T alpha = static_cast<T>(args.floatAttr("alpha", 1.0));
   const T *x = elements<T>(args.inputs[0]);
   T *y = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    y[i] = alpha * x[i];
+  parallelFor(args.outputs[0].numElements(), 1.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = alpha * x[i];
+  });
   return "";
 }
 
@@ -98,8 +114,10 @@ template <typename T> std::string sgdUpdate(const KernelArgs &args) {
   const T *w = elements<T>(args.inputs[0]);
   const T *g = elements<T>(args.inputs[1]);
   T *out = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    out[i] = w[i] - lr * (g[i] + decay * w[i]);
+  parallelFor(args.outputs[0].numElements(), 1.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      out[i] = w[i] - lr * (g[i] + decay * w[i]);
+  });
   return "";
 }
 
@@ -140,8 +158,11 @@ std::string unary(const KernelArgs &args) {
     return unsupportedConfiguration("X's box differs from Y's");
   const T *x = elements<T>(args.inputs[0]);
   T *y = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    y[i] = static_cast<T>(F(static_cast<double>(x[i])));
+  parallelFor(args.outputs[0].numElements(), kTranscendentalWork,
+              [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i)
+                  y[i] = static_cast<T>(F(static_cast<double>(x[i])));
+              });
   return "";
 }
 
@@ -157,9 +178,12 @@ std::string unaryGrad(const KernelArgs &args) {
   const T *dy = elements<T>(args.inputs[0]);
   const T *z = elements<T>(args.inputs[1]);
   T *dx = elements<T>(args.outputs[0]);
-  for (int64_t i = 0, n = args.outputs[0].numElements(); i < n; ++i)
-    dx[i] = static_cast<T>(
-        F(static_cast<double>(dy[i]), static_cast<double>(z[i])));
+  parallelFor(args.outputs[0].numElements(), kTranscendentalWork,
+              [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i)
+                  dx[i] = static_cast<T>(F(static_cast<double>(dy[i]),
+                                           static_cast<double>(z[i])));
+              });
   return "";
 }
 
@@ -182,6 +206,96 @@ double erfGradOf(double dy, double x) {
 }
 /// 0.5 * dY / Y
 double sqrtGradOf(double dy, double y) { return 0.5 * dy / y; }
+/// Gelu, approximate "none": 0.5 * X * (1 + erf(X * 1/sqrt(2))).
+double geluErfOf(double x) {
+  return 0.5 * x * (1 + std::erf(x * 0.7071067811865476));
+}
+/// Gelu, approximate "tanh": 0.5 * X * (1 + tanh(sqrt(2/pi) * (X +
+/// 0.044715 X^3))).
+double geluTanhOf(double x) {
+  return 0.5 * x *
+         (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+/// GeluGrad, approximate "none": dY * (0.5 * (1 + erf(X / sqrt(2))) +
+/// X * 1/sqrt(2 pi) * exp(-0.5 * X * X)).
+double geluErfGradOf(double dy, double x) {
+  return dy * (0.5 * (1 + std::erf(x * 0.7071067811865476)) +
+               x * 0.3989422804014327 * std::exp(-0.5 * x * x));
+}
+/// GeluGrad, approximate "tanh", in the spec's order.
+double geluTanhGradOf(double dy, double x) {
+  const double t =
+      std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+  return dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 *
+                                   (1 + 0.134145 * x * x));
+}
+
+/// Gelu and GeluGrad, approximate "none", in float32 arithmetic (erff,
+/// expf: within a few ulps of the double formula, as PyTorch computes its
+/// float32 GELU); GeluGrad's erf and exp in double cost ~25 ns an element.
+float geluErfOfF(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+}
+float geluErfGradOfF(float dy, float x) {
+  return dy * (0.5f * (1.0f + std::erf(x * 0.70710678f)) +
+               x * 0.39894228f * std::exp(-0.5f * x * x));
+}
+
+/// Y = F(X) or dX = F(dY, X) in float32 arithmetic, X, dY and the output
+/// of one box.
+template <float (*F)(float)> std::string unaryFloat(const KernelArgs &args) {
+  if (auto err = checkSameShape<float>(args, 1); !err.empty())
+    return err;
+  if (!sameBox(args.outputs[0], args.inputs[0]))
+    return unsupportedConfiguration("X's box differs from Y's");
+  const float *x = elements<float>(args.inputs[0]);
+  float *y = elements<float>(args.outputs[0]);
+  parallelFor(args.outputs[0].numElements(), kTranscendentalWork,
+              [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i)
+                  y[i] = F(x[i]);
+              });
+  return "";
+}
+template <float (*F)(float, float)>
+std::string unaryGradFloat(const KernelArgs &args) {
+  if (auto err = checkSameShape<float>(args, 2); !err.empty())
+    return err;
+  if (!sameBox(args.outputs[0], args.inputs[0]) ||
+      !sameBox(args.outputs[0], args.inputs[1]))
+    return unsupportedConfiguration("an input's box differs from dX's");
+  const float *dy = elements<float>(args.inputs[0]);
+  const float *z = elements<float>(args.inputs[1]);
+  float *dx = elements<float>(args.outputs[0]);
+  parallelFor(args.outputs[0].numElements(), kTranscendentalWork,
+              [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i)
+                  dx[i] = F(dy[i], z[i]);
+              });
+  return "";
+}
+
+/// Gelu and GeluGrad: the form the `approximate` attribute names.
+template <typename T> std::string gelu(const KernelArgs &args) {
+  const std::string form = args.stringAttr("approximate", "none");
+  if (form == "none" && std::is_same_v<T, float>)
+    return unaryFloat<geluErfOfF>(args);
+  if (form == "none")
+    return unary<T, geluErfOf>(args);
+  if (form == "tanh")
+    return unary<T, geluTanhOf>(args);
+  return "approximate must be 'none' or 'tanh', not '" + form + "'";
+}
+template <typename T> std::string geluGrad(const KernelArgs &args) {
+  const std::string form = args.stringAttr("approximate", "none");
+  if (form == "none" && std::is_same_v<T, float>)
+    return unaryGradFloat<geluErfGradOfF>(args);
+  if (form == "none")
+    return unaryGrad<T, geluErfGradOf>(args);
+  if (form == "tanh")
+    return unaryGrad<T, geluTanhGradOf>(args);
+  return "approximate must be 'none' or 'tanh', not '" + form + "'";
+}
 
 /// Add, Sub, Mul, Div: `Op` on two operands with ONNX broadcasting. Each
 /// is computed in T; for these four operations on floats that is the value
@@ -443,6 +557,8 @@ void tofu::runtime::registerElementwiseKernels(void (*addKernel)(const char *,
   addKernel("Sqrt", byFloatType<unary<float, sqrtOf>, unary<double, sqrtOf>>);
   addKernel("Tanh", byFloatType<unary<float, tanhOf>, unary<double, tanhOf>>);
   addKernel("Erf", byFloatType<unary<float, erfOf>, unary<double, erfOf>>);
+  addKernel("Gelu", byFloatType<gelu<float>, gelu<double>>);
+  addKernel("GeluGrad", byFloatType<geluGrad<float>, geluGrad<double>>);
   addKernel("Sigmoid",
             byFloatType<unary<float, sigmoidOf>, unary<double, sigmoidOf>>);
   addKernel("TanhGrad", byFloatType<unaryGrad<float, tanhGradOf>,

@@ -228,6 +228,78 @@ TYPED_TEST(MatMulKernel, LocalBoxesAndPartialK) {
   EXPECT_NE(err.find("holds K"), std::string::npos) << err;
 }
 
+/// `t` with its last two dims swapped.
+Tensor swapLastTwo(const Tensor &t) {
+  const size_t r = t.shape.size();
+  Shape s = t.shape;
+  std::swap(s[r - 2], s[r - 1]);
+  Tensor out = zeros(s);
+  Shape idx(r, 0);
+  do {
+    Shape src = idx;
+    std::swap(src[r - 2], src[r - 1]);
+    out.at(idx) = t.at(src);
+  } while (next(idx, Shape(r, 0), s));
+  return out;
+}
+
+// MatMulTransposed (tofu-absorb-transposes): op(A) op(B) with the stored
+// operands read transposed in place; the reference transposes explicitly.
+TYPED_TEST(MatMulKernel, TransposedOperands) {
+  using T = TypeParam;
+  struct Case {
+    Shape a, b;
+    bool transA, transB;
+  };
+  const std::vector<Case> cases = {
+      {{3, 4}, {5, 4}, false, true},        {{4, 3}, {4, 5}, true, false},
+      {{4, 3}, {5, 4}, true, true},         {{2, 3, 4}, {5, 4}, false, true},
+      {{2, 6, 4}, {5, 4}, false, true},     {{2, 3, 5, 4}, {2, 3, 6, 4}, false, true},
+      {{2, 3, 5, 4}, {2, 3, 5, 6}, true, false}, {{2, 1, 4, 3}, {5, 6, 4}, true, true},
+  };
+  uint32_t seed = 40;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(::testing::Message() << "case " << seed);
+    Tensor A = random(c.a, seed++), B = random(c.b, seed++);
+    Tensor want = refMatMul(c.transA ? swapLastTwo(A) : A,
+                            c.transB ? swapLastTwo(B) : B);
+    std::vector<T> a = A.as<T>(), b = B.as<T>(), y(count(want.shape), T(-7));
+    ComputePath used;
+    ASSERT_EQ(runCompute("MatMulTransposed",
+                         {intAttr("transA", c.transA), intAttr("transB", c.transB)},
+                         {TensorView::whole(a.data(), kDType<T>, c.a),
+                          TensorView::whole(b.data(), kDType<T>, c.b)},
+                         {TensorView::whole(y.data(), kDType<T>, want.shape)},
+                         {}, {}, ComputePath::Native, &used),
+              "");
+    expectBox(y, want, whole(want.shape));
+  }
+}
+
+TYPED_TEST(MatMulKernel, TransposedOperandsLocalBoxesAndPartialK) {
+  using T = TypeParam;
+  // Y [2, 5, 6] = A^T B^T with A stored [2, 8, 5] and B stored [6, 8]; this
+  // device: batch 1, rows [1, 4), columns [2, 5), K slice [3, 7).
+  Tensor A = random({2, 8, 5}, 3), B = random({6, 8}, 4);
+  Tensor part = zeros({2, 5, 6});
+  for (int64_t e = 0; e < 2; ++e)
+    for (int64_t m = 0; m < 5; ++m)
+      for (int64_t n = 0; n < 6; ++n)
+        for (int64_t k = 3; k < 7; ++k)
+          part.at({e, m, n}) += A.at({e, k, m}) * B.at({n, k});
+  Box aBox{{1, 3, 0}, {2, 7, 5}}, bBox{{1, 3}, {6, 7}},
+      yBox{{1, 1, 2}, {2, 4, 5}};
+  std::vector<T> a = slice<T>(A, aBox), b = slice<T>(B, bBox), y(9, T(-7));
+  ASSERT_EQ(
+      runCompute("MatMulTransposed", {intAttr("transA", 1), intAttr("transB", 1)},
+                 {TensorView::ofRegion(a.data(), kDType<T>, aBox, A.shape),
+                  TensorView::ofRegion(b.data(), kDType<T>, bBox, B.shape)},
+                 {TensorView::ofRegion(y.data(), kDType<T>, yBox, {2, 5, 6})},
+                 {}, {}, ComputePath::Native),
+      "");
+  expectBox(y, part, yBox);
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution
 //===----------------------------------------------------------------------===//

@@ -23,6 +23,7 @@
 
 #include "CudaNcclSchedule.h"
 #include "CudaSchedule.h"
+#include "Calibrate.h"
 #include "CudaRunPlugin.h"
 #include <dlfcn.h>
 #include "tofu/runtime/AtomicFile.h"
@@ -66,7 +67,12 @@ const char *kUsage =
     "                [--quiet] [--comm-timeout S] [--devices N]\n"
     "                [--no-cuda-graph] [--nccl-timeout S]\n"
     "                [--dump-cuda-schedule [--ranks W --rank R]]\n"
+    "       tofu-run --calibrate device.json\n"
     "\n"
+    "  --calibrate FILE   measure this machine (tofu-run's GEMM, convolution,\n"
+    "                     element-wise and reduction kernels, copies between\n"
+    "                     virtual devices) and write a device description\n"
+    "                     for tofuc --device FILE (docs/DeviceModel.md)\n"
     "  --steps N          training steps to run (default 10)\n"
     "  --backend B        auto (default: the CPU backend), cpu, or cuda (a\n"
     "                     plan compiled with tofuc --cuda-arch; docs/Cuda.md)\n"
@@ -624,6 +630,16 @@ std::string loadCudaBackend(const Options &opts, const Plan &plan,
 }
 
 int run(int argc, char **argv) {
+  // tofu-run --calibrate FILE: measure this machine, no plan.
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--calibrate") {
+      if (argc != 3 || i != 1)
+        return fail("--calibrate FILE takes no plan and no other option "
+                    "(tofu-run --calibrate device.json)");
+      if (std::string err = calibrateDevice(argv[2], std::cerr); !err.empty())
+        return fail(err);
+      return 0;
+    }
   Options opts;
   if (std::string err = parseArgs(argc, argv, opts); !err.empty())
     return fail(err);

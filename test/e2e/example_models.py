@@ -15,7 +15,10 @@ examples/transformer/make_gpt.py (GPT, 2 layers) are written with weights and
   ONNX graph evaluated op by op in float64 (e2e_common.TorchGraph);
 * for k = 4: two steps give the same losses as k = 1;
 * the RNN's explicit cells equal torch.nn.LSTM on the same weights (so the
-  generator really writes an LSTM, gate order included).
+  generator really writes an LSTM, gate order included);
+* the GPT's PyTorch module (examples/transformer/gpt_torch.py, which
+  bench/gpu/torch_step.py times against the GPU plans) gives the ONNX
+  graph's loss and gradients on the same weights and batch, in float64.
 
 Each is also written with --no-weights and the graph-only file is checked:
 same graph, every initializer an EXTERNAL entry of <model>.data with
@@ -35,6 +38,7 @@ EXAMPLES = os.path.join(HERE, "..", "..", "examples")
 sys.path.insert(0, os.path.join(EXAMPLES, "rnn"))
 sys.path.insert(0, os.path.join(EXAMPLES, "wresnet"))
 sys.path.insert(0, os.path.join(EXAMPLES, "transformer"))
+import gpt_torch  # noqa: E402
 import make_gpt  # noqa: E402
 import make_rnn  # noqa: E402
 import make_wresnet  # noqa: E402
@@ -141,6 +145,39 @@ def check_rnn_is_lstm(model_path):
     E.check(d <= 1e-6, f"make_rnn's cells give loss {got}, nn.LSTM {ref} (rel {d:.2e})")
 
 
+def check_gpt_torch_module(model_path, args):
+    """gpt_torch.Gpt computes the ONNX graph's loss and gradients (float64)."""
+    model = E.load_onnx(model_path)
+    w = E.initializers(model)
+    opts = dict(zip(args[0::2], args[1::2]))
+    B, S, D = int(opts["--batch"]), int(opts["--seq"]), int(opts["--hidden"])
+    V = int(opts["--vocab"])
+    net = gpt_torch.Gpt(int(opts["--layers"]), D, int(opts["--heads"]), S, V, B).double()
+    net.load_onnx_weights({n: v.copy() for n, v in w.items()})
+    rng = np.random.default_rng(2)
+    x = torch.from_numpy(rng.standard_normal((B, S, D)))
+    labels = torch.from_numpy(rng.integers(0, V, B * S))
+    got = net(x, labels)
+    got.backward()
+    tensors = {n: torch.from_numpy(v.astype(np.float64)).requires_grad_() for n, v in w.items()}
+    ref = E.TorchGraph(model).loss({**tensors, "input": x, "labels": labels})
+    ref.backward()
+    # The graph's float Constants (1/sqrt(dh), sqrt 2) are float32 values, the
+    # module's exact: they part by ~5e-9 (a wrong mask, transpose or weight
+    # by far more).
+    tol = 1e-7
+    d = abs(got.item() - ref.item()) / abs(ref.item())
+    E.check(d <= tol, f"gpt_torch.Gpt gives loss {got.item()}, the ONNX graph {ref.item()} "
+                        f"(rel {d:.2e})")
+    for name in net.onnx_names:
+        g = net._w(name).grad.numpy()
+        d = E.rel_diff(g, tensors[name].grad.numpy())
+        E.check(d <= tol, f"gpt_torch.Gpt: gradient of {name} differs from the ONNX "
+                            f"graph's by rel {d:.2e}")
+    print(f"gpt_torch.Gpt: loss and {len(net.onnx_names)} gradients equal the ONNX graph's",
+          flush=True)
+
+
 def main():
     def extra(parser):
         parser.add_argument("--only", choices=sorted(CONFIGS),
@@ -158,6 +195,8 @@ def main():
         check_graph_only(model, bare, bare + ".data")
         if gen is make_rnn:
             check_rnn_is_lstm(model)
+        if gen is make_gpt:
+            check_gpt_torch_module(model, args)
 
         losses = {}
         for k in (1, 4):

@@ -24,8 +24,12 @@ static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
 static cl::opt<std::string> outputPath("o", cl::desc("write plan.bin here"),
                                        cl::value_desc("plan.bin"),
                                        cl::cat(tofucCategory));
-static cl::opt<int64_t> gpus("gpus", cl::desc("number of devices k"),
-                             cl::init(1), cl::cat(tofucCategory));
+static cl::opt<std::string>
+    gpus("gpus",
+         cl::desc("number of devices k, or auto: the smallest power of two "
+                  "whose plan fits --device's memory less a 10% margin "
+                  "(docs/DeviceModel.md)"),
+         cl::init("1"), cl::value_desc("k|auto"), cl::cat(tofucCategory));
 static cl::opt<std::string> partitioner(
     "partitioner",
     cl::desc("partitioning algorithm: tofu (default), data-parallel, "
@@ -44,8 +48,12 @@ static cl::opt<std::string> objective(
     cl::init("auto"), cl::cat(tofucCategory));
 static cl::opt<std::string> deviceModel(
     "device",
-    cl::desc("device model of the predicted step time: cpu (default), h100"),
-    cl::init("cpu"), cl::cat(tofucCategory));
+    cl::desc("predict the step time, throughput and memory fit on this "
+             "device: a built-in description (cpu, k80, v100, a100, h100) "
+             "or a JSON file (docs/DeviceModel.md); also the device of "
+             "--objective=time (default cpu). Without --topology it does "
+             "not change the plan"),
+    cl::value_desc("NAME|FILE"), cl::cat(tofucCategory));
 static cl::OptionCategory trainingCategory(
     "training step options (docs/Training.md)");
 static cl::opt<std::string>
@@ -227,7 +235,11 @@ int main(int argc, char **argv) {
   options.outputPath = outputPath;
   options.externalWeights = externalWeights;
   options.timePhases = timePhases;
-  options.devices = gpus;
+  bool autoDevices = gpus == "auto";
+  // A number below 1 or over the limit is refused by compileModel.
+  if (!autoDevices && StringRef(gpus).getAsInteger(10, options.devices))
+    return fail("--gpus expects a number of devices or auto, not '" +
+                Twine(gpus) + "'");
   options.partitioner = partitioner;
   options.topology = topology;
   options.objective = objective;
@@ -340,6 +352,15 @@ int main(int argc, char **argv) {
   if (options.outputPath.empty() && options.dumpPlan == tofu::PlanDump::None &&
       compileTo.empty())
     return fail("nothing to do: give -o plan.bin, --dump-plan or --compile-to");
+  if (autoDevices) {
+    if (!compileTo.empty())
+      return fail("--gpus auto compiles whole plans; give --gpus k with "
+                  "--compile-to");
+    auto k = tofu::smallestFittingDevices(options, errs());
+    if (!k)
+      return fail(toString(k.takeError()));
+    options.devices = *k;
+  }
   if (Error err = tofu::compileModel(options, outs()))
     return fail(toString(std::move(err)));
   return 0;

@@ -9,6 +9,7 @@
 #define TOFU_PIPELINES_COMPILERPIPELINE_H
 
 #include "tofu/Import/OnnxImporter.h"
+#include "tofu/Target/StepPrediction.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Error.h"
@@ -61,7 +62,10 @@ struct CompileOptions {
   std::string partitioner = "tofu";
   std::string topology; ///< --topology; empty = steps are k's prime factors
   std::string objective = "auto"; ///< --objective: auto, bytes, time
-  std::string device = "cpu";     ///< --device: the step-time model's device
+  /// --device: a built-in device name or a JSON description
+  /// (docs/DeviceModel.md); "" = not given (the search's time objective
+  /// then uses cpu, and nothing is predicted without --topology).
+  std::string device;
   /// The training step (the train phase's options; see BuildTrainingStep
   /// in dialects/tofu/Passes.td and docs/Training.md).
   struct Training {
@@ -104,8 +108,18 @@ void buildIRPipeline(mlir::OpPassManager &pm, const CompileOptions &options,
                      Phase stopAfter);
 
 /// Compiles the ONNX model of `options`, printing the IR (or device programs)
-/// of `stopAfter` phases before `emit`, or the plan summary, to `os`.
-llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os);
+/// of `stopAfter` phases before `emit`, or the plan summary, to `os`. With
+/// --device (or --topology), `prediction` (when given) receives the
+/// predicted step and memory fit (docs/DeviceModel.md).
+llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
+                         std::optional<StepPrediction> *prediction = nullptr);
+
+/// `--gpus auto`: the smallest k among 1, 2, 4, 8, ... (up to
+/// plan::kMaxDevices) whose plan fits `options.device` (which must give a
+/// memory size) less the margin (kDefaultMemoryMargin), compiling the
+/// model at each k in turn; says what it tried on `log`.
+llvm::Expected<int64_t> smallestFittingDevices(const CompileOptions &options,
+                                               llvm::raw_ostream &log);
 
 } // namespace tofu
 

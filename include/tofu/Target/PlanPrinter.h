@@ -12,6 +12,7 @@
 #define TOFU_TARGET_PLANPRINTER_H
 
 #include "tofu/Dialect/Tofu.h"
+#include "tofu/Target/StepPrediction.h"
 #include "tofu/runtime/Plan.h"
 
 #include <cstdint>
@@ -79,12 +80,17 @@ PlanSummary summarizePlan(mlir::func::FuncOp func, const plan::Plan &plan);
 /// Human-readable plan summary: devices, recursion steps, bytes (total and
 /// per step), memory, tilings, strategies. `withSearchTime` = false leaves
 /// the search time out (the copy stored in plan.bin, which must not depend
-/// on timing).
+/// on timing). `prediction` (--device, --topology) adds the predicted step
+/// time, per-device times and the memory fit; the copy stored in plan.bin
+/// has none, so that --device does not change plan.bin.
 std::string formatPlanText(mlir::func::FuncOp func, const plan::Plan &plan,
-                           bool withSearchTime = true);
+                           bool withSearchTime = true,
+                           const StepPrediction *prediction = nullptr);
 
-/// The same as JSON (schema in docs/PlanJson.md).
-std::string formatPlanJson(mlir::func::FuncOp func, const plan::Plan &plan);
+/// The same as JSON (schema in docs/PlanJson.md); `prediction` fills the
+/// `predicted` object.
+std::string formatPlanJson(mlir::func::FuncOp func, const plan::Plan &plan,
+                           const StepPrediction *prediction = nullptr);
 
 /// A self-contained HTML page (inline CSS and SVG, no script, no network)
 /// drawing each weight and activation tensor as a grid of tiles coloured by

@@ -69,6 +69,8 @@ parseTopology(llvm::StringRef spec);
 struct StepPlan {
   std::vector<int64_t> steps;
   std::vector<double> gbps; ///< per step; empty without a topology
+  /// Per step, the name of its topology level; empty without a topology.
+  std::vector<std::string> links;
 };
 llvm::Expected<StepPlan> planSteps(int64_t devices, llvm::StringRef topology);
 
@@ -80,7 +82,8 @@ struct SearchOptions {
   /// (the predicted step time of StepTimeModel.h; needs a topology) or
   /// "auto" (time with a topology, bytes without).
   std::string objective = "auto";
-  /// The device model (DeviceModel::builtin) of the predicted times.
+  /// The device model of the predicted times: a built-in name or a JSON
+  /// description (loadDeviceModel); "" = cpu.
   std::string device = "cpu";
   /// `exhaustive` refuses graphs with more tiling combinations than this.
   int64_t exhaustiveLimit = 1000000;

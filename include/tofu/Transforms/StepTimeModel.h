@@ -21,15 +21,17 @@
 //
 // Transfer: bytes / link bandwidth + messages * latency.
 //
-// All device parameters are in one struct, `DeviceModel`, with built-in
-// values for a generic CPU and an H100; issue 19's device descriptions
-// (JSON, `tofu-run --calibrate`) are meant to fill the same struct.
+// All device parameters are in one struct, `DeviceModel` (DeviceModel.h),
+// read from a JSON device description or a built-in one; the rate of a
+// kernel is its element type's rate for its class (GEMM, convolution,
+// vector).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_TRANSFORMS_STEPTIMEMODEL_H
 #define TOFU_TRANSFORMS_STEPTIMEMODEL_H
 
 #include "tofu/Analysis/TileGeometry.h"
+#include "tofu/Transforms/DeviceModel.h"
 #include "tofu/TDL/TDL.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -39,35 +41,6 @@
 #include <vector>
 
 namespace tofu {
-
-/// What one device can do, for the step-time model. Rates are per device,
-/// in the element type the plan computes in (float32 in practice).
-struct DeviceModel {
-  std::string name;
-  /// Sustained FLOP/s of a large GEMM-like contraction (MatMul, Gemm,
-  /// convolutions via im2col + GEMM).
-  double gemmFlopsPerSecond = 0;
-  /// FLOP/s of element-wise arithmetic, reductions and everything else.
-  double vectorFlopsPerSecond = 0;
-  /// Bytes per second a kernel streams through memory.
-  double memoryBytesPerSecond = 0;
-  /// Fixed cost of one kernel call (launch, dispatch, argument setup).
-  double launchSeconds = 0;
-  /// The GEMM side (m, n or k) at which a contraction runs at half its
-  /// peak: efficiency = Π x / (x + gemmHalfExtent) over its three sides.
-  double gemmHalfExtent = 1;
-  /// Fixed cost of one transfer (a fetch piece or a reduction message).
-  double messageLatencySeconds = 0;
-
-  /// The build machine's CPU: one virtual device of tofu-run on a 2-core
-  /// AMD EPYC (torch.mm and tensor copies measured, bench/time_objective.md).
-  static DeviceModel genericCpu();
-  /// An NVIDIA H100 SXM in float32 (datasheet peaks, see the .cpp).
-  static DeviceModel h100();
-  /// The built-in models by name: "cpu", "h100".
-  static std::optional<DeviceModel> builtin(llvm::StringRef name);
-  static std::vector<std::string> builtinNames();
-};
 
 /// How a kernel's speed is modelled.
 enum class OpClass {
@@ -93,14 +66,28 @@ struct ShareWork {
   bool partial = false;
   /// The share computes nothing (empty output box or reduction part).
   bool empty = false;
+  /// A convolution (or its gradient): the device's `conv` rate.
+  bool convolution = false;
+  /// The element type it computes in: a contraction's first operand's,
+  /// else its output's.
+  tdl::ElemType dtype = tdl::ElemType::F32;
+  /// Output elements, and the transcendental functions (exp, tanh, erf,
+  /// ...) computed per output element: each costs the device's
+  /// transcendentalFlops more vector FLOPs. describeShare leaves it 0 (the
+  /// search: the same for every strategy, as it scales with the elements a
+  /// device computes); the prediction counts them in the op's expression
+  /// program (StepPrediction.cpp).
+  double outputElements = 0;
+  double transcendentals = 0;
 };
 
 /// The op class of a TDL op.
 OpClass classifyOp(const tdl::OpInstance &op);
 
-/// Describes `share` of output `output` of `op`: flops (2 per multiply-add
-/// of a reduction, 1 per output element otherwise), bytes touched and, for
-/// a contraction, its GEMM sides.
+/// Describes `share` of output `output` of `op`: flops (a contraction: 2
+/// per multiply-add; another op with a reduction: one per element read and
+/// written, at most 2 per term of its TDL sum; otherwise 1 per output
+/// element), bytes touched and, for a contraction, its GEMM sides.
 ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
                         const OpShare &share);
 
@@ -113,6 +100,9 @@ public:
   /// (the part of a group's share that one device will compute once the
   /// later recursion steps split it; 1 = the work as given).
   double computeSeconds(const ShareWork &work, double fraction = 1) const;
+  /// The sustained FLOP/s `work` runs at before its shape's efficiency:
+  /// the device's rate for the work's element type and class.
+  double flopsPerSecond(const ShareWork &work) const;
   /// The efficiency in (0, 1] a contraction of these GEMM sides runs at.
   double gemmEfficiency(double m, double n, double k) const;
   /// Seconds to move `bytes` over a link of `gbps` GB/s in `messages`

@@ -104,6 +104,12 @@ inline std::vector<SampleCase> sampleCases() {
       {"MatMul", {f32({4}), f32({2, 4, 3})}},
       {"MatMul", {f32({2, 3, 4}), f32({4})}},
       {"MatMul", {f32({4}), f32({4})}},
+      // tofu-absorb-transposes: operands read transposed, batch broadcast.
+      {"MatMulTransposed", {f32({2, 3, 4}), f32({5, 4})}, {{"transB", I(1)}}},
+      {"MatMulTransposed", {f32({2, 1, 4, 3}), f32({3, 4, 2})},
+       {{"transA", I(1)}}},
+      {"MatMulTransposed", {f32({2, 4, 3}), f32({2, 5, 4})},
+       {{"transA", I(1)}, {"transB", I(1)}}},
       {"Conv", {f32({2, 3, 7}), f32({4, 3, 3}), f32({4})},
        {{"strides", Is({1})}, {"pads", Is({0, 0})}, {"dilations", Is({1})},
         {"kernel_shape", Is({3})}}},

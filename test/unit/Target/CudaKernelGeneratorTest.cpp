@@ -397,10 +397,13 @@ void checkPrograms(Storing storing, const std::vector<SampleCase> &samples,
     HostDriver driver = module->driver(c->name);
     ASSERT_NE(driver, nullptr) << c->name;
     // The block variant, where the generator writes one, on every share too.
-    HostDriver blockDriver = nullptr;
+    // And its grid form (`_grid`, kGridParts blocks an element).
+    HostDriver blockDriver = nullptr, gridDriver = nullptr;
     if (cudagen::blockReductionRoot(c->program)) {
       blockDriver = module->driver(c->name + "_block");
       ASSERT_NE(blockDriver, nullptr) << c->name << "_block";
+      gridDriver = module->driver(c->name + "_grid");
+      ASSERT_NE(gridDriver, nullptr) << c->name << "_grid";
     }
     // The row variant, where the generator writes one, on every share too.
     // And its warp-per-row form (`_rowwarp`, 32 threads a row).
@@ -421,6 +424,9 @@ void checkPrograms(Storing storing, const std::vector<SampleCase> &samples,
       if (blockDriver)
         runShare(*c, blockDriver, inputs, reference, box, ranges,
                  what + " (block variant)", /*block=*/true);
+      if (gridDriver)
+        runShare(*c, gridDriver, inputs, reference, box, ranges,
+                 what + " (grid variant)", /*block=*/true);
       if (rowDriver)
         runShare(*c, rowDriver, inputs, reference, box, ranges,
                  what + " (row variant)", /*block=*/true);

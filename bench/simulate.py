@@ -1,0 +1,125 @@
+"""Predicted against measured CPU step time (docs/DeviceModel.md).
+
+Calibrates this machine (``tofu-run --calibrate``), compiles each example
+model at k = 1 and 4 with ``tofuc --device <calibrated.json>
+--dump-plan=json`` (the plan is the one ``--gpus k`` gives: ``--device``
+does not change it), runs ``tofu-run --steps N --report`` and compares
+``predicted.step_seconds`` with the median measured step (step 1, the
+warm-up, left out). The built-in ``cpu`` description's prediction is shown
+beside it. The load average is recorded before every run: the numbers mean
+little when the machine is busy.
+
+    /usr/bin/python3 bench/simulate.py --build build --work /tmp/simulate --steps 20
+
+Prints a markdown table (bench/simulate.md records one run). Real models:
+``--models "" --extra resnet18=DIR/resnet18/model.onnx`` after
+``bench/cpu_step_vs_torch.py --models resnet18 --k 1 --steps 4 --keep DIR``.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+
+# name -> (generator command line without -o, extra tofuc flags); sizes
+# chosen so that one step takes milliseconds to a second on 2 cores.
+MODELS = {
+    "mlp": (None, "examples/mlp/mlp.onnx"),
+    "cnn": ([PY, "examples/cnn/make_cnn.py", "--batch", "32", "--size", "32",
+             "--filters", "32"], None),
+    "rnn-2-256": ([PY, "examples/rnn/make_rnn.py", "--layers", "2", "--hidden",
+                   "256", "--steps", "10", "--batch", "32"], None),
+    "gpt-2-128": ([PY, "examples/transformer/make_gpt.py", "--layers", "2",
+                   "--hidden", "128", "--heads", "4", "--seq", "64", "--vocab",
+                   "512", "--batch", "8"], None),
+    "wresnet-50-1": ([PY, "examples/wresnet/make_wresnet.py", "--depth", "50",
+                      "--width", "1", "--image", "32", "--batch", "8",
+                      "--classes", "10", "--batchnorm", "inference"], None),
+}
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def run(cmd, **kw):
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, **kw)
+    if result.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{result.stderr}")
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--work", default="/tmp/tofu-simulate")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--k", default="1,4")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--extra", action="append", default=[],
+                        help="NAME=PATH: another ONNX model (e.g. one that "
+                             "bench/cpu_step_vs_torch.py --keep DIR kept)")
+    args = parser.parse_args()
+    for extra in args.extra:
+        name, path = extra.split("=", 1)
+        MODELS[name] = (None, os.path.abspath(path))
+    build = os.path.join(ROOT, args.build) if not os.path.isabs(args.build) else args.build
+    tofuc = os.path.join(build, "bin", "tofuc")
+    tofu_run = os.path.join(build, "bin", "tofu-run")
+    os.makedirs(args.work, exist_ok=True)
+    device = os.path.join(args.work, "calibrated.json")
+    print(f"load average before calibrating: {load_average()}", file=sys.stderr)
+    cal = run([tofu_run, "--calibrate", device])
+    print(cal.stderr, file=sys.stderr, end="")
+
+    rows = []
+    names = [n for n in args.models.split(",") if n] + [e.split("=", 1)[0] for e in args.extra]
+    for name in names:
+        generator, path = MODELS[name]
+        if generator:
+            path = os.path.join(args.work, name + ".onnx")
+            if not os.path.exists(path):
+                run(generator + ["-o", path])
+        else:
+            path = os.path.join(ROOT, path)
+        for k in [int(x) for x in args.k.split(",")]:
+            plan = os.path.join(args.work, f"{name}-k{k}.bin")
+            dump = json.loads(run([tofuc, path, "--gpus", str(k), "--lr", "0.01",
+                                   "--device", device, "--dump-plan=json",
+                                   "-o", plan]).stdout)
+            builtin = json.loads(run([tofuc, path, "--gpus", str(k), "--lr", "0.01",
+                                      "--device", "cpu", "--dump-plan=json"]).stdout)
+            report = os.path.join(args.work, f"{name}-k{k}.json")
+            load = load_average()
+            env = dict(os.environ, TOFU_LOG_INTERPRETED="1")
+            result = run([tofu_run, plan, "--steps", str(args.steps), "--report",
+                          report, "--quiet"], env=env)
+            interpreted = sum(1 for line in result.stderr.splitlines()
+                              if "interpret" in line)
+            with open(report) as f:
+                steps = [s["seconds"] for s in json.load(f)["steps"]]
+            measured = statistics.median(steps[1:] if len(steps) > 1 else steps)
+            predicted = dump["predicted"]["step_seconds"]
+            rows.append((name, k, dump["batch_size"], dump["comm_bytes"], predicted,
+                         builtin["predicted"]["step_seconds"], measured,
+                         predicted / measured, load, interpreted))
+            print(f"{name} k={k}: predicted {predicted * 1e3:.2f} ms, measured "
+                  f"{measured * 1e3:.2f} ms (load {load})", file=sys.stderr)
+
+    print("| model | k | batch | comm bytes | predicted (calibrated) | predicted "
+          "(built-in cpu) | measured median | predicted / measured | load before "
+          "| interpreted ops |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (name, k, batch, comm, pred, builtin, meas, ratio, load, interp) in rows:
+        print(f"| {name} | {k} | {batch} | {comm} | {pred * 1e3:.2f} ms | "
+              f"{builtin * 1e3:.2f} ms | {meas * 1e3:.2f} ms | {ratio:.2f} | {load} "
+              f"| {interp} |")
+
+
+if __name__ == "__main__":
+    main()

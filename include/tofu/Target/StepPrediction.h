@@ -1,0 +1,128 @@
+//===- StepPrediction.h - predicted step time and fit of a plan -*- C++ -*-===//
+//
+// What `tofuc --device NAME|FILE --dump-plan` reports (docs/DeviceModel.md,
+// "Prediction"): the materialized plan's every instruction timed with the
+// step-time model (StepTimeModel.h) on a device description
+// (DeviceModel.h), then the step assembled from the per-device times:
+//
+// - a compute instruction: the roofline-plus-efficiency time of its share
+//   (its op's TDL instance, the share materialize gave the device);
+// - a fetch or reduction: one launch, a memory pass for its local pieces
+//   (and for adding a reduction's pieces), and for each remote piece its
+//   bytes over the link of the recursion step at which the two devices'
+//   grid coordinates first differ, plus that link's latency;
+// - dedicated devices (GPUs) run side by side: the step is the sum over
+//   `seq` levels of the slowest device's time at that level (the plan's
+//   contract: equal `seq` = independent; a level waits for the previous),
+//   with no compute/transfer overlap within a device;
+// - virtual devices sharing one host (`shared_host`, tofu-run's CPU
+//   backend) add up: the step is the sum of every device's time.
+//
+// Fit: each device's planned peak (the static arena) against the device's
+// memory less a margin (on a shared host, all arenas against the host's).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_TARGET_STEPPREDICTION_H
+#define TOFU_TARGET_STEPPREDICTION_H
+
+#include "tofu/Dialect/Tofu.h"
+#include "tofu/Transforms/DeviceModel.h"
+#include "tofu/runtime/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tofu {
+
+/// The fraction of device memory `--device` keeps free by default for what
+/// the plan does not count (CUDA context, cuBLAS/cuDNN workspaces, NCCL
+/// buffers, allocator slack).
+inline constexpr double kDefaultMemoryMargin = 0.10;
+
+/// The interconnect of one recursion step.
+struct StepLink {
+  std::string name;
+  double gbps = 0;
+  double latencySeconds = 0;
+};
+
+struct PredictOptions {
+  /// Per recursion step, the `--topology` level name and GB/s; empty
+  /// without a topology (then every step uses the description's first
+  /// link). A level the description names takes its latency from there,
+  /// else the description's first link's.
+  std::vector<std::string> topologyLinks;
+  std::vector<double> topologyGbps;
+  double memoryMargin = kDefaultMemoryMargin;
+};
+
+/// The prediction for one plan on one device description.
+struct StepPrediction {
+  std::string device;     ///< the description's name
+  bool sharedHost = false;
+  std::vector<StepLink> links; ///< per recursion step
+  /// step = compute + transfers + copies: the seconds of the instructions
+  /// on the critical device of each seq level (dedicated devices) or of
+  /// all devices (shared host).
+  double stepSeconds = 0;
+  double computeSeconds = 0;
+  double copySeconds = 0; ///< launches and memory passes of fetches/reduces
+  std::vector<double> commSecondsPerStep; ///< link time, per recursion step
+  double commSeconds() const;
+  /// The busiest device's total time: the step with perfect overlap
+  /// between devices and no waiting (a lower bound for dedicated devices).
+  double busiestDeviceSeconds = 0;
+  int64_t batchSize = 0;
+  double samplesPerSecond = 0;
+
+  struct Device {
+    double computeSeconds = 0, commSeconds = 0, copySeconds = 0;
+    uint64_t receivedBytes = 0; ///< bytes of remote pieces it receives
+    uint64_t peakBytes = 0;     ///< its static arena
+    double busySeconds() const {
+      return computeSeconds + commSeconds + copySeconds;
+    }
+  };
+  std::vector<Device> devices;
+  /// Compute seconds by kernel (TDL op), summed over all devices, in name
+  /// order: what dominates the compute.
+  std::vector<std::pair<std::string, double>> kernelSeconds;
+  /// Per recursion step: bytes received over its links, summed over
+  /// devices, and by the device that receives the most.
+  std::vector<uint64_t> stepBytes, stepBytesBusiest;
+
+  /// Fit (memoryBytes = 0: the description gives no size; fits stays true
+  /// and nothing is checked).
+  uint64_t memoryBytes = 0;
+  double memoryMargin = 0;
+  uint64_t usableBytes = 0;
+  bool fits = true;
+  /// The device with the largest peak (shared host: the sum of all), its
+  /// bytes and how many bytes it is over the usable memory.
+  int64_t worstDevice = 0;
+  uint64_t worstBytes = 0;
+  uint64_t overBytes = 0;
+  /// When it does not fit: an estimate of the k that would, from peak
+  /// memory scaling as 1/k (0 = none; `--gpus auto` compiles to check).
+  int64_t estimatedFittingDevices = 0;
+};
+
+/// Predicts the training step of `plan` (materialized and memory-planned
+/// from `func`, which carries tofu.grid and the ops' tofu.plan) on `device`.
+llvm::Expected<StepPrediction> predictStep(mlir::func::FuncOp func,
+                                           const plan::Plan &plan,
+                                           const DeviceModel &device,
+                                           const PredictOptions &options);
+
+/// The text lines --dump-plan prints for a prediction.
+std::string formatPredictionText(const StepPrediction &prediction);
+
+/// One line: whether the plan fits and by how much it does not.
+std::string formatFit(const StepPrediction &prediction);
+
+} // namespace tofu
+
+#endif // TOFU_TARGET_STEPPREDICTION_H

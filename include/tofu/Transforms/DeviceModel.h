@@ -1,0 +1,120 @@
+//===- DeviceModel.h - what one device can do, and its links ----*- C++ -*-===//
+//
+// The parameters of the step-time model (StepTimeModel.h): per-device
+// FLOP/s by element type and op class (a datasheet peak times an
+// efficiency), memory bandwidth and size, kernel launch cost, and the links
+// of each interconnect level. A device description is a JSON file
+// (docs/DeviceModel.md); `tofuc --device NAME|FILE` reads one, and the
+// built-in ones (k80, v100, a100, h100, cpu) are written in the same JSON
+// with their sources, in DeviceModel.cpp.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TOFU_TRANSFORMS_DEVICEMODEL_H
+#define TOFU_TRANSFORMS_DEVICEMODEL_H
+
+#include "tofu/TDL/TDL.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tofu {
+
+/// What one device can do, for the step-time model. Rates are per device.
+struct DeviceModel {
+  /// A FLOP rate: a datasheet (or measured) peak and the fraction of it a
+  /// large, well-shaped kernel of that class sustains.
+  struct Rate {
+    double peakFlops = 0;
+    double efficiency = 1;
+    double sustained() const { return peakFlops * efficiency; }
+  };
+  /// The rates of one element type, by op class: GEMM-like contractions
+  /// (MatMul, Gemm, Einsum), convolutions (and their gradients), and vector
+  /// work (element-wise, reductions, everything else).
+  struct ComputeRates {
+    tdl::ElemType dtype = tdl::ElemType::F32;
+    Rate gemm, conv, vector;
+  };
+  /// One interconnect level (a `--topology` level name), innermost first.
+  struct Link {
+    std::string name;
+    /// Bytes per second one device receives over this link, in GB/s
+    /// (1e9 bytes).
+    double gbps = 0;
+    /// Fixed cost of one message (one fetch piece or reduction piece).
+    double latencySeconds = 0;
+  };
+
+  std::string name;
+  /// What the device is and where its numbers come from (free text).
+  std::string description;
+  std::vector<std::string> sources;
+
+  /// Sustained FLOP/s of a large float32 GEMM-like contraction, and of
+  /// float32 vector work: the rates the partitioner's time objective uses
+  /// (the `f32` entry of `compute`, sustained).
+  double gemmFlopsPerSecond = 0;
+  double vectorFlopsPerSecond = 0;
+  /// By element type; an element type not listed computes at the f32 rates
+  /// (integer and boolean ops too).
+  std::vector<ComputeRates> compute;
+  /// Bytes per second a kernel streams through memory (sustained).
+  double memoryBytesPerSecond = 0;
+  /// Device memory in bytes (0 = unknown: no fit check).
+  uint64_t memoryBytes = 0;
+  /// Fixed cost of one kernel call (launch, dispatch, argument setup).
+  double launchSeconds = 0;
+  /// What one transcendental function (exp, log, sqrt, tanh, erf, sigmoid,
+  /// pow) costs, in vector FLOPs (1 = as cheap as an add).
+  double transcendentalFlops = 1;
+  /// The GEMM side (m, n or k) at which a contraction runs at half its
+  /// peak: efficiency = Π x / (x + gemmHalfExtent) over its three sides.
+  double gemmHalfExtent = 1;
+  /// Fixed cost of one transfer when no link says otherwise.
+  double messageLatencySeconds = 0;
+  /// Interconnect levels, innermost (fastest) first; the last one also
+  /// serves steps whose `--topology` level the description does not name.
+  std::vector<Link> links;
+  /// The k devices are virtual ones sharing one host (tofu-run's CPU
+  /// backend): their work adds up instead of running side by side.
+  bool sharedHost = false;
+
+  /// The rates of `dtype` (the f32 entry when it has none; null when the
+  /// description lists no rates at all, as hand-built models in tests).
+  const ComputeRates *ratesOf(tdl::ElemType dtype) const;
+  /// The link named `level`, or null.
+  const Link *linkNamed(llvm::StringRef level) const;
+
+  /// The build machine's CPU: one virtual device of tofu-run on a 2-core
+  /// AMD EPYC (bench/time_objective.md).
+  static DeviceModel genericCpu();
+  /// An NVIDIA H100 SXM5 (datasheet peaks, see DeviceModel.cpp).
+  static DeviceModel h100();
+  /// The built-in models by name: "cpu", "k80", "v100", "a100", "h100".
+  static std::optional<DeviceModel> builtin(llvm::StringRef name);
+  static std::vector<std::string> builtinNames();
+  /// The JSON text of a built-in description (empty for an unknown name).
+  static llvm::StringRef builtinJson(llvm::StringRef name);
+};
+
+/// Parses a device description (docs/DeviceModel.md). `origin` names the
+/// text in errors ("h100.json"); every error is one line naming the field.
+llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
+                                                   llvm::StringRef origin);
+
+/// `--device NAME|FILE`: a built-in name, or else a path to a JSON
+/// description (a regular file of at most 1 MiB).
+llvm::Expected<DeviceModel> loadDeviceModel(llvm::StringRef nameOrPath);
+
+/// Writes `model` as a device description that parseDeviceDescription
+/// reads back to the same model.
+std::string formatDeviceDescription(const DeviceModel &model);
+
+} // namespace tofu
+
+#endif // TOFU_TRANSFORMS_DEVICEMODEL_H

@@ -1,0 +1,375 @@
+//===- StepPrediction.cpp - predicted step time and fit of a plan ---------===//
+//
+// See tofu/Target/StepPrediction.h and docs/DeviceModel.md.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Target/StepPrediction.h"
+#include "tofu/Analysis/TileGeometry.h"
+#include "tofu/Dialect/TdlInstance.h"
+#include "tofu/Transforms/RecursivePartitioner.h"
+#include "tofu/Transforms/StepTimeModel.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace mlir;
+
+namespace tofu {
+
+double StepPrediction::commSeconds() const {
+  double seconds = 0;
+  for (double s : commSecondsPerStep)
+    seconds += s;
+  return seconds;
+}
+
+namespace {
+
+llvm::Error failure(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "step prediction: " + message.str());
+}
+
+/// The time of one instruction, split by what it spends it on.
+struct InstrTime {
+  double compute = 0, copy = 0;
+  std::vector<double> comm; ///< per recursion step
+  double total() const {
+    double t = compute + copy;
+    for (double c : comm)
+      t += c;
+    return t;
+  }
+};
+
+/// The transcendental functions (exp, log, sqrt, tanh, erf, sigmoid, pow)
+/// of an expression program: each node once, however often a reduction
+/// around it would evaluate it (a kernel computes a softmax's exp once per
+/// element).
+double countTranscendentals(const plan::ExprProgram &program) {
+  double count = 0;
+  for (const plan::ExprNode &node : program.nodes) {
+    if (node.kind == plan::ExprNode::Kind::Binary &&
+        node.binary == plan::BinaryOp::Pow)
+      count += 1;
+    if (node.kind != plan::ExprNode::Kind::Call)
+      continue;
+    switch (node.function) {
+    case plan::Function::Exp:
+    case plan::Function::Log:
+    case plan::Function::Sqrt:
+    case plan::Function::Tanh:
+    case plan::Function::Erf:
+    case plan::Function::Sigmoid:
+      count += 1;
+      break;
+    default:
+      break;
+    }
+  }
+  return count;
+}
+
+/// What the prediction needs of one compute op.
+struct OpInfo {
+  ComputeOp op;
+  std::optional<tdl::OpInstance> instance;
+  SmallVector<StrategyAttr> strategies;
+};
+
+} // namespace
+
+llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
+                                           const plan::Plan &plan,
+                                           const DeviceModel &device,
+                                           const PredictOptions &options) {
+  StepPrediction result;
+  result.device = device.name;
+  result.sharedHost = device.sharedHost;
+  auto gridAttr = func->getAttrOfType<DenseI64ArrayAttr>(kGridAttr);
+  if (!gridAttr)
+    return failure("the function has no device grid (tofu.grid)");
+  DeviceGrid grid{{gridAttr.asArrayRef().begin(), gridAttr.asArrayRef().end()}};
+  size_t numSteps = grid.steps.size();
+  int64_t k = grid.numDevices();
+  if (k != static_cast<int64_t>(plan.devices.size()))
+    return failure("the grid has " + llvm::Twine(k) + " devices, the plan " +
+                   llvm::Twine(plan.devices.size()));
+  if (device.links.empty())
+    return failure("device '" + device.name + "' has no links");
+
+  // The link of each recursion step.
+  for (size_t s = 0; s < numSteps; ++s) {
+    StepLink link;
+    if (s < options.topologyLinks.size() && s < options.topologyGbps.size()) {
+      link.name = options.topologyLinks[s];
+      link.gbps = options.topologyGbps[s];
+      const DeviceModel::Link *known = device.linkNamed(link.name);
+      link.latencySeconds = known ? known->latencySeconds
+                                  : device.links.front().latencySeconds;
+    } else {
+      link.name = device.links.front().name;
+      link.gbps = device.links.front().gbps;
+      link.latencySeconds = device.links.front().latencySeconds;
+    }
+    result.links.push_back(link);
+  }
+
+  // The ops by name (materialize names each instruction after its op).
+  llvm::StringMap<OpInfo> ops;
+  for (ComputeOp op : func.getOps<ComputeOp>()) {
+    OpInfo info;
+    info.op = op;
+    if (auto attr = op->getAttrOfType<ArrayAttr>(kPlanAttr))
+      for (auto strategy : attr.getAsRange<StrategyAttr>())
+        info.strategies.push_back(strategy);
+    if (!ops.try_emplace(op.getName(), std::move(info)).second)
+      return failure("two ops are named '" + op.getName() +
+                     "'; instructions cannot be matched to ops");
+  }
+
+  StepTimeModel model(device);
+  std::vector<std::vector<int64_t>> coordinates;
+  for (int64_t d = 0; d < k; ++d)
+    coordinates.push_back(grid.coordinates(d));
+  auto stepBetween = [&](int64_t a, int64_t b) -> size_t {
+    for (size_t s = 0; s < numSteps; ++s)
+      if (coordinates[a][s] != coordinates[b][s])
+        return s;
+    return numSteps - 1;
+  };
+
+  result.devices.resize(k);
+  result.stepBytes.assign(numSteps, 0);
+  result.stepBytesBusiest.assign(numSteps, 0);
+  std::vector<std::vector<uint64_t>> received(k,
+                                              std::vector<uint64_t>(numSteps));
+  std::map<std::string, double> byKernel;
+  // Per seq level, per device: the instruction times added up.
+  std::map<int64_t, std::vector<InstrTime>> levels;
+  for (int64_t d = 0; d < k; ++d) {
+    const plan::DeviceProgram &program = plan.devices[d];
+    StepPrediction::Device &dev = result.devices[d];
+    dev.peakBytes = program.peakBytes;
+    for (const plan::Instr &instr : program.instrs) {
+      InstrTime time;
+      time.comm.assign(numSteps, 0);
+      if (instr.kind == plan::Instr::Kind::Compute) {
+        auto it = ops.find(instr.op);
+        if (it == ops.end())
+          return failure("instruction of op '" + instr.op +
+                         "' has no op of that name");
+        OpInfo &info = it->second;
+        if (!info.instance) {
+          auto instance = tofu::instantiate(info.op);
+          if (!instance)
+            return failure("op '" + instr.op + "': " +
+                           llvm::toString(instance.takeError()));
+          info.instance = std::move(*instance);
+        }
+        unsigned output =
+            static_cast<unsigned>(plan::intAttr(instr, "tofu.output", 0));
+        if (output >= info.instance->outputTypes().size())
+          return failure("op '" + instr.op + "' has no output " +
+                         llvm::Twine(output));
+        OpShare share =
+            opShare(grid, *info.instance, output, info.strategies, d);
+        ShareWork work = describeShare(*info.instance, output, share);
+        // A partial sum's reduction is its own instruction, timed below.
+        work.partial = false;
+        // The instruction's program is its output's (one per output).
+        if (!instr.programs.empty())
+          work.transcendentals = countTranscendentals(
+              instr.programs[instr.programs.size() == 1 ? 0 : output]);
+        time.compute = model.computeSeconds(work);
+        byKernel[instr.kernel] += time.compute;
+      } else {
+        bool reduce = instr.kind == plan::Instr::Kind::Reduce;
+        if (instr.dst < 0 ||
+            static_cast<size_t>(instr.dst) >= program.buffers.size())
+          return failure("device " + llvm::Twine(d) +
+                         " has a transfer into a missing buffer");
+        const plan::Buffer &dst = program.buffers[instr.dst];
+        double elementSize =
+            plan::dtypeSize(plan.tensors[dst.tensor].dtype);
+        std::vector<double> remote(numSteps, 0), messages(numSteps, 0);
+        double local = 0, all = 0;
+        for (const plan::Piece &piece : instr.pieces) {
+          double bytes = piece.region.numElements() * elementSize;
+          if (bytes <= 0)
+            continue;
+          all += bytes;
+          if (piece.device == d) {
+            local += bytes;
+            continue;
+          }
+          size_t s = stepBetween(d, piece.device);
+          remote[s] += bytes;
+          messages[s] += 1;
+          received[d][s] += static_cast<uint64_t>(bytes);
+          dev.receivedBytes += static_cast<uint64_t>(bytes);
+        }
+        if (all > 0) {
+          // A copy reads and writes each local byte; a reduction also
+          // reads what it adds to, for every piece.
+          time.copy = device.launchSeconds +
+                      (2 * local + (reduce ? 2 * all : 0)) /
+                          device.memoryBytesPerSecond;
+          for (size_t s = 0; s < numSteps; ++s)
+            if (remote[s] > 0)
+              time.comm[s] = remote[s] / (result.links[s].gbps * 1e9) +
+                             messages[s] * result.links[s].latencySeconds;
+        }
+      }
+      dev.computeSeconds += time.compute;
+      dev.copySeconds += time.copy;
+      for (double c : time.comm)
+        dev.commSeconds += c;
+      auto &level = levels[instr.seq];
+      if (level.empty())
+        level.assign(k, InstrTime{0, 0, std::vector<double>(numSteps, 0)});
+      InstrTime &sum = level[d];
+      sum.compute += time.compute;
+      sum.copy += time.copy;
+      for (size_t s = 0; s < numSteps; ++s)
+        sum.comm[s] += time.comm[s];
+    }
+  }
+
+  result.commSecondsPerStep.assign(numSteps, 0);
+  auto add = [&](const InstrTime &time) {
+    result.computeSeconds += time.compute;
+    result.copySeconds += time.copy;
+    for (size_t s = 0; s < numSteps; ++s)
+      result.commSecondsPerStep[s] += time.comm[s];
+  };
+  for (const auto &[seq, times] : levels) {
+    if (device.sharedHost) {
+      for (const InstrTime &time : times)
+        add(time);
+      continue;
+    }
+    // The slowest device of the level (ties: the lowest index).
+    size_t slowest = 0;
+    for (size_t d = 1; d < times.size(); ++d)
+      if (times[d].total() > times[slowest].total())
+        slowest = d;
+    add(times[slowest]);
+  }
+  result.stepSeconds =
+      result.computeSeconds + result.copySeconds + result.commSeconds();
+  for (int64_t d = 0; d < k; ++d) {
+    result.busiestDeviceSeconds = std::max(
+        result.busiestDeviceSeconds, result.devices[d].busySeconds());
+    for (size_t s = 0; s < numSteps; ++s) {
+      result.stepBytes[s] += received[d][s];
+      result.stepBytesBusiest[s] =
+          std::max(result.stepBytesBusiest[s], received[d][s]);
+    }
+  }
+  result.kernelSeconds.assign(byKernel.begin(), byKernel.end());
+  result.batchSize = plan.batchSize;
+  if (result.stepSeconds > 0)
+    result.samplesPerSecond = plan.batchSize / result.stepSeconds;
+
+  // Fit.
+  result.memoryBytes = device.memoryBytes;
+  result.memoryMargin = options.memoryMargin;
+  if (device.memoryBytes) {
+    result.usableBytes = static_cast<uint64_t>(
+        std::floor(device.memoryBytes * (1 - options.memoryMargin)));
+    if (device.sharedHost) {
+      for (const auto &dev : result.devices)
+        result.worstBytes += dev.peakBytes;
+      result.worstDevice = -1;
+    } else {
+      for (int64_t d = 0; d < k; ++d)
+        if (result.devices[d].peakBytes > result.worstBytes) {
+          result.worstBytes = result.devices[d].peakBytes;
+          result.worstDevice = d;
+        }
+    }
+    result.fits = result.worstBytes <= result.usableBytes;
+    if (!result.fits) {
+      result.overBytes = result.worstBytes - result.usableBytes;
+      // Virtual devices on one host share its memory: more of them do
+      // not help.
+      if (!device.sharedHost && result.usableBytes > 0)
+        result.estimatedFittingDevices = static_cast<int64_t>(std::ceil(
+            static_cast<double>(k) * result.worstBytes / result.usableBytes));
+    }
+  }
+  return result;
+}
+
+std::string formatFit(const StepPrediction &p) {
+  if (!p.memoryBytes)
+    return llvm::formatv("memory fit: not checked (device {0} gives no "
+                         "memory size)",
+                         p.device)
+        .str();
+  std::string usable = llvm::formatv("{0} usable ({1} bytes less a {2}% "
+                                     "margin)",
+                                     p.usableBytes, p.memoryBytes,
+                                     std::lround(p.memoryMargin * 100))
+                           .str();
+  std::string who = p.worstDevice < 0
+                        ? std::string("all devices together (one host)")
+                        : "device " + std::to_string(p.worstDevice);
+  if (p.fits)
+    return llvm::formatv("memory fit: fits: {0} peak {1} bytes of {2}", who,
+                         p.worstBytes, usable)
+        .str();
+  std::string line =
+      llvm::formatv("memory fit: does not fit: {0} needs {1} bytes, {2} "
+                    "over the {3}",
+                    who, p.worstBytes, p.overBytes, usable)
+          .str();
+  if (p.estimatedFittingDevices > 0)
+    line += llvm::formatv("; about {0} devices would (peak memory taken as "
+                          "1/k; --gpus auto compiles to check)",
+                          p.estimatedFittingDevices)
+                .str();
+  else if (p.worstDevice < 0)
+    line += "; more virtual devices on one host do not add memory";
+  return line;
+}
+
+std::string formatPredictionText(const StepPrediction &p) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv(
+      "predicted step time: {0:e3} s on {1} ({2} devices, {3}): compute "
+      "{4:e3} s + transfers {5:e3} s + copies {6:e3} s; {7:f1} samples/s "
+      "(batch {8}); busiest device {9:e3} s\n",
+      p.stepSeconds, p.device, p.devices.size(),
+      p.sharedHost ? "one shared host: all devices' work adds up"
+                   : "side by side, each seq level waits for its slowest "
+                     "device, no overlap within a device",
+      p.computeSeconds, p.commSeconds(), p.copySeconds, p.samplesPerSecond,
+      p.batchSize, p.busiestDeviceSeconds);
+  for (size_t s = 0; s < p.links.size(); ++s)
+    os << llvm::formatv("  step {0} transfers: {1:e3} s over {2} at {3} GB/s "
+                        "(latency {4:e1} s); {5} bytes received, at most {6} "
+                        "by one device\n",
+                        s + 1, p.commSecondsPerStep[s], p.links[s].name,
+                        p.links[s].gbps, p.links[s].latencySeconds,
+                        p.stepBytes[s], p.stepBytesBusiest[s]);
+  for (size_t d = 0; d < p.devices.size(); ++d) {
+    const auto &dev = p.devices[d];
+    os << llvm::formatv("  device {0}: busy {1:e3} s (compute {2:e3} s, "
+                        "transfers {3:e3} s, copies {4:e3} s), receives {5} "
+                        "bytes, peak {6} bytes\n",
+                        d, dev.busySeconds(), dev.computeSeconds,
+                        dev.commSeconds, dev.copySeconds, dev.receivedBytes,
+                        dev.peakBytes);
+  }
+  os << formatFit(p) << "\n";
+  return text;
+}
+
+} // namespace tofu

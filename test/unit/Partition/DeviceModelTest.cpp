@@ -1,0 +1,186 @@
+//===- DeviceModelTest.cpp - device descriptions ---------------------------===//
+//
+// tofu/Transforms/DeviceModel.h: the built-in descriptions parse and carry
+// their datasheet numbers, a description round-trips, and every malformed
+// field is a one-line error that names it.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Transforms/DeviceModel.h"
+#include "tofu/Transforms/StepTimeModel.h"
+
+#include <gtest/gtest.h>
+
+using namespace tofu;
+
+namespace {
+
+/// A minimal valid description with `extra` spliced into the root object.
+std::string minimal(const std::string &extra = "",
+                    const std::string &compute =
+                        R"("f32": {"gemm": {"peak_flops": 1e12, "efficiency": 0.5},
+                                   "vector": {"peak_flops": 1e11}})",
+                    const std::string &links =
+                        R"([{"name": "pcie", "gbps": 10, "latency_seconds": 1e-5}])") {
+  return R"({"format": "tofu-device/1", "name": "t", "compute": {)" + compute +
+         R"(}, "memory": {"bytes": 1024, "bytes_per_second": 2e9, "efficiency": 0.5},
+            "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": )" +
+         links + extra + "}";
+}
+
+/// The error of parsing `json` (fails the test when it parses).
+std::string errorOf(const std::string &json) {
+  auto model = parseDeviceDescription(json, "t.json");
+  if (model) {
+    ADD_FAILURE() << "parsed: " << json;
+    return "";
+  }
+  std::string message = llvm::toString(model.takeError());
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  return message;
+}
+
+TEST(DeviceModel, BuiltinsParseWithSources) {
+  for (const std::string &name : DeviceModel::builtinNames()) {
+    auto model = DeviceModel::builtin(name);
+    ASSERT_TRUE(model) << name;
+    EXPECT_EQ(model->name, name);
+    EXPECT_FALSE(model->sources.empty()) << name;
+    EXPECT_GT(model->memoryBytes, 0u) << name;
+    EXPECT_FALSE(model->links.empty()) << name;
+  }
+  EXPECT_FALSE(DeviceModel::builtin("tpu"));
+  EXPECT_EQ(DeviceModel::builtinNames(),
+            (std::vector<std::string>{"cpu", "k80", "v100", "a100", "h100"}));
+}
+
+TEST(DeviceModel, K80IsThePapersTestbed) {
+  DeviceModel k80 = *DeviceModel::builtin("k80");
+  // 12 GB per GPU, PCIe peer-to-peer 21 GB/s (Tofu paper, section 7).
+  EXPECT_EQ(k80.memoryBytes, 12ull << 30);
+  ASSERT_TRUE(k80.linkNamed("pcie"));
+  EXPECT_DOUBLE_EQ(k80.linkNamed("pcie")->gbps, 21);
+  // Half a board's 8.73 TFLOP/s FP32 peak.
+  EXPECT_DOUBLE_EQ(k80.ratesOf(tdl::ElemType::F32)->gemm.peakFlops, 4.37e12);
+  // No bf16 entry: float32's rates.
+  EXPECT_EQ(k80.ratesOf(tdl::ElemType::BF16)->dtype, tdl::ElemType::F32);
+}
+
+TEST(DeviceModel, PartitionerRatesAreUnchanged) {
+  // The time objective's plans depend on these: they must stay what they
+  // were before device descriptions existed (docs/Partitioning.md).
+  DeviceModel cpu = DeviceModel::genericCpu();
+  EXPECT_DOUBLE_EQ(cpu.gemmFlopsPerSecond, 70e9);
+  EXPECT_DOUBLE_EQ(cpu.vectorFlopsPerSecond, 8e9);
+  EXPECT_DOUBLE_EQ(cpu.memoryBytesPerSecond, 10e9);
+  EXPECT_DOUBLE_EQ(cpu.launchSeconds, 5e-6);
+  EXPECT_DOUBLE_EQ(cpu.gemmHalfExtent, 32);
+  EXPECT_DOUBLE_EQ(cpu.messageLatencySeconds, 2e-6);
+  EXPECT_TRUE(cpu.sharedHost);
+  DeviceModel h100 = DeviceModel::h100();
+  EXPECT_NEAR(h100.gemmFlopsPerSecond, 54e12, 1e3);
+  EXPECT_NEAR(h100.vectorFlopsPerSecond, 30e12, 1e3);
+  EXPECT_NEAR(h100.memoryBytesPerSecond, 3.0e12, 1e3);
+  EXPECT_DOUBLE_EQ(h100.messageLatencySeconds, 10e-6);
+  EXPECT_FALSE(h100.sharedHost);
+}
+
+TEST(DeviceModel, ParsesAndRoundTrips) {
+  auto model = parseDeviceDescription(minimal(), "t.json");
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  EXPECT_DOUBLE_EQ(model->gemmFlopsPerSecond, 0.5e12);
+  EXPECT_DOUBLE_EQ(model->vectorFlopsPerSecond, 1e11);
+  // conv defaults to the GEMM rate; memory is peak x efficiency.
+  EXPECT_DOUBLE_EQ(model->compute[0].conv.sustained(), 0.5e12);
+  EXPECT_DOUBLE_EQ(model->memoryBytesPerSecond, 1e9);
+  EXPECT_EQ(model->memoryBytes, 1024u);
+  EXPECT_DOUBLE_EQ(model->messageLatencySeconds, 1e-5);
+  EXPECT_FALSE(model->sharedHost);
+  auto again =
+      parseDeviceDescription(formatDeviceDescription(*model), "again.json");
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_EQ(formatDeviceDescription(*again), formatDeviceDescription(*model));
+  for (const std::string &name : DeviceModel::builtinNames()) {
+    DeviceModel builtin = *DeviceModel::builtin(name);
+    auto copy =
+        parseDeviceDescription(formatDeviceDescription(builtin), name);
+    ASSERT_TRUE(bool(copy)) << llvm::toString(copy.takeError());
+    EXPECT_DOUBLE_EQ(copy->gemmFlopsPerSecond, builtin.gemmFlopsPerSecond);
+    EXPECT_DOUBLE_EQ(copy->memoryBytesPerSecond,
+                     builtin.memoryBytesPerSecond);
+    EXPECT_EQ(copy->memoryBytes, builtin.memoryBytes);
+    EXPECT_EQ(copy->sharedHost, builtin.sharedHost);
+  }
+}
+
+TEST(DeviceModel, RateByElementTypeAndClass) {
+  DeviceModel h100 = DeviceModel::h100();
+  StepTimeModel model(h100);
+  ShareWork work;
+  work.kind = OpClass::Contraction;
+  work.dtype = tdl::ElemType::BF16;
+  EXPECT_DOUBLE_EQ(model.flopsPerSecond(work), 989e12 * 0.65);
+  work.convolution = true;
+  EXPECT_DOUBLE_EQ(model.flopsPerSecond(work), 989e12 * 0.5);
+  work.kind = OpClass::Elementwise;
+  EXPECT_DOUBLE_EQ(model.flopsPerSecond(work), 134e12 * 0.45);
+  work.dtype = tdl::ElemType::I64; // no entry: float32's
+  EXPECT_DOUBLE_EQ(model.flopsPerSecond(work), h100.vectorFlopsPerSecond);
+}
+
+TEST(DeviceModel, ErrorsNameTheField) {
+  auto has = [](const std::string &message, const std::string &part) {
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "'" << message << "' lacks '" << part << "'";
+  };
+  has(errorOf("{"), "device description 't.json': (file): not valid JSON");
+  has(errorOf("[]"), "expected a JSON object, got an array");
+  has(errorOf(R"({"name": "x"})"), "format: missing");
+  has(errorOf(minimal(", \"colour\": 1")), "colour: unknown field");
+  has(errorOf(minimal(", \"shared_host\": 1")),
+      "shared_host: expected true or false, got a number");
+  has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": -1}, "vector": {"peak_flops": 1}})")),
+      "compute.f32.gemm.peak_flops: expected a positive finite number, got -1");
+  has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": 1, "efficiency": 1.5}, "vector": {"peak_flops": 1}})")),
+      "compute.f32.gemm.efficiency: expected a positive finite number at most 1");
+  has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": "fast"}, "vector": {"peak_flops": 1}})")),
+      "compute.f32.gemm.peak_flops: expected a positive number, got a string");
+  has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": 1}})")),
+      "compute.f32.vector: missing");
+  has(errorOf(minimal("", R"("f8": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}})")),
+      "compute.f8: unknown element type");
+  has(errorOf(minimal("", R"("f64": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}})")),
+      "compute.f32: missing");
+  has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}, "tensor": 3})")),
+      "compute.f32.tensor: unknown field");
+  has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}})", "[]")),
+      "links: expected at least one link");
+  has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}})",
+                      R"([{"name": "a", "gbps": 1, "latency_seconds": 1e-6}, {"name": "a", "gbps": 2, "latency_seconds": 1e-6}])")),
+      "links[1].name: link 'a' is given twice");
+  has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}})",
+                      R"([{"name": "a", "gbps": 0, "latency_seconds": 1e-6}])")),
+      "links[0].gbps: expected a positive finite number, got 0");
+  // Deep nesting is refused before the recursive JSON parser sees it.
+  has(errorOf(std::string(200000, '[') + std::string(200000, ']')),
+      "(file): nested more than 32 levels deep");
+  // A name with control characters is printed without them.
+  std::string message = errorOf(minimal(", \"\\u001b[31m\": 1"));
+  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+  has(errorOf(R"({"format": "tofu-device/1", "name": "t", "compute": {"f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}}}, "memory": {"bytes": 1.5, "bytes_per_second": 1}, "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": [{"name": "a", "gbps": 1, "latency_seconds": 1e-6}]})"),
+      "memory.bytes: expected a whole number of bytes, got 1.5");
+}
+
+TEST(DeviceModel, LoadRefusesWhatIsNotADescription) {
+  auto error = [](llvm::StringRef path) {
+    auto model = loadDeviceModel(path);
+    EXPECT_FALSE(bool(model)) << path.str();
+    return model ? std::string() : llvm::toString(model.takeError());
+  };
+  EXPECT_NE(error("/nonexistent/device.json").find(
+                "not a built-in device and no such file (built in: cpu, k80"),
+            std::string::npos);
+  EXPECT_NE(error("/dev/zero").find("not a regular file"), std::string::npos);
+  EXPECT_NE(error("/").find("not a regular file"), std::string::npos);
+}
+
+} // namespace

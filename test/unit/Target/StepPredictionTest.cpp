@@ -1,0 +1,223 @@
+//===- StepPredictionTest.cpp - predicted step time of a plan -------------===//
+//
+// tofu/Target/StepPrediction.h on a hand-written partitioned IR whose every
+// instruction's time is worked out by hand from the formulas in the header
+// (a device model with round numbers): Y = X · W on 2 devices, rows of X
+// and Y split, W's columns split, so each device fetches the other half of
+// W and computes its rows.
+//
+//===----------------------------------------------------------------------===//
+#include "tofu/Target/PlanBuilder.h"
+#include "tofu/Target/PlanPrinter.h"
+#include "tofu/Target/StepPrediction.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/JSON.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+
+namespace {
+
+/// X [4, 8] and Y [4, 6]: device d owns rows 2d, 2d+1; W [8, 6]: device d
+/// owns columns 3d..3d+2. The Gemm splits Y's rows.
+constexpr const char *kIR = R"mlir(
+func.func @main() attributes {tofu.grid = array<i64: 2>} {
+  %w = tofu.param "w" {tofu.tilings = [#tofu.tiling<[(1, 2)]>], value = dense<1.0> : tensor<8x6xf32>} : tensor<8x6xf32>
+  %x = tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[(0, 2)]>]} : tensor<4x8xf32>
+  %y = tofu.compute "Gemm"(%x, %w) {attrs = {}, name = "mm", tofu.plan = [#tofu.strategy<split 0 dim 0>], tofu.tilings = [#tofu.tiling<[(0, 2)]>]} : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+  return
+}
+)mlir";
+
+/// Round numbers: 1 GFLOP/s GEMMs with half-efficiency side 1, 1 GB/s
+/// memory, 1 us launches, one 1 GB/s link with 10 us latency.
+tofu::DeviceModel roundDevice() {
+  tofu::DeviceModel model;
+  model.name = "round";
+  model.gemmFlopsPerSecond = 1e9;
+  model.vectorFlopsPerSecond = 1e9;
+  model.memoryBytesPerSecond = 1e9;
+  model.launchSeconds = 1e-6;
+  model.gemmHalfExtent = 1;
+  model.messageLatencySeconds = 1e-5;
+  model.links = {{"wire", 1, 1e-5}};
+  return model;
+}
+
+class PredictGemm : public ::testing::Test {
+protected:
+  void SetUp() override {
+    context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
+    module = parseSourceString<ModuleOp>(kIR, &context);
+    ASSERT_TRUE(module);
+    func = *module->getOps<func::FuncOp>().begin();
+    auto built = tofu::materialize(func);
+    ASSERT_TRUE(static_cast<bool>(built)) << llvm::toString(built.takeError());
+    plan = std::move(*built);
+    tofu::planMemory(plan);
+  }
+
+  tofu::StepPrediction predict(const tofu::DeviceModel &device,
+                               tofu::PredictOptions options = {}) {
+    auto prediction = tofu::predictStep(func, plan, device, options);
+    if (!prediction) {
+      ADD_FAILURE() << llvm::toString(prediction.takeError());
+      return {};
+    }
+    return *prediction;
+  }
+
+  // Per device, by hand:
+  //  compute: m = 2, n = 6, k = 8 -> 192 flops at 1e9 x (2/3)(6/7)(8/9)
+  //    FLOP/s (the 304 bytes touched take less at 1 GB/s), plus a launch;
+  static constexpr double kCompute =
+      1e-6 + 192 / (1e9 * (2.0 / 3) * (6.0 / 7) * (8.0 / 9));
+  //  fetch of W: its own 24 elements copied locally (read + write 96
+  //    bytes), the other 24 over the link, plus a launch;
+  static constexpr double kCopy = 1e-6 + 2 * 96 / 1e9;
+  static constexpr double kComm = 96 / 1e9 + 1e-5;
+
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp func;
+  tofu::plan::Plan plan;
+};
+
+TEST_F(PredictGemm, EveryInstructionTimedByHand) {
+  tofu::StepPrediction p = predict(roundDevice());
+  ASSERT_EQ(p.devices.size(), 2u);
+  for (const auto &device : p.devices) {
+    EXPECT_NEAR(device.computeSeconds, kCompute, 1e-15);
+    EXPECT_NEAR(device.copySeconds, kCopy, 1e-15);
+    EXPECT_NEAR(device.commSeconds, kComm, 1e-15);
+    EXPECT_EQ(device.receivedBytes, 96u);
+  }
+  // Side by side: the fetch level, then the compute level.
+  EXPECT_NEAR(p.stepSeconds, kCompute + kCopy + kComm, 1e-15);
+  EXPECT_NEAR(p.busiestDeviceSeconds, kCompute + kCopy + kComm, 1e-15);
+  ASSERT_EQ(p.commSecondsPerStep.size(), 1u);
+  EXPECT_NEAR(p.commSecondsPerStep[0], kComm, 1e-15);
+  EXPECT_EQ(p.stepBytes, (std::vector<uint64_t>{192}));
+  EXPECT_EQ(p.stepBytesBusiest, (std::vector<uint64_t>{96}));
+  ASSERT_EQ(p.links.size(), 1u);
+  EXPECT_EQ(p.links[0].name, "wire");
+  EXPECT_EQ(p.batchSize, 4);
+  EXPECT_NEAR(p.samplesPerSecond, 4 / p.stepSeconds, 1e-6);
+  // No memory size: nothing checked.
+  EXPECT_TRUE(p.fits);
+  EXPECT_EQ(p.usableBytes, 0u);
+}
+
+TEST_F(PredictGemm, SharedHostAddsDevicesUp) {
+  tofu::DeviceModel device = roundDevice();
+  device.sharedHost = true;
+  tofu::StepPrediction p = predict(device);
+  EXPECT_NEAR(p.stepSeconds, 2 * (kCompute + kCopy + kComm), 1e-15);
+  EXPECT_NEAR(p.computeSeconds, 2 * kCompute, 1e-15);
+}
+
+TEST_F(PredictGemm, TopologyGivesTheLink) {
+  tofu::DeviceModel device = roundDevice();
+  device.links.push_back({"slow", 0.5, 1e-4});
+  tofu::PredictOptions options;
+  options.topologyLinks = {"slow"};
+  options.topologyGbps = {0.25}; // --topology wins over the description
+  tofu::StepPrediction p = predict(device, options);
+  EXPECT_NEAR(p.commSecondsPerStep[0], 96 / 0.25e9 + 1e-4, 1e-15);
+  // A level the description does not name: its first link's latency.
+  options.topologyLinks = {"other"};
+  p = predict(device, options);
+  EXPECT_NEAR(p.commSecondsPerStep[0], 96 / 0.25e9 + 1e-5, 1e-15);
+}
+
+TEST_F(PredictGemm, FitAgainstMemoryLessMargin) {
+  tofu::DeviceModel device = roundDevice();
+  uint64_t peak = std::max(plan.devices[0].peakBytes,
+                           plan.devices[1].peakBytes);
+  ASSERT_GT(peak, 0u);
+  device.memoryBytes = 10 * peak;
+  tofu::StepPrediction p = predict(device);
+  EXPECT_TRUE(p.fits);
+  EXPECT_EQ(p.usableBytes, 9 * peak);
+  EXPECT_EQ(p.worstBytes, peak);
+
+  // Usable = 90% of 1000 bytes... of peak: over by peak - usable, and
+  // k x peak / usable devices would do.
+  device.memoryBytes = peak; // usable 0.9 peak
+  p = predict(device);
+  EXPECT_FALSE(p.fits);
+  uint64_t usable = static_cast<uint64_t>(std::floor(peak * 0.9));
+  EXPECT_EQ(p.usableBytes, usable);
+  EXPECT_EQ(p.overBytes, peak - usable);
+  EXPECT_EQ(p.estimatedFittingDevices, 3); // ceil(2 / 0.9)
+  std::string line = tofu::formatFit(p);
+  EXPECT_NE(line.find("does not fit"), std::string::npos) << line;
+  EXPECT_NE(line.find("about 3 devices would"), std::string::npos) << line;
+
+  // A shared host: all arenas together, and more virtual devices do not help.
+  device.sharedHost = true;
+  device.memoryBytes = peak;
+  p = predict(device);
+  EXPECT_FALSE(p.fits);
+  EXPECT_EQ(p.worstDevice, -1);
+  EXPECT_EQ(p.worstBytes,
+            plan.devices[0].peakBytes + plan.devices[1].peakBytes);
+  EXPECT_EQ(p.estimatedFittingDevices, 0);
+}
+
+TEST_F(PredictGemm, JsonCarriesThePrediction) {
+  tofu::StepPrediction p = predict(roundDevice());
+  auto json = llvm::json::parse(tofu::formatPlanJson(func, plan, &p));
+  ASSERT_TRUE(static_cast<bool>(json)) << llvm::toString(json.takeError());
+  const llvm::json::Object *predicted =
+      json->getAsObject()->getObject("predicted");
+  ASSERT_TRUE(predicted);
+  EXPECT_NEAR(*predicted->getNumber("step_seconds"), p.stepSeconds, 1e-18);
+  EXPECT_NEAR(*predicted->getNumber("step_seconds"),
+              *predicted->getNumber("compute_seconds") +
+                  *predicted->getNumber("comm_seconds") +
+                  *predicted->getNumber("copy_seconds"),
+              1e-18);
+  EXPECT_EQ(predicted->getArray("per_device")->size(), 2u);
+  // Without a prediction, no key (plan.bin's stored text has none either).
+  auto plain = llvm::json::parse(tofu::formatPlanJson(func, plan));
+  ASSERT_TRUE(static_cast<bool>(plain));
+  EXPECT_FALSE(plain->getAsObject()->get("predicted"));
+  EXPECT_EQ(tofu::formatPlanText(func, plan, false).find("predicted"),
+            std::string::npos);
+}
+
+TEST(PredictTranscendentals, TanhCostsTranscendentalFlops) {
+  // One device, Y = Tanh(X) on 1000 floats: 1000 FLOPs plus one tanh per
+  // element at 9 FLOPs each, at 1e9 FLOP/s (the 8000 bytes take 8e-6 s).
+  MLIRContext context;
+  context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
+  auto module = parseSourceString<ModuleOp>(R"mlir(
+func.func @main() attributes {tofu.grid = array<i64: 1>} {
+  %x = tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[]>]} : tensor<1000xf32>
+  %y = tofu.compute "Tanh"(%x) {attrs = {}, name = "t", tofu.plan = [#tofu.strategy<split 0 dim 0>], tofu.tilings = [#tofu.tiling<[]>]} : (tensor<1000xf32>) -> tensor<1000xf32>
+  return
+}
+)mlir", &context);
+  ASSERT_TRUE(module);
+  auto func = *module->getOps<func::FuncOp>().begin();
+  auto plan = tofu::materialize(func);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  tofu::planMemory(*plan);
+  tofu::DeviceModel device = roundDevice();
+  device.transcendentalFlops = 9;
+  auto p = tofu::predictStep(func, *plan, device, {});
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(p->computeSeconds, 1e-6 + (1000 + 9 * 1000) / 1e9, 1e-15);
+  // As cheap as an add: memory-bound.
+  device.transcendentalFlops = 1;
+  p = tofu::predictStep(func, *plan, device, {});
+  ASSERT_TRUE(static_cast<bool>(p));
+  EXPECT_NEAR(p->computeSeconds, 1e-6 + 8000 / 1e9, 1e-15);
+}
+
+} // namespace
