@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs what tofuc needs on a fresh Debian 12 machine (as root), skipping
 # what is already there. Idempotent; called by demo.sh and test.sh.
+#   scripts/setup.sh --fuzz   the Debian packages only, plus clang with
+#                             libFuzzer and the sanitizer runtimes (clang,
+#                             libclang-rt-dev) for scripts/fuzz.sh and
+#                             scripts/sanitize.sh
 set -euo pipefail
 
 debs=(
@@ -14,6 +18,9 @@ debs=(
   chromium python3-pil
   openmpi-bin libopenmpi-dev
 )
+if [ "${1:-}" = --fuzz ]; then
+  debs+=(clang libclang-rt-dev)
+fi
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,6 +31,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
+[ "${1:-}" = --fuzz ] && exit 0
 # lit (the LLVM test runner) comes with llvm-22-tools; fall back to pip.
 if [ ! -x /usr/lib/llvm-22/bin/lit ] && ! command -v lit >/dev/null; then
   python3 -m pip install -q lit

@@ -99,7 +99,9 @@ llvm::Error normalizeEinsum(
   std::vector<int64_t> extents(ellipsisRank, 1);
   std::map<char, int> count;
   std::vector<int64_t> flat;
-  for (auto [k, term] : llvm::enumerate(terms)) {
+  for (size_t k = 0; k < terms.size(); ++k) {
+    // An index, not a structured binding: C++17 lambdas cannot capture those.
+    const auto &term = terms[k];
     int64_t rank = shapes[k].size();
     int64_t own = rank - static_cast<int64_t>(term.letters.size());
     int64_t d = 0;

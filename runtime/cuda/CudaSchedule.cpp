@@ -1043,7 +1043,9 @@ std::string tofu::cuda::validateSchedule(const Plan &plan,
   for (size_t d = 0; d < k; ++d)
     hazards.emplace_back(mapping.devices[d].sliceBytes);
   for (size_t o = 0; o < order.size(); ++o) {
-    const auto [d, i] = order[o];
+    // Plain variables, not a structured binding: the lambda below captures
+    // them, which C++17 forbids for bindings (clang 14 refuses it).
+    const int32_t d = order[o].first, i = order[o].second;
     auto it = posOf.find({d, i});
     if (it == posOf.end())
       continue;

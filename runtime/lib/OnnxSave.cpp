@@ -47,7 +47,62 @@ bool dtypeOfOnnx(int32_t code, tofu::plan::DType &dtype) {
   return false;
 }
 
+/// Parses the plan's embedded model (its MODEL section) into `proto`.
+std::string parseEmbeddedModel(const std::vector<uint8_t> &model,
+                               onnx::ModelProto &proto) {
+  if (model.empty())
+    return "the plan carries no ONNX model (its MODEL section is empty); "
+           "recompile it with a tofuc that embeds the model to use --save";
+  if (model.size() > static_cast<size_t>(INT_MAX))
+    return "the embedded ONNX model is larger than 2 GiB, more than protobuf "
+           "can parse; compile the plan from a model that keeps its weights "
+           "in external data";
+  if (!proto.ParseFromArray(model.data(), static_cast<int>(model.size())))
+    return "the embedded ONNX model does not parse as a ModelProto; the plan "
+           "is corrupt (recompile it with tofuc)";
+  return "";
+}
+
+/// The error when initializer `init` cannot hold the values of `p` (its
+/// element type or shape differs), or "".
+std::string checkInitializer(const onnx::TensorProto &init,
+                             const TrainedParam &p) {
+  if (init.data_type() != tofu::runtime::onnxDataTypeOf(p.dtype))
+    return "initializer '" + init.name() + "' has ONNX element type " +
+           std::to_string(init.data_type()) + ", expected " +
+           std::to_string(tofu::runtime::onnxDataTypeOf(p.dtype)) + " (" +
+           tofu::plan::dtypeNumpyName(p.dtype) +
+           ", the trained parameter's)";
+  std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
+  if (dims != p.shape)
+    return "initializer '" + init.name() + "' has a different shape in "
+           "the model than the trained parameter";
+  return "";
+}
+
 } // namespace
+
+std::string tofu::runtime::checkModelForSave(
+    const std::vector<uint8_t> &model,
+    const std::map<std::string, TrainedParam> &params) {
+  onnx::ModelProto proto;
+  if (std::string err = parseEmbeddedModel(model, proto); !err.empty())
+    return err;
+  std::set<std::string> found;
+  for (const onnx::TensorProto &init : proto.graph().initializer()) {
+    auto it = params.find(init.name());
+    if (it == params.end())
+      continue;
+    if (std::string err = checkInitializer(init, it->second); !err.empty())
+      return err;
+    found.insert(init.name());
+  }
+  for (const auto &[name, p] : params)
+    if (!found.count(name))
+      return "parameter '" + name + "' has no initializer in the embedded "
+             "ONNX model";
+  return "";
+}
 
 int32_t tofu::runtime::onnxDataTypeOf(plan::DType dtype) {
   for (auto [d, c] : kOnnxTypes)
@@ -63,17 +118,9 @@ std::string tofu::runtime::saveTrainedOnnx(
     const std::map<std::string, std::string> &metadata, bool externalData,
     std::string *externalName,
     const std::map<std::string, SavedStateTensor> &state) {
-  if (model.empty())
-    return "the plan carries no ONNX model (its MODEL section is empty); "
-           "recompile it with a tofuc that embeds the model to use --save";
-  if (model.size() > static_cast<size_t>(INT_MAX))
-    return "the embedded ONNX model is larger than 2 GiB, more than protobuf "
-           "can parse; compile the plan from a model that keeps its weights "
-           "in external data";
   onnx::ModelProto proto;
-  if (!proto.ParseFromArray(model.data(), static_cast<int>(model.size())))
-    return "the embedded ONNX model does not parse as a ModelProto; the plan "
-           "is corrupt (recompile it with tofuc)";
+  if (std::string err = parseEmbeddedModel(model, proto); !err.empty())
+    return err;
 
   std::map<std::string, bool> replaced;
   for (const auto &[name, p] : params)
@@ -118,15 +165,8 @@ std::string tofu::runtime::saveTrainedOnnx(
     if (it == params.end())
       continue;
     const TrainedParam &p = it->second;
-    if (init->data_type() != onnxDataTypeOf(p.dtype))
-      return "initializer '" + init->name() + "' has ONNX element type " +
-             std::to_string(init->data_type()) + ", expected " +
-             std::to_string(onnxDataTypeOf(p.dtype)) + " (" +
-             plan::dtypeNumpyName(p.dtype) + ", the trained parameter's)";
-    std::vector<int64_t> dims(init->dims().begin(), init->dims().end());
-    if (dims != p.shape)
-      return "initializer '" + init->name() + "' has a different shape in "
-             "the model than the trained parameter";
+    if (std::string err = checkInitializer(*init, p); !err.empty())
+      return err;
     store(init, reinterpret_cast<const char *>(p.bytes.data()),
           p.bytes.size());
     replaced[init->name()] = true;

@@ -24,10 +24,23 @@ const char *mpiLaunchVariable() {
   return nullptr;
 }
 
+/// True when torchrun (torch.distributed.run) started this process: it sets
+/// TORCHELASTIC_RUN_ID for every worker. A launcher that only sets RANK,
+/// WORLD_SIZE, MASTER_ADDR and MASTER_PORT (a shell script, a scheduler) is
+/// not torchrun, and messages must not say it is.
+bool startedByTorchrun() { return env("TORCHELASTIC_RUN_ID") != nullptr; }
+
+/// The launch as messages name it: "torchrun" or "the RANK/WORLD_SIZE
+/// environment".
+std::string envLaunchName() {
+  return startedByTorchrun() ? "torchrun" : "the RANK/WORLD_SIZE environment";
+}
+
 std::string parseInt(const char *name, long lo, long hi, int &out) {
   const char *v = env(name);
   if (!v)
-    return "the torchrun environment needs " + std::string(name) +
+    return "one process per device started through " + envLaunchName() +
+           " needs " + std::string(name) +
            " (set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)";
   char *end = nullptr;
   errno = 0;
@@ -65,7 +78,7 @@ std::string ProcessGroup::start(int &argc, char **&argv,
 #endif
   }
   if (env("RANK") || env("WORLD_SIZE")) {
-    launchedBy = "torchrun";
+    launchedBy = startedByTorchrun() ? "torchrun" : "RANK/WORLD_SIZE";
     int size = 0, rank = 0, port = 0;
     if (std::string err = parseInt("WORLD_SIZE", 1, 1 << 16, size);
         !err.empty())
@@ -77,8 +90,8 @@ std::string ProcessGroup::start(int &argc, char **&argv,
       return err;
     const char *addr = env("MASTER_ADDR");
     if (!addr)
-      return "the torchrun environment needs MASTER_ADDR (the host where "
-             "rank 0 listens)";
+      return "one process per device started through " + envLaunchName() +
+             " needs MASTER_ADDR (the host where rank 0 listens)";
     // torchrun's static rendezvous keeps its own key-value store listening
     // on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True); tofu-run then
     // meets on the next port.
@@ -98,8 +111,12 @@ std::string ProcessGroup::start(int &argc, char **&argv,
 std::string ProcessGroup::checkWorldSize(uint32_t numDevices) const {
   if (!transport || static_cast<uint32_t>(worldSize()) == numDevices)
     return "";
+  const std::string started =
+      launchedBy == "RANK/WORLD_SIZE"
+          ? "WORLD_SIZE=" + std::to_string(worldSize()) + " gives "
+          : launchedBy + " started ";
   return "the plan has " + std::to_string(numDevices) + " device" +
-         (numDevices == 1 ? "" : "s") + " but " + launchedBy + " started " +
+         (numDevices == 1 ? "" : "s") + " but " + started +
          std::to_string(worldSize()) + " process" +
          (worldSize() == 1 ? "" : "es") +
          "; start exactly one process per device (mpirun -np " +

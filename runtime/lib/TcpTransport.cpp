@@ -446,7 +446,7 @@ std::string tofu::runtime::createTcpTransport(int rank, int worldSize,
   if (worldSize > 1)
     if (std::string err = t->connectMesh(masterAddr, masterPort);
         !err.empty())
-      return "torchrun rendezvous (RANK=" + std::to_string(rank) +
+      return "rendezvous of the processes (RANK=" + std::to_string(rank) +
              ", WORLD_SIZE=" + std::to_string(worldSize) + ", MASTER_ADDR=" +
              masterAddr + ", MASTER_PORT=" + std::to_string(masterPort) +
              "): " + err;

@@ -216,6 +216,21 @@ std::string tofu::runtime::decodeTrainingState(const std::vector<uint8_t> &bytes
   return "";
 }
 
+std::string tofu::runtime::checkSaveModel(const Plan &plan) {
+  std::map<std::string, TrainedParam> params;
+  for (int32_t t : trainedParams(plan)) {
+    const TensorInfo &info = plan.tensors[t];
+    if (info.paramName.empty())
+      return "parameter tensor '" + info.name + "' has no ONNX initializer "
+             "name (paramName) in the plan";
+    TrainedParam p;
+    p.shape = info.shape;
+    p.dtype = info.dtype;
+    params[info.paramName] = std::move(p);
+  }
+  return checkModelForSave(plan.onnxModel, params);
+}
+
 std::string tofu::runtime::saveCheckpoint(const Plan &plan,
                                           const BufferSource &live,
                                           int64_t stepsDone,

@@ -559,10 +559,9 @@ std::string decodeCudaModule(const fbs::CudaModule &root, Plan &plan) {
       launch.output = l->output();
       launch.kernel = l->kernel();
       launch.numElements = l->num_elements();
-      if (l->buffers())
-        launch.buffers.assign(l->buffers()->begin(), l->buffers()->end());
-      if (l->params())
-        launch.params.assign(l->params()->begin(), l->params()->end());
+      // toVec: a re-signed damaged section may misalign the int64 params.
+      launch.buffers = toVec(l->buffers());
+      launch.params = toVec(l->params());
       std::string where =
           "CUDA section: launch " + std::to_string(m.launches.size());
       if (launch.device < 0 ||

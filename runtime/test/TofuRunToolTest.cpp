@@ -597,4 +597,54 @@ TEST_F(TofuRun, SaveWithoutModelFails) {
   EXPECT_NE(r.err.find("MODEL section is empty"), std::string::npos) << r.err;
 }
 
+/// A MODEL section that passes its checksum but is not the model --save
+/// writes into is refused when the plan is loaded: before the first step,
+/// not after the training it would lose (issue 18).
+TEST_F(TofuRun, SaveWithCorruptModelFailsBeforeTraining) {
+  plan.onnxModel = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x01, 0x02};
+  ASSERT_EQ(writePlan(plan, dir + "badmodel.bin"), "");
+  Result r = runTool(dir + "badmodel.bin --steps 2 --save " + dir + "x.onnx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--save: the embedded ONNX model does not parse"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("loss"), std::string::npos) << "it trained:\n" << r.out;
+  // Without --save the MODEL section is not needed, and the run goes on.
+  EXPECT_EQ(runTool(dir + "badmodel.bin --steps 1 --quiet").code, 0);
+
+  // A model that parses but lacks the trained parameter's initializer.
+  std::vector<uint8_t> good = modelBytes();
+  onnx::ModelProto other;
+  ASSERT_TRUE(other.ParseFromArray(good.data(), static_cast<int>(good.size())));
+  other.mutable_graph()->clear_initializer();
+  std::string bytes;
+  ASSERT_TRUE(other.SerializeToString(&bytes));
+  plan.onnxModel.assign(bytes.begin(), bytes.end());
+  ASSERT_EQ(writePlan(plan, dir + "now.bin"), "");
+  r = runTool(dir + "now.bin --steps 2 --save " + dir + "x.onnx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("parameter 'w' has no initializer in the embedded "
+                       "ONNX model"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("loss"), std::string::npos) << "it trained:\n" << r.out;
+}
+
+/// A name taken from the plan that holds a newline and an escape sequence
+/// is printed escaped: the error stays one line and cannot recolor the
+/// terminal (issue 18).
+TEST_F(TofuRun, NamesInErrorsAreEscaped) {
+  for (TensorInfo &t : plan.tensors)
+    if (t.paramName == "w")
+      t.paramName = "w\n\x1b[31mred";
+  ASSERT_EQ(writePlan(plan, dir + "name.bin"), "");
+  Result r = runTool(dir + "name.bin --steps 1 --save " + dir + "x.onnx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_NE(r.err.find("parameter 'w\\x0a\\x1b[31mred' has no initializer"),
+            std::string::npos)
+      << r.err;
+}
+
 } // namespace

@@ -184,10 +184,13 @@ TEST(TcpTransport, WorldSizeMismatchAtTheRendezvousIsAnError) {
 }
 
 /// Runs `body(group)` in `k` forked processes started as torchrun ranks
-/// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); each exits 0 when `body`
-/// returns "" and prints the error otherwise. Returns the exit codes.
+/// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and TORCHELASTIC_RUN_ID as
+/// torchrun sets it; without it with `torchrun` false, as a launcher that
+/// sets only the four variables); each exits 0 when `body` returns "" and
+/// prints the error otherwise. Returns the exit codes.
 std::vector<int>
-forkRanks(int k, const std::function<std::string(ProcessGroup &)> &body) {
+forkRanks(int k, const std::function<std::string(ProcessGroup &)> &body,
+          bool torchrun = true) {
   int port = freePort();
   std::vector<pid_t> pids;
   for (int r = 0; r < k; ++r) {
@@ -198,6 +201,10 @@ forkRanks(int k, const std::function<std::string(ProcessGroup &)> &body) {
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+      if (torchrun)
+        ::setenv("TORCHELASTIC_RUN_ID", "none", 1);
+      else
+        ::unsetenv("TORCHELASTIC_RUN_ID");
       int code = 0;
       {
         int argc = 1;
@@ -266,6 +273,43 @@ TEST(ProcessGroup, CollectivesOverTcp) {
     return "";
   });
   EXPECT_EQ(codes, std::vector<int>(k, 0));
+}
+
+/// RANK/WORLD_SIZE set by a launcher other than torchrun (a script, a
+/// batch scheduler): messages name the variables, never torchrun.
+TEST(ProcessGroup, PlainRankEnvironmentIsNotCalledTorchrun) {
+  constexpr int k = 2;
+  std::vector<int> codes = forkRanks(
+      k,
+      [](ProcessGroup &g) -> std::string {
+        if (g.launcher() != "RANK/WORLD_SIZE")
+          return "launcher() is '" + g.launcher() + "'";
+        std::string mismatch = g.checkWorldSize(4);
+        if (mismatch.find("torchrun") != std::string::npos ||
+            mismatch.find("the plan has 4 devices but WORLD_SIZE=2 gives 2 "
+                          "processes") == std::string::npos)
+          return "checkWorldSize(4) said: '" + mismatch + "'";
+        return "";
+      },
+      /*torchrun=*/false);
+  EXPECT_EQ(codes, std::vector<int>(k, 0));
+
+  // A missing variable, in this process (start fails before connecting).
+  ::unsetenv("TORCHELASTIC_RUN_ID");
+  ::setenv("RANK", "0", 1);
+  ::unsetenv("WORLD_SIZE");
+  int argc = 1;
+  char name[] = "transport-test";
+  char *args[] = {name, nullptr};
+  char **argv = args;
+  std::string err;
+  {
+    ProcessGroup group;
+    err = group.start(argc, argv, 5);
+  }
+  ::unsetenv("RANK");
+  EXPECT_NE(err.find("needs WORLD_SIZE"), std::string::npos) << err;
+  EXPECT_EQ(err.find("torchrun"), std::string::npos) << err;
 }
 
 } // namespace

@@ -138,9 +138,38 @@ const char *kUsage =
 /// "rank r: " in front of errors when running one process per device.
 std::string gRankPrefix;
 
+/// `text` for one line on a terminal: control characters (a newline, the
+/// ESC of an escape sequence, DEL) and the C1 controls U+0080..U+009F are
+/// written as \xNN, so that a name taken from the plan or the model (a node,
+/// a tensor, an initializer) cannot break the line or recolor the terminal.
+/// Other UTF-8 (a path, a name in another script) is kept.
+std::string printableLine(const std::string &text) {
+  std::string out;
+  out.reserve(text.size());
+  auto escape = [&out](unsigned char c) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+    out += buf;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      escape(c);
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      escape(c);
+      escape(static_cast<unsigned char>(text[++i]));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 int fail(const std::string &msg) {
   std::fprintf(stderr, "tofu-run: error: %s%s\n", gRankPrefix.c_str(),
-               msg.c_str());
+               printableLine(msg).c_str());
   return 1;
 }
 
@@ -705,6 +734,11 @@ int run(int argc, char **argv) {
   if (!opts.savePath.empty() && plan.onnxModel.empty())
     return fail("--save needs the original ONNX model, but this plan has "
                 "none (its MODEL section is empty); recompile with tofuc");
+  // A MODEL section that passed its checksum but does not hold the model
+  // --save writes into fails now, not after the training it would lose.
+  if (!opts.savePath.empty())
+    if (std::string err = checkSaveModel(plan); !err.empty())
+      return failOnEveryRank("--save: " + err);
 
   std::unique_ptr<TrainingBackend> backend;
   if (opts.backend == "cuda") {

@@ -64,6 +64,15 @@ std::string saveTrainedOnnx(const std::vector<uint8_t> &model,
                             const std::map<std::string, SavedStateTensor>
                                 &state = {});
 
+/// The checks of saveTrainedOnnx that need no trained values, for a run
+/// that will save, made when the plan is loaded rather than after training:
+/// `model` (the plan's MODEL section) parses as an ONNX model and has an
+/// initializer of the element type and shape of each entry of `params`
+/// (whose `bytes` are not read). Returns "" or the error saveTrainedOnnx
+/// would give.
+std::string checkModelForSave(const std::vector<uint8_t> &model,
+                              const std::map<std::string, TrainedParam> &params);
+
 /// What `readOnnxWeights` returns: the initializers asked for, and
 /// every metadata_props entry of the model.
 struct OnnxWeights {

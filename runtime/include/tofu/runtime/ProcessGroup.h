@@ -50,7 +50,9 @@ public:
   int rank() const { return transport ? transport->rank() : 0; }
   int worldSize() const { return transport ? transport->worldSize() : 1; }
   Transport *getTransport() const { return transport.get(); }
-  /// How the processes were launched ("mpirun", "torchrun"), or "".
+  /// How the processes were launched: "mpirun", "torchrun" (RANK and
+  /// WORLD_SIZE set by torchrun, which also sets TORCHELASTIC_RUN_ID),
+  /// "RANK/WORLD_SIZE" (the same variables set by another launcher), or "".
   const std::string &launcher() const { return launchedBy; }
 
   /// The error for a plan of `numDevices` devices run by this group, or ""

@@ -61,6 +61,12 @@ std::vector<uint8_t> encodeTrainingState(const TrainingState &state);
 std::string decodeTrainingState(const std::vector<uint8_t> &bytes,
                                 const std::string &what, TrainingState &state);
 
+/// What saveCheckpoint would refuse about `plan`'s embedded ONNX model (it
+/// does not parse, or lacks an initializer of a trained parameter's name,
+/// element type and shape), checked when the plan is loaded so that a
+/// corrupt MODEL section stops `--save` before training, not after.
+std::string checkSaveModel(const plan::Plan &plan);
+
 /// Writes the checkpoint for `plan` after `stepsDone` steps: the trained
 /// Params and every State tensor are assembled from the owned buffers that
 /// `live` returns. The weights go into an ONNX external-data file next to
