@@ -9,6 +9,7 @@
 #include "tofu/Analysis/TileGeometry.h"
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Target/PlanBuilder.h"
+#include "tofu/runtime/PrintableText.h"
 #include "tofu/Transforms/RecursivePartitioner.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -322,10 +323,11 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
   os << "\noptimizer: " << plan.optimizer.kind << " lr "
      << plan.optimizer.learningRate << ", batch " << plan.batchSize << "\n";
   if (!summary.loss.empty())
-    os << "loss: " << summary.loss << "\n";
+    os << "loss: " << tofu::runtime::printableLine(summary.loss) << "\n";
   os << "tensors:\n";
   for (const auto &tensor : plan.tensors)
-    os << llvm::formatv("  {0,-40} {1,-10} {2,-14} {3}\n", tensor.name,
+    os << llvm::formatv("  {0,-40} {1,-10} {2,-14} {3}\n",
+                        tofu::runtime::printableLine(tensor.name),
                         tensorRoleName(tensor.role), formatShape(tensor.shape),
                         formatTiling(tensor.tiling));
   os << "ops:";
@@ -339,7 +341,8 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
       steps.push_back(joined(outputs, "; "));
     std::string strategy =
         steps.empty() ? joined(row.strategy, "; ") : joined(steps, " | ");
-    os << llvm::formatv("  {0,-40} {1,-28} {2,-22} {3} bytes", row.name,
+    os << llvm::formatv("  {0,-40} {1,-28} {2,-22} {3} bytes",
+                        tofu::runtime::printableLine(row.name),
                         row.kind, strategy, row.bytes);
     if (row.bytesPerStep.size() > 1) {
       std::vector<std::string> parts;

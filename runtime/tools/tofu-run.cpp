@@ -26,6 +26,7 @@
 #include "Calibrate.h"
 #include "CudaRunPlugin.h"
 #include <dlfcn.h>
+#include "tofu/runtime/PrintableText.h"
 #include "tofu/runtime/AtomicFile.h"
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/NpyData.h"
@@ -138,38 +139,9 @@ const char *kUsage =
 /// "rank r: " in front of errors when running one process per device.
 std::string gRankPrefix;
 
-/// `text` for one line on a terminal: control characters (a newline, the
-/// ESC of an escape sequence, DEL) and the C1 controls U+0080..U+009F are
-/// written as \xNN, so that a name taken from the plan or the model (a node,
-/// a tensor, an initializer) cannot break the line or recolor the terminal.
-/// Other UTF-8 (a path, a name in another script) is kept.
-std::string printableLine(const std::string &text) {
-  std::string out;
-  out.reserve(text.size());
-  auto escape = [&out](unsigned char c) {
-    char buf[8];
-    std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-    out += buf;
-  };
-  for (size_t i = 0; i < text.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
-      escape(c);
-    } else if (c == 0xc2 && i + 1 < text.size() &&
-               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-      escape(c);
-      escape(static_cast<unsigned char>(text[++i]));
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 int fail(const std::string &msg) {
   std::fprintf(stderr, "tofu-run: error: %s%s\n", gRankPrefix.c_str(),
-               printableLine(msg).c_str());
+               tofu::runtime::printableLine(msg).c_str());
   return 1;
 }
 

@@ -68,6 +68,12 @@ save("name-escapes", [helper.make_node("Conv", ["x", "W"], ["y"], name="evil\n\x
                       helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
      [vi("x", [2, 3, 8, 8])], [loss],
      [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "W")])
+# The same names on a model that compiles: --dump-plan's text prints them.
+save("names-escaped", [helper.make_node("MatMul", ["x", "w\x1b[31mred"], ["y"],
+                                         name="mm\nline2\x1b[0m"),
+                       helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+     [vi("x", [2, 4])], [loss],
+     [numpy_helper.from_array(np.ones((4, 3), np.float32), "w\x1b[31mred")])
 
 # A trained weight holding NaN and +Inf (refused at compile time).
 w = np.ones((4, 3), np.float32)
