@@ -207,6 +207,37 @@ def FoldTransposes : Pass<"tofu-fold-transposes", "::mlir::func::FuncOp"> {
   }];
 }
 
+def FuseLayerNorm : Pass<"tofu-fuse-layer-norm", "::mlir::func::FuncOp"> {
+  let summary = "Replaces the layer-norm chain of an exported model by one LayerNormalization";
+  let description = [{
+    PyTorch exports `nn.LayerNorm` below opset 17 (torch 1.13's default is
+    14) as nine ops: `d = x - ReduceMean(x)`, `ReduceMean(Pow(d, 2)) + eps`,
+    `Sqrt`, `d / that`, `* weight`, `+ bias`, and its training step as about
+    twenty more (the reductions' gradients, Pow's and Div's). This pass,
+    before the gradients are built, replaces the chain by ONNX's
+    `LayerNormalization` (tdl-specs/norm.tdl: native forward and
+    `LayerNormalizationGrad` kernels on the CPU, row kernels on CUDA).
+
+    Matched strictly: both ReduceMeans over the same trailing axes of x
+    (`axes` attribute, keepdims 1), the exponent a constant 2, eps a
+    positive constant scalar, weight and bias of exactly x's normalized
+    shape and element type, every intermediate read only inside the chain
+    (d by the Pow and the Div), the result of x's type; any operand order of
+    the Adds and the Mul. Anything else is left as it is: no value changes
+    but rounding (the chain rounds each op to float32; LayerNormalization
+    computes a row's mean and variance and rounds the result once, as
+    PyTorch's own layer norm). A layer norm without weight and bias
+    (`elementwise_affine=False`) is not matched.
+
+    Example: `%m = ReduceMean(%x) {axes = [-1]}`, `%d = Sub(%x, %m)`,
+    `%p = Pow(%d, %two)`, `%v = ReduceMean(%p) {axes = [-1]}`,
+    `%e = Add(%v, %eps)`, `%s = Sqrt(%e)`, `%n = Div(%d, %s)`,
+    `%w = Mul(%n, %weight)`, `%y = Add(%w, %bias)` becomes
+    `%y = tofu.compute "LayerNormalization"(%x, %weight, %bias)
+    {attrs = {axis = 2, epsilon = ...}}` (x of rank 3).
+  }];
+}
+
 def FuseGelu : Pass<"tofu-fuse-gelu", "::mlir::func::FuncOp"> {
   let summary = "Replaces the erf GELU chain of an exported model by one Gelu op";
   let description = [{

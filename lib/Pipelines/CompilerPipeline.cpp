@@ -69,8 +69,10 @@ trainingStepOptions(const CompileOptions &options) {
 void buildIRPipeline(OpPassManager &pm, const CompileOptions &options,
                      Phase stopAfter) {
   OpPassManager &funcPm = pm.nest<func::FuncOp>();
-  if (stopAfter >= Phase::Train)
+  if (stopAfter >= Phase::Train) {
     funcPm.addPass(createFuseGelu());
+    funcPm.addPass(createFuseLayerNorm());
+  }
   if (stopAfter >= Phase::Train && options.training.precision == "bf16")
     funcPm.addPass(createAutocast());
   if (stopAfter >= Phase::Train)
