@@ -6,6 +6,8 @@
 #include "tofu/Dialect/Tofu.h"
 #include "tofu/Transforms/Passes.h"
 
+#include "ChainMatching.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -20,10 +22,6 @@ using namespace mlir;
 namespace tofu {
 namespace {
 
-int64_t rankOf(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  return type ? type.getRank() : -1;
-}
 
 /// Whether `op` is a Transpose that swaps the last two dims of an operand of
 /// rank >= 2 and keeps the others in place (an absent `perm` reverses the

@@ -6,6 +6,8 @@
 #include "tofu/Dialect/Tofu.h"
 #include "tofu/Transforms/Passes.h"
 
+#include "ChainMatching.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -23,19 +25,6 @@ using namespace mlir;
 namespace tofu {
 namespace {
 
-/// The value of a constant scalar (a `constant` tofu.param of one element),
-/// or nullopt.
-std::optional<double> scalarConstant(Value v) {
-  auto param = v.getDefiningOp<ParamOp>();
-  if (!param || !param.getConstant() || param.getStateOf())
-    return std::nullopt;
-  auto value = dyn_cast_or_null<DenseElementsAttr>(param.getValueAttr());
-  if (!value || value.getNumElements() != 1)
-    return std::nullopt;
-  if (!isa<FloatType>(value.getElementType()))
-    return std::nullopt;
-  return (*value.value_begin<APFloat>()).convertToDouble();
-}
 
 /// Whether `v` is a scalar constant within float32 rounding of `want`.
 bool isConstant(Value v, double want) {
@@ -43,48 +32,26 @@ bool isConstant(Value v, double want) {
   return got && std::fabs(*got - want) <= 1e-6 * std::fabs(want);
 }
 
-/// `op` when it is a tofu.compute of `spec` with one result and `arity`
-/// inputs, else null.
-ComputeOp computeOf(Value v, StringRef spec, size_t arity) {
-  auto op = v.getDefiningOp<ComputeOp>();
-  if (!op || op.getSpec() != spec || op->getNumResults() != 1 ||
-      op.getInputs().size() != arity || op.getGradOfAttr())
-    return {};
-  return op;
-}
 
-/// For a binary op reading `c` (a constant test) and something else: that
-/// other operand, or null.
-Value otherThan(ComputeOp op, llvm::function_ref<bool(Value)> isC) {
-  Value a = op.getInputs()[0], b = op.getInputs()[1];
-  if (isC(b))
-    return a;
-  if (isC(a))
-    return b;
-  return {};
-}
-
-/// A value that only one op reads (an intermediate of the chain).
-bool readOnce(Value v) { return v.hasOneUse(); }
 
 /// The chain erf(x / sqrt(2)) + 1 (or x * (1 / sqrt(2))) ending at `v`:
 /// its x, or null.
 Value erfTermInput(Value v) {
   ComputeOp add = computeOf(v, "Add", 2);
-  if (!add || !readOnce(v))
+  if (!add || !v.hasOneUse())
     return {};
-  Value erfValue = otherThan(add, [](Value c) { return isConstant(c, 1.0); });
+  Value erfValue = otherOperand(add, [](Value c) { return isConstant(c, 1.0); });
   ComputeOp erf = erfValue ? computeOf(erfValue, "Erf", 1) : ComputeOp();
-  if (!erf || !readOnce(erfValue))
+  if (!erf || !erfValue.hasOneUse())
     return {};
   Value scaled = erf.getInputs()[0];
-  if (!readOnce(scaled))
+  if (!scaled.hasOneUse())
     return {};
   if (ComputeOp div = computeOf(scaled, "Div", 2))
     return isConstant(div.getInputs()[1], std::sqrt(2.0)) ? div.getInputs()[0]
                                                           : Value();
   if (ComputeOp mul = computeOf(scaled, "Mul", 2))
-    return otherThan(mul,
+    return otherOperand(mul,
                      [](Value c) { return isConstant(c, std::sqrt(0.5)); });
   return {};
 }
@@ -95,9 +62,9 @@ Value erfTermInput(Value v) {
 Value geluInput(ComputeOp y) {
   auto half = [](Value c) { return isConstant(c, 0.5); };
   // (x * term) * 0.5
-  if (Value inner = otherThan(y, half)) {
+  if (Value inner = otherOperand(y, half)) {
     ComputeOp mul = computeOf(inner, "Mul", 2);
-    if (!mul || !readOnce(inner))
+    if (!mul || !inner.hasOneUse())
       return {};
     for (int i = 0; i < 2; ++i) {
       Value x = mul.getInputs()[i], term = mul.getInputs()[1 - i];
@@ -110,9 +77,9 @@ Value geluInput(ComputeOp y) {
   for (int i = 0; i < 2; ++i) {
     Value halfX = y.getInputs()[i], term = y.getInputs()[1 - i];
     ComputeOp mul = computeOf(halfX, "Mul", 2);
-    if (!mul || !readOnce(halfX))
+    if (!mul || !halfX.hasOneUse())
       continue;
-    Value x = otherThan(mul, half);
+    Value x = otherOperand(mul, half);
     if (x && erfTermInput(term) == x)
       return x;
   }

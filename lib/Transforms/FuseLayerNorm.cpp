@@ -6,6 +6,8 @@
 #include "tofu/Dialect/Tofu.h"
 #include "tofu/Transforms/Passes.h"
 
+#include "ChainMatching.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -22,43 +24,9 @@ using namespace mlir;
 namespace tofu {
 namespace {
 
-/// The value of a constant scalar (a `constant` tofu.param of one float
-/// element), or nullopt.
-std::optional<double> scalarConstant(Value v) {
-  auto param = v.getDefiningOp<ParamOp>();
-  if (!param || !param.getConstant() || param.getStateOf())
-    return std::nullopt;
-  auto value = dyn_cast_or_null<DenseElementsAttr>(param.getValueAttr());
-  if (!value || value.getNumElements() != 1 ||
-      !isa<FloatType>(value.getElementType()))
-    return std::nullopt;
-  return (*value.value_begin<APFloat>()).convertToDouble();
-}
 
-/// `v`'s producer when it is a single-result tofu.compute of `spec` with
-/// `arity` inputs (not a backward op), else null.
-ComputeOp computeOf(Value v, StringRef spec, size_t arity) {
-  auto op = v ? v.getDefiningOp<ComputeOp>() : ComputeOp();
-  if (!op || op.getSpec() != spec || op->getNumResults() != 1 ||
-      op.getInputs().size() != arity || op.getGradOfAttr())
-    return {};
-  return op;
-}
 
-/// The operand of a binary op other than the one `isOther` accepts, or null.
-Value otherOperand(ComputeOp op, llvm::function_ref<bool(Value)> isOther) {
-  Value a = op.getInputs()[0], b = op.getInputs()[1];
-  if (isOther(b))
-    return a;
-  if (isOther(a))
-    return b;
-  return {};
-}
 
-int64_t rankOf(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  return type ? type.getRank() : -1;
-}
 
 /// The first normalized axis of `mean` = ReduceMean(x, axes, keepdims 1)
 /// when its axes are exactly x's trailing dims a..rank-1, else -1.
