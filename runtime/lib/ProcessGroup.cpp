@@ -3,8 +3,10 @@
 #include "tofu/runtime/ProcessGroup.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 using namespace tofu::runtime;
 using namespace tofu::plan;
@@ -52,7 +54,46 @@ std::string parseInt(const char *name, long lo, long hi, int &out) {
   return "";
 }
 
+/// What SIGTERM prints (composed before the handler is installed: the
+/// handler may only write it) and the action it replaced.
+char terminationMessage[512];
+size_t terminationLength = 0;
+struct sigaction previousTermAction;
+
+void announceTermination(int sig) {
+  ssize_t ignored =
+      ::write(STDERR_FILENO, terminationMessage, terminationLength);
+  (void)ignored;
+  ::sigaction(sig, &previousTermAction, nullptr);
+  ::raise(sig); // delivered when this handler returns
+}
+
 } // namespace
+
+void ProcessGroup::reportTerminationBySignal() const {
+  if (!transport)
+    return;
+  std::string why;
+  if (launchedBy == "mpirun")
+    why = " from mpirun, which ends every rank once one has failed (mpirun's "
+          "message names that rank) or when it is interrupted";
+  else if (launchedBy == "torchrun")
+    why = " from torchrun's agent, which ends every rank once one has failed "
+          "(torchrun's message names that rank) or when it is interrupted";
+  else
+    why = " (not from tofu-run: a launcher or a user ended this rank)";
+  std::string line = "tofu-run: error: rank " +
+                     std::to_string(transport->rank()) + ": ended by SIGTERM" +
+                     why + "\n";
+  if (line.size() > sizeof(terminationMessage))
+    return;
+  std::memcpy(terminationMessage, line.data(), line.size());
+  terminationLength = line.size();
+  struct sigaction action {};
+  action.sa_handler = announceTermination;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGTERM, &action, &previousTermAction);
+}
 
 ProcessGroup::~ProcessGroup() {
   if (transport && !finished)

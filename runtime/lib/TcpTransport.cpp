@@ -8,8 +8,9 @@
 //  2. Rendezvous: rank r > 0 connects to MASTER_ADDR:MASTER_PORT (retrying
 //     until rank 0 listens) and sends {magic, rank, world size, its port};
 //     rank 0 answers every rank with the table of all ranks' (IPv4 address as
-//     rank 0 saw it, port). This connection carries the messages of the pair
-//     (0, r).
+//     rank 0 saw it, port) as one framed message, or with an abort note when
+//     the rendezvous fails (a rank missing, a mismatched WORLD_SIZE). This
+//     connection carries the messages of the pair (0, r).
 //  3. Full mesh: every rank r > 0 connects to each rank 0 < q < r and says
 //     who it is, then accepts one connection from every rank above it. The
 //     connects complete against the listen backlog, so the order cannot
@@ -20,10 +21,20 @@
 // bounded by the timeout. A peer that closed its connection (it ended or
 // died) is an error on the next message to or from it.
 //
+// Ending the run (abortAll): a rank that stops with an error first sends
+// every peer an abort note (a frame whose length is kAbortFrame) naming the
+// rank at fault and why, then closes. Without it a rank that only waited on
+// the one that saw the failure would blame that one ("rank 0 closed its
+// connection") instead of the rank that died. A rank that learns of a
+// failure from a note relays the same note, so the culprit survives any
+// number of hops. A rank killed outright sends nothing: its peers see its
+// connection close and name it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tofu/runtime/Transport.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
@@ -47,6 +58,27 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kMagic = 0x746f6675; // "tofu"
+
+/// The length field of an abort note; no message is that long.
+constexpr uint64_t kAbortFrame = ~uint64_t(0);
+/// An abort note's culprit when it is not known.
+constexpr uint32_t kUnknownRank = ~uint32_t(0);
+/// The longest reason an abort note carries (longer ones are cut).
+constexpr uint32_t kMaxNoteText = 1024;
+
+/// What ended the run: the rank at fault (kUnknownRank if not known), the
+/// rank that saw it first, and the error as that rank saw it (a sentence
+/// about the culprit in the third person, so any rank can print it).
+struct Failure {
+  uint32_t culprit = kUnknownRank;
+  uint32_t reporter = kUnknownRank;
+  std::string text;
+};
+
+/// The fixed part of an abort note after its kAbortFrame length.
+struct NoteHeader {
+  uint32_t magic, culprit, reporter, textBytes;
+};
 
 std::string sysError(const std::string &what) {
   return what + ": " + std::strerror(errno);
@@ -80,10 +112,26 @@ void setNoDelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+struct Hello {
+  uint32_t magic, rank, size, port;
+};
+struct PeerAddress {
+  uint32_t ipv4; ///< network byte order
+  uint32_t port;
+};
+
 /// One socket with bounded, framed reads and writes.
 struct Connection {
   int fd = -1;
   std::string peerName; ///< "rank 3" for messages
+  /// A frame to this peer was begun and not finished (an abort note must
+  /// not follow: the peer would read it as the rest of that frame).
+  bool writeMidFrame = false;
+  /// A frame from this peer was begun and not finished (its next bytes are
+  /// no frame start).
+  bool readMidFrame = false;
+  /// The peer closed the connection (EOF, reset or broken pipe).
+  bool closed = false;
 
   /// Writes all `n` bytes before `deadline`.
   std::string writeAll(const void *data, size_t n, Clock::time_point deadline,
@@ -97,8 +145,10 @@ struct Connection {
         continue;
       }
       if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        if (errno == EPIPE || errno == ECONNRESET)
+        if (errno == EPIPE || errno == ECONNRESET) {
+          closed = true;
           return peerName + " closed its connection (it ended or died)";
+        }
         return sysError("sending to " + peerName);
       }
       if (Clock::now() > deadline)
@@ -122,11 +172,15 @@ struct Connection {
         n -= static_cast<size_t>(r);
         continue;
       }
-      if (r == 0)
+      if (r == 0) {
+        closed = true;
         return peerName + " closed its connection (it ended or died)";
+      }
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        if (errno == ECONNRESET)
+        if (errno == ECONNRESET) {
+          closed = true;
           return peerName + " closed its connection (it ended or died)";
+        }
         return sysError("receiving from " + peerName);
       }
       if (Clock::now() > deadline)
@@ -157,31 +211,46 @@ public:
   std::string send(int peer, const void *data, size_t bytes) override {
     if (std::string err = checkPeer(peer); !err.empty())
       return err;
+    Connection &c = peers[peer];
     uint64_t header = bytes;
     auto deadline = deadlineAfter(timeout);
+    c.writeMidFrame = true;
     if (std::string err =
-            peers[peer].writeAll(&header, sizeof(header), deadline, timeout);
+            c.writeAll(&header, sizeof(header), deadline, timeout);
         !err.empty())
-      return err;
-    return peers[peer].writeAll(data, bytes, deadline, timeout);
+      return failedWith(peer, err);
+    if (std::string err = c.writeAll(data, bytes, deadline, timeout);
+        !err.empty())
+      return failedWith(peer, err);
+    c.writeMidFrame = false;
+    return "";
   }
 
   std::string recv(int peer, void *data, size_t bytes) override {
     if (std::string err = checkPeer(peer); !err.empty())
       return err;
+    Connection &c = peers[peer];
     uint64_t header = 0;
     auto deadline = deadlineAfter(timeout);
-    if (std::string err =
-            peers[peer].readAll(&header, sizeof(header), deadline, timeout);
+    c.readMidFrame = true;
+    if (std::string err = c.readAll(&header, sizeof(header), deadline, timeout);
         !err.empty())
-      return err;
+      return failedWith(peer, err);
+    if (header == kAbortFrame)
+      return readNoteFrom(peer, deadline);
     if (header != bytes)
-      return "receiving from rank " + std::to_string(peer) + ": expected " +
-             std::to_string(bytes) + " bytes, the message has " +
-             std::to_string(header) +
-             "; the ranks disagree about the plan (run the same plan.bin on "
-             "every rank)";
-    return peers[peer].readAll(data, bytes, deadlineAfter(timeout), timeout);
+      return failedWith(
+          peer, "receiving from rank " + std::to_string(peer) + ": expected " +
+                    std::to_string(bytes) + " bytes, the message has " +
+                    std::to_string(header) +
+                    "; the ranks disagree about the plan (run the same "
+                    "plan.bin on every rank)");
+    if (std::string err =
+            c.readAll(data, bytes, deadlineAfter(timeout), timeout);
+        !err.empty())
+      return failedWith(peer, err);
+    c.readMidFrame = false;
+    return "";
   }
 
   std::string finish() override {
@@ -205,7 +274,7 @@ public:
     return "";
   }
 
-  void abortAll(int) override { closeAll(); }
+  void abortAll(int) override;
 
   std::string connectMesh(const std::string &masterAddr, int masterPort);
 
@@ -226,16 +295,140 @@ private:
       listener = -1;
     }
   }
+  /// Records the first failure (an operation with `peer` failed with
+  /// `err`) and returns the error to report. When the peer closed its
+  /// connection while this rank was sending to it, an abort note it left
+  /// before closing is looked for first: it names the rank at fault.
+  std::string failedWith(int peer, const std::string &err);
+  /// Reads the rest of an abort note from `peer` (its kAbortFrame length was
+  /// read), records it and returns the error to report.
+  std::string readNoteFrom(int peer, Clock::time_point deadline);
+  /// The error a rank reports for a failure it learned of from a note.
+  std::string describe(const Failure &f) const;
   std::string listenOn(int port, int &boundPort);
   std::string connectTo(const sockaddr_in &addr, const std::string &what,
                         Clock::time_point deadline, int &fd);
   std::string acceptOne(Clock::time_point deadline, int &fd);
+  std::string acceptRanks(int masterPort, std::vector<PeerAddress> &table);
 
   int myRank, size;
   double timeout;
   std::vector<Connection> peers;
   int listener = -1;
+  /// The first failure this rank saw or was told of; relayed by abortAll.
+  bool failed = false;
+  Failure failure;
 };
+
+std::string TcpTransport::describe(const Failure &f) const {
+  if (f.reporter == f.culprit)
+    return f.text;
+  return "rank " + std::to_string(f.reporter) + " ended the run: " + f.text;
+}
+
+std::string TcpTransport::failedWith(int peer, const std::string &err) {
+  Connection &c = peers[peer];
+  if (c.closed && !c.readMidFrame && c.fd >= 0) {
+    // Sending to a rank that ended the run: its note may wait unread.
+    // Skip whole messages before it (none are expected, the ranks meet
+    // the messages in one order; skipping costs nothing if there are).
+    auto deadline = deadlineAfter(std::min(timeout, 1.0));
+    c.closed = false;
+    std::vector<uint8_t> skip;
+    for (;;) {
+      uint64_t header = 0;
+      c.readMidFrame = true;
+      if (!c.readAll(&header, sizeof(header), deadline, timeout).empty())
+        break;
+      if (header == kAbortFrame)
+        return readNoteFrom(peer, deadline);
+      if (header > (uint64_t(1) << 40))
+        break;
+      skip.resize(static_cast<size_t>(header));
+      if (!c.readAll(skip.data(), skip.size(), deadline, timeout).empty())
+        break;
+      c.readMidFrame = false;
+    }
+    c.closed = true;
+  }
+  if (!failed) {
+    failed = true;
+    failure = {static_cast<uint32_t>(peer), static_cast<uint32_t>(myRank), err};
+  }
+  return err;
+}
+
+std::string TcpTransport::readNoteFrom(int peer, Clock::time_point deadline) {
+  Connection &c = peers[peer];
+  NoteHeader h{};
+  std::string text;
+  std::string err = c.readAll(&h, sizeof(h), deadline, timeout);
+  const uint32_t world = static_cast<uint32_t>(size);
+  if (err.empty() && (h.magic != kMagic || h.textBytes > kMaxNoteText ||
+                      (h.culprit >= world && h.culprit != kUnknownRank) ||
+                      h.reporter >= world))
+    err = "rank " + std::to_string(peer) +
+          " sent a malformed abort note; the ranks run different tofu-run "
+          "versions";
+  if (err.empty()) {
+    text.resize(h.textBytes);
+    err = c.readAll(text.data(), text.size(), deadline, timeout);
+  }
+  if (!err.empty()) {
+    // The note was cut short: all that is known is that the peer closed.
+    if (!failed) {
+      failed = true;
+      failure = {static_cast<uint32_t>(peer), static_cast<uint32_t>(myRank),
+                 err};
+    }
+    return err;
+  }
+  Failure noted{h.culprit, h.reporter, text};
+  if (!failed) {
+    failed = true;
+    failure = noted;
+  }
+  return describe(noted);
+}
+
+void TcpTransport::abortAll(int) {
+  Failure f = failure;
+  if (!failed)
+    f = {static_cast<uint32_t>(myRank), static_cast<uint32_t>(myRank),
+         "rank " + std::to_string(myRank) +
+             " ended the run after an error of its own (its message says "
+             "which)"};
+  if (f.text.size() > kMaxNoteText)
+    f.text.resize(kMaxNoteText);
+  std::vector<uint8_t> note(sizeof(uint64_t) + sizeof(NoteHeader) +
+                            f.text.size());
+  NoteHeader h{kMagic, f.culprit, f.reporter,
+               static_cast<uint32_t>(f.text.size())};
+  std::memcpy(note.data(), &kAbortFrame, sizeof(uint64_t));
+  std::memcpy(note.data() + sizeof(uint64_t), &h, sizeof(h));
+  std::memcpy(note.data() + sizeof(uint64_t) + sizeof(h), f.text.data(),
+              f.text.size());
+  for (int r = 0; r < size; ++r) {
+    Connection &c = peers[r];
+    if (c.fd < 0)
+      continue;
+    // One attempt, no wait: a peer whose buffer is full is not reading
+    // from this rank, and a cut note reads as a closed connection.
+    if (!c.writeMidFrame && !c.closed)
+      (void)::send(c.fd, note.data(), note.size(), MSG_NOSIGNAL);
+    // FIN after the note; then read what is pending so that closing sends
+    // no reset (which would drop a note the peer has not read yet).
+    ::shutdown(c.fd, SHUT_WR);
+    uint8_t sink[4096];
+    for (size_t drained = 0; drained < (size_t(64) << 20);) {
+      ssize_t n = ::recv(c.fd, sink, sizeof(sink), 0);
+      if (n <= 0)
+        break;
+      drained += static_cast<size_t>(n);
+    }
+  }
+  closeAll();
+}
 
 std::string TcpTransport::listenOn(int port, int &boundPort) {
   listener = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -299,22 +492,69 @@ std::string TcpTransport::acceptOne(Clock::time_point deadline, int &fd) {
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       return sysError("accept");
-    if (Clock::now() > deadline)
-      return "rank " + std::to_string(myRank) +
-             ": not every rank connected within " + formatSeconds(timeout) +
+    if (Clock::now() > deadline) {
+      // Which ranks this one still waits for (rank 0: all others; rank r:
+      // those above it).
+      std::string missing;
+      int count = 0;
+      for (int r = myRank == 0 ? 1 : myRank + 1; r < size; ++r)
+        if (peers[r].fd < 0 && count++ < 8)
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      if (count > 8)
+        missing += " and " + std::to_string(count - 8) + " more";
+      return std::string(count == 1 ? "rank " : "ranks ") + missing +
+             " did not connect to rank " + std::to_string(myRank) + " within " +
+             formatSeconds(timeout) +
              " (--comm-timeout); were all WORLD_SIZE processes started?";
+    }
     pollfd pfd{listener, POLLIN, 0};
     ::poll(&pfd, 1, msUntil(deadline));
   }
 }
 
-struct Hello {
-  uint32_t magic, rank, size, port;
-};
-struct PeerAddress {
-  uint32_t ipv4; ///< network byte order
-  uint32_t port;
-};
+/// Rank 0's half of the rendezvous: accepts every other rank, checks its
+/// hello and fills `table` with where each listens.
+std::string TcpTransport::acceptRanks(int masterPort,
+                                      std::vector<PeerAddress> &table) {
+  auto deadline = deadlineAfter(timeout);
+  for (int i = 1; i < size; ++i) {
+    int fd = -1;
+    if (std::string err = acceptOne(deadline, fd); !err.empty())
+      return err;
+    Connection c{fd, "a connecting process"};
+    Hello h{};
+    if (std::string err = c.readAll(&h, sizeof(h), deadline, timeout);
+        !err.empty()) {
+      ::close(fd);
+      return err;
+    }
+    if (h.magic != kMagic) {
+      ::close(fd);
+      return "a process that is not tofu-run connected to MASTER_PORT " +
+             std::to_string(masterPort);
+    }
+    if (h.size != static_cast<uint32_t>(size)) {
+      ::close(fd);
+      return "rank " + std::to_string(h.rank) +
+             " has WORLD_SIZE=" + std::to_string(h.size) +
+             " but rank 0 has WORLD_SIZE=" + std::to_string(size) +
+             "; start every rank with the same WORLD_SIZE";
+    }
+    if (h.rank == 0 || h.rank >= static_cast<uint32_t>(size) ||
+        peers[h.rank].fd >= 0) {
+      ::close(fd);
+      return "two processes claim RANK=" + std::to_string(h.rank) +
+             " (or it is out of range); give each rank a distinct RANK in "
+             "[0, WORLD_SIZE)";
+    }
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    getpeername(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+    table[h.rank] = {addr.sin_addr.s_addr, h.port};
+    peers[h.rank].fd = fd;
+  }
+  return "";
+}
 
 std::string TcpTransport::connectMesh(const std::string &masterAddr,
                                       int masterPort) {
@@ -326,46 +566,30 @@ std::string TcpTransport::connectMesh(const std::string &masterAddr,
   std::vector<PeerAddress> table(static_cast<size_t>(size));
 
   if (myRank == 0) {
-    for (int i = 1; i < size; ++i) {
-      int fd = -1;
-      if (std::string err = acceptOne(deadline, fd); !err.empty())
-        return err;
-      Connection c{fd, "a connecting process"};
-      Hello h{};
-      if (std::string err = c.readAll(&h, sizeof(h), deadline, timeout);
-          !err.empty())
-        return err;
-      if (h.magic != kMagic) {
-        ::close(fd);
-        return "a process that is not tofu-run connected to MASTER_PORT " +
-               std::to_string(masterPort);
+    std::string err = acceptRanks(masterPort, table);
+    if (!err.empty()) {
+      // Tell the ranks already connected why the run ends (they wait for
+      // the table), so that they do not blame rank 0 for closing.
+      if (!failed) {
+        failed = true;
+        failure = {kUnknownRank, 0, err};
       }
-      if (h.size != static_cast<uint32_t>(size)) {
-        ::close(fd);
-        return "rank " + std::to_string(h.rank) + " has WORLD_SIZE=" +
-               std::to_string(h.size) + " but rank 0 has WORLD_SIZE=" +
-               std::to_string(size) + "; start every rank with the same "
-               "WORLD_SIZE";
-      }
-      if (h.rank == 0 || h.rank >= static_cast<uint32_t>(size) ||
-          peers[h.rank].fd >= 0) {
-        ::close(fd);
-        return "two processes claim RANK=" + std::to_string(h.rank) +
-               " (or it is out of range); give each rank a distinct RANK in "
-               "[0, WORLD_SIZE)";
-      }
-      sockaddr_in addr{};
-      socklen_t len = sizeof(addr);
-      getpeername(fd, reinterpret_cast<sockaddr *>(&addr), &len);
-      table[h.rank] = {addr.sin_addr.s_addr, h.port};
-      peers[h.rank].fd = fd;
+      abortAll(1);
+      return err;
     }
-    for (int r = 1; r < size; ++r)
-      if (std::string err = peers[r].writeAll(
-              table.data(), table.size() * sizeof(PeerAddress), deadline,
-              timeout);
+    // The table as one framed message (an abort note takes its place when
+    // the rendezvous fails).
+    const uint64_t tableBytes = table.size() * sizeof(PeerAddress);
+    for (int r = 1; r < size; ++r) {
+      if (std::string err = peers[r].writeAll(&tableBytes, sizeof(tableBytes),
+                                              deadline, timeout);
           !err.empty())
         return err;
+      if (std::string err =
+              peers[r].writeAll(table.data(), tableBytes, deadline, timeout);
+          !err.empty())
+        return err;
+    }
     return "";
   }
 
@@ -394,12 +618,29 @@ std::string TcpTransport::connectMesh(const std::string &masterAddr,
   if (std::string err = peers[0].writeAll(&h, sizeof(h), deadline, timeout);
       !err.empty())
     return err;
+  // Rank 0 answers once every rank has connected, or with an abort note
+  // when its own wait (which began before this connection) ran out: wait a
+  // second longer than it, so that its note, not a timeout here, says why.
+  deadline = deadlineAfter(timeout + 1);
+  uint64_t tableBytes = 0;
+  if (std::string err =
+          peers[0].readAll(&tableBytes, sizeof(tableBytes), deadline, timeout);
+      !err.empty())
+    return "rendezvous with rank 0: " + err;
+  if (tableBytes == kAbortFrame)
+    return "rendezvous with rank 0: " + readNoteFrom(0, deadline);
+  if (tableBytes != table.size() * sizeof(PeerAddress))
+    return "rendezvous with rank 0: its table of ranks has " +
+           std::to_string(tableBytes) + " bytes, expected " +
+           std::to_string(table.size() * sizeof(PeerAddress)) +
+           "; the ranks run different tofu-run versions";
   if (std::string err = peers[0].readAll(
           table.data(), table.size() * sizeof(PeerAddress), deadline, timeout);
       !err.empty())
     return "rendezvous with rank 0: " + err;
 
   // Connect to every rank between 0 and this one; say who we are.
+  deadline = deadlineAfter(timeout);
   for (int q = 1; q < myRank; ++q) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;

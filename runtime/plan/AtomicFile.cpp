@@ -25,22 +25,33 @@ char pendingTemp[PATH_MAX + 8];
 std::atomic<bool> hasPendingTemp{false};
 std::mutex writeMutex;
 
+/// The actions the cleanup handler replaced (SIGINT, SIGTERM, SIGHUP).
+struct sigaction previousActions[3];
+
+int actionSlot(int sig) { return sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2; }
+
 void removePendingTemp(int sig) {
   if (hasPendingTemp.load())
     ::unlink(pendingTemp);
-  std::signal(sig, SIG_DFL);
+  // Hand the signal on: to the handler that was there before (tofu-run's
+  // one-line message when a launcher ends the rank) or the default action.
+  ::sigaction(sig, &previousActions[actionSlot(sig)], nullptr);
   std::raise(sig);
 }
 
 /// Installs the cleanup handler for the signals that end a run politely,
-/// where nobody else handles them.
+/// unless they are ignored or handled with SA_SIGINFO (a host program's);
+/// a plain handler installed before runs after the cleanup.
 void installCleanupHandlers() {
   static std::once_flag once;
   std::call_once(once, [] {
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
       struct sigaction old;
-      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL)
+      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN &&
+          !(old.sa_flags & SA_SIGINFO)) {
+        previousActions[actionSlot(sig)] = old;
         std::signal(sig, removePendingTemp);
+      }
     }
   });
 }

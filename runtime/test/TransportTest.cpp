@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -183,6 +184,112 @@ TEST(TcpTransport, WorldSizeMismatchAtTheRendezvousIsAnError) {
   EXPECT_NE(errors[1], "") << "rank 1 connected to a rank 0 that refused it";
 }
 
+/// Rank 2 ends without a word (its transport closes every socket, as a
+/// killed process's do) while rank 0 waits for it and rank 1 waits for rank
+/// 0. Rank 0 sees rank 2 go and ends the run (abortAll, as tofu-run's
+/// ProcessGroup does); rank 1 must blame rank 2, not rank 0.
+TEST(TcpTransport, ASurvivorNamesTheRankThatDiedNotTheOneThatSawIt) {
+  std::vector<std::string> errors = runRanks(
+      sameSize(3), 30,
+      [](Transport &t) -> std::string {
+        uint32_t value = 0;
+        if (t.rank() == 2)
+          return ""; // dies: the transport closes without a note
+        std::string err = t.recv(t.rank() == 0 ? 2 : 0, &value, sizeof(value));
+        if (t.rank() == 0)
+          t.abortAll(1);
+        return err;
+      },
+      /*finish=*/false);
+  EXPECT_EQ(errors[0], "rank 2 closed its connection (it ended or died)");
+  EXPECT_EQ(errors[1], "rank 0 ended the run: rank 2 closed its connection "
+                       "(it ended or died)");
+  EXPECT_EQ(errors[2], "");
+}
+
+/// The note is relayed unchanged: rank 3 hears of rank 2's death from rank
+/// 1, which heard of it from rank 0.
+TEST(TcpTransport, TheCulpritSurvivesRelays) {
+  std::vector<std::string> errors = runRanks(
+      sameSize(4), 30,
+      [](Transport &t) -> std::string {
+        uint32_t value = 0;
+        const int waitsFor[4] = {2, 0, -1, 1};
+        if (t.rank() == 2)
+          return "";
+        std::string err = t.recv(waitsFor[t.rank()], &value, sizeof(value));
+        t.abortAll(1);
+        return err;
+      },
+      /*finish=*/false);
+  EXPECT_EQ(errors[0], "rank 2 closed its connection (it ended or died)");
+  const std::string relayed =
+      "rank 0 ended the run: rank 2 closed its connection (it ended or died)";
+  EXPECT_EQ(errors[1], relayed);
+  EXPECT_EQ(errors[3], relayed);
+}
+
+/// A rank that ends the run for a reason of its own (not a peer's failure)
+/// says so; its peers do not call it dead.
+TEST(TcpTransport, ARankThatFailsByItselfIsNamedAsSuch) {
+  std::vector<std::string> errors = runRanks(
+      sameSize(3), 30,
+      [](Transport &t) -> std::string {
+        uint32_t value = 0;
+        if (t.rank() == 1) {
+          t.abortAll(1);
+          return "";
+        }
+        return t.recv(1, &value, sizeof(value));
+      },
+      /*finish=*/false);
+  const std::string own =
+      "rank 1 ended the run after an error of its own (its message says "
+      "which)";
+  EXPECT_EQ(errors[0], own);
+  EXPECT_EQ(errors[2], own);
+}
+
+/// A rank that is sending (more than the socket buffers hold) to a rank
+/// that ends the run reads that rank's note when its send fails.
+TEST(TcpTransport, ASenderReadsTheNoteOfTheRankItSendsTo) {
+  std::vector<std::string> errors = runRanks(
+      sameSize(3), 30,
+      [](Transport &t) -> std::string {
+        if (t.rank() == 2)
+          return "";
+        if (t.rank() == 1) {
+          uint32_t value = 0;
+          std::string err = t.recv(2, &value, sizeof(value));
+          t.abortAll(1);
+          return err;
+        }
+        std::vector<uint8_t> big(64u << 20, 1);
+        return t.send(1, big.data(), big.size());
+      },
+      /*finish=*/false);
+  EXPECT_EQ(errors[1], "rank 2 closed its connection (it ended or died)");
+  EXPECT_EQ(errors[0], "rank 1 ended the run: rank 2 closed its connection "
+                       "(it ended or died)");
+}
+
+/// A rank that never starts: rank 0's wait at the rendezvous ends naming it,
+/// and the ranks that did connect hear that from rank 0 instead of blaming
+/// it for closing.
+TEST(TcpTransport, ARankMissingAtTheRendezvousIsNamed) {
+  // Three ranks believe in four; rank 3 never starts.
+  std::vector<std::string> errors =
+      runRanks({4, 4, 4}, 1, [](Transport &) { return std::string(); });
+  const std::string missing =
+      "rank 3 did not connect to rank 0 within 1 s (--comm-timeout)";
+  EXPECT_NE(errors[0].find(missing), std::string::npos) << errors[0];
+  for (int r : {1, 2}) {
+    EXPECT_NE(errors[r].find("rank 0 ended the run: " + missing),
+              std::string::npos)
+        << "rank " << r << ": " << errors[r];
+  }
+}
+
 /// Runs `body(group)` in `k` forked processes started as torchrun ranks
 /// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and TORCHELASTIC_RUN_ID as
 /// torchrun sets it; without it with `torchrun` false, as a launcher that
@@ -310,6 +417,61 @@ TEST(ProcessGroup, PlainRankEnvironmentIsNotCalledTorchrun) {
   ::unsetenv("RANK");
   EXPECT_NE(err.find("needs WORLD_SIZE"), std::string::npos) << err;
   EXPECT_EQ(err.find("torchrun"), std::string::npos) << err;
+}
+
+/// Under a launcher that ends the ranks with SIGTERM (torchrun's agent,
+/// mpirun), a rank so ended prints one line of its own and still dies by
+/// the signal.
+TEST(ProcessGroup, SigtermPrintsOneLineNamingTheLauncher) {
+  char errPath[] = "/tmp/tofu-transport-test-XXXXXX";
+  int errFd = ::mkstemp(errPath);
+  ASSERT_GE(errFd, 0);
+  int port = freePort();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", "2", 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+      ::setenv("TORCHELASTIC_RUN_ID", "none", 1);
+      int argc = 1;
+      char name[] = "transport-test";
+      char *args[] = {name, nullptr};
+      char **argv = args;
+      ProcessGroup group;
+      if (!group.start(argc, argv, 30).empty())
+        ::_exit(2);
+      if (r == 1) {
+        ::dup2(errFd, STDERR_FILENO);
+        group.reportTerminationBySignal();
+        ::raise(SIGTERM);
+        ::_exit(3); // not reached: the signal ends the process
+      }
+      uint8_t token = 0;
+      std::string err = group.getTransport()->recv(1, &token, 1);
+      ::_exit(err.find("rank 1 closed its connection") != std::string::npos
+                  ? 0
+                  : 4);
+    }
+    pids.push_back(pid);
+  }
+  int status0 = 0, status1 = 0;
+  ::waitpid(pids[0], &status0, 0);
+  ::waitpid(pids[1], &status1, 0);
+  EXPECT_TRUE(WIFEXITED(status0) && WEXITSTATUS(status0) == 0) << status0;
+  EXPECT_TRUE(WIFSIGNALED(status1) && WTERMSIG(status1) == SIGTERM) << status1;
+  std::string text(4096, '\0');
+  ssize_t n = ::pread(errFd, text.data(), text.size(), 0);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  ::close(errFd);
+  ::unlink(errPath);
+  EXPECT_EQ(text, "tofu-run: error: rank 1: ended by SIGTERM from torchrun's "
+                  "agent, which ends every rank once one has failed "
+                  "(torchrun's message names that rank) or when it is "
+                  "interrupted\n");
 }
 
 } // namespace

@@ -622,8 +622,10 @@ int run(int argc, char **argv) {
   if (std::string err = group.start(argc, argv, opts.commTimeout);
       !err.empty())
     return fail(err);
-  if (group.multiProcess())
+  if (group.multiProcess()) {
     gRankPrefix = "rank " + std::to_string(group.rank()) + ": ";
+    group.reportTerminationBySignal();
+  }
   const bool leader = group.rank() == 0; // prints, reports and saves
   if (!leader)
     opts.quiet = true;

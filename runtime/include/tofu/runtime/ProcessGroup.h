@@ -55,6 +55,16 @@ public:
   /// "RANK/WORLD_SIZE" (the same variables set by another launcher), or "".
   const std::string &launcher() const { return launchedBy; }
 
+  /// Makes SIGTERM print a one-line error of this rank's own before the
+  /// process ends by it (the default action, after any handler installed
+  /// before). mpirun and torchrun's agent end every rank with SIGTERM once
+  /// one rank has failed (or the launcher was interrupted); without this a
+  /// killed rank's peers vanished without a word of tofu-run's. The line
+  /// names the launcher and says that the launcher's own message names the
+  /// rank that failed (a survivor cannot tell which one it was). Call once
+  /// after a successful `start()` of a multi-process group.
+  void reportTerminationBySignal() const;
+
   /// The error for a plan of `numDevices` devices run by this group, or ""
   /// if every device gets one process. Every rank sees the same numbers and
   /// so reports the same error; no message is exchanged.

@@ -44,8 +44,10 @@ public:
   /// call on a transport that succeeded everywhere).
   virtual std::string finish() = 0;
   /// Makes every other process end with an error as soon as possible after
-  /// a fatal error here (MPI_Abort; TCP: closing every connection). Does not
-  /// return for MPI.
+  /// a fatal error here (MPI_Abort; TCP: an abort note to every peer naming
+  /// the rank at fault, then closing every connection, so that a rank that
+  /// hears of a failure second-hand still names the rank that failed). Does
+  /// not return for MPI.
   virtual void abortAll(int exitCode) = 0;
 };
 
