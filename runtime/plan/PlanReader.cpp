@@ -819,6 +819,9 @@ std::string readContainer(PlanInput &in, Plan &plan) {
   const uint64_t weightsSize = weightsSec ? weightsSec->size : 0;
   const bool shardChecksums = minor >= 5;
   std::vector<uint8_t> shardBytes;
+  // Set where a shard's error already says what to do (a missing or
+  // replaced .tofu-weights file), so that no second advice is appended.
+  bool adviceGiven = false;
   ShardLoader loadShard = [&](size_t d, const fbs::Device &fd,
                               const uint8_t *&shard) -> std::string {
     shard = nullptr;
@@ -860,14 +863,18 @@ std::string readContainer(PlanInput &in, Plan &plan) {
       uint64_t extSize = 0;
       if (std::string err = tofu::openInputStream(path, "its external weights file",
                                             tofu::kMaxInputFileBytes, ext, extSize);
-          !err.empty())
+          !err.empty()) {
+        adviceGiven = true;
         return where + ": " + err +
                "; keep the .tofu-weights files next to plan.bin (or "
                "recompile it with tofuc)";
-      if (wOff > extSize || wSize != extSize - wOff)
+      }
+      if (wOff > extSize || wSize != extSize - wOff) {
+        adviceGiven = true;
         return where + ": its " + what + " is " + std::to_string(extSize) +
                " bytes, expected " + std::to_string(wOff + wSize) +
                " (truncated or replaced); recompile the plan with tofuc";
+      }
       PlanInput extIn;
       extIn.file = &ext;
       if (std::string err = extIn.readAt(wOff, wSize, shardBytes);
@@ -886,7 +893,8 @@ std::string readContainer(PlanInput &in, Plan &plan) {
   };
   if (std::string err = PlanDecoder(*root, loadShard, plan).decode();
       !err.empty())
-    return "invalid plan: " + err + "; recompile it with tofuc";
+    return "invalid plan: " + err +
+           (adviceGiven ? "" : "; recompile it with tofuc");
   if (root->num_devices() != ct::loadLE(p + ct::kOffNumDevices, 4) ||
       root->model_fingerprint() != ct::loadLE(p + ct::kOffFingerprint, 8))
     return std::string("the header and the PLAN section disagree on the "

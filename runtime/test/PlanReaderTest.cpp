@@ -801,6 +801,10 @@ TEST(PlanShards, ExternalWeightFiles) {
   EXPECT_NE(err.find("keep the .tofu-weights files next to plan.bin"),
             std::string::npos)
       << err;
+  // One piece of advice, not a second "; recompile it with tofuc".
+  EXPECT_EQ(err.find("recompile it with tofuc"),
+            err.rfind("recompile it with tofuc"))
+      << err;
 
   std::vector<uint8_t> shard = slurpFile(dirB + files[0]);
   std::vector<uint8_t> cut(shard.begin(), shard.end() - 1);
@@ -810,6 +814,7 @@ TEST(PlanShards, ExternalWeightFiles) {
                      std::to_string(shard.size()) + " (truncated or replaced)"),
             std::string::npos)
       << err;
+  EXPECT_EQ(err.find("recompile"), err.rfind("recompile")) << err;
 
   std::vector<uint8_t> altered = shard;
   altered[0] ^= 1;
