@@ -95,3 +95,35 @@ save("embedding", [helper.make_node("Gather", ["table", "ids"], ["y"]),
 save("transpose-bad-perm", [helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[0, 5]),
                             helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
      [vi("x", [4, 3])], [loss])
+# Subgraphs nested 150 deep (If in If): over protobuf's parse depth of 100
+# (it was reported as "truncated").
+branch = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "leaf", [],
+                           [vi("y", [2])])
+for depth in range(150):
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch
+                            if depth == 0 else helper.make_graph(
+                                [helper.make_node("Identity", ["x"], ["y"])], "e", [],
+                                [vi("y", [2])]))
+    branch = helper.make_graph([node], f"level{depth}", [], [vi("y", [2])])
+save("protobuf-deep", list(branch.node) + [helper.make_node("ReduceSum", ["y"], ["loss"],
+                                                             keepdims=0)],
+     [vi("c", [], TensorProto.BOOL), vi("x", [2])], [loss])
+# A node name that is not UTF-8 (bytes 0xff 0xfe): printed escaped.
+w = numpy_helper.from_array(np.ones((5, 4), np.float32), "W")
+save("name-bad-utf8", [helper.make_node("MatMul", ["x", "W"], ["y"], name="NAMEXX"),
+                       helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+     [vi("x", [4, 4])], [loss], [w])
+path = os.path.join(out, "name-bad-utf8.onnx")
+with open(path, "rb") as f:
+    data = f.read().replace(b"NAMEXX", b"NAM\xff\xfeX")
+with open(path, "wb") as f:
+    f.write(data)
+# ConstantOfShape of 90,000 elements: over the folding limit of 65,536, so it
+# is not folded but runs as an op (it was "ConstantOfShape has no TDL spec").
+shape = numpy_helper.from_array(np.array([300, 300], np.int64), "s")
+save("constant-of-shape-large",
+     [helper.make_node("ConstantOfShape", ["s"], ["c"],
+                       value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+      helper.make_node("Mul", ["x", "c"], ["y"]),
+      helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)],
+     [vi("x", [300, 300])], [loss], [shape])
