@@ -90,6 +90,75 @@ tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
   return box;
 }
 
+std::vector<int64_t> tilingCutDims(const DeviceGrid &grid, TilingAttr tiling) {
+  std::vector<int64_t> cuts(grid.steps.size(), -1);
+  if (!tiling)
+    return cuts;
+  auto dims = tiling.getDims();
+  for (size_t step = 0; step < dims.size() && step < cuts.size(); ++step)
+    cuts[step] = dims[step];
+  return cuts;
+}
+
+std::vector<int64_t> shareCutDims(const DeviceGrid &grid,
+                                  llvm::ArrayRef<StrategyAttr> steps) {
+  std::vector<int64_t> cuts(grid.steps.size(), -1);
+  for (size_t step = 0; step < steps.size() && step < cuts.size(); ++step)
+    if (steps[step].getKind().getValue() == "split")
+      cuts[step] = steps[step].getDim();
+  return cuts;
+}
+
+namespace {
+
+/// devicesMeeting below the groups of the first `step` steps: `box` is the
+/// group's box, `first` its first device, `stride` the devices per part of
+/// step `step`.
+void collectMeeting(const DeviceGrid &grid, tdl::Box &box,
+                    llvm::ArrayRef<int64_t> cutDims, const tdl::Box &region,
+                    size_t step, int64_t first, int64_t stride,
+                    std::vector<int64_t> &devices) {
+  if (step == grid.steps.size()) {
+    devices.push_back(first);
+    return;
+  }
+  int64_t parts = grid.steps[step];
+  int64_t next = stride / parts;
+  int64_t dim = step < cutDims.size() ? cutDims[step] : -1;
+  if (dim < 0) {
+    for (int64_t c = 0; c < parts; ++c)
+      collectMeeting(grid, box, cutDims, region, step + 1, first + c * next,
+                     next, devices);
+    return;
+  }
+  tdl::Range whole = box[dim];
+  for (int64_t c = 0; c < parts; ++c) {
+    tdl::Range part = splitRange(whole, parts, c);
+    if (std::min(part.hi, region[dim].hi) - std::max(part.lo, region[dim].lo) <=
+        0)
+      continue; // the part misses the region, and so do all its devices
+    box[dim] = part;
+    collectMeeting(grid, box, cutDims, region, step + 1, first + c * next,
+                   next, devices);
+  }
+  box[dim] = whole;
+}
+
+} // namespace
+
+std::vector<int64_t> devicesMeeting(const DeviceGrid &grid,
+                                    const tdl::Box &whole,
+                                    llvm::ArrayRef<int64_t> cutDims,
+                                    const tdl::Box &region) {
+  std::vector<int64_t> devices;
+  if (intersectionElements(whole, region) == 0)
+    return devices;
+  tdl::Box box = whole;
+  collectMeeting(grid, box, cutDims, region, 0, 0, grid.numDevices(),
+                 devices);
+  return devices;
+}
+
 llvm::SmallVector<StrategyAttr> planOfOutput(llvm::ArrayRef<StrategyAttr> plan,
                                              unsigned output) {
   llvm::SmallVector<StrategyAttr> steps;
@@ -291,11 +360,15 @@ std::vector<int64_t> outputCommBytesByStep(
   std::vector<std::vector<int64_t>> coords;
   for (int64_t d = 0; d < k; ++d)
     coords.push_back(grid.coordinates(d));
+  tdl::Box outputWhole = fullBox(out.dims);
+  std::vector<int64_t> producedCuts =
+      shareCutDims(grid, planOfOutput(plan, output));
   for (int64_t d = 0; d < k; ++d) {
     tdl::Box owned = ownedBox(grid, out.dims, outputTiling, d);
     if (!isEmptyShare(shares[d]) && outputCoveredLocally(shares[d], owned))
       continue;
-    for (int64_t e = 0; e < k; ++e) {
+    // Only the devices whose produced box meets the owned tile send to it.
+    for (int64_t e : devicesMeeting(grid, outputWhole, producedCuts, owned)) {
       if (e == d || isEmptyShare(shares[e]))
         continue;
       size_t step = 0;
