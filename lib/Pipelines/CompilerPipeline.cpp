@@ -293,7 +293,8 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     mark("cuda");
   }
   // plan.bin holds no timing, so that it is byte-for-byte reproducible.
-  plan->summary = formatPlanText(func, *plan, /*withSearchTime=*/false);
+  const PlanSummary summary = summarizePlan(func, *plan);
+  plan->summary = formatPlanText(summary, *plan, /*withSearchTime=*/false);
   plan->searchSeconds = searchSeconds;
   // The prediction (--device, or --topology with the cpu description):
   // printed by --dump-plan=text|json, never stored in plan.bin.
@@ -329,9 +330,10 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     *predictionOut = prediction;
   const StepPrediction *withPrediction = prediction ? &*prediction : nullptr;
   if (options.dumpPlan == PlanDump::Text)
-    os << formatPlanText(func, *plan, /*withSearchTime=*/true, withPrediction);
+    os << formatPlanText(summary, *plan, /*withSearchTime=*/true,
+                         withPrediction);
   else if (options.dumpPlan == PlanDump::Json)
-    os << formatPlanJson(func, *plan, withPrediction);
+    os << formatPlanJson(summary, *plan, withPrediction);
   else if (options.dumpPlan == PlanDump::Html)
     os << formatPlanHtml(func, *plan);
   mark("summary+dump");

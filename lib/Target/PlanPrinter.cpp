@@ -284,7 +284,13 @@ std::string formatGrid(const std::vector<int64_t> &grid) {
 std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
                            bool withSearchTime,
                            const StepPrediction *prediction) {
-  PlanSummary summary = summarizePlan(func, plan);
+  return formatPlanText(summarizePlan(func, plan), plan, withSearchTime,
+                        prediction);
+}
+
+std::string formatPlanText(const PlanSummary &summary, const plan::Plan &plan,
+                           bool withSearchTime,
+                           const StepPrediction *prediction) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("tofu plan: {0} devices, partitioner {1}",
@@ -357,7 +363,11 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
 
 std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan,
                            const StepPrediction *prediction) {
-  PlanSummary summary = summarizePlan(func, plan);
+  return formatPlanJson(summarizePlan(func, plan), plan, prediction);
+}
+
+std::string formatPlanJson(const PlanSummary &summary, const plan::Plan &plan,
+                           const StepPrediction *prediction) {
   auto ints = [](const std::vector<int64_t> &values) {
     llvm::json::Array array;
     for (int64_t v : values)
