@@ -82,11 +82,16 @@ tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
   tdl::Box box = fullBox(shape);
   if (!tiling)
     return box;
-  std::vector<int64_t> coords = grid.coordinates(device);
   auto dims = tiling.getDims();
-  for (size_t step = 0; step < dims.size() && step < coords.size(); ++step)
-    box[dims[step]] =
-        splitRange(box[dims[step]], grid.steps[step], coords[step]);
+  size_t cuts = std::min(dims.size(), grid.steps.size());
+  // The device's coordinate at each cut step (as DeviceGrid::coordinates,
+  // without building the vector: this runs for every fetch piece).
+  int64_t stride = grid.numDevices();
+  for (size_t step = 0; step < cuts; ++step) {
+    stride /= grid.steps[step];
+    int64_t coord = device / stride % grid.steps[step];
+    box[dims[step]] = splitRange(box[dims[step]], grid.steps[step], coord);
+  }
   return box;
 }
 

@@ -57,6 +57,8 @@ std::optional<plan::DType> planDTypeOf(Type elem) {
 
 plan::Box toPlanBox(const tdl::Box &box) {
   plan::Box result;
+  result.lo.reserve(box.size());
+  result.hi.reserve(box.size());
   for (const auto &r : box) {
     result.lo.push_back(r.lo);
     result.hi.push_back(r.hi);
@@ -215,6 +217,7 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
   for (int64_t e : candidates)
     if (e != device)
       order.push_back(e);
+  instr.pieces.reserve(order.size());
   for (int64_t e : order) {
     int32_t source = sourceOf(e);
     if (source < 0)
