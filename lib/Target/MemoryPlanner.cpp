@@ -23,7 +23,9 @@
 // Devices of a group do the same work on different tiles, so many devices
 // have equal buffer sizes and lifetimes: the placements that depend on
 // nothing else (both first fits and skyline) are computed once per class of
-// such devices; only the seeded search runs per device (bench/compile_scale.md).
+// such devices; the seeded search runs per device for the first 16 devices
+// of a class, and the others take the best placement those found
+// (bench/compile_scale.md).
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/PlanBuilder.h"
@@ -285,6 +287,10 @@ struct SplitMix64 {
 constexpr uint64_t kSearchSlack = 100;
 constexpr unsigned kSearchOrders = 256;
 constexpr double kSearchChecks = 2e7;
+/// The seeded search runs on at most this many devices of a class of equal
+/// devices, so that its cost does not grow with k beyond that (every device
+/// up to k = 16 runs its own).
+constexpr size_t kSearchedDevicesPerClass = 16;
 /// Skyline best fit costs about (n + moments)^2 steps; above this many
 /// buffers it is skipped.
 constexpr size_t kSkylineBuffers = 8192;
@@ -407,11 +413,15 @@ void planMemory(plan::Plan &plan) {
   size_t k = plan.devices.size();
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
   // The search-free placements are computed once per class of devices with
-  // equal placement inputs (found by hash, confirmed by comparison); only
-  // the perturbed search, seeded per device, runs per device.
+  // equal placement inputs (found by hash, confirmed by comparison). The
+  // perturbed search, seeded per device, runs on the first
+  // kSearchedDevicesPerClass devices of a class; later ones take the best
+  // placement those found (valid for any device of the class).
   struct PlacementClass {
     std::vector<int64_t> inputs;
-    Placement placement;
+    Placement placement; ///< search-free
+    size_t searched = 0; ///< devices that ran the search
+    Placement best;      ///< the smallest they reached
   };
   std::vector<PlacementClass> classes;
   llvm::DenseMap<uint64_t, llvm::SmallVector<size_t, 1>> classesByHash;
@@ -423,7 +433,7 @@ void planMemory(plan::Plan &plan) {
         reinterpret_cast<const uint8_t *>(inputs.data()),
         inputs.size() * sizeof(int64_t)));
     llvm::SmallVector<size_t, 1> &candidates = classesByHash[hash];
-    const PlacementClass *same = nullptr;
+    PlacementClass *same = nullptr;
     for (size_t c : candidates)
       if (classes[c].inputs == inputs)
         same = &classes[c];
@@ -433,8 +443,15 @@ void planMemory(plan::Plan &plan) {
           {std::move(inputs), placeWithoutSearch(buffers, lifetimes)});
       same = &classes.back();
     }
-    Placement best = same->placement;
-    searchPerturbedOrders(buffers, lifetimes, d, best);
+    Placement best;
+    if (same->searched < kSearchedDevicesPerClass) {
+      best = same->placement;
+      searchPerturbedOrders(buffers, lifetimes, d, best);
+      ++same->searched;
+      same->best.consider(best.offsets, best.peak);
+    } else {
+      best = same->best;
+    }
     for (size_t b = 0; b < buffers.size(); ++b)
       buffers[b].offset = best.offsets[b];
     plan.devices[d].peakBytes = best.peak;
