@@ -300,7 +300,8 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
   // printed by --dump-plan=text|json, never stored in plan.bin.
   std::optional<StepPrediction> prediction;
   bool shown = options.dumpPlan == PlanDump::Text ||
-               options.dumpPlan == PlanDump::Json || predictionOut;
+               options.dumpPlan == PlanDump::Json ||
+               options.dumpPlan == PlanDump::Html || predictionOut;
   if (shown && (device || !options.topology.empty())) {
     if (!device) {
       auto cpu = loadDeviceModel("cpu");
@@ -335,7 +336,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
   else if (options.dumpPlan == PlanDump::Json)
     os << formatPlanJson(summary, *plan, withPrediction);
   else if (options.dumpPlan == PlanDump::Html)
-    os << formatPlanHtml(func, *plan);
+    os << formatPlanHtml(func, *plan, withPrediction);
   mark("summary+dump");
   if (!options.outputPath.empty()) {
     plan->searchSeconds = 0;

@@ -101,8 +101,11 @@ std::string formatPlanJson(const PlanSummary &summary, const plan::Plan &plan,
 
 /// A self-contained HTML page (inline CSS and SVG, no script, no network)
 /// drawing each weight and activation tensor as a grid of tiles coloured by
-/// owning device, with the bytes each op moves (docs/PlanHtml.md).
-std::string formatPlanHtml(mlir::func::FuncOp func, const plan::Plan &plan);
+/// owning device, with the bytes each op moves (docs/PlanHtml.md);
+/// `prediction` (--device, --topology) adds the predicted step and its
+/// timeline per device.
+std::string formatPlanHtml(mlir::func::FuncOp func, const plan::Plan &plan,
+                           const StepPrediction *prediction = nullptr);
 
 /// Shared by the printers: names of tensor roles, element types, tilings.
 const char *tensorRoleName(plan::TensorRole role);
