@@ -14,6 +14,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/Format.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -348,6 +349,8 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
       return fail(options.outputPath + ": " + err);
     mark("write");
   }
+  if (options.disableFree)
+    llvm::BuryPointer(std::make_unique<plan::Plan>(std::move(*plan)));
   return llvm::Error::success();
 }
 
