@@ -340,22 +340,28 @@ std::vector<int64_t> outputCommBytesByStep(
   std::vector<OpShare> shares;
   for (int64_t d = 0; d < k; ++d)
     shares.push_back(opShare(grid, op, output, plan, d));
+  std::vector<std::vector<int64_t>> inputCuts;
+  for (TilingAttr tiling : inputTilings)
+    inputCuts.push_back(tilingCutDims(grid, tiling));
   for (int64_t d = 0; d < k; ++d) {
     if (isEmptyShare(shares[d]))
       continue;
     auto needed = op.requiredRegions(output, shares[d].outputBox,
                                      shares[d].reductionRanges);
+    std::vector<int64_t> coords = grid.coordinates(d);
     for (size_t i = 0; i < needed.size() && i < inputTilings.size(); ++i) {
       if (!needed[i] || !inputTypes[i])
         continue;
       int64_t size = elementBytes(inputTypes[i]->elem);
       // Elements held by the device's group before the step, minus those its
-      // group holds after it (level 0 counts the whole needed box).
+      // group holds after it (level 0 counts the whole needed box). `held`
+      // is groupOwnedBox at level step + 1, cut one step at a time.
       int64_t heldBefore = numElements(*needed[i]);
+      tdl::Box held = fullBox(inputTypes[i]->dims);
       for (size_t step = 0; step < numSteps; ++step) {
-        tdl::Box held = groupOwnedBox(grid, inputTypes[i]->dims,
-                                      inputTilings[i], d, step + 1);
-        int64_t heldAfter = numElements(intersect(*needed[i], held));
+        if (int64_t dim = inputCuts[i][step]; dim >= 0)
+          held[dim] = splitRange(held[dim], grid.steps[step], coords[step]);
+        int64_t heldAfter = intersectionElements(*needed[i], held);
         bytes[step] += (heldBefore - heldAfter) * size;
         heldBefore = heldAfter;
       }
