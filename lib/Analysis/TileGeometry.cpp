@@ -82,12 +82,86 @@ tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
   tdl::Box box = fullBox(shape);
   if (!tiling)
     return box;
-  std::vector<int64_t> coords = grid.coordinates(device);
   auto dims = tiling.getDims();
-  for (size_t step = 0; step < dims.size() && step < coords.size(); ++step)
-    box[dims[step]] =
-        splitRange(box[dims[step]], grid.steps[step], coords[step]);
+  size_t cuts = std::min(dims.size(), grid.steps.size());
+  // The device's coordinate at each cut step (as DeviceGrid::coordinates,
+  // without building the vector: this runs for every fetch piece).
+  int64_t stride = grid.numDevices();
+  for (size_t step = 0; step < cuts; ++step) {
+    stride /= grid.steps[step];
+    int64_t coord = device / stride % grid.steps[step];
+    box[dims[step]] = splitRange(box[dims[step]], grid.steps[step], coord);
+  }
   return box;
+}
+
+std::vector<int64_t> tilingCutDims(const DeviceGrid &grid, TilingAttr tiling) {
+  std::vector<int64_t> cuts(grid.steps.size(), -1);
+  if (!tiling)
+    return cuts;
+  auto dims = tiling.getDims();
+  for (size_t step = 0; step < dims.size() && step < cuts.size(); ++step)
+    cuts[step] = dims[step];
+  return cuts;
+}
+
+std::vector<int64_t> shareCutDims(const DeviceGrid &grid,
+                                  llvm::ArrayRef<StrategyAttr> steps) {
+  std::vector<int64_t> cuts(grid.steps.size(), -1);
+  for (size_t step = 0; step < steps.size() && step < cuts.size(); ++step)
+    if (steps[step].getKind().getValue() == "split")
+      cuts[step] = steps[step].getDim();
+  return cuts;
+}
+
+namespace {
+
+/// devicesMeeting below the groups of the first `step` steps: `box` is the
+/// group's box, `first` its first device, `stride` the devices per part of
+/// step `step`.
+void collectMeeting(const DeviceGrid &grid, tdl::Box &box,
+                    llvm::ArrayRef<int64_t> cutDims, const tdl::Box &region,
+                    size_t step, int64_t first, int64_t stride,
+                    std::vector<int64_t> &devices) {
+  if (step == grid.steps.size()) {
+    devices.push_back(first);
+    return;
+  }
+  int64_t parts = grid.steps[step];
+  int64_t next = stride / parts;
+  int64_t dim = step < cutDims.size() ? cutDims[step] : -1;
+  if (dim < 0) {
+    for (int64_t c = 0; c < parts; ++c)
+      collectMeeting(grid, box, cutDims, region, step + 1, first + c * next,
+                     next, devices);
+    return;
+  }
+  tdl::Range whole = box[dim];
+  for (int64_t c = 0; c < parts; ++c) {
+    tdl::Range part = splitRange(whole, parts, c);
+    if (std::min(part.hi, region[dim].hi) - std::max(part.lo, region[dim].lo) <=
+        0)
+      continue; // the part misses the region, and so do all its devices
+    box[dim] = part;
+    collectMeeting(grid, box, cutDims, region, step + 1, first + c * next,
+                   next, devices);
+  }
+  box[dim] = whole;
+}
+
+} // namespace
+
+std::vector<int64_t> devicesMeeting(const DeviceGrid &grid,
+                                    const tdl::Box &whole,
+                                    llvm::ArrayRef<int64_t> cutDims,
+                                    const tdl::Box &region) {
+  std::vector<int64_t> devices;
+  if (intersectionElements(whole, region) == 0)
+    return devices;
+  tdl::Box box = whole;
+  collectMeeting(grid, box, cutDims, region, 0, 0, grid.numDevices(),
+                 devices);
+  return devices;
 }
 
 llvm::SmallVector<StrategyAttr> planOfOutput(llvm::ArrayRef<StrategyAttr> plan,
@@ -266,22 +340,28 @@ std::vector<int64_t> outputCommBytesByStep(
   std::vector<OpShare> shares;
   for (int64_t d = 0; d < k; ++d)
     shares.push_back(opShare(grid, op, output, plan, d));
+  std::vector<std::vector<int64_t>> inputCuts;
+  for (TilingAttr tiling : inputTilings)
+    inputCuts.push_back(tilingCutDims(grid, tiling));
   for (int64_t d = 0; d < k; ++d) {
     if (isEmptyShare(shares[d]))
       continue;
     auto needed = op.requiredRegions(output, shares[d].outputBox,
                                      shares[d].reductionRanges);
+    std::vector<int64_t> coords = grid.coordinates(d);
     for (size_t i = 0; i < needed.size() && i < inputTilings.size(); ++i) {
       if (!needed[i] || !inputTypes[i])
         continue;
       int64_t size = elementBytes(inputTypes[i]->elem);
       // Elements held by the device's group before the step, minus those its
-      // group holds after it (level 0 counts the whole needed box).
+      // group holds after it (level 0 counts the whole needed box). `held`
+      // is groupOwnedBox at level step + 1, cut one step at a time.
       int64_t heldBefore = numElements(*needed[i]);
+      tdl::Box held = fullBox(inputTypes[i]->dims);
       for (size_t step = 0; step < numSteps; ++step) {
-        tdl::Box held = groupOwnedBox(grid, inputTypes[i]->dims,
-                                      inputTilings[i], d, step + 1);
-        int64_t heldAfter = numElements(intersect(*needed[i], held));
+        if (int64_t dim = inputCuts[i][step]; dim >= 0)
+          held[dim] = splitRange(held[dim], grid.steps[step], coords[step]);
+        int64_t heldAfter = intersectionElements(*needed[i], held);
         bytes[step] += (heldBefore - heldAfter) * size;
         heldBefore = heldAfter;
       }
@@ -291,11 +371,15 @@ std::vector<int64_t> outputCommBytesByStep(
   std::vector<std::vector<int64_t>> coords;
   for (int64_t d = 0; d < k; ++d)
     coords.push_back(grid.coordinates(d));
+  tdl::Box outputWhole = fullBox(out.dims);
+  std::vector<int64_t> producedCuts =
+      shareCutDims(grid, planOfOutput(plan, output));
   for (int64_t d = 0; d < k; ++d) {
     tdl::Box owned = ownedBox(grid, out.dims, outputTiling, d);
     if (!isEmptyShare(shares[d]) && outputCoveredLocally(shares[d], owned))
       continue;
-    for (int64_t e = 0; e < k; ++e) {
+    // Only the devices whose produced box meets the owned tile send to it.
+    for (int64_t e : devicesMeeting(grid, outputWhole, producedCuts, owned)) {
       if (e == d || isEmptyShare(shares[e]))
         continue;
       size_t step = 0;

@@ -14,6 +14,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/BuryPointer.h"
 #include "llvm/Support/Format.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -293,13 +294,15 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     mark("cuda");
   }
   // plan.bin holds no timing, so that it is byte-for-byte reproducible.
-  plan->summary = formatPlanText(func, *plan, /*withSearchTime=*/false);
+  const PlanSummary summary = summarizePlan(func, *plan);
+  plan->summary = formatPlanText(summary, *plan, /*withSearchTime=*/false);
   plan->searchSeconds = searchSeconds;
   // The prediction (--device, or --topology with the cpu description):
   // printed by --dump-plan=text|json, never stored in plan.bin.
   std::optional<StepPrediction> prediction;
   bool shown = options.dumpPlan == PlanDump::Text ||
-               options.dumpPlan == PlanDump::Json || predictionOut;
+               options.dumpPlan == PlanDump::Json ||
+               options.dumpPlan == PlanDump::Html || predictionOut;
   if (shown && (device || !options.topology.empty())) {
     if (!device) {
       auto cpu = loadDeviceModel("cpu");
@@ -329,11 +332,12 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     *predictionOut = prediction;
   const StepPrediction *withPrediction = prediction ? &*prediction : nullptr;
   if (options.dumpPlan == PlanDump::Text)
-    os << formatPlanText(func, *plan, /*withSearchTime=*/true, withPrediction);
+    os << formatPlanText(summary, *plan, /*withSearchTime=*/true,
+                         withPrediction);
   else if (options.dumpPlan == PlanDump::Json)
-    os << formatPlanJson(func, *plan, withPrediction);
+    os << formatPlanJson(summary, *plan, withPrediction);
   else if (options.dumpPlan == PlanDump::Html)
-    os << formatPlanHtml(func, *plan);
+    os << formatPlanHtml(func, *plan, withPrediction);
   mark("summary+dump");
   if (!options.outputPath.empty()) {
     plan->searchSeconds = 0;
@@ -345,6 +349,8 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
       return fail(options.outputPath + ": " + err);
     mark("write");
   }
+  if (options.disableFree)
+    llvm::BuryPointer(std::make_unique<plan::Plan>(std::move(*plan)));
   return llvm::Error::success();
 }
 

@@ -17,6 +17,7 @@
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
@@ -56,6 +57,8 @@ std::optional<plan::DType> planDTypeOf(Type elem) {
 
 plan::Box toPlanBox(const tdl::Box &box) {
   plan::Box result;
+  result.lo.reserve(box.size());
+  result.hi.reserve(box.size());
   for (const auto &r : box) {
     result.lo.push_back(r.lo);
     result.hi.push_back(r.hi);
@@ -152,12 +155,18 @@ private:
   int32_t addBuffer(int64_t device, int32_t tensor, const tdl::Box &region,
                     bool partial);
   /// Fills buffer `dst` on `device` (holding `region` of `tensor`) from
-  /// the source buffers `sources[e]` (one per device, holding
-  /// `sourceBoxes[e]`).
+  /// the source buffers `sourceOf(e)` (-1: none) holding `boxOf(e)`, for
+  /// the devices e in `candidates` (increasing; every device whose box
+  /// meets `region`, more are harmless).
   void addAssembly(int64_t device, int32_t dst, const tdl::Box &region,
-                   int32_t tensor, llvm::ArrayRef<int32_t> sources,
-                   llvm::ArrayRef<tdl::Box> sourceBoxes, bool reduce,
+                   int32_t tensor, llvm::ArrayRef<int64_t> candidates,
+                   llvm::function_ref<int32_t(int64_t)> sourceOf,
+                   llvm::function_ref<tdl::Box(int64_t)> boxOf, bool reduce,
                    int64_t seq, StringRef opName);
+  /// Fills buffer `dst` on `device`, holding `region` of `tensor`, from the
+  /// owned tiles of `tensor` on the devices whose tile meets it.
+  void addFetchFromOwners(int64_t device, int32_t dst, const tdl::Box &region,
+                          int32_t tensor, int64_t seq, StringRef opName);
   tdl::Box ownedRegion(int32_t tensor, int64_t device) const;
 
   func::FuncOp func;
@@ -167,6 +176,7 @@ private:
   plan::Plan result;
   llvm::DenseMap<Value, int32_t> tensorOf;
   std::vector<TilingAttr> tilings;               // per tensor
+  std::vector<std::vector<int64_t>> cutDims;     // per tensor: tilingCutDims
   std::vector<std::vector<int32_t>> ownedBuffer; // [device][tensor]
 };
 
@@ -189,8 +199,9 @@ int32_t Materializer::addBuffer(int64_t device, int32_t tensor,
 
 void Materializer::addAssembly(int64_t device, int32_t dst,
                                const tdl::Box &region, int32_t tensor,
-                               llvm::ArrayRef<int32_t> sources,
-                               llvm::ArrayRef<tdl::Box> sourceBoxes,
+                               llvm::ArrayRef<int64_t> candidates,
+                               llvm::function_ref<int32_t(int64_t)> sourceOf,
+                               llvm::function_ref<tdl::Box(int64_t)> boxOf,
                                bool reduce, int64_t seq, StringRef opName) {
   plan::Instr instr;
   instr.kind = reduce ? plan::Instr::Kind::Reduce : plan::Instr::Kind::Fetch;
@@ -199,25 +210,43 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
   instr.op = opName.str();
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
   // The device's own data first, then the others in device order.
-  std::vector<int64_t> order{device};
-  for (int64_t e = 0; e < k; ++e)
+  std::vector<int64_t> order;
+  order.reserve(candidates.size());
+  if (std::binary_search(candidates.begin(), candidates.end(), device))
+    order.push_back(device);
+  for (int64_t e : candidates)
     if (e != device)
       order.push_back(e);
+  instr.pieces.reserve(order.size());
   for (int64_t e : order) {
-    if (sources[e] < 0)
+    int32_t source = sourceOf(e);
+    if (source < 0)
       continue; // computed nothing (empty share)
-    tdl::Box piece = intersect(region, sourceBoxes[e]);
+    tdl::Box box = boxOf(e);
+    tdl::Box piece = intersect(region, box);
     if (isEmpty(piece))
       continue;
     instr.pieces.push_back(
-        {static_cast<int32_t>(e), sources[e], toPlanBox(piece)});
+        {static_cast<int32_t>(e), source, toPlanBox(piece)});
     if (e != device)
       result.devices[device].commBytes += numElements(piece) * elemBytes;
     // A complete tile needs one source; partial sums need all of them.
-    if (!reduce && contains(sourceBoxes[e], region))
+    if (!reduce && contains(box, region))
       break;
   }
   result.devices[device].instrs.push_back(std::move(instr));
+}
+
+void Materializer::addFetchFromOwners(int64_t device, int32_t dst,
+                                      const tdl::Box &region, int32_t tensor,
+                                      int64_t seq, StringRef opName) {
+  std::vector<int64_t> owners = devicesMeeting(
+      grid, fullBox(result.tensors[tensor].shape), cutDims[tensor], region);
+  addAssembly(
+      device, dst, region, tensor, owners,
+      [&](int64_t e) { return ownedBuffer[e][tensor]; },
+      [&](int64_t e) { return ownedRegion(tensor, e); },
+      /*reduce=*/false, seq, opName);
 }
 
 llvm::Error Materializer::addTensors() {
@@ -303,6 +332,7 @@ llvm::Error Materializer::addTensors() {
       }
       tensorOf[value] = result.tensors.size();
       tilings.push_back(tiling);
+      cutDims.push_back(tilingCutDims(grid, tiling));
       result.tensors.push_back(std::move(info));
     }
     return WalkResult::advance();
@@ -460,14 +490,7 @@ llvm::Error Materializer::addOutput(
         continue;
       }
       int32_t local = addBuffer(d, tensor, *needed[i], false);
-      std::vector<int32_t> sources(k);
-      std::vector<tdl::Box> boxes(k);
-      for (int64_t e = 0; e < k; ++e) {
-        sources[e] = ownedBuffer[e][tensor];
-        boxes[e] = ownedRegion(tensor, e);
-      }
-      addAssembly(d, local, *needed[i], tensor, sources, boxes,
-                  /*reduce=*/false, seq, op.getName());
+      addFetchFromOwners(d, local, *needed[i], tensor, seq, op.getName());
       compute.inputs.push_back(local);
     }
     tdl::Box owned = ownedRegion(out, d);
@@ -480,37 +503,37 @@ llvm::Error Materializer::addOutput(
     result.devices[d].instrs.push_back(std::move(compute));
   }
   // Bring produced tiles to their owners.
+  std::vector<int64_t> producedCuts =
+      shareCutDims(grid, planOfOutput(strategies, output));
+  tdl::Box outputWhole = fullBox(result.tensors[out].shape);
+  auto producedOf = [&](int64_t e) { return produced[e]; };
+  auto producedBoxOf = [&](int64_t e) { return producedBoxes[e]; };
   for (int64_t d = 0; d < k; ++d) {
     if (produced[d] == ownedBuffer[d][out])
       continue;
     tdl::Box owned = ownedRegion(out, d);
     if (produced[d] >= 0 && outputCoveredLocally(shares[d], owned)) {
-      std::vector<int32_t> sources(k, produced[d]);
-      std::vector<tdl::Box> boxes(k, tdl::Box(owned.size(), tdl::Range{0, 0}));
-      boxes[d] = producedBoxes[d];
-      addAssembly(d, ownedBuffer[d][out], owned, out, sources, boxes,
-                  /*reduce=*/false, seq + 2, op.getName());
+      int64_t self[] = {d};
+      addAssembly(d, ownedBuffer[d][out], owned, out, self, producedOf,
+                  producedBoxOf, /*reduce=*/false, seq + 2, op.getName());
       continue;
     }
-    addAssembly(d, ownedBuffer[d][out], owned, out, produced, producedBoxes,
-                /*reduce=*/shares[d].partial, seq + 2, op.getName());
+    // The devices whose produced box (their share's output box) meets the
+    // owned tile.
+    std::vector<int64_t> producers =
+        devicesMeeting(grid, outputWhole, producedCuts, owned);
+    addAssembly(d, ownedBuffer[d][out], owned, out, producers, producedOf,
+                producedBoxOf, /*reduce=*/shares[d].partial, seq + 2,
+                op.getName());
   }
   return llvm::Error::success();
 }
 
 void Materializer::addParamUpdates(int64_t seq) {
-  for (auto [param, updated] : result.paramUpdates) {
-    for (int64_t d = 0; d < k; ++d) {
-      std::vector<int32_t> sources(k);
-      std::vector<tdl::Box> boxes(k);
-      for (int64_t e = 0; e < k; ++e) {
-        sources[e] = ownedBuffer[e][updated];
-        boxes[e] = ownedRegion(updated, e);
-      }
-      addAssembly(d, ownedBuffer[d][param], ownedRegion(param, d), param,
-                  sources, boxes, /*reduce=*/false, seq, "param-update");
-    }
-  }
+  for (auto [param, updated] : result.paramUpdates)
+    for (int64_t d = 0; d < k; ++d)
+      addFetchFromOwners(d, ownedBuffer[d][param], ownedRegion(param, d),
+                         updated, seq, "param-update");
 }
 
 llvm::Expected<plan::Plan> Materializer::run() {

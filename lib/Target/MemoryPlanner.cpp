@@ -20,8 +20,19 @@
 // The liveness lower bound is computed from the same lifetimes, so the two
 // are comparable (bench/memory.md).
 //
+// Devices of a group do the same work on different tiles, so many devices
+// have equal buffer sizes and lifetimes: the placements that depend on
+// nothing else (both first fits and skyline) are computed once per class of
+// such devices; the seeded search runs per device for the first 16 devices
+// of a class, and the others take the best placement those found
+// (bench/compile_scale.md).
+//
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/PlanBuilder.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/xxhash.h"
 
 #include <algorithm>
 #include <limits>
@@ -136,33 +147,46 @@ uint64_t alignedLiveBound(const std::vector<plan::Buffer> &buffers,
 /// First-fit placement of a device's buffers in `order`: each at the lowest
 /// 64-byte aligned offset that no already placed buffer with an overlapping
 /// lifetime occupies. Returns the offsets and sets `peak` to the arena size.
+///
+/// The placed buffers are kept sorted by offset, so one scan meets the
+/// address ranges of those alive at the same time in address order and stops
+/// at the first gap that fits: no per-buffer list of taken ranges to collect
+/// and sort (which made this quadratic with a large constant).
 std::vector<uint64_t> placeFirstFit(const std::vector<plan::Buffer> &buffers,
                                     const std::vector<Lifetime> &life,
                                     const std::vector<size_t> &order,
                                     uint64_t &peak) {
   std::vector<uint64_t> offsets(buffers.size(), 0);
-  std::vector<size_t> placed;
-  std::vector<std::pair<uint64_t, uint64_t>> taken;
+  /// A placed buffer: its address range [lo, hi) and lifetime.
+  struct Placed {
+    uint64_t lo, hi;
+    int64_t first, last;
+  };
+  std::vector<Placed> placed; // sorted by lo
+  placed.reserve(buffers.size());
   peak = 0;
   for (size_t b : order) {
     uint64_t size = alignUp(buffers[b].bytes);
     if (size == 0)
       continue;
-    // Intervals of address space taken by buffers alive at the same time.
-    taken.clear();
-    for (size_t p : placed)
-      if (!(life[p].last < life[b].first || life[b].last < life[p].first))
-        taken.push_back({offsets[p], offsets[p] + alignUp(buffers[p].bytes)});
-    std::sort(taken.begin(), taken.end());
+    const int64_t first = life[b].first, last = life[b].last;
+    // The lowest offset whose [offset, offset + size) meets no range of a
+    // buffer alive at the same time. Ranges with equal lo may come in any
+    // order: each only raises the offset to its hi.
     uint64_t offset = 0;
-    for (auto [lo, hi] : taken) {
-      if (offset + size <= lo)
+    for (const Placed &p : placed) {
+      if (p.last < first || last < p.first)
+        continue;
+      if (offset + size <= p.lo)
         break;
-      offset = std::max(offset, hi);
+      offset = std::max(offset, p.hi);
     }
     offsets[b] = offset;
     peak = std::max(peak, offset + size);
-    placed.push_back(b);
+    auto at = std::upper_bound(
+        placed.begin(), placed.end(), offset,
+        [](uint64_t value, const Placed &p) { return value < p.lo; });
+    placed.insert(at, Placed{offset, offset + size, first, last});
   }
   return offsets;
 }
@@ -263,93 +287,174 @@ struct SplitMix64 {
 constexpr uint64_t kSearchSlack = 100;
 constexpr unsigned kSearchOrders = 256;
 constexpr double kSearchChecks = 2e7;
+/// The seeded search runs on at most this many devices of a class of equal
+/// devices, so that its cost does not grow with k beyond that (every device
+/// up to k = 16 runs its own).
+constexpr size_t kSearchedDevicesPerClass = 16;
 /// Skyline best fit costs about (n + moments)^2 steps; above this many
 /// buffers it is skipped.
 constexpr size_t kSkylineBuffers = 8192;
 
 } // namespace
 
+namespace {
+
+/// A placement of one device's buffers: offsets and the arena size.
+struct Placement {
+  std::vector<uint64_t> offsets;
+  uint64_t peak = std::numeric_limits<uint64_t>::max();
+
+  /// Keeps the smaller arena (the earlier candidate on a tie).
+  void consider(std::vector<uint64_t> candidate, uint64_t arena) {
+    if (arena < peak) {
+      peak = arena;
+      offsets = std::move(candidate);
+    }
+  }
+};
+
+/// The placements that depend on nothing but the buffers' sizes and
+/// lifetimes: first fit in two orders and skyline best fit; the smallest.
+Placement placeWithoutSearch(const std::vector<plan::Buffer> &buffers,
+                             const std::vector<Lifetime> &lifetimes) {
+  Placement best;
+  std::vector<size_t> byFirstUse(buffers.size());
+  std::iota(byFirstUse.begin(), byFirstUse.end(), size_t{0});
+  std::vector<size_t> bySize = byFirstUse;
+  // By first use (ties: largest first, then id), and by size, largest
+  // first (ties: first use, then id), which packs long-lived large
+  // buffers before the small ones fragment the arena.
+  std::stable_sort(byFirstUse.begin(), byFirstUse.end(),
+                   [&](size_t a, size_t b) {
+                     if (lifetimes[a].first != lifetimes[b].first)
+                       return lifetimes[a].first < lifetimes[b].first;
+                     return buffers[a].bytes > buffers[b].bytes;
+                   });
+  std::stable_sort(bySize.begin(), bySize.end(), [&](size_t a, size_t b) {
+    if (buffers[a].bytes != buffers[b].bytes)
+      return buffers[a].bytes > buffers[b].bytes;
+    return lifetimes[a].first < lifetimes[b].first;
+  });
+  uint64_t arena = 0;
+  {
+    std::vector<uint64_t> placed =
+        placeFirstFit(buffers, lifetimes, byFirstUse, arena);
+    best.consider(std::move(placed), arena);
+  }
+  {
+    std::vector<uint64_t> placed =
+        placeFirstFit(buffers, lifetimes, bySize, arena);
+    best.consider(std::move(placed), arena);
+  }
+  if (buffers.size() <= kSkylineBuffers) {
+    std::vector<uint64_t> placed = placeSkyline(buffers, lifetimes, arena);
+    best.consider(std::move(placed), arena);
+  }
+  return best;
+}
+
+/// Perturbed first-fit orders, from device `device`'s fixed seed, until
+/// `best` is within 1% of the aligned bound or the budget is spent.
+void searchPerturbedOrders(const std::vector<plan::Buffer> &buffers,
+                           const std::vector<Lifetime> &lifetimes,
+                           size_t device, Placement &best) {
+  const uint64_t bound = alignedLiveBound(buffers, lifetimes);
+  const uint64_t goal = bound + bound / kSearchSlack;
+  const double n = static_cast<double>(buffers.size());
+  unsigned orders = static_cast<unsigned>(
+      std::min<double>(kSearchOrders, kSearchChecks / std::max(1.0, n * n / 2)));
+  if (orders == 0 || best.peak <= goal)
+    return;
+  SplitMix64 random{0x746f6675ull + device}; // "tofu" + device: fixed seed
+  std::vector<double> key(buffers.size());
+  std::vector<size_t> order(buffers.size());
+  uint64_t arena = 0;
+  for (unsigned attempt = 0; attempt < orders && best.peak > goal; ++attempt) {
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      double size = static_cast<double>(alignUp(buffers[b].bytes));
+      // Alternate: size alone, or size times lifetime (capped, since
+      // persistent buffers live forever).
+      double weight = size;
+      if (attempt % 2) {
+        int64_t span = lifetimes[b].last == kForever
+                           ? int64_t{1} << 40
+                           : lifetimes[b].last - lifetimes[b].first + 1;
+        weight *= static_cast<double>(span);
+      }
+      key[b] = weight * random.factor();
+    }
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return key[a] > key[b]; });
+    std::vector<uint64_t> placed =
+        placeFirstFit(buffers, lifetimes, order, arena);
+    best.consider(std::move(placed), arena);
+  }
+}
+
+/// What the placements of one device depend on: each buffer's bytes and
+/// lifetime, in buffer order. Devices of a group doing the same work on
+/// different tiles have equal ones.
+std::vector<int64_t> placementInputs(const std::vector<plan::Buffer> &buffers,
+                                     const std::vector<Lifetime> &lifetimes) {
+  std::vector<int64_t> inputs;
+  inputs.reserve(3 * buffers.size());
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    inputs.push_back(static_cast<int64_t>(buffers[b].bytes));
+    inputs.push_back(lifetimes[b].first);
+    inputs.push_back(lifetimes[b].last);
+  }
+  return inputs;
+}
+
+} // namespace
+
 void planMemory(plan::Plan &plan) {
   size_t k = plan.devices.size();
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
+  // The search-free placements are computed once per class of devices with
+  // equal placement inputs (found by hash, confirmed by comparison). The
+  // perturbed search, seeded per device, runs on the first
+  // kSearchedDevicesPerClass devices of a class; later ones take the best
+  // placement those found (valid for any device of the class).
+  struct PlacementClass {
+    std::vector<int64_t> inputs;
+    Placement placement; ///< search-free
+    size_t searched = 0; ///< devices that ran the search
+    Placement best;      ///< the smallest they reached
+  };
+  std::vector<PlacementClass> classes;
+  llvm::DenseMap<uint64_t, llvm::SmallVector<size_t, 1>> classesByHash;
   for (size_t d = 0; d < k; ++d) {
     auto &buffers = plan.devices[d].buffers;
     const std::vector<Lifetime> &lifetimes = life[d];
-    uint64_t peak = std::numeric_limits<uint64_t>::max();
-    std::vector<uint64_t> offsets;
-    // Keeps the smaller arena (the earlier candidate on a tie).
-    auto consider = [&](std::vector<uint64_t> candidate, uint64_t arena) {
-      if (arena < peak) {
-        peak = arena;
-        offsets = std::move(candidate);
-      }
-    };
-    std::vector<size_t> byFirstUse(buffers.size());
-    std::iota(byFirstUse.begin(), byFirstUse.end(), size_t{0});
-    std::vector<size_t> bySize = byFirstUse;
-    // By first use (ties: largest first, then id), and by size, largest
-    // first (ties: first use, then id), which packs long-lived large
-    // buffers before the small ones fragment the arena.
-    std::stable_sort(byFirstUse.begin(), byFirstUse.end(),
-                     [&](size_t a, size_t b) {
-                       if (lifetimes[a].first != lifetimes[b].first)
-                         return lifetimes[a].first < lifetimes[b].first;
-                       return buffers[a].bytes > buffers[b].bytes;
-                     });
-    std::stable_sort(bySize.begin(), bySize.end(), [&](size_t a, size_t b) {
-      if (buffers[a].bytes != buffers[b].bytes)
-        return buffers[a].bytes > buffers[b].bytes;
-      return lifetimes[a].first < lifetimes[b].first;
-    });
-    uint64_t arena = 0;
-    {
-      std::vector<uint64_t> placed =
-          placeFirstFit(buffers, lifetimes, byFirstUse, arena);
-      consider(std::move(placed), arena);
+    std::vector<int64_t> inputs = placementInputs(buffers, lifetimes);
+    uint64_t hash = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>(inputs.data()),
+        inputs.size() * sizeof(int64_t)));
+    llvm::SmallVector<size_t, 1> &candidates = classesByHash[hash];
+    PlacementClass *same = nullptr;
+    for (size_t c : candidates)
+      if (classes[c].inputs == inputs)
+        same = &classes[c];
+    if (!same) {
+      candidates.push_back(classes.size());
+      classes.push_back(
+          {std::move(inputs), placeWithoutSearch(buffers, lifetimes)});
+      same = &classes.back();
     }
-    {
-      std::vector<uint64_t> placed =
-          placeFirstFit(buffers, lifetimes, bySize, arena);
-      consider(std::move(placed), arena);
-    }
-    if (buffers.size() <= kSkylineBuffers) {
-      std::vector<uint64_t> placed = placeSkyline(buffers, lifetimes, arena);
-      consider(std::move(placed), arena);
-    }
-    // Perturbed first-fit orders until within 1% of the bound or the budget
-    // is spent.
-    const uint64_t bound = alignedLiveBound(buffers, lifetimes);
-    const uint64_t goal = bound + bound / kSearchSlack;
-    const double n = static_cast<double>(buffers.size());
-    unsigned orders = static_cast<unsigned>(
-        std::min<double>(kSearchOrders, kSearchChecks / std::max(1.0, n * n / 2)));
-    SplitMix64 random{0x746f6675ull + d}; // "tofu" + device: fixed seed
-    std::vector<double> key(buffers.size());
-    std::vector<size_t> order(buffers.size());
-    for (unsigned attempt = 0; attempt < orders && peak > goal; ++attempt) {
-      for (size_t b = 0; b < buffers.size(); ++b) {
-        double size = static_cast<double>(alignUp(buffers[b].bytes));
-        // Alternate: size alone, or size times lifetime (capped, since
-        // persistent buffers live forever).
-        double weight = size;
-        if (attempt % 2) {
-          int64_t span = lifetimes[b].last == kForever
-                             ? int64_t{1} << 40
-                             : lifetimes[b].last - lifetimes[b].first + 1;
-          weight *= static_cast<double>(span);
-        }
-        key[b] = weight * random.factor();
-      }
-      std::iota(order.begin(), order.end(), size_t{0});
-      std::stable_sort(order.begin(), order.end(),
-                       [&](size_t a, size_t b) { return key[a] > key[b]; });
-      std::vector<uint64_t> placed =
-          placeFirstFit(buffers, lifetimes, order, arena);
-      consider(std::move(placed), arena);
+    Placement best;
+    if (same->searched < kSearchedDevicesPerClass) {
+      best = same->placement;
+      searchPerturbedOrders(buffers, lifetimes, d, best);
+      ++same->searched;
+      same->best.consider(best.offsets, best.peak);
+    } else {
+      best = same->best;
     }
     for (size_t b = 0; b < buffers.size(); ++b)
-      buffers[b].offset = offsets[b];
-    plan.devices[d].peakBytes = peak;
+      buffers[b].offset = best.offsets[b];
+    plan.devices[d].peakBytes = best.peak;
   }
 }
 

@@ -153,8 +153,9 @@ struct TensorGroup {
 
 class PlanHtmlWriter {
 public:
-  PlanHtmlWriter(func::FuncOp func, const plan::Plan &plan)
-      : ctx(func.getContext()), plan(plan),
+  PlanHtmlWriter(func::FuncOp func, const plan::Plan &plan,
+                 const StepPrediction *prediction)
+      : ctx(func.getContext()), plan(plan), prediction(prediction),
         summary(summarizePlan(func, plan)) {
     grid.steps = summary.grid;
     if (grid.steps.empty())
@@ -172,6 +173,7 @@ private:
   void writeSummary();
   void writeLegend();
   void writeSteps();
+  void writeTimeline();
   void writeTensorSection(llvm::StringRef id, llvm::StringRef title,
                           llvm::StringRef note,
                           llvm::ArrayRef<plan::TensorRole> roles, bool open);
@@ -187,6 +189,7 @@ private:
 
   MLIRContext *ctx;
   const plan::Plan &plan;
+  const StepPrediction *prediction;
   PlanSummary summary;
   DeviceGrid grid;
   int64_t numDevices = 1;
@@ -214,6 +217,9 @@ figure.tensor { margin: 0; max-width: 240px; }
 figure.tensor figcaption { font-size: 11px; word-break: break-all; }
 figure.tensor svg { display: block; }
 .bar { display: inline-block; height: 10px; background: #888; }
+.timeline { position: relative; height: 14px; width: 720px; background: #f4f4f4; margin: 2px 0; }
+.timeline span { position: absolute; top: 0; height: 14px; }
+.timeline .compute { background: #4a7fc1; } .timeline .copy { background: #e0a030; } .timeline .comm { background: #c0504d; }
 .note { color: #666; font-size: 12px; }
 details > summary { cursor: pointer; }
 </style>
@@ -297,6 +303,74 @@ void PlanHtmlWriter::writeSteps() {
          "same bytes charged to the step whose interconnect each one crosses, "
          "the first step at which the device that needs it and its nearest "
          "holder are in different groups.</p>\n";
+}
+
+/// The predicted step (StepPrediction::timeline) as one bar per device:
+/// each seq level's compute, copies and transfers at their predicted start,
+/// as a share of the step. Spans narrower than kMinSpanShare of the step
+/// are counted, not drawn.
+void PlanHtmlWriter::writeTimeline() {
+  if (!prediction || prediction->stepSeconds <= 0)
+    return;
+  constexpr double kMinSpanShare = 0.0005;
+  const StepPrediction &p = *prediction;
+  out += llvm::formatv(
+      "<h2>Predicted timeline</h2>\n<p id=\"predicted\">step {0:e3} s on "
+      "{1} ({2}): compute {3:e3} s, transfers {4:e3} s, copies {5:e3} s; "
+      "{6:f1} samples/s</p>\n",
+      p.stepSeconds, escape(p.device),
+      p.sharedHost ? "one shared host: the devices' work adds up"
+                   : "side by side: each seq level waits for its slowest "
+                     "device",
+      p.computeSeconds, p.commSeconds(), p.copySeconds, p.samplesPerSecond);
+  out += "<div class=\"legend\"><div><span class=\"swatch\" "
+         "style=\"background:#4a7fc1\"></span>compute</div><div><span "
+         "class=\"swatch\" style=\"background:#e0a030\"></span>copies "
+         "(fetch and reduce, local)</div><div><span class=\"swatch\" "
+         "style=\"background:#c0504d\"></span>transfers</div></div>\n";
+  out += "<table id=\"timeline\">\n";
+  int64_t shown = std::min<int64_t>(
+      static_cast<int64_t>(p.devices.size()), StepPrediction::kTimelineDevices);
+  int64_t hidden = 0;
+  for (int64_t d = 0; d < shown; ++d) {
+    out += llvm::formatv("<tr><td>device {0}</td><td><div class=\"timeline\" "
+                         "data-device=\"{0}\">",
+                         d);
+    for (const StepPrediction::Span &span : p.timeline) {
+      if (span.device != d)
+        continue;
+      double at = span.start;
+      for (auto [seconds, kind] :
+           {std::pair<double, const char *>{span.compute, "compute"},
+            {span.copy, "copy"},
+            {span.comm, "comm"}}) {
+        double share = seconds / p.stepSeconds;
+        if (seconds > 0 && share < kMinSpanShare)
+          ++hidden;
+        if (seconds > 0 && share >= kMinSpanShare)
+          out += llvm::formatv(
+              "<span class=\"{0}\" style=\"left:{1:f3}%;width:{2:f3}%\" "
+              "title=\"seq {3} {4}: {0} {5:e2} s\"></span>",
+              kind, 100 * at / p.stepSeconds, 100 * share, span.seq,
+              escape(span.op), seconds);
+        at += seconds;
+      }
+    }
+    out += "</div></td></tr>\n";
+  }
+  out += "</table>\n";
+  out += llvm::formatv(
+      "<p class=\"note\">The step predicted from the device description "
+      "(docs/DeviceModel.md, \"Prediction\"), from 0 at the left to {0:e3} "
+      "s at the right; hover a span for its seq level, op and seconds. {1} "
+      "spans under {2}% of the step are not drawn.{3}</p>\n",
+      p.stepSeconds, hidden, kMinSpanShare * 100,
+      static_cast<int64_t>(p.devices.size()) > shown
+          ? llvm::formatv(" Devices {0} to {1} are not drawn "
+                          "(--dump-plan=json has every device's times).",
+                          shown, p.devices.size() - 1)
+                .str()
+          : std::string());
 }
 
 void PlanHtmlWriter::writeTensor(const TensorGroup &group) {
@@ -535,6 +609,7 @@ std::string PlanHtmlWriter::write() {
   writeSummary();
   writeLegend();
   writeSteps();
+  writeTimeline();
   writeTensorSection(
       "weights", "Weight tensors",
       "Parameters, largest first; equal shapes and tilings are drawn once "
@@ -557,8 +632,9 @@ std::string PlanHtmlWriter::write() {
 
 } // namespace
 
-std::string formatPlanHtml(func::FuncOp func, const plan::Plan &plan) {
-  return PlanHtmlWriter(func, plan).write();
+std::string formatPlanHtml(func::FuncOp func, const plan::Plan &plan,
+                           const StepPrediction *prediction) {
+  return PlanHtmlWriter(func, plan, prediction).write();
 }
 
 } // namespace tofu

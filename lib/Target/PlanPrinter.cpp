@@ -16,6 +16,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <map>
+
 using namespace mlir;
 
 namespace tofu {
@@ -281,10 +283,20 @@ std::string formatGrid(const std::vector<int64_t> &grid) {
 
 } // namespace
 
+/// Up to this many devices the text summary lists each device's peak
+/// memory; above, each distinct peak with its number of devices.
+constexpr size_t kListedDevices = 16;
+
 std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
                            bool withSearchTime,
                            const StepPrediction *prediction) {
-  PlanSummary summary = summarizePlan(func, plan);
+  return formatPlanText(summarizePlan(func, plan), plan, withSearchTime,
+                        prediction);
+}
+
+std::string formatPlanText(const PlanSummary &summary, const plan::Plan &plan,
+                           bool withSearchTime,
+                           const StepPrediction *prediction) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("tofu plan: {0} devices, partitioner {1}",
@@ -317,9 +329,25 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
   }
   if (prediction)
     os << formatPredictionText(*prediction);
-  os << "peak memory per device (bytes):";
-  for (const auto &device : plan.devices)
-    os << " " << device.peakBytes;
+  if (plan.devices.size() <= kListedDevices) {
+    os << "peak memory per device (bytes):";
+    for (const auto &device : plan.devices)
+      os << " " << device.peakBytes;
+  } else {
+    // A thousand numbers say little: each distinct peak, ascending, with
+    // how many devices have it (--dump-plan=json lists every device).
+    std::map<uint64_t, size_t> devicesWithPeak;
+    for (const auto &device : plan.devices)
+      ++devicesWithPeak[device.peakBytes];
+    os << "peak memory per device (bytes), " << plan.devices.size()
+       << " devices:";
+    const char *separator = " ";
+    for (const auto &[peak, count] : devicesWithPeak) {
+      os << separator << peak << " (" << count
+         << (count == 1 ? " device)" : " devices)");
+      separator = ", ";
+    }
+  }
   os << "\noptimizer: " << plan.optimizer.kind << " lr "
      << plan.optimizer.learningRate << ", batch " << plan.batchSize << "\n";
   if (!summary.loss.empty())
@@ -357,7 +385,11 @@ std::string formatPlanText(func::FuncOp func, const plan::Plan &plan,
 
 std::string formatPlanJson(func::FuncOp func, const plan::Plan &plan,
                            const StepPrediction *prediction) {
-  PlanSummary summary = summarizePlan(func, plan);
+  return formatPlanJson(summarizePlan(func, plan), plan, prediction);
+}
+
+std::string formatPlanJson(const PlanSummary &summary, const plan::Plan &plan,
+                           const StepPrediction *prediction) {
   auto ints = [](const std::vector<int64_t> &values) {
     llvm::json::Array array;
     for (int64_t v : values)

@@ -38,6 +38,8 @@ llvm::Error failure(const llvm::Twine &message) {
 struct InstrTime {
   double compute = 0, copy = 0;
   std::vector<double> comm; ///< per recursion step
+  /// The op of the first instruction added up here (the plan's string).
+  const std::string *op = nullptr;
   double total() const {
     double t = compute + copy;
     for (double c : comm)
@@ -233,6 +235,8 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
       if (level.empty())
         level.assign(k, InstrTime{0, 0, std::vector<double>(numSteps, 0)});
       InstrTime &sum = level[d];
+      if (!sum.op)
+        sum.op = &instr.op;
       sum.compute += time.compute;
       sum.copy += time.copy;
       for (size_t s = 0; s < numSteps; ++s)
@@ -247,18 +251,41 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
     for (size_t s = 0; s < numSteps; ++s)
       result.commSecondsPerStep[s] += time.comm[s];
   };
+  const int64_t shownDevices =
+      std::min<int64_t>(k, StepPrediction::kTimelineDevices);
+  double clock = 0; // the timeline's: where the next level (device) starts
+  auto addSpan = [&](int64_t seq, int64_t d, const InstrTime &time) {
+    double comm = time.total() - time.compute - time.copy;
+    if (d >= shownDevices || time.total() <= 0)
+      return;
+    StepPrediction::Span span;
+    span.seq = seq;
+    span.device = d;
+    span.start = clock;
+    span.compute = time.compute;
+    span.copy = time.copy;
+    span.comm = comm;
+    span.op = time.op ? *time.op : std::string();
+    result.timeline.push_back(std::move(span));
+  };
   for (const auto &[seq, times] : levels) {
     if (device.sharedHost) {
-      for (const InstrTime &time : times)
-        add(time);
+      for (size_t d = 0; d < times.size(); ++d) {
+        add(times[d]);
+        addSpan(seq, static_cast<int64_t>(d), times[d]);
+        clock += times[d].total();
+      }
       continue;
     }
+    for (size_t d = 0; d < times.size(); ++d)
+      addSpan(seq, static_cast<int64_t>(d), times[d]);
     // The slowest device of the level (ties: the lowest index).
     size_t slowest = 0;
     for (size_t d = 1; d < times.size(); ++d)
       if (times[d].total() > times[slowest].total())
         slowest = d;
     add(times[slowest]);
+    clock += times[slowest].total();
   }
   result.stepSeconds =
       result.computeSeconds + result.copySeconds + result.commSeconds();

@@ -6,8 +6,8 @@
 // global shapes); Neg, Exp, Log, Sqrt, Tanh, Erf, Sigmoid and the gradients
 // TanhGrad, SigmoidGrad, ErfGrad, SqrtGrad; Gelu and GeluGrad (both forms;
 // one box, computed in double as the interpreter does, except float32 Gelu
-// and GeluGrad "none", in float32 arithmetic as PyTorch's, at about half
-// the time). Unbroadcast is in KernelsReduce.cpp. The loops over
+// and GeluGrad "none", in float32 arithmetic as PyTorch's, with the
+// vectorizable normal CDF of VectorizableMath.h). Unbroadcast is in KernelsReduce.cpp. The loops over
 // same-shaped operands are split over the pool's threads (ParallelFor.h);
 // each element is computed as before, so the results do not change.
 // The broadcasting ops run on a coalesced loop nest (LoopNest.h): one
@@ -25,6 +25,7 @@
 #include "FloatKernel.h"
 #include "LoopNest.h"
 #include "ParallelFor.h"
+#include "VectorizableMath.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <array>
@@ -247,17 +248,23 @@ double geluTanhGradOf(double dy, double x) {
                                    (1 + 0.134145 * x * x));
 }
 
-/// Gelu and GeluGrad, approximate "none", in float32 arithmetic (erff,
-/// expf), as PyTorch computes its float32 GELU. In double, GeluGrad's erf
-/// and exp took 13.3 ms per ViT step for 2 x 266k elements (bench/cpu_step.md);
-/// in float32 7.8 ms. KernelConformance checks them against the TDL
-/// reference (computed in double) at its float32 tolerance.
+/// Gelu and GeluGrad, approximate "none", in float32 arithmetic, as
+/// PyTorch computes its float32 GELU: x Phi(x) and dy (Phi(x) + x phi(x)),
+/// with Phi and e^(-x^2 / 2) from VectorizableMath.h, so that the loops
+/// vectorize (libm's erff and expf per element took 2.8 + 7.8 ms per ViT
+/// step, bench/cpu_step.md). The left tail is computed as erfc, not as 1 +
+/// erf, so it keeps its relative accuracy where PyTorch's formula cancels
+/// to 0. KernelConformance checks them against the TDL reference (computed
+/// in double) at its float32 tolerance; KernelsTest.GeluFloat32 bounds the
+/// error over the whole range.
 float geluErfOfF(float x) {
-  return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+  float gauss;
+  return x * vectorizableNormalCdf(x, gauss);
 }
 float geluErfGradOfF(float dy, float x) {
-  return dy * (0.5f * (1.0f + std::erf(x * 0.70710678f)) +
-               x * 0.39894228f * std::exp(-0.5f * x * x));
+  float gauss;
+  const float cdf = vectorizableNormalCdf(x, gauss);
+  return dy * (cdf + x * 0.398942280f * gauss);
 }
 
 /// Gelu and GeluGrad: the form the `approximate` attribute names.

@@ -7,8 +7,11 @@
 //   LogSoftmax:     Y = X - max - log(sum(exp(X - max)))
 //   SoftmaxGrad:    dX = Y * (dY - sum(dY * Y))
 //   LogSoftmaxGrad: dX = dY - exp(Y) * sum(dY)
-// (max and sums along the axis, accumulated in double). O(n) per row where
-// the expression interpreter recomputes the row statistics per element.
+// (max along the axis; sums accumulated in double; float32's exponentials
+// in float32 arithmetic by a vectorizable exp, VectorizableMath.h, as
+// PyTorch's vectorized CPU softmax computes them; each computed once per
+// element). O(n) per row where the expression interpreter recomputes the
+// row statistics per element.
 //
 // Geometry: every input holds the output's box in the other dims and the
 // whole axis (what the spec's regions give a worker); the output box may
@@ -20,6 +23,7 @@
 
 #include "FloatKernel.h"
 #include "ParallelFor.h"
+#include "VectorizableMath.h"
 #include "tofu/runtime/Kernels.h"
 
 #include <algorithm>
@@ -97,7 +101,7 @@ std::string axisRows(const KernelArgs &args, size_t numInputs, AxisRows &rows,
 /// Calls `block(x, y, ...)` for every outer block in parallel; the pointers
 /// address the block's first element in each operand (inputs: whole axis;
 /// output: its part of the axis). `stat` and `acc` are per-thread scratch
-/// rows of `inner` doubles.
+/// rows of `inner` doubles; `row`, for inner = 1, one of `whole` T.
 template <typename T, typename Block>
 void forBlocks(const AxisRows &rows, const KernelArgs &args, Block block) {
   const int64_t inStride = rows.whole * rows.inner;
@@ -105,6 +109,7 @@ void forBlocks(const AxisRows &rows, const KernelArgs &args, Block block) {
   parallelFor(rows.outer, 4.0 * static_cast<double>(inStride),
               [&](int64_t begin, int64_t end) {
                 std::vector<double> stat(rows.inner), acc(rows.inner);
+                std::vector<T> row(rows.inner == 1 ? rows.whole : 0);
                 for (int64_t o = begin; o < end; ++o) {
                   const T *a = elements<T>(args.inputs[0]) + o * inStride;
                   const T *b =
@@ -113,23 +118,75 @@ void forBlocks(const AxisRows &rows, const KernelArgs &args, Block block) {
                                 o * (rows.input1Whole ? inStride : outStride)
                           : nullptr;
                   T *y = elements<T>(args.outputs[0]) + o * outStride;
-                  block(a, b, y, stat.data(), acc.data());
+                  block(a, b, y, stat.data(), acc.data(), row.data());
                 }
               });
 }
 
-/// stat[i] = max over the axis of x, acc[i] = sum of exp(x - max).
+/// stat[i] = max over the axis of x; acc[i] = sum over the axis of
+/// e^(x - max) (float: in float32 arithmetic, VectorizableMath.h; summed in
+/// double), and y's part of the axis (`len` rows from `lo`) set to those
+/// terms when `y` is given. Rows of one element per position (inner = 1,
+/// the softmax over the last dim) go through `row` (`whole` elements of
+/// scratch) and sum in eight interleaved lanes so that the loops vectorize.
 template <typename T>
-void maxAndSumExp(const AxisRows &rows, const T *x, double *stat, double *acc) {
-  const int64_t inner = rows.inner;
+void maxAndSumExp(const AxisRows &rows, const T *x, double *stat, double *acc,
+                  T *y, T *row) {
+  const int64_t inner = rows.inner, whole = rows.whole;
+  if (inner == 1) {
+    constexpr int kLanes = 8;
+    T lane[kLanes];
+    T mx = -std::numeric_limits<T>::infinity();
+    int64_t j = 0;
+    if (whole >= kLanes) {
+      std::copy(x, x + kLanes, lane);
+      for (j = kLanes; j + kLanes <= whole; j += kLanes)
+        for (int l = 0; l < kLanes; ++l)
+          lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+      for (int l = 0; l < kLanes; ++l)
+        mx = lane[l] > mx || lane[l] != lane[l] ? lane[l] : mx;
+    }
+    for (; j < whole; ++j)
+      mx = x[j] > mx || x[j] != x[j] ? x[j] : mx;
+    // A NaN anywhere makes the whole row NaN, as in the double form. The
+    // exponentials of the whole row into `row`, then their sum, then the
+    // output's part: three loops that vectorize.
+    for (int64_t k = 0; k < whole; ++k)
+      row[k] = vectorizableExp(static_cast<T>(x[k] - mx));
+    double part[kLanes] = {};
+    int64_t k = 0;
+    for (; k + kLanes <= whole; k += kLanes)
+      for (int l = 0; l < kLanes; ++l)
+        part[l] += row[k + l];
+    for (; k < whole; ++k)
+      part[0] += row[k];
+    if (y)
+      std::copy(row + rows.lo, row + rows.lo + rows.len, y);
+    double sum = 0;
+    for (int l = 0; l < kLanes; ++l)
+      sum += part[l];
+    stat[0] = mx;
+    acc[0] = sum;
+    return;
+  }
   std::fill(stat, stat + inner, -std::numeric_limits<double>::infinity());
   std::fill(acc, acc + inner, 0.0);
-  for (int64_t j = 0; j < rows.whole; ++j)
-    for (int64_t i = 0; i < inner; ++i)
-      stat[i] = std::max(stat[i], static_cast<double>(x[j * inner + i]));
-  for (int64_t j = 0; j < rows.whole; ++j)
-    for (int64_t i = 0; i < inner; ++i)
-      acc[i] += std::exp(static_cast<double>(x[j * inner + i]) - stat[i]);
+  for (int64_t j = 0; j < whole; ++j)
+    for (int64_t i = 0; i < inner; ++i) {
+      double v = static_cast<double>(x[j * inner + i]);
+      stat[i] = v > stat[i] || v != v ? v : stat[i];
+    }
+  for (int64_t j = 0; j < whole; ++j) {
+    T *out = y && j >= rows.lo && j < rows.lo + rows.len
+                 ? y + (j - rows.lo) * inner
+                 : nullptr;
+    for (int64_t i = 0; i < inner; ++i) {
+      T e = vectorizableExp(static_cast<T>(x[j * inner + i] - static_cast<T>(stat[i])));
+      acc[i] += e;
+      if (out)
+        out[i] = e;
+    }
+  }
 }
 
 template <typename T> std::string softmax(const KernelArgs &args) {
@@ -138,14 +195,13 @@ template <typename T> std::string softmax(const KernelArgs &args) {
     return err;
   const int64_t inner = rows.inner;
   forBlocks<T>(
-      rows, args, [&](const T *x, const T *, T *y, double *mx, double *sum) {
-        maxAndSumExp(rows, x, mx, sum);
+      rows, args, [&](const T *x, const T *, T *y, double *mx, double *sum, T *row) {
+        maxAndSumExp(rows, x, mx, sum, y, row);
+        for (int64_t i = 0; i < inner; ++i)
+          sum[i] = 1.0 / sum[i];
         for (int64_t j = 0; j < rows.len; ++j)
           for (int64_t i = 0; i < inner; ++i)
-            y[j * inner + i] = static_cast<T>(
-                std::exp(static_cast<double>(x[(rows.lo + j) * inner + i]) -
-                         mx[i]) /
-                sum[i]);
+            y[j * inner + i] = static_cast<T>(y[j * inner + i] * sum[i]);
       });
   return "";
 }
@@ -156,8 +212,8 @@ template <typename T> std::string logSoftmax(const KernelArgs &args) {
     return err;
   const int64_t inner = rows.inner;
   forBlocks<T>(
-      rows, args, [&](const T *x, const T *, T *y, double *mx, double *sum) {
-        maxAndSumExp(rows, x, mx, sum);
+      rows, args, [&](const T *x, const T *, T *y, double *mx, double *sum, T *row) {
+        maxAndSumExp<T>(rows, x, mx, sum, nullptr, row);
         for (int64_t i = 0; i < inner; ++i)
           sum[i] = mx[i] + std::log(sum[i]);
         for (int64_t j = 0; j < rows.len; ++j)
@@ -174,7 +230,27 @@ template <typename T> std::string softmaxGrad(const KernelArgs &args) {
     return err;
   const int64_t inner = rows.inner;
   forBlocks<T>(
-      rows, args, [&](const T *dy, const T *y, T *dx, double *dot, double *) {
+      rows, args, [&](const T *dy, const T *y, T *dx, double *dot, double *, T *) {
+        if (inner == 1) {
+          // Contiguous rows: the dot product in eight interleaved lanes so
+          // that the loops vectorize.
+          constexpr int kLanes = 8;
+          double part[kLanes] = {};
+          int64_t j = 0;
+          for (; j + kLanes <= rows.whole; j += kLanes)
+            for (int l = 0; l < kLanes; ++l)
+              part[l] += static_cast<double>(dy[j + l]) * y[j + l];
+          for (; j < rows.whole; ++j)
+            part[0] += static_cast<double>(dy[j]) * y[j];
+          double d = 0;
+          for (int l = 0; l < kLanes; ++l)
+            d += part[l];
+          const T *yAt = y + rows.lo, *dyAt = dy + rows.lo;
+          for (int64_t k = 0; k < rows.len; ++k)
+            dx[k] = static_cast<T>(static_cast<double>(yAt[k]) *
+                                   (static_cast<double>(dyAt[k]) - d));
+          return;
+        }
         std::fill(dot, dot + inner, 0.0);
         for (int64_t j = 0; j < rows.whole; ++j)
           for (int64_t i = 0; i < inner; ++i)
@@ -197,7 +273,7 @@ template <typename T> std::string logSoftmaxGrad(const KernelArgs &args) {
     return err;
   const int64_t inner = rows.inner;
   forBlocks<T>(
-      rows, args, [&](const T *dy, const T *y, T *dx, double *sum, double *) {
+      rows, args, [&](const T *dy, const T *y, T *dx, double *sum, double *, T *) {
         std::fill(sum, sum + inner, 0.0);
         for (int64_t j = 0; j < rows.whole; ++j)
           for (int64_t i = 0; i < inner; ++i)

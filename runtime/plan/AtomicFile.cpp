@@ -161,6 +161,18 @@ writeFileAtomically(const std::string &givenPath,
       return "cannot write '" + tmp + "' (disk full?)";
     }
   }
+  // Replace an existing file by exchanging the two names, then remove the
+  // old contents (now at `tmp`): as atomic as rename(2), and on ext4 it
+  // avoids the writeback that a rename over an existing file starts
+  // (auto_da_alloc) and waits on, 1.2 s for VGG19's 577 MB plan.bin
+  // (bench/compile_time.md). Where the exchange is not supported (another
+  // file system, an old kernel) or `path` does not exist: a plain rename.
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(),
+                  RENAME_EXCHANGE) == 0) {
+    ::unlink(tmp.c_str());
+    hasPendingTemp.store(false);
+    return "";
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string err = std::strerror(errno);
     std::remove(tmp.c_str());

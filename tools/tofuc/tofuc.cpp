@@ -361,6 +361,7 @@ int main(int argc, char **argv) {
       return fail(toString(k.takeError()));
     options.devices = *k;
   }
+  options.disableFree = true; // tofuc exits right after
   if (Error err = tofu::compileModel(options, outs()))
     return fail(toString(std::move(err)));
   return 0;

@@ -45,6 +45,22 @@ bool isEmpty(const tdl::Box &box);
 tdl::Box ownedBox(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
                   TilingAttr tiling, int64_t device);
 
+/// The dimension of a tensor's box that each recursion step cuts under
+/// `tiling` (its owned boxes, as `ownedBox`), -1 at a step that cuts none;
+/// one entry per grid step.
+std::vector<int64_t> tilingCutDims(const DeviceGrid &grid, TilingAttr tiling);
+
+/// The devices, in increasing order, whose box meets `region` (their
+/// intersection is not empty), where device d's box is `whole` cut at each
+/// recursion step s along `cutDims[s]` (-1: not cut) into the grid's k_s
+/// balanced parts, d's coordinate s choosing the part (as `ownedBox`). It
+/// descends the recursion and drops a group as soon as its box misses
+/// `region`, so the cost follows the devices found, not k.
+std::vector<int64_t> devicesMeeting(const DeviceGrid &grid,
+                                    const tdl::Box &whole,
+                                    llvm::ArrayRef<int64_t> cutDims,
+                                    const tdl::Box &region);
+
 /// What one device computes of an op.
 struct OpShare {
   tdl::Box outputBox;                      ///< box of output 0 it produces
@@ -75,6 +91,14 @@ llvm::SmallVector<StrategyAttr> planOfOutput(llvm::ArrayRef<StrategyAttr> plan,
 OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
                 unsigned output, llvm::ArrayRef<StrategyAttr> plan,
                 int64_t device);
+
+/// The output dimension each recursion step cuts in the boxes the devices
+/// produce under an output's per-step strategies `steps` (`planOfOutput`):
+/// a split step cuts its dimension, a reduction split or a missing strategy
+/// none (-1); one entry per grid step. With `devicesMeeting` it finds the
+/// devices whose `opShare` output box meets a region.
+std::vector<int64_t> shareCutDims(const DeviceGrid &grid,
+                                  llvm::ArrayRef<StrategyAttr> steps);
 
 /// True when a device's own share already holds the complete values of its
 /// owned output tile (no partial sum, owned box inside the produced box).

@@ -100,6 +100,11 @@ struct CompileOptions {
   std::string cudaArch;
   /// --nvcc: the nvcc that compiles them (empty: PATH, /usr/local/cuda).
   std::string nvccPath;
+  /// The process exits right after compileModel returns (tofuc): leave the
+  /// plan's memory to the operating system instead of freeing its millions
+  /// of small records one by one, as clang's -disable-free does (a fifth of
+  /// GPT-3 175B's compile at k = 64, bench/compile_scale.md).
+  bool disableFree = false;
 };
 
 /// Adds the IR passes of phases train..partition to `pm` (a module pass

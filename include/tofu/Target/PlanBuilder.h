@@ -41,7 +41,10 @@ llvm::Expected<plan::Plan> materialize(mlir::func::FuncOp func,
 /// device's peakBytes. Lifetimes are measured across all devices (other
 /// devices read a device's buffers); the smallest of several placements
 /// (first fit in two orders, skyline best fit, and a bounded, fixed-seed
-/// search over perturbed first-fit orders) wins. Deterministic.
+/// search over perturbed first-fit orders) wins. Devices with equal buffer
+/// sizes and lifetimes share the search-free placements, and past the 16th
+/// device of such a class the best placement its searched devices found.
+/// Deterministic.
 void planMemory(plan::Plan &plan);
 
 /// Per device, the most bytes of its buffers live at one moment (over the

@@ -87,15 +87,25 @@ std::string formatPlanText(mlir::func::FuncOp func, const plan::Plan &plan,
                            bool withSearchTime = true,
                            const StepPrediction *prediction = nullptr);
 
+/// The same from a summary already collected (summarizePlan costs O(k) op
+/// instances per op: tofuc collects it once for every format it prints).
+std::string formatPlanText(const PlanSummary &summary, const plan::Plan &plan,
+                           bool withSearchTime = true,
+                           const StepPrediction *prediction = nullptr);
 /// The same as JSON (schema in docs/PlanJson.md); `prediction` fills the
 /// `predicted` object.
 std::string formatPlanJson(mlir::func::FuncOp func, const plan::Plan &plan,
                            const StepPrediction *prediction = nullptr);
+std::string formatPlanJson(const PlanSummary &summary, const plan::Plan &plan,
+                           const StepPrediction *prediction = nullptr);
 
 /// A self-contained HTML page (inline CSS and SVG, no script, no network)
 /// drawing each weight and activation tensor as a grid of tiles coloured by
-/// owning device, with the bytes each op moves (docs/PlanHtml.md).
-std::string formatPlanHtml(mlir::func::FuncOp func, const plan::Plan &plan);
+/// owning device, with the bytes each op moves (docs/PlanHtml.md);
+/// `prediction` (--device, --topology) adds the predicted step and its
+/// timeline per device.
+std::string formatPlanHtml(mlir::func::FuncOp func, const plan::Plan &plan,
+                           const StepPrediction *prediction = nullptr);
 
 /// Shared by the printers: names of tensor roles, element types, tilings.
 const char *tensorRoleName(plan::TensorRole role);

@@ -90,6 +90,21 @@ struct StepPrediction {
   /// Compute seconds by kernel (TDL op), summed over all devices, in name
   /// order: what dominates the compute.
   std::vector<std::pair<std::string, double>> kernelSeconds;
+  /// The predicted timeline of the first kTimelineDevices devices: per seq
+  /// level and device with work, when its work starts (seconds from the
+  /// step's start) and how long its compute, copies and transfers take (in
+  /// that order, no overlap within a device), named after the op of its
+  /// first instruction. Dedicated devices start a level together when the
+  /// previous level's slowest device ends; on a shared host every device's
+  /// work follows the previous one's. In seq order, then device order.
+  struct Span {
+    int64_t seq = 0, device = 0;
+    double start = 0, compute = 0, copy = 0, comm = 0;
+    std::string op;
+    double seconds() const { return compute + copy + comm; }
+  };
+  static constexpr int64_t kTimelineDevices = 16;
+  std::vector<Span> timeline;
   /// Per recursion step: bytes received over its links, summed over
   /// devices, and by the device that receives the most.
   std::vector<uint64_t> stepBytes, stepBytesBusiest;

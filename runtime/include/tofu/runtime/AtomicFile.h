@@ -2,10 +2,13 @@
 //
 // Every file tofuc and tofu-run write (plan.bin and its weights, --save and
 // its state and data files, --report, --trace, --dump) is written here:
-//   - a regular file or a new path is written to `path.tmp` and renamed over
-//     `path`, so a crash or a full disk never leaves a half-written file
-//     behind (the previous file stays intact); a symbolic link to a regular
-//     file is followed (the link stays a link);
+//   - a regular file or a new path is written to `path.tmp`, which then
+//     takes the name `path` atomically (renameat2 RENAME_EXCHANGE, then the
+//     old contents are removed; rename(2) where the exchange is not
+//     supported), so a crash or a full disk never leaves a half-written file
+//     behind (the previous file stays intact); nothing is fsync'ed (a power
+//     loss may lose the newest contents, as with any unsynced write); a
+//     symbolic link to a regular file is followed (the link stays a link);
 //   - a character device or a FIFO (/dev/null, /dev/stdout, a pipe) is
 //     written to directly: it is never replaced by a regular file;
 //   - an empty path, a directory, a block device or a socket is refused.
