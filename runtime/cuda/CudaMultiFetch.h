@@ -92,8 +92,12 @@ inline void encodeMultiFetchTable(const MultiFetchHeader &header,
                                   const MultiFetchPiece *pieces, void *out) {
   auto *bytes = static_cast<unsigned char *>(out);
   std::memcpy(bytes, &header, sizeof(header));
-  std::memcpy(bytes + sizeof(header), pieces,
-              static_cast<size_t>(header.numPieces) * sizeof(MultiFetchPiece));
+  // No pieces: `pieces` may be null (an empty vector's data()), which
+  // memcpy must not be given even for 0 bytes (UBSan, bench/sanitize.md).
+  if (header.numPieces > 0)
+    std::memcpy(bytes + sizeof(header), pieces,
+                static_cast<size_t>(header.numPieces) *
+                    sizeof(MultiFetchPiece));
 }
 
 /// Copies one element of `size` bytes (the sizes the kernel moves in one
