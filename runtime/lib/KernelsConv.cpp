@@ -270,6 +270,28 @@ int64_t batchChunk(int64_t rows, int64_t P, int64_t images) {
   return std::max<int64_t>(1, std::min(images, kColElements / per));
 }
 
+/// dst[j] = src[j * stride] for j < n (an im2col row's run of an input row).
+template <typename T>
+inline void gatherRun(T *dst, const T *src, int64_t n, int64_t stride) {
+  if (stride == 1)
+    for (int64_t j = 0; j < n; ++j)
+      dst[j] = src[j];
+  else
+    for (int64_t j = 0; j < n; ++j)
+      dst[j] = src[j * stride];
+}
+
+/// dst[j * stride] += src[j] for j < n (col2im, gatherRun's adjoint).
+template <typename T>
+inline void scatterAddRun(T *dst, const T *src, int64_t n, int64_t stride) {
+  if (stride == 1)
+    for (int64_t j = 0; j < n; ++j)
+      dst[j] += src[j];
+  else
+    for (int64_t j = 0; j < n; ++j)
+      dst[j * stride] += src[j];
+}
+
 /// im2col over a batch chunk: col[(cw, kk), i * P + p] (row length ld) =
 /// X[n0 + i, chan0 + cw, o_p * stride - padBegin + kk * dilation] for
 /// images i < nCount, cw < cwCount, kernel positions kk in [k0, k0 + kN)
@@ -359,15 +381,9 @@ std::string im2col(const TensorView &X, const Geometry &g, int64_t n0,
                     error.set(unsupportedConfiguration(kHalo));
                     return;
                   }
-                  const T *src = plane + off + local0[kx];
                   for (int64_t j = 0; j < a; ++j)
                     dst[j] = T(0);
-                  if (st == 1)
-                    for (int64_t j = 0; j < b - a; ++j)
-                      dst[a + j] = src[j];
-                  else
-                    for (int64_t j = 0; j < b - a; ++j)
-                      dst[a + j] = src[j * st];
+                  gatherRun(dst + a, plane + off + local0[kx], b - a, st);
                   for (int64_t j = b; j < innerN; ++j)
                     dst[j] = T(0);
                 }
@@ -409,12 +425,7 @@ std::string im2col(const TensorView &X, const Geometry &g, int64_t n0,
                 return;
               } else {
                 std::fill(dst, dst + a, T(0));
-                const T *src = plane + base + local0[kk[in]];
-                if (st == 1)
-                  std::copy(src, src + (b - a), dst + a);
-                else
-                  for (int64_t j = 0; j < b - a; ++j)
-                    dst[a + j] = src[j * st];
+                gatherRun(dst + a, plane + base + local0[kk[in]], b - a, st);
                 std::fill(dst + b, dst + innerN, T(0));
               }
               for (size_t s = in; s-- > 0;) {
@@ -490,14 +501,8 @@ void col2im(const T *col, int64_t ld, const Geometry &g, const TensorView &dX,
                         for (int64_t oy = 0; oy < rowsOut; ++oy) {
                           if (offsets[oy] < 0)
                             continue;
-                          T *dst = plane + offsets[oy] + local0[kx];
-                          const T *src = row + oy * innerN + a;
-                          if (st == 1)
-                            for (int64_t j = 0; j < b - a; ++j)
-                              dst[j] += src[j];
-                          else
-                            for (int64_t j = 0; j < b - a; ++j)
-                              dst[j * st] += src[j];
+                          scatterAddRun(plane + offsets[oy] + local0[kx],
+                                        row + oy * innerN + a, b - a, st);
                         }
                       }
                   }
@@ -527,16 +532,9 @@ void col2im(const T *col, int64_t ld, const Geometry &g, const TensorView &dX,
                         inside &= l >= 0 && l < dX.shape[2 + s];
                         base += l * dxs[2 + s];
                       }
-                      if (inside) {
-                        T *dst = plane + base + local0[kk[in]];
-                        const T *src = row + r * innerN + a;
-                        if (st == 1)
-                          for (int64_t j = 0; j < b - a; ++j)
-                            dst[j] += src[j];
-                        else
-                          for (int64_t j = 0; j < b - a; ++j)
-                            dst[j * st] += src[j];
-                      }
+                      if (inside)
+                        scatterAddRun(plane + base + local0[kk[in]],
+                                      row + r * innerN + a, b - a, st);
                       for (size_t s = in; s-- > 0;) {
                         if (++o[s] < oN[s])
                           break;
