@@ -85,9 +85,11 @@ template <typename T> std::string reluGrad(const KernelArgs &args) {
   if (auto err = checkSameShape<T>(args, 2); !err.empty())
     return err;
   const T *dy = elements<T>(args.inputs[0]);
-  const T *x = elements<T>(args.inputs[1]);
+  // Relu's output Y (tdl-specs/elementwise.tdl): > 0 exactly where its
+  // input is.
+  const T *y = elements<T>(args.inputs[1]);
   T *dx = elements<T>(args.outputs[0]);
-  // dY where X > 0, else +0, as a bit mask (the select compiled to an
+  // dY where Y > 0, else +0, as a bit mask (the select compiled to an
   // unpredictable branch: 5x Relu's time on a 1M-element tensor). The same
   // values, NaN in dY included.
   using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
@@ -95,7 +97,7 @@ template <typename T> std::string reluGrad(const KernelArgs &args) {
     for (int64_t i = b; i < e; ++i) {
       Bits g;
       std::memcpy(&g, &dy[i], sizeof g);
-      g &= Bits(0) - Bits(x[i] > T(0));
+      g &= Bits(0) - Bits(y[i] > T(0));
       std::memcpy(&dx[i], &g, sizeof g);
     }
   });

@@ -25,7 +25,7 @@ func.func @main() {
 // CHECK: %[[L:.*]] = tofu.compute "SoftmaxCrossEntropyLoss"(%[[R]], %[[Y]])
 // CHECK: %[[SEED:.*]] = tofu.compute "Ones"(%[[L]]) {{.*}}grad_for = "ce"
 // CHECK: %[[DR:.*]] = tofu.compute "SoftmaxCrossEntropyLossGrad"(%[[SEED]], %[[R]], %[[Y]]) {{.*}}grad_for = "relu", grad_of = "ce"
-// CHECK: %[[DH:.*]] = tofu.compute "ReluGrad"(%[[DR]], %[[H]]) {{.*}}grad_for = "fc", grad_of = "relu"
+// CHECK: %[[DH:.*]] = tofu.compute "ReluGrad"(%[[DR]], %[[R]]) {{.*}}grad_for = "fc", grad_of = "relu"
 // CHECK-NOT: tofu.compute "Gemm"(%[[DH]], %[[W]]
 // CHECK-DAG: %[[DW:.*]] = tofu.compute "Gemm"(%[[DH]], %[[X]]) {attrs = {{{.*}}transA = 1 : i64{{.*}}}, grad_for = "w", grad_of = "fc"{{.*}} -> tensor<3x4xf32>
 // CHECK-DAG: %[[DB:.*]] = tofu.compute "BiasGrad"(%[[DH]]) {{.*}}grad_for = "b", grad_of = "fc"{{.*}} -> tensor<3xf32>
