@@ -75,6 +75,20 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
       for (const plan::Piece &piece : instr.pieces)
         life[piece.device][piece.buffer].touch(instr.seq);
     }
+    // A Relu right after the Gemm it reads from may run inside that GEMM
+    // on the CUDA backend (cuBLASLt's ReLU epilogue, runtime/cuda
+    // CudaSchedule.cpp): its output must not take the place of the Gemm's
+    // operands, so it is live from the Gemm on.
+    const auto &instrs = plan.devices[d].instrs;
+    for (size_t i = 0; i + 1 < instrs.size(); ++i) {
+      const plan::Instr &gemm = instrs[i], &relu = instrs[i + 1];
+      if (gemm.kind == plan::Instr::Kind::Compute && gemm.kernel == "Gemm" &&
+          relu.kind == plan::Instr::Kind::Compute && relu.kernel == "Relu" &&
+          gemm.outputs.size() == 1 && relu.inputs.size() == 1 &&
+          relu.outputs.size() == 1 && relu.inputs[0] == gemm.outputs[0] &&
+          relu.outputs[0] >= 0)
+        life[d][relu.outputs[0]].touch(gemm.seq);
+    }
   }
   for (size_t d = 0; d < k; ++d) {
     const auto &buffers = plan.devices[d].buffers;
