@@ -1,7 +1,10 @@
 //===- CudaBlas.cpp - cuBLAS GEMM for the CUDA backend --------------------===//
 #include "CudaBlas.h"
 
+#include <cuda_runtime.h>
+
 #include <climits>
+#include <cstdint>
 
 using namespace tofu::cuda;
 
@@ -169,4 +172,194 @@ std::string tofu::cuda::gemmStridedBatched(
     int64_t strideC, int64_t batch) {
   return gemmStridedBatched(blas, g, CUDA_R_32F, a, strideA, b, strideB, c,
                             strideC, batch);
+}
+
+LtHandle::~LtHandle() {
+  if (space)
+    cudaFree(space);
+  if (handle)
+    cublasLtDestroy(handle);
+}
+
+std::string LtHandle::init() {
+  if (handle)
+    return "";
+  cublasStatus_t s = cublasLtCreate(&handle);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    handle = nullptr;
+    return std::string("cublasLtCreate failed: ") + blasStatusName(s);
+  }
+  cudaError_t err = cudaMalloc(&space, kWorkspaceBytes);
+  if (err != cudaSuccess) {
+    space = nullptr;
+    return std::string("cudaMalloc of cuBLASLt's ") +
+           std::to_string(kWorkspaceBytes >> 20) +
+           " MiB workspace failed: " + cudaGetErrorString(err);
+  }
+  return "";
+}
+
+LtGemm::~LtGemm() { release(); }
+
+void LtGemm::release() {
+  if (layoutC)
+    cublasLtMatrixLayoutDestroy(layoutC);
+  if (layoutB)
+    cublasLtMatrixLayoutDestroy(layoutB);
+  if (layoutA)
+    cublasLtMatrixLayoutDestroy(layoutA);
+  if (desc)
+    cublasLtMatmulDescDestroy(desc);
+  desc = nullptr, layoutA = layoutB = layoutC = nullptr;
+}
+
+namespace {
+
+/// The largest power of two up to 256 dividing `p`'s address: the alignment
+/// cuBLASLt may assume of an operand.
+uint32_t alignmentOf(const void *p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0)
+    a /= 2;
+  return a;
+}
+
+} // namespace
+
+std::string LtGemm::prepare(const LtHandle &lt, const GemmShape &g,
+                            cudaDataType type, GemmEpilogue epilogue,
+                            const void *a, const void *b, const void *c,
+                            const void *bias) {
+  release();
+  if (std::string err = checkShape(g); !err.empty())
+    return err;
+  if (g.beta != 0)
+    return "an epilogue GEMM accumulates into nothing (beta 0)";
+  if (type != CUDA_R_32F && type != CUDA_R_64F && type != CUDA_R_16F &&
+      type != CUDA_R_16BF)
+    return std::string("cuBLASLt GEMM is mapped for float32, float64, "
+                       "float16 and bfloat16, not ") +
+           typeName(type);
+  if (epilogue.bias && !bias)
+    return "the bias epilogue has no bias";
+  doublePrecision = type == CUDA_R_64F;
+  hasBias = epilogue.bias;
+  alpha = g.alpha;
+  // As in run() above: row-major C = op(A) op(B) is column-major
+  // C^T = op(B)^T op(A)^T, so cuBLASLt's A is our B and its B our A; its
+  // bias (one element per row of its D) is one per column of ours.
+  const cublasOperation_t opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const uint64_t m = static_cast<uint64_t>(g.n), n = static_cast<uint64_t>(g.m),
+                 k = static_cast<uint64_t>(g.k);
+  auto fail = [&](const char *call, cublasStatus_t s) {
+    release();
+    return std::string(call) + " failed: " + blasStatusName(s);
+  };
+  cublasStatus_t s = cublasLtMatmulDescCreate(
+      &desc, doublePrecision ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+      doublePrecision ? CUDA_R_64F : CUDA_R_32F);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return fail("cublasLtMatmulDescCreate", s);
+  const cublasLtEpilogue_t kind =
+      epilogue.bias ? (epilogue.relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                     : CUBLASLT_EPILOGUE_BIAS)
+                    : (epilogue.relu ? CUBLASLT_EPILOGUE_RELU
+                                     : CUBLASLT_EPILOGUE_DEFAULT);
+  auto setDesc = [&](cublasLtMatmulDescAttributes_t attr, const void *value,
+                     size_t size) {
+    return s = cublasLtMatmulDescSetAttribute(desc, attr, value, size);
+  };
+  if (setDesc(CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof opB) !=
+          CUBLAS_STATUS_SUCCESS ||
+      setDesc(CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof opA) !=
+          CUBLAS_STATUS_SUCCESS ||
+      setDesc(CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof kind) !=
+          CUBLAS_STATUS_SUCCESS)
+    return fail("cublasLtMatmulDescSetAttribute", s);
+  if (epilogue.bias &&
+      (s = cublasLtMatmulDescSetAttribute(desc,
+                                          CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                          &bias, sizeof bias)) !=
+          CUBLAS_STATUS_SUCCESS)
+    return fail("cublasLtMatmulDescSetAttribute(BIAS_POINTER)", s);
+  // Stored (column-major) shapes: cuBLASLt's A is m x k (k x m transposed),
+  // its B k x n (n x k transposed), C m x n.
+  if ((s = cublasLtMatrixLayoutCreate(&layoutA, type, g.transB ? k : m,
+                                      g.transB ? m : k,
+                                      static_cast<int64_t>(g.ldb))) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (s = cublasLtMatrixLayoutCreate(&layoutB, type, g.transA ? n : k,
+                                      g.transA ? k : n,
+                                      static_cast<int64_t>(g.lda))) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (s = cublasLtMatrixLayoutCreate(&layoutC, type, m, n,
+                                      static_cast<int64_t>(g.ldc))) !=
+          CUBLAS_STATUS_SUCCESS)
+    return fail("cublasLtMatrixLayoutCreate", s);
+  cublasLtMatmulPreference_t pref = nullptr;
+  if ((s = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS)
+    return fail("cublasLtMatmulPreferenceCreate", s);
+  const uint64_t space = LtHandle::kWorkspaceBytes;
+  // cuBLASLt's A is our B (see above).
+  const uint32_t alignA = alignmentOf(b), alignB = alignmentOf(a),
+                 alignC = alignmentOf(c);
+  auto setPref = [&](cublasLtMatmulPreferenceAttributes_t attr,
+                     const void *value, size_t size) {
+    return s = cublasLtMatmulPreferenceSetAttribute(pref, attr, value, size);
+  };
+  if (setPref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &space,
+              sizeof space) != CUBLAS_STATUS_SUCCESS ||
+      setPref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA,
+              sizeof alignA) != CUBLAS_STATUS_SUCCESS ||
+      setPref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB,
+              sizeof alignB) != CUBLAS_STATUS_SUCCESS ||
+      setPref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC,
+              sizeof alignC) != CUBLAS_STATUS_SUCCESS ||
+      setPref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC,
+              sizeof alignC) != CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatmulPreferenceDestroy(pref);
+    return fail("cublasLtMatmulPreferenceSetAttribute", s);
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  s = cublasLtMatmulAlgoGetHeuristic(lt.get(), desc, layoutA, layoutB, layoutC,
+                                     layoutC, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return fail("cublasLtMatmulAlgoGetHeuristic", s);
+  if (found == 0) {
+    release();
+    return "cublasLtMatmulAlgoGetHeuristic found no algorithm";
+  }
+  algo = result.algo;
+  workspaceBytes = result.workspaceSize;
+  return "";
+}
+
+std::string LtGemm::run(const LtHandle &lt, const void *a, const void *b,
+                        void *c, const void *bias,
+                        cudaStream_t stream) const {
+  if (!desc)
+    return "internal error: cublasLtMatmul of an unprepared GEMM";
+  cublasStatus_t s;
+  if (hasBias && (s = cublasLtMatmulDescSetAttribute(
+                      desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                      sizeof bias)) != CUBLAS_STATUS_SUCCESS)
+    return std::string("cublasLtMatmulDescSetAttribute(BIAS_POINTER) "
+                       "failed: ") +
+           blasStatusName(s);
+  const float alphaF = static_cast<float>(alpha), betaF = 0;
+  const double betaD = 0;
+  const void *alphaP = doublePrecision ? static_cast<const void *>(&alpha)
+                                       : static_cast<const void *>(&alphaF);
+  const void *betaP = doublePrecision ? static_cast<const void *>(&betaD)
+                                      : static_cast<const void *>(&betaF);
+  s = cublasLtMatmul(lt.get(), desc, alphaP, b, layoutA, a, layoutB, betaP, c,
+                     layoutC, c, layoutC, &algo, lt.workspace(),
+                     workspaceBytes, stream);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return std::string("cublasLtMatmul failed: ") + blasStatusName(s);
+  return "";
 }

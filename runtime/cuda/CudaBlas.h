@@ -11,10 +11,16 @@
 // kernels where a GPU exists (tofu-cuda-library-tests, label gpu; run on an
 // H200, bench/gpu/H200.md).
 //
+// A GEMM with a bias vector and/or a ReLU after it (ONNX Gemm's C when it is
+// one row broadcast over M, and a Relu that reads only the GEMM's output)
+// runs as one cublasLtMatmul with the matching epilogue (LtGemm below), so
+// that neither the bias nor the activation takes its own pass over C.
+//
 //===----------------------------------------------------------------------===//
 #ifndef TOFU_RUNTIME_CUDA_CUDABLAS_H
 #define TOFU_RUNTIME_CUDA_CUDABLAS_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <cstdint>
@@ -67,6 +73,70 @@ std::string gemmStridedBatched(const BlasHandle &blas, const GemmShape &shape,
                                const float *a, int64_t strideA,
                                const float *b, int64_t strideB, float *c,
                                int64_t strideC, int64_t batch);
+
+/// A cuBLASLt handle and the workspace its matmuls may use, on the current
+/// device; freed with the object.
+class LtHandle {
+public:
+  /// cuBLASLt's recommended workspace on Hopper (32 MiB); not part of the
+  /// plan's memory (docs/Cuda.md).
+  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+  LtHandle() = default;
+  ~LtHandle();
+  LtHandle(const LtHandle &) = delete;
+  LtHandle &operator=(const LtHandle &) = delete;
+  /// Creates the handle and allocates the workspace; "" or the error.
+  std::string init();
+  cublasLtHandle_t get() const { return handle; }
+  void *workspace() const { return space; }
+
+private:
+  cublasLtHandle_t handle = nullptr;
+  void *space = nullptr;
+};
+
+/// What the GEMM's epilogue does to C = alpha op(A) op(B) (beta is 0).
+struct GemmEpilogue {
+  /// C[i, j] += bias[j]: N elements of the GEMM's type.
+  bool bias = false;
+  /// C = max(C, 0), after the bias.
+  bool relu = false;
+};
+
+/// One row-major GEMM with an epilogue through cublasLtMatmul: the
+/// descriptors and the algorithm cuBLASLt's heuristic picks are made once
+/// (prepare, outside any CUDA graph capture) and used by every run.
+class LtGemm {
+public:
+  LtGemm() = default;
+  ~LtGemm();
+  LtGemm(const LtGemm &) = delete;
+  LtGemm &operator=(const LtGemm &) = delete;
+  /// Prepares `shape` (beta must be 0) on arrays of `type`. Returns "" or
+  /// why cuBLASLt cannot run it (no algorithm for this shape, type and
+  /// epilogue): the caller then runs the bias, the GEMM and the ReLU as
+  /// separate calls.
+  /// The operands' addresses are those of the runs to come: the algorithm
+  /// is chosen for their alignment.
+  std::string prepare(const LtHandle &lt, const GemmShape &shape,
+                      cudaDataType type, GemmEpilogue epilogue, const void *a,
+                      const void *b, const void *c, const void *bias);
+  /// C = epilogue(alpha op(A) op(B)) with `bias` (N elements, or null when
+  /// the epilogue has none) on `stream`; "" or the cuBLASLt error.
+  std::string run(const LtHandle &lt, const void *a, const void *b, void *c,
+                  const void *bias, cudaStream_t stream) const;
+
+private:
+  void release();
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
+                         layoutC = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspaceBytes = 0;
+  bool hasBias = false;
+  bool doublePrecision = false;
+  double alpha = 1;
+};
 
 /// cuBLAS's name of a status, for messages.
 const char *blasStatusName(cublasStatus_t status);

@@ -17,9 +17,14 @@ std::string tofu::cuda::describeCalls(const Plan &plan,
   std::map<std::string, std::map<std::string, int64_t>> calls;
   for (const ScheduledInstr &e : schedule.instrs) {
     const Instr &in = plan.devices[e.device].instrs[e.index];
-    const std::string op = in.kind == Instr::Kind::Compute ? in.kernel
-                           : in.kind == Instr::Kind::Fetch ? "Fetch"
-                                                           : "Reduce";
+    std::string op = in.kind == Instr::Kind::Compute ? in.kernel
+                     : in.kind == Instr::Kind::Fetch ? "Fetch"
+                                                     : "Reduce";
+    // A Gemm with its Relu fused (cuBLASLt's epilogue) is issued at the
+    // Relu's place.
+    const Instr &first = plan.devices[e.device].instrs[e.firstIndex];
+    if (e.firstIndex != e.index && first.kernel == "Gemm")
+      op = first.kernel + "+" + op;
     for (const CudaOp &call : e.ops) {
       std::string what;
       switch (call.kind) {
@@ -29,7 +34,8 @@ std::string tofu::cuda::describeCalls(const Plan &plan,
                " kernels";
         break;
       case CudaOp::Kind::Gemm:
-        what = "cuBLAS";
+        what = call.bias.device >= 0 || call.relu ? "cuBLASLt with epilogue"
+                                                  : "cuBLAS";
         break;
       case CudaOp::Kind::Conv:
         what = "cuDNN";

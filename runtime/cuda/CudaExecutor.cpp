@@ -31,6 +31,8 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdio>
+#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -44,6 +46,28 @@ namespace {
 
 /// The 12-word out-of-buffer record of the generated kernels.
 constexpr size_t kErrorWords = 12;
+
+} // namespace
+
+namespace {
+
+/// The row-major shape of a Gemm op's cuBLAS call.
+GemmShape gemmShapeOf(const CudaOp &op) {
+  GemmShape shape;
+  shape.transA = op.transA, shape.transB = op.transB;
+  shape.m = op.m, shape.n = op.n, shape.k = op.k;
+  shape.lda = op.lda, shape.ldb = op.ldb, shape.ldc = op.ldc;
+  shape.alpha = op.alpha, shape.beta = op.beta;
+  return shape;
+}
+
+/// The cuBLAS element type of a Gemm op's operands.
+cudaDataType blasTypeOf(const CudaOp &op) {
+  return op.dtype == DType::F64    ? CUDA_R_64F
+         : op.dtype == DType::F16  ? CUDA_R_16F
+         : op.dtype == DType::BF16 ? CUDA_R_16BF
+                                   : CUDA_R_32F;
+}
 
 } // namespace
 
@@ -69,11 +93,16 @@ struct CudaExecutor::Impl {
     cudaStream_t compute = nullptr, comm = nullptr;
     cudaEvent_t commJoined = nullptr, joined = nullptr;
     std::unique_ptr<BlasHandle> blas;
+    std::unique_ptr<LtHandle> lt; ///< when a Gemm has an epilogue
     std::unique_ptr<ConvRunner> conv;
     std::unique_ptr<PoolRunner> pool;
     std::unique_ptr<BatchNormRunner> batchNorm;
   };
   std::vector<Device> devices;
+  /// Per Gemm op with an epilogue (CudaOp::bias/relu), its prepared
+  /// cublasLtMatmul; an op missing here (no algorithm) runs as the bias
+  /// kernel, the GEMM and the ReLU kernel instead (issueGemm).
+  std::map<const CudaOp *, std::unique_ptr<LtGemm>> ltGemms;
   std::vector<cudaEvent_t> events; ///< per schedule entry (null: none)
   /// The plan's cubin, loaded context-independently (cudaLibraryLoadData),
   /// and its kernels, launched with cudaLaunchKernel on any device.
@@ -181,6 +210,9 @@ struct CudaExecutor::Impl {
         gridKernels[launch.kernel] != nullptr);
   }
   std::string initMultiProcess(int count);
+  /// Prepares the cublasLtMatmul of every Gemm op with an epilogue (outside
+  /// any graph capture); says on stderr how many cuBLASLt refused.
+  std::string prepareEpilogueGemms();
   std::string watchdog();
   std::string describeCall(size_t call) const;
 };
@@ -203,8 +235,10 @@ CudaExecutor::Impl::~Impl() {
       cudaEventDestroy(e);
   if (fork)
     cudaEventDestroy(fork);
+  ltGemms.clear();
   for (Device &d : devices) {
     d.blas.reset();
+    d.lt.reset();
     d.conv.reset();
     d.pool.reset();
     d.batchNorm.reset();
@@ -567,7 +601,50 @@ std::string CudaExecutor::Impl::init() {
   if (multiProcess)
     if (std::string err = initMultiProcess(count); !err.empty())
       return err;
+  if (std::string err = prepareEpilogueGemms(); !err.empty())
+    return err;
   initialized = true;
+  return "";
+}
+
+std::string CudaExecutor::Impl::prepareEpilogueGemms() {
+  int64_t fallbacks = 0;
+  std::string firstWhy;
+  for (const ScheduledInstr &e : schedule.instrs) {
+    if (!owns(e.device))
+      continue;
+    for (const CudaOp &op : e.ops) {
+      if (op.kind != CudaOp::Kind::Gemm ||
+          (op.bias.device < 0 && !op.relu))
+        continue;
+      Device &dev = devices[e.device];
+      TOFU_CUDA(cudaSetDevice(gpuOf(e.device)));
+      if (!dev.lt) {
+        dev.lt = std::make_unique<LtHandle>();
+        if (std::string err = dev.lt->init(); !err.empty())
+          return "device " + std::to_string(e.device) + ": " + err;
+      }
+      auto lt = std::make_unique<LtGemm>();
+      GemmEpilogue epilogue;
+      epilogue.bias = op.bias.device >= 0;
+      epilogue.relu = op.relu;
+      const void *bias = epilogue.bias ? pointer(op.bias) : nullptr;
+      std::string why = lt->prepare(*dev.lt, gemmShapeOf(op), blasTypeOf(op),
+                                    epilogue, pointer(op.a), pointer(op.b),
+                                    pointer(op.c), bias);
+      if (why.empty()) {
+        ltGemms[&op] = std::move(lt);
+      } else if (fallbacks++ == 0) {
+        firstWhy = why;
+      }
+    }
+  }
+  if (fallbacks > 0)
+    std::fprintf(stderr,
+                 "tofu-run: %lld GEMM(s) with a bias or ReLU epilogue run as "
+                 "separate bias, GEMM and ReLU calls: cuBLASLt refused them "
+                 "(first: %s)\n",
+                 static_cast<long long>(fallbacks), firstWhy.c_str());
   return "";
 }
 
@@ -758,16 +835,35 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
     return "";
   }
   case CudaOp::Kind::Gemm: {
-    GemmShape shape;
-    shape.transA = op.transA, shape.transB = op.transB;
-    shape.m = op.m, shape.n = op.n, shape.k = op.k;
-    shape.lda = op.lda, shape.ldb = op.ldb, shape.ldc = op.ldc;
-    shape.alpha = op.alpha, shape.beta = op.beta;
+    GemmShape shape = gemmShapeOf(op);
     const BlasHandle &blas = *devices[e.device].blas;
-    const cudaDataType type = op.dtype == plan::DType::F64    ? CUDA_R_64F
-                              : op.dtype == plan::DType::F16  ? CUDA_R_16F
-                              : op.dtype == plan::DType::BF16 ? CUDA_R_16BF
-                                                              : CUDA_R_32F;
+    const cudaDataType type = blasTypeOf(op);
+    if (op.bias.device >= 0 || op.relu) {
+      auto it = ltGemms.find(&op);
+      if (it != ltGemms.end())
+        return it->second->run(*devices[e.device].lt, pointer(op.a),
+                               pointer(op.b), pointer(op.c),
+                               op.bias.device >= 0 ? pointer(op.bias)
+                                                   : nullptr,
+                               stream);
+      // No cuBLASLt algorithm: the bias broadcast into C, the GEMM adding
+      // to it, then the ReLU (float32 only: CudaSchedule fuses no other).
+      if (op.bias.device >= 0) {
+        if (std::string err =
+                launchGemmBias(pointer(op.bias), 0, 1, 1.0, pointer(op.c),
+                               op.m, op.n, op.dtype, stream);
+            !err.empty())
+          return err;
+        shape.beta = 1;
+      }
+      if (std::string err =
+              gemm(blas, shape, type, pointer(op.a), pointer(op.b),
+                   pointer(op.c));
+          !err.empty() || !op.relu)
+        return err;
+      return launchReluInPlace(reinterpret_cast<float *>(pointer(op.c)),
+                               op.m * op.n, stream);
+    }
     return op.batch > 1
                ? gemmStridedBatched(blas, shape, type, pointer(op.a),
                                     op.strideA, pointer(op.b), op.strideB,

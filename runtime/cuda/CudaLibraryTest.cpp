@@ -1,6 +1,6 @@
 //===- CudaLibraryTest.cpp - cuBLAS / cuDNN wrappers vs the CPU kernels ---===//
 //
-// GEMM, batched GEMM, the three convolution directions, pooling (max and
+// GEMM, cuBLASLt GEMM with bias/ReLU epilogues, batched GEMM, the three convolution directions, pooling (max and
 // average forward, average backward) and batch normalization (training and
 // inference forward, Xhat, backward, both running statistics) on random
 // inputs, compared with the CPU kernels of the same ops (fp32 tolerance),
@@ -122,6 +122,76 @@ TEST(CudaBlas, TransposedGemmMatchesCpuGemm) {
                   std::string("Gemm transA ") + (ta ? "1" : "0") +
                       " transB " + (tb ? "1" : "0"));
     }
+}
+
+// cublasLtMatmul with the bias, ReLU and bias + ReLU epilogues (what
+// CudaSchedule maps a Gemm with a bias row and a fused Relu to) against the
+// CPU Gemm (C = the bias row) and Relu; once with every operand one element
+// off cuBLASLt's 256-byte alignment (the plan's operands may start inside a
+// buffer).
+TEST(CudaBlas, LtEpilogueGemmMatchesCpuGemmAndRelu) {
+  cuda::LtHandle lt;
+  ASSERT_EQ(lt.init(), "");
+  const int64_t m = 31, k = 17, n = 23;
+  for (int64_t shift : {0, 1})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (auto [withBias, relu] :
+             {std::pair<bool, bool>{true, false}, {false, true}, {true, true}}) {
+          auto a = unitRandoms(m * k, 5), b = unitRandoms(k * n, 6),
+               bias = unitRandoms(n, 7);
+          auto padded = [&](const std::vector<float> &v) {
+            std::vector<float> p(v.size() + shift, 0);
+            std::copy(v.begin(), v.end(), p.begin() + shift);
+            return p;
+          };
+          DeviceArray da(padded(a)), db(padded(b)), dbias(padded(bias)),
+              dc(std::vector<float>(m * n + shift, 0));
+          cuda::GemmShape g;
+          g.transA = ta, g.transB = tb;
+          g.m = m, g.n = n, g.k = k;
+          g.lda = ta ? m : k;
+          g.ldb = tb ? k : n;
+          g.ldc = n;
+          g.alpha = 0.5f;
+          cuda::GemmEpilogue epilogue;
+          epilogue.bias = withBias, epilogue.relu = relu;
+          cuda::LtGemm gemm;
+          const std::string what =
+              std::string("transA ") + (ta ? "1" : "0") + " transB " +
+              (tb ? "1" : "0") + (withBias ? " bias" : "") +
+              (relu ? " relu" : "") + " shift " + std::to_string(shift);
+          const float *pa = da.get() + shift, *pb = db.get() + shift,
+                      *pbias = withBias ? dbias.get() + shift : nullptr;
+          float *pc = dc.get() + shift;
+          ASSERT_EQ(gemm.prepare(lt, g, CUDA_R_32F, epilogue, pa, pb, pc,
+                                 pbias),
+                    "")
+              << what;
+          ASSERT_EQ(gemm.run(lt, pa, pb, pc, pbias, nullptr), "") << what;
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          std::vector<int64_t> as = ta ? std::vector<int64_t>{k, m}
+                                       : std::vector<int64_t>{m, k};
+          std::vector<int64_t> bs = tb ? std::vector<int64_t>{n, k}
+                                       : std::vector<int64_t>{k, n};
+          Attr alpha;
+          alpha.name = "alpha";
+          alpha.kind = Attr::Kind::Float;
+          alpha.f = 0.5;
+          std::vector<std::pair<std::vector<float>, std::vector<int64_t>>>
+              inputs = {{a, as}, {b, bs}};
+          if (withBias)
+            inputs.push_back({bias, {n}});
+          std::vector<float> want =
+              cpu("Gemm", {alpha, intAttr("transA", ta), intAttr("transB", tb)},
+                  inputs, {m, n});
+          if (relu)
+            for (float &v : want)
+              v = v < 0 ? 0 : v;
+          std::vector<float> got = dc.toHost();
+          got.erase(got.begin(), got.begin() + shift);
+          expectClose(got, want, "cublasLtMatmul " + what);
+        }
 }
 
 TEST(CudaBlas, BatchedGemmMatchesCpuMatMul) {

@@ -681,8 +681,13 @@ private:
               acc += double(op.transA ? A[q * op.lda + i] : A[i * op.lda + q]) *
                      double(op.transB ? B[j * op.ldb + q] : B[q * op.ldb + j]);
             float &c = C[i * op.ldc + j];
-            c = static_cast<float>(op.alpha * acc +
-                                   (op.beta != 0 ? op.beta * c : 0.0));
+            // cuBLASLt's epilogue: the bias, then the ReLU (CudaBlas.h).
+            double v = op.alpha * acc + (op.beta != 0 ? op.beta * c : 0.0);
+            if (op.bias.device >= 0)
+              v += reinterpret_cast<const float *>(ptr(op.bias))[j];
+            if (op.relu && v < 0)
+              v = 0;
+            c = static_cast<float>(v);
           }
       }
       return "";

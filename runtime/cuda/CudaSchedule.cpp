@@ -11,6 +11,7 @@
 #include "tofu/runtime/MatMulBatchOffsets.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -25,6 +26,8 @@ uint32_t tofu::cuda::cudaElementSize(DType dtype) {
 }
 
 const char *tofu::cuda::gemmCallName(const CudaOp &op) {
+  if (op.bias.device >= 0 || op.relu)
+    return "cublasLtMatmul";
   const bool batched = op.batch > 1;
   switch (op.dtype) {
   case DType::F64:
@@ -228,9 +231,20 @@ std::string mapMatMul(const Plan &plan, int32_t d, const Instr &in,
   return "";
 }
 
-/// ONNX Gemm: Y = alpha op(A) op(B) + beta C (C broadcast into Y first).
+/// Whether Gemm ops may take cuBLASLt epilogues (bias, fused Relu):
+/// TOFU_CUDA_NO_LT=1 keeps the separate calls, to time both ways on a GPU.
+bool ltEpilogues() {
+  const char *v = std::getenv("TOFU_CUDA_NO_LT");
+  return !(v && std::string(v) == "1");
+}
+
+/// ONNX Gemm: Y = alpha op(A) op(B) + beta C. A C that is one row (a bias
+/// per column) with beta 1 is cuBLASLt's bias epilogue; any other C is
+/// broadcast into Y first. `relu`, when not null, is a Relu fused after the
+/// GEMM (fusedReluOfGemm): the GEMM writes its output, through the ReLU
+/// epilogue, instead of Y.
 std::string mapGemm(const Plan &plan, int32_t d, const Instr &in,
-                    std::vector<CudaOp> &ops) {
+                    std::vector<CudaOp> &ops, const Instr *relu = nullptr) {
   if (in.inputs.size() < 2 || in.inputs.size() > 3 || in.outputs.size() != 1)
     return "expects inputs (A, B, C?) and 1 output";
   Operand A = operand(plan, d, in, false, 0), B = operand(plan, d, in, false, 1),
@@ -252,6 +266,7 @@ std::string mapGemm(const Plan &plan, int32_t d, const Instr &in,
     return "local shapes do not match: A " + dims(A.shape) + " B " +
            dims(B.shape) + " Y " + dims(Y.shape);
   const bool hasC = in.inputs.size() == 3 && in.inputs[2] >= 0;
+  DevicePointer biasVector;
   if (hasC) {
     Operand C = operand(plan, d, in, false, 2);
     if (C.dtype != type || C.shape.size() > 2)
@@ -281,7 +296,11 @@ std::string mapGemm(const Plan &plan, int32_t d, const Instr &in,
     bias.cRowStride = strides[0], bias.cColStride = strides[1];
     bias.c = at(plan, d, C.buffer, offset);
     bias.dst = at(plan, d, Y.buffer, 0);
-    ops.push_back(bias);
+    if (ltEpilogues() && bias.beta == 1 && bias.cRowStride == 0 &&
+        bias.cColStride == 1)
+      biasVector = bias.c;
+    else
+      ops.push_back(bias);
   }
   CudaOp op;
   op.kind = CudaOp::Kind::Gemm;
@@ -291,12 +310,84 @@ std::string mapGemm(const Plan &plan, int32_t d, const Instr &in,
   op.m = M, op.n = N, op.k = K;
   op.lda = A.shape[1], op.ldb = B.shape[1], op.ldc = N;
   op.alpha = floatAttr(in, "alpha", 1.0);
-  op.beta = hasC ? 1.0 : 0.0;
+  op.bias = biasVector;
+  op.beta = hasC && biasVector.device < 0 ? 1.0 : 0.0;
   op.a = at(plan, d, A.buffer);
   op.b = at(plan, d, B.buffer);
   op.c = at(plan, d, Y.buffer);
+  if (relu) {
+    op.relu = true;
+    op.c = at(plan, d, relu->outputs[0]);
+  }
   ops.push_back(op);
   return "";
+}
+
+/// Per instruction of device `d`'s program, the index of the Relu fused
+/// into it (-1: none): a float32 Gemm whose next instruction is a Relu of
+/// the same box reading the Gemm's output, which nothing else reads (no
+/// other instruction of any device, no Fetch or Reduce piece). The GEMM
+/// then writes the Relu's output through cuBLASLt's ReLU epilogue and its
+/// own output is never written. Neither may be part of a fused launch, and
+/// the Relu's output may not share bytes with the Gemm's operands.
+std::vector<int32_t> fusedReluOfGemm(
+    const Plan &plan, int32_t d,
+    const std::vector<std::pair<int32_t, int32_t>> &chain,
+    const std::map<std::pair<int32_t, int32_t>, int32_t> &readers) {
+  const DeviceProgram &dev = plan.devices[d];
+  std::vector<int32_t> fused(dev.instrs.size(), -1);
+  for (size_t i = 0; i + 1 < dev.instrs.size(); ++i) {
+    const Instr &gemm = dev.instrs[i], &relu = dev.instrs[i + 1];
+    if (gemm.kind != Instr::Kind::Compute || gemm.kernel != "Gemm" ||
+        relu.kind != Instr::Kind::Compute || relu.kernel != "Relu" ||
+        gemm.outputs.size() != 1 || relu.inputs.size() != 1 ||
+        relu.outputs.size() != 1 || gemm.outputs[0] < 0 ||
+        relu.inputs[0] != gemm.outputs[0] || relu.outputs[0] < 0)
+      continue;
+    if (chain[i].first != chain[i].second ||
+        chain[i + 1].first != chain[i + 1].second)
+      continue;
+    const Buffer &y = dev.buffers[gemm.outputs[0]];
+    const Buffer &r = dev.buffers[relu.outputs[0]];
+    if (plan.tensors[y.tensor].dtype != DType::F32 ||
+        plan.tensors[r.tensor].dtype != DType::F32 || y.region.lo != r.region.lo || y.region.hi != r.region.hi ||
+        y.region.numElements() == 0)
+      continue;
+    auto it = readers.find({d, gemm.outputs[0]});
+    if (it == readers.end() || it->second != 1)
+      continue;
+    // The memory plan may place the Relu's output over an operand of the
+    // Gemm (dead once the Gemm ran): the fused call would overwrite what it
+    // still reads.
+    bool overlaps = false;
+    for (int32_t in : gemm.inputs)
+      if (in >= 0) {
+        const Buffer &b = dev.buffers[in];
+        overlaps |= b.offset < r.offset + r.bytes && r.offset < b.offset + b.bytes;
+      }
+    if (overlaps)
+      continue;
+    fused[i] = static_cast<int32_t>(i + 1);
+  }
+  return fused;
+}
+
+/// How many times each (device, buffer) is read: Compute inputs and the
+/// sources of Fetch and Reduce pieces, over every device's program.
+std::map<std::pair<int32_t, int32_t>, int32_t> bufferReaders(const Plan &plan) {
+  std::map<std::pair<int32_t, int32_t>, int32_t> readers;
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    for (const Instr &in : plan.devices[d].instrs) {
+      if (in.kind == Instr::Kind::Compute) {
+        for (int32_t b : in.inputs)
+          if (b >= 0)
+            ++readers[{static_cast<int32_t>(d), b}];
+      } else {
+        for (const Piece &p : in.pieces)
+          ++readers[{p.device, p.buffer}];
+      }
+    }
+  return readers;
 }
 
 /// Conv, ConvGradInput, ConvGradWeight -> one cuDNN call. Mapped when every
@@ -635,6 +726,24 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
     for (int32_t i = 0; i < launch.numInstrs; ++i)
       chain[launch.device][launch.firstInstr + i] = {
           launch.firstInstr, launch.firstInstr + launch.numInstrs - 1};
+  // Gemm + Relu pairs issued as one cuBLASLt call, at the Relu's place (a
+  // chain of two: checked like a fused launch below).
+  std::vector<std::vector<bool>> reluFused(k);
+  const bool fuseRelu = ltEpilogues();
+  const auto readers = fuseRelu ? bufferReaders(plan)
+                                : std::map<std::pair<int32_t, int32_t>, int32_t>();
+  for (size_t d = 0; d < k; ++d) {
+    reluFused[d].assign(plan.devices[d].instrs.size(), false);
+    if (!fuseRelu)
+      continue;
+    const std::vector<int32_t> fused = fusedReluOfGemm(
+        plan, static_cast<int32_t>(d), chain[d], readers);
+    for (size_t i = 0; i < fused.size(); ++i)
+      if (fused[i] >= 0) {
+        chain[d][i] = chain[d][fused[i]] = {static_cast<int32_t>(i), fused[i]};
+        reluFused[d][fused[i]] = true;
+      }
+  }
 
   // Which op each Compute becomes; unsupported ones are collected.
   struct Unsupported {
@@ -708,7 +817,8 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
       } else {
         acc = accessesOf(plan, mapping, d, in);
       }
-      auto it = launchesAt.find({d, s.firstIndex});
+      auto it = reluFused[d][i] ? launchesAt.end()
+                                : launchesAt.find({d, s.firstIndex});
       // Convolutions, pooling and batch normalization go to cuDNN where
       // the mapping applies (CudaDnnMapping.h for the latter); otherwise to
       // their generated kernel (tofuc generates one as the fallback).
@@ -752,7 +862,10 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
         }
       } else {
         std::string why;
-        if (in.kernel == "MatMul" || in.kernel == "MatMulTransposed")
+        if (reluFused[d][i])
+          why = mapGemm(plan, d, plan.devices[d].instrs[s.firstIndex], s.ops,
+                        &in);
+        else if (in.kernel == "MatMul" || in.kernel == "MatMulTransposed")
           why = mapMatMul(plan, d, in, s.ops);
         else if (in.kernel == "Gemm")
           why = mapGemm(plan, d, in, s.ops);
@@ -1147,7 +1260,9 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
                " sB=" + std::to_string(op.strideB) +
                " sC=" + std::to_string(op.strideC) +
                " beta=" +
-               (op.beta == 0 ? std::string("0") : std::to_string(op.beta)) + ")";
+               (op.beta == 0 ? std::string("0") : std::to_string(op.beta)) +
+               (op.bias.device >= 0 ? " bias=1" : "") +
+               (op.relu ? " relu=1" : "") + ")";
         break;
       case CudaOp::Kind::GemmBias:
         out += " gemm-bias";

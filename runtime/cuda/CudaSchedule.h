@@ -161,6 +161,12 @@ struct CudaOp {
   double alpha = 1, beta = 0;
   int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0; ///< elements
   DevicePointer a, b, c;
+  /// Gemm through cuBLASLt with an epilogue (CudaBlas.h LtGemm, beta 0):
+  /// `bias` (n elements of `dtype`, one per column of C; device -1: none)
+  /// added to every row, then max(C, 0) where `relu` (a Relu that read only
+  /// this GEMM's output, fused: C is the Relu's output).
+  DevicePointer bias;
+  bool relu = false;
   // GemmBias.
   int64_t cRowStride = 0, cColStride = 0;
   // Conv: X, W, Y global-box shapes as cuDNN sees them (local), pads, ...
@@ -255,7 +261,8 @@ std::string describeSchedule(const plan::Plan &plan, const Schedule &schedule);
 uint32_t cudaElementSize(plan::DType dtype);
 
 /// The cuBLAS call a Gemm op becomes ("cublasSgemm", "cublasDgemm",
-/// "cublasGemmEx", or their strided batched forms).
+/// "cublasGemmEx", their strided batched forms, or "cublasLtMatmul" with an
+/// epilogue).
 const char *gemmCallName(const CudaOp &op);
 
 } // namespace tofu::cuda

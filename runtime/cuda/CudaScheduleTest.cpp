@@ -122,17 +122,35 @@ TEST(CudaSchedule, InstructionsBecomeTheRightCalls) {
       gemmInstrs += in.kind == Instr::Kind::Compute && in.kernel == "Gemm" &&
                     work;
     }
+  // Relu instructions fused into their Gemm (cuBLASLt's epilogue): their
+  // generated launches are not issued.
+  std::set<std::pair<int32_t, int32_t>> fusedRelus;
+  size_t reluEpilogues = 0;
   for (const ScheduledInstr &e : s.instrs) {
     const Instr &in = plan.devices[e.device].instrs[e.index];
+    const Instr &first = plan.devices[e.device].instrs[e.firstIndex];
     ASSERT_FALSE(e.ops.empty()) << describeSchedule(plan, s);
-    if (in.kind == Instr::Kind::Compute && in.kernel == "Gemm") {
+    if (first.kind == Instr::Kind::Compute && first.kernel == "Gemm") {
       ++gemmEntries;
-      EXPECT_EQ(e.ops.back().kind, CudaOp::Kind::Gemm);
-      // Gemm's C (the bias) is broadcast into Y before the GEMM adds to it.
-      bool hasC = in.inputs.size() == 3 && in.inputs[2] >= 0;
-      EXPECT_EQ(e.ops.back().beta, hasC ? 1.0f : 0.0f);
-      EXPECT_EQ(e.ops.front().kind,
-                hasC ? CudaOp::Kind::GemmBias : CudaOp::Kind::Gemm);
+      ASSERT_EQ(e.ops.size(), 1u) << describeSchedule(plan, s);
+      const CudaOp &op = e.ops.front();
+      EXPECT_EQ(op.kind, CudaOp::Kind::Gemm);
+      // Gemm's C is the MLP's bias row: cuBLASLt's bias epilogue, not a
+      // broadcast into Y that the GEMM adds to.
+      bool hasC = first.inputs.size() == 3 && first.inputs[2] >= 0;
+      EXPECT_EQ(op.bias.device >= 0, hasC);
+      EXPECT_EQ(op.beta, 0.0);
+      // A Relu fused after it: the GEMM writes the Relu's output.
+      EXPECT_EQ(op.relu, e.firstIndex != e.index);
+      if (op.relu) {
+        ++reluEpilogues;
+        EXPECT_EQ(in.kernel, "Relu");
+        EXPECT_EQ(e.index, e.firstIndex + 1);
+        EXPECT_EQ(op.c.offset,
+                  plan.devices[e.device].buffers[in.outputs[0]].offset);
+        EXPECT_STREQ(gemmCallName(op), "cublasLtMatmul");
+        fusedRelus.insert({e.device, e.index});
+      }
     }
     for (const CudaOp &op : e.ops) {
       if (op.kind != CudaOp::Kind::Kernel)
@@ -152,10 +170,14 @@ TEST(CudaSchedule, InstructionsBecomeTheRightCalls) {
   }
   EXPECT_EQ(gemmEntries, gemmInstrs);
   EXPECT_GT(kernelOps, 0u);
-  // Every non-empty launch of the module is issued exactly once.
+  // Each of the MLP's Gemm + Relu pairs on some device is one call.
+  EXPECT_GT(reluEpilogues, 0u) << describeSchedule(plan, s);
+  // Every non-empty launch of the module is issued exactly once, except the
+  // fused Relus'.
   size_t nonEmpty = 0;
   for (const CudaLaunch &l : plan.cuda.launches)
-    nonEmpty += l.numElements > 0;
+    nonEmpty += l.numElements > 0 &&
+                !fusedRelus.count({l.device, l.firstInstr});
   EXPECT_EQ(countOps(s, CudaOp::Kind::Kernel), nonEmpty);
 }
 
@@ -642,7 +664,12 @@ TEST(CudaSchedule, ElementTypesPickTheirLibraryCalls) {
       for (const CudaOp &op : e.ops)
         if (op.kind == CudaOp::Kind::Gemm) {
           EXPECT_EQ(op.dtype, half);
-          EXPECT_STREQ(gemmCallName(op), "cublasGemmEx");
+          // The forward GEMMs add their bias in cuBLASLt's epilogue (no
+          // Relu is fused: float32 only).
+          EXPECT_FALSE(op.relu);
+          EXPECT_STREQ(gemmCallName(op), op.bias.device >= 0
+                                             ? "cublasLtMatmul"
+                                             : "cublasGemmEx");
           ++gemms;
         }
     EXPECT_GT(gemms, 0u);
@@ -1601,9 +1628,14 @@ private:
                 acc += load(A, op.transA ? q * op.lda + i : i * op.lda + q) *
                        load(B, op.transB ? j * op.ldb + q : q * op.ldb + j);
               const int64_t at = i * op.ldc + j;
-              tofu::runtime::storeElement(
-                  C, op.dtype, at,
-                  op.alpha * acc + (op.beta != 0 ? op.beta * load(C, at) : 0.0));
+              double v =
+                  op.alpha * acc + (op.beta != 0 ? op.beta * load(C, at) : 0.0);
+              // cuBLASLt's epilogue: the bias, then the ReLU (CudaBlas.h).
+              if (op.bias.device >= 0)
+                v += load(ptr(op.bias), j);
+              if (op.relu && v < 0)
+                v = 0;
+              tofu::runtime::storeElement(C, op.dtype, at, v);
             }
         }
         break;

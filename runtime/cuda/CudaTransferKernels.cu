@@ -82,6 +82,14 @@ __global__ void gemmBias(const T *c, int64_t rs, int64_t cs, Compute beta,
   }
 }
 
+/// y[e] = max(y[e], 0), a NaN kept (as the CPU backend's Relu).
+__global__ void reluInPlace(float *y, int64_t n) {
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+       e += (int64_t)gridDim.x * blockDim.x)
+    if (y[e] < 0.0f)
+      y[e] = 0.0f;
+}
+
 unsigned gridFor(int64_t n) {
   return static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 65535)));
@@ -186,4 +194,12 @@ std::string tofu::cuda::launchGemmBias(const void *c, int64_t rowStride,
            "bfloat16)";
   }
   return launched("Gemm bias kernel");
+}
+
+std::string tofu::cuda::launchReluInPlace(float *y, int64_t n,
+                                          cudaStream_t stream) {
+  if (n == 0)
+    return "";
+  reluInPlace<<<gridFor(n), 256, 0, stream>>>(y, n);
+  return launched("ReLU kernel");
 }

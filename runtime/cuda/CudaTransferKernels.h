@@ -30,6 +30,10 @@ std::string launchGemmBias(const void *c, int64_t rowStride,
                            int64_t colStride, double beta, void *y, int64_t m,
                            int64_t n, plan::DType dtype, cudaStream_t stream);
 
+/// y = max(y, 0) over n float32 elements: the ReLU of a Gemm whose cuBLASLt
+/// epilogue could not be prepared (CudaBlas.h LtGemm).
+std::string launchReluInPlace(float *y, int64_t n, cudaStream_t stream);
+
 } // namespace tofu::cuda
 
 #endif // TOFU_RUNTIME_CUDA_CUDATRANSFERKERNELS_H
