@@ -155,6 +155,15 @@ def main():
             row["losses_match"] = close[0] if chaotic else all(close)
         else:
             row["losses_match"] = None if not args.have_gpu else False
+        nolt = load(os.path.join(args.outdir, "runs", name + ".nolt.json"))
+        if isinstance(nolt, dict):
+            separate = losses(nolt)[:steps]
+            row["no_lt"] = {
+                "gpu_losses": separate,
+                "gpu_step_seconds": step_seconds(nolt, steps),
+                "losses_match": bool(separate) and len(separate) == len(want) and all(
+                    g is not None and abs(g - w) <= atol + rtol * abs(w)
+                    for g, w in zip(separate, want))}
         row["gpu_step_seconds"] = step_seconds(run, steps)
         row["cpu_step_seconds"] = step_seconds(ref, 1)
         dump = load(os.path.join(args.outdir, "runs", name + ".dump.json"))
@@ -180,6 +189,8 @@ def main():
     failed += ["dump." + p["name"] for p in plans if p.get("dump") and not p["dump"]["pass"]]
     failed += ["save." + p["name"] for p in plans
                if p.get("save_resume") and not p["save_resume"].get("pass")]
+    failed += ["nolt." + p["name"] for p in plans
+               if p.get("no_lt") and not p["no_lt"]["losses_match"]]
     gemm_summary = {p["name"]: p["gemm"]["aggregate"] for p in plans if p.get("gemm")}
     result = {"have_gpu": bool(args.have_gpu), "simulated_on_cpu": bool(args.simulated),
               "seconds": args.seconds, "parts": parts,
@@ -255,6 +266,20 @@ def main():
                 f"| {v['compared'] - len(v['failed'])}/{v['tensors']}, "
                 f"{fmt(v.get('max_err'), '{:.1e}')}, {fmt(v.get('loss'), '{:.7g}')} "
                 f"| {fmt(sr.get('reference_loss'), '{:.7g}')} |")
+    lt_rows = [p for p in plans if p.get("no_lt")]
+    if lt_rows:
+        lines += ["", "## cuBLASLt epilogues against separate calls", "",
+                  "epilogue: a Gemm's bias row and a fused float32 Relu in one "
+                  "cublasLtMatmul (the default); separate: TOFU_CUDA_NO_LT=1 (bias "
+                  "kernel, cuBLAS GEMM, ReLU kernel). Both against the CPU backend's losses.", "",
+                  "| plan | epilogue step ms | separate step ms | separate losses match |",
+                  "|---|---|---|---|"]
+        for p in lt_rows:
+            n = p["no_lt"]
+            lines.append(
+                f"| {p['name']} | {fmt(p['gpu_step_seconds'] and p['gpu_step_seconds'] * 1e3)} "
+                f"| {fmt(n['gpu_step_seconds'] and n['gpu_step_seconds'] * 1e3)} "
+                f"| {'yes' if n['losses_match'] else 'NO'} |")
     if gemm_summary:
         lines += ["", "## cuBLAS alone against the same GEMMs inside the step (k = 1)", "",
                   "in step: --trace (events around each instruction, eager issue, median "

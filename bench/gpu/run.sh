@@ -117,6 +117,10 @@ SAVE_PLANS=$(for p in mlp-k8 gpt-k1 gpt-k8 vit-k8; do
 # GEMM part: the k = 1 plans whose CUDA schedule calls cuBLAS.
 GEMM_PLANS=$(for p in $K1_PLANS; do
   grep -q cublas "$BUNDLE/plans/$p.schedule.txt" 2>/dev/null && echo "$p"; done)
+# Epilogue part: the plans whose CUDA schedule has cuBLASLt epilogues (a
+# Gemm's bias row, a fused Relu), run again with the separate calls.
+LT_PLANS=$(for p in $PLANS; do
+  grep -q cublasLtMatmul "$BUNDLE/plans/$p.schedule.txt" 2>/dev/null && echo "$p"; done)
 # info PLAN FIELD: a field of the plan's line (3 data, 4 dump, 5 dtype).
 info() { echo "$PLAN_INFO" | awk -v p="$1" -v f="$2" '$1 == p {print $f}'; }
 # data_flags PLAN: sets dflags to the plan's --data flags (none for "-").
@@ -135,6 +139,7 @@ if [ $HAVE_GPU -eq 0 ]; then
   for p in $GEMM_PLANS; do skip_all "gemm.$p"; done
   for p in $DUMP_PLANS; do skip_all "dump.$p"; done
   for p in $SAVE_PLANS; do skip_all "save.$p"; done
+  for p in $LT_PLANS; do skip_all "nolt.$p"; done
   skip_all torch
 else
   B="$BUNDLE/bin"
@@ -153,6 +158,15 @@ else
     # the rest is the step time (CUDA graph replay, the default).
     part "plan.$p" 45 "$B/tofu-run" "$BUNDLE/plans/$p.bin" "${BACKEND[@]}" \
       --steps $RUN_STEPS --quiet --report "$OUTDIR/runs/$p.json" "${dflags[@]}"
+  done
+  # The same plans without cuBLASLt epilogues (TOFU_CUDA_NO_LT=1: bias
+  # kernel, GEMM, ReLU kernel): the losses must not change; the step time
+  # both ways.
+  for p in $LT_PLANS; do
+    data_flags "$p"
+    part "nolt.$p" 45 env TOFU_CUDA_NO_LT=1 "$B/tofu-run" "$BUNDLE/plans/$p.bin" \
+      "${BACKEND[@]}" --steps $RUN_STEPS --quiet --report "$OUTDIR/runs/$p.nolt.json" \
+      "${dflags[@]}"
   done
   # Per-instruction times (eager issue, events around each instruction):
   # the slowest kernels, and the GEMMs' time in the step (median of steps 2-5).
