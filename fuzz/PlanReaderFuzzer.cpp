@@ -24,7 +24,6 @@ static bool repairContainer(std::vector<uint8_t> &bytes) {
     return false;
   uint8_t *p = bytes.data();
   const uint64_t size = bytes.size();
-  const uint16_t minor = ct::loadLE(p + ct::kOffMinor, 2);
   const uint64_t numSections = ct::loadLE(p + ct::kOffNumSections, 4);
   if (numSections > 1024)
     return false;
@@ -38,7 +37,7 @@ static bool repairContainer(std::vector<uint8_t> &bytes) {
     uint8_t *e = p + ct::kFixedHeaderBytes + i * ct::kSectionEntryBytes;
     uint64_t offset = ct::loadLE(e + 8, 8), bytesInSection = ct::loadLE(e + 16, 8);
     if (offset <= size && bytesInSection <= size - offset)
-      ct::storeLE(e + 24, ct::bulkChecksum(minor, p + offset, bytesInSection),
+      ct::storeLE(e + 24, ct::bulkChecksum(p + offset, bytesInSection),
                   8);
   }
   ct::storeLE(p + ct::kOffHeaderChecksum, ct::headerChecksum(p, headerSize),

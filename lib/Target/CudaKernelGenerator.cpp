@@ -1449,9 +1449,9 @@ bool overlaps(const plan::Buffer &a, const plan::Buffer &b) {
 }
 
 bool singleOutputElementwise(const plan::Instr &in) {
-  return in.kind == plan::Instr::Kind::Compute && in.programs.size() == 1 &&
+  return in.kind == plan::Instr::Kind::Compute && in.programs().size() == 1 &&
          in.outputs.size() == 1 && !isLibraryBackedOp(in.kernel) &&
-         classifyProgram(in.programs[0]) == "elementwise";
+         classifyProgram(in.programs()[0]) == "elementwise";
 }
 
 /// Builds kernel descriptions and launches for a whole plan.
@@ -1491,7 +1491,7 @@ llvm::Error PlanKernelBuilder::addLaunch(int32_t device, int32_t first,
     const plan::Instr &in = dev.instrs[i];
     size_t o = count == 1 ? static_cast<size_t>(output) : 0;
     KernelStage stage;
-    stage.program = &in.programs[o];
+    stage.program = &in.programs()[o];
     stage.op = in.kernel;
     int32_t outBuffer = in.outputs[o];
     stage.outputType = plan.tensors[dev.buffers[outBuffer].tensor].dtype;
@@ -1593,7 +1593,7 @@ bool canFuse(const plan::Plan &plan, const plan::DeviceProgram &dev,
   for (int32_t i = first; i < next; ++i)
     chainOutputs.insert(dev.instrs[i].outputs[0]);
   bool readsPrevious = false;
-  const plan::ExprProgram &p = in.programs[0];
+  const plan::ExprProgram &p = in.programs()[0];
   for (const plan::ExprNode &n : p.nodes) {
     if (n.kind != plan::ExprNode::Kind::Access || n.input < 0 ||
         n.input >= static_cast<int32_t>(in.inputs.size()))
@@ -1631,9 +1631,9 @@ llvm::Error PlanKernelBuilder::build() {
     const int32_t count = static_cast<int32_t>(dev.instrs.size());
     for (int32_t i = 0; i < count;) {
       const plan::Instr &in = dev.instrs[i];
-      if (in.kind != plan::Instr::Kind::Compute || in.programs.empty() ||
+      if (in.kind != plan::Instr::Kind::Compute || in.programs().empty() ||
           isLibraryBackedOp(in.kernel) ||
-          in.programs.size() != in.outputs.size()) {
+          in.programs().size() != in.outputs.size()) {
         ++i;
         continue;
       }
@@ -1646,7 +1646,7 @@ llvm::Error PlanKernelBuilder::build() {
                 addLaunch(static_cast<int32_t>(d), i, end - i, 0))
           return err;
       } else {
-        for (size_t o = 0; o < in.programs.size(); ++o)
+        for (size_t o = 0; o < in.programs().size(); ++o)
           if (llvm::Error err = addLaunch(static_cast<int32_t>(d), i, 1,
                                           static_cast<int32_t>(o)))
             return err;

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 using namespace mlir;
 
@@ -444,6 +445,29 @@ llvm::Error Materializer::addOutput(
       return error(op, "internal: replicated compute must cover owned tiles");
   bool single = op.getNumResults() == 1;
 
+  // What every device's instruction of this output shares: made once,
+  // pointed at by all of them (and stored once in plan.bin).
+  auto spec = std::make_shared<plan::OpSpec>();
+  spec->attrs = attrs;
+  if (!single) {
+    // Which of the op's outputs this instruction computes, for native
+    // kernels of multi-output ops (the interpreter has its program).
+    plan::Attr which;
+    which.name = "tofu.output";
+    which.kind = plan::Attr::Kind::Int;
+    which.i = output;
+    spec->attrs.push_back(std::move(which));
+  }
+  spec->inputGlobalShapes = inputShapes;
+  spec->outputGlobalShapes.push_back(result.tensors[out].shape);
+  if (single)
+    spec->programs = programs;
+  else if (!programs.empty())
+    spec->programs.push_back(programs[output]);
+  std::shared_ptr<const plan::OpSpec> sharedSpec = std::move(spec);
+  std::string kernel = op.getSpec().str();
+  std::string opName = op.getName().str();
+
   std::vector<int32_t> produced(k);
   std::vector<tdl::Box> producedBoxes(k);
   for (int64_t d = 0; d < k; ++d) {
@@ -456,24 +480,9 @@ llvm::Error Materializer::addOutput(
     plan::Instr compute;
     compute.kind = plan::Instr::Kind::Compute;
     compute.seq = seq + 1;
-    compute.kernel = op.getSpec().str();
-    compute.attrs = attrs;
-    if (!single) {
-      // Which of the op's outputs this instruction computes, for native
-      // kernels of multi-output ops (the interpreter has its program).
-      plan::Attr which;
-      which.name = "tofu.output";
-      which.kind = plan::Attr::Kind::Int;
-      which.i = output;
-      compute.attrs.push_back(std::move(which));
-    }
-    compute.op = op.getName().str();
-    compute.inputGlobalShapes = inputShapes;
-    compute.outputGlobalShapes.push_back(result.tensors[out].shape);
-    if (single)
-      compute.programs = programs;
-    else
-      compute.programs.push_back(programs[output]);
+    compute.kernel = kernel;
+    compute.op = opName;
+    compute.spec = sharedSpec;
     std::vector<std::pair<int64_t, int64_t>> ranges;
     if (shares[d].partial)
       for (const tdl::Range &range : shares[d].reductionRanges)

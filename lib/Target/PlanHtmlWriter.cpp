@@ -40,6 +40,13 @@ constexpr int64_t kMaxDrawingsPerSection = 48;
 constexpr int64_t kMinDrawingsPerSection = 4;
 /// At most this many rows in the table of ops.
 constexpr size_t kMaxOpRows = 150;
+/// Up to this many devices the legend has one row per device; above, one
+/// row per class of devices with equal peak memory (as the text form), with
+/// the swatches of its first kClassSwatches devices and at most
+/// kClassRanges ranges of device ids.
+constexpr int64_t kListedLegendDevices = 16;
+constexpr size_t kClassSwatches = 8;
+constexpr size_t kClassRanges = 16;
 
 /// Ten well-separated colours for the first devices (Tableau 10), then
 /// evenly spaced hues at alternating lightness.
@@ -257,24 +264,67 @@ void PlanHtmlWriter::writeSummary() {
 
 void PlanHtmlWriter::writeLegend() {
   out += "<h2>Devices</h2>\n<div class=\"legend\" id=\"legend\">\n";
-  uint64_t maxPeak = 1;
-  for (const auto &device : plan.devices)
-    maxPeak = std::max<uint64_t>(maxPeak, device.peakBytes);
-  for (int64_t d = 0; d < numDevices; ++d) {
-    uint64_t peak = d < static_cast<int64_t>(plan.devices.size())
-                        ? plan.devices[d].peakBytes
-                        : 0;
-    out += llvm::formatv(
-        "<div><span class=\"swatch\" data-device=\"{0}\" "
-        "style=\"background:{1}\"></span>device {0} {2}: peak {3}</div>\n",
-        d, deviceColor(d, numDevices), coordinatesOf(d), humanBytes(peak));
+  auto peakOf = [&](int64_t d) -> uint64_t {
+    return d < static_cast<int64_t>(plan.devices.size())
+               ? plan.devices[d].peakBytes
+               : 0;
+  };
+  auto swatch = [&](int64_t d) {
+    return llvm::formatv("<span class=\"swatch\" data-device=\"{0}\" "
+                         "style=\"background:{1}\"></span>",
+                         d, deviceColor(d, numDevices))
+        .str();
+  };
+  if (numDevices <= kListedLegendDevices) {
+    for (int64_t d = 0; d < numDevices; ++d)
+      out += llvm::formatv("<div>{0}device {1} {2}: peak {3}</div>\n",
+                           swatch(d), d, coordinatesOf(d),
+                           humanBytes(peakOf(d)));
+  } else {
+    // A thousand rows say little: one row per class of devices with equal
+    // peak memory, ascending (as the text form), with the swatches of its
+    // first devices and its devices as ranges (--dump-plan=json lists every
+    // device; every tile's hover text names its device).
+    std::map<uint64_t, std::vector<int64_t>> devicesWithPeak;
+    for (int64_t d = 0; d < numDevices; ++d)
+      devicesWithPeak[peakOf(d)].push_back(d);
+    for (const auto &[peak, devices] : devicesWithPeak) {
+      std::string swatches, ranges;
+      for (size_t i = 0; i < devices.size() && i < kClassSwatches; ++i)
+        swatches += swatch(devices[i]);
+      size_t numRanges = 0;
+      for (size_t i = 0; i < devices.size();) {
+        size_t j = i;
+        while (j + 1 < devices.size() && devices[j + 1] == devices[j] + 1)
+          ++j;
+        if (numRanges++ == kClassRanges) {
+          ranges += ", …";
+          break;
+        }
+        ranges += (i ? ", " : "") + std::to_string(devices[i]) +
+                  (j > i ? "-" + std::to_string(devices[j]) : "");
+        i = j + 1;
+      }
+      out += llvm::formatv(
+          "<div data-peak=\"{0}\" data-devices=\"{1}\">{2}{1} device{3} "
+          "({4}): peak {5}</div>\n",
+          peak, devices.size(), swatches, devices.size() == 1 ? "" : "s",
+          ranges, humanBytes(peak));
+    }
   }
   out += "</div>\n";
   out += "<p class=\"note\">Device d has grid coordinates (c1, ..., cm), c1 "
          "the most significant: at recursion step i it belongs to group ci of "
          "k_i. Peak = the static memory arena of the device. A tile owned by "
          "several devices (replicated, or cut along a dimension not drawn) is "
-         "drawn as stripes, one per device.</p>\n";
+         "drawn as stripes, one per device.";
+  if (numDevices > kListedLegendDevices)
+    out += llvm::formatv(" Above {0} devices, devices with equal peak memory "
+                         "share one row (the swatches of its first {1}); "
+                         "--dump-plan=json lists every device.",
+                         kListedLegendDevices, kClassSwatches)
+               .str();
+  out += "</p>\n";
 }
 
 void PlanHtmlWriter::writeSteps() {

@@ -184,9 +184,9 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         // A partial sum's reduction is its own instruction, timed below.
         work.partial = false;
         // The instruction's program is its output's (one per output).
-        if (!instr.programs.empty())
+        if (!instr.programs().empty())
           work.transcendentals = countTranscendentals(
-              instr.programs[instr.programs.size() == 1 ? 0 : output]);
+              instr.programs()[instr.programs().size() == 1 ? 0 : output]);
         time.compute = model.computeSeconds(work);
         byKernel[instr.kernel] += time.compute;
       } else {

@@ -36,7 +36,7 @@ Box operandOf(const Plan &plan, int32_t d, const Instr &in, bool isOutput,
   o.lo = buf.region.lo;
   for (size_t j = 0; j < buf.region.lo.size(); ++j)
     o.shape.push_back(buf.region.hi[j] - buf.region.lo[j]);
-  const auto &g = isOutput ? in.outputGlobalShapes : in.inputGlobalShapes;
+  const auto &g = isOutput ? in.outputGlobalShapes() : in.inputGlobalShapes();
   o.global = g.size() > pos ? g[pos] : t.shape;
   return o;
 }
@@ -63,10 +63,10 @@ int64_t product(const std::vector<int64_t> &v, size_t from = 0) {
 /// True when the instruction computes part of a top-level reduction (the
 /// CPU executor's partialReduction, runtime/lib/ComputeKernel.cpp).
 bool partialReduction(const Instr &in) {
-  for (size_t o = 0; o < in.reductionRanges.size() && o < in.programs.size();
+  for (size_t o = 0; o < in.reductionRanges.size() && o < in.programs().size();
        ++o)
     for (size_t r = 0; r < in.reductionRanges[o].size(); ++r) {
-      const ExprProgram &p = in.programs[o];
+      const ExprProgram &p = in.programs()[o];
       int64_t extent = r < p.topReductionVars.size() &&
                                p.topReductionVars[r] >= 0 &&
                                size_t(p.topReductionVars[r]) <

@@ -90,7 +90,7 @@ Operand operand(const Plan &plan, int32_t d, const Instr &in, bool isOutput,
   o.lo = buf.region.lo;
   for (size_t j = 0; j < buf.region.lo.size(); ++j)
     o.shape.push_back(buf.region.hi[j] - buf.region.lo[j]);
-  const auto &g = isOutput ? in.outputGlobalShapes : in.inputGlobalShapes;
+  const auto &g = isOutput ? in.outputGlobalShapes() : in.inputGlobalShapes();
   o.global = g.size() > pos ? g[pos] : t.shape;
   return o;
 }
@@ -872,7 +872,7 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
         else if (isConv)
           why = convWhy + " (and the plan has no generated kernel for it: "
                           "recompile it with this tofuc)";
-        else if (in.programs.empty())
+        else if (in.programs().empty())
           why = "an opaque op (no TDL expression program, so tofuc generated "
                 "no kernel) without a cuBLAS/cuDNN mapping";
         else

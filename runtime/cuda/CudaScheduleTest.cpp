@@ -565,7 +565,7 @@ TEST(CudaSchedule, UnsupportedOpsAreRefusedByName) {
     if (!changed && in.kind == Instr::Kind::Compute && in.kernel == "Gemm") {
       in.kernel = "MaxPool";
       in.op = "/pool";
-      in.programs.clear();
+      in.editSpec().programs.clear();
       changed = true;
     }
   ASSERT_TRUE(changed);
@@ -1098,7 +1098,7 @@ TEST(CudaSchedule, PoolingAndBatchNormGoToCudnnOrTheirGeneratedKernel) {
           plan.devices[e.device]
               .buffers[gradOut ? in.outputs[0] : in.inputs[xPos]];
       const auto &global =
-          gradOut ? in.outputGlobalShapes[0] : in.inputGlobalShapes[xPos];
+          gradOut ? in.outputGlobalShapes()[0] : in.inputGlobalShapes()[xPos];
       bool holds = true;
       for (size_t i = batchNorm ? 0 : 2; i < global.size(); ++i)
         if (i != 1 && (xb.region.lo[i] != 0 || xb.region.hi[i] != global[i]))
@@ -1129,7 +1129,7 @@ Instr *firstInstr(Plan &plan, const char *kernel, int64_t output = -1) {
       continue;
     if (output < 0)
       return &in;
-    for (const Attr &a : in.attrs)
+    for (const Attr &a : in.attrs())
       if (a.name == "tofu.output" && a.i == output)
         return &in;
   }
@@ -1137,12 +1137,12 @@ Instr *firstInstr(Plan &plan, const char *kernel, int64_t output = -1) {
 }
 
 void setAttr(Instr &in, Attr a) {
-  for (Attr &x : in.attrs)
+  for (Attr &x : in.editSpec().attrs)
     if (x.name == a.name) {
       x = a;
       return;
     }
-  in.attrs.push_back(a);
+  in.editSpec().attrs.push_back(a);
 }
 
 Attr intsAttrOf(const char *name, std::vector<int64_t> v);
@@ -1171,7 +1171,7 @@ TEST(CudaSchedule, DnnMappingRefusesWhatCudnnDoesNotCompute) {
       {"MaxPool", -1, "floor formula",
        [](Plan &plan, Instr &in) {
          // As ceil_mode would make it: one more (partial) window.
-         in.outputGlobalShapes[0][3] += 1;
+         in.editSpec().outputGlobalShapes[0][3] += 1;
          plan.devices[0].buffers[in.outputs[0]].region.hi[3] += 1;
        }},
       {"AveragePool", -1, "auto_pad SAME_UPPER",

@@ -255,7 +255,7 @@ std::string CpuExecutor::prepare() {
       p.index = i;
       p.instr = &in;
       if (in.kind == Instr::Kind::Compute && isLocal(p.device)) {
-        if (!hasNativeKernel(in.kernel) && in.programs.empty()) {
+        if (!hasNativeKernel(in.kernel) && in.programs().empty()) {
           std::string names;
           for (const std::string &n : registeredKernels())
             names += (names.empty() ? "" : ", ") + n;
@@ -282,10 +282,10 @@ std::string CpuExecutor::prepare() {
         };
         std::vector<TensorView> inputs, outputs;
         for (size_t j = 0; j < in.inputs.size(); ++j)
-          inputs.push_back(view(in.inputs[j], in.inputGlobalShapes, j));
+          inputs.push_back(view(in.inputs[j], in.inputGlobalShapes(), j));
         for (size_t j = 0; j < in.outputs.size(); ++j)
-          outputs.push_back(view(in.outputs[j], in.outputGlobalShapes, j));
-        ComputePath path = interpretPrograms && !in.programs.empty()
+          outputs.push_back(view(in.outputs[j], in.outputGlobalShapes(), j));
+        ComputePath path = interpretPrograms && !in.programs().empty()
                                ? ComputePath::Interpreter
                                : ComputePath::Auto;
         for (const TensorView &v : inputs)
@@ -293,8 +293,8 @@ std::string CpuExecutor::prepare() {
         for (const TensorView &v : outputs)
           p.work += static_cast<uint64_t>(v.numElements());
         if (std::string err = p.compute.bind(
-                in.kernel, in.attrs, std::move(inputs), std::move(outputs),
-                in.programs, in.reductionRanges, path);
+                in.kernel, in.attrs(), std::move(inputs), std::move(outputs),
+                in.programs(), in.reductionRanges, path);
             !err.empty())
           return describe(plan, p.device, i) + ": " + err;
       }

@@ -15,21 +15,23 @@ namespace tofu::plan::container {
 
 /// The first 8 bytes of every plan.bin.
 inline constexpr char kMagic[8] = {'T', 'O', 'F', 'U', 'P', 'L', 'A', 'N'};
-/// Format version written by this runtime. A reader accepts any minor of its
-/// own major and rejects a newer major.
-inline constexpr uint16_t kMajor = 1;
-/// Minor history: 1.0 initial; 1.1 adds Instr.programs,
-/// Instr.reduction_ranges and DType::Bool; 1.2 adds Plan.without_weights;
-/// 1.3 adds the expression function Uniform (counter-based random numbers,
-/// e.g. training-mode Dropout); 1.4 adds TensorRole::State; 1.5 adds
-/// per-device weight checksums and external weight files; 1.6 adds the
-/// CUDA section (generated kernels, `tofuc --cuda-arch`); 1.7 adds the
-/// element types F64, I32, I16, I8, U8, U16, U32, U64, F16, BF16 (DType 3..12);
-/// 1.8 adds Tensor.ignore_index (labels that a loss ignores); 1.9 checksums
-/// the sections and weight shards with contentChecksum (FNV-1a 64 before).
-inline constexpr uint16_t kMinor = 9;
-/// The first minor whose section and shard checksums are contentChecksum.
-inline constexpr uint16_t kMinorContentChecksum = 9;
+/// Format version written by this runtime. A reader accepts any minor up to
+/// its own of its own major and rejects an older or a newer major.
+inline constexpr uint16_t kMajor = 2;
+/// Major history: 2.0 stores the attributes, global shapes and expression
+/// programs of Compute instructions once per op output (Plan.op_specs)
+/// instead of once per device's instruction (issue 20), and always uses
+/// contentChecksum. Minor history of 1.x (no longer read): 1.0 initial; 1.1
+/// adds Instr.programs, Instr.reduction_ranges and DType::Bool; 1.2 adds
+/// Plan.without_weights; 1.3 adds the expression function Uniform
+/// (counter-based random numbers, e.g. training-mode Dropout); 1.4 adds
+/// TensorRole::State; 1.5 adds per-device weight checksums and external
+/// weight files; 1.6 adds the CUDA section (generated kernels, `tofuc
+/// --cuda-arch`); 1.7 adds the element types F64, I32, I16, I8, U8, U16, U32,
+/// U64, F16, BF16 (DType 3..12); 1.8 adds Tensor.ignore_index (labels that a
+/// loss ignores); 1.9 checksums the sections and weight shards with
+/// contentChecksum (FNV-1a 64 before).
+inline constexpr uint16_t kMinor = 0;
 
 /// Fixed part of the header; the section table follows it.
 inline constexpr size_t kFixedHeaderBytes = 128;
@@ -164,12 +166,10 @@ inline uint64_t contentChecksum(const uint8_t *data, size_t size) {
   return h.digest();
 }
 
-/// The checksum of a section or weight shard in a plan of format minor
-/// `minor`: contentChecksum from 1.9, FNV-1a 64 before.
-inline uint64_t bulkChecksum(uint16_t minor, const uint8_t *data,
-                             size_t size) {
-  return minor >= kMinorContentChecksum ? contentChecksum(data, size)
-                                        : fnv1a64(data, size);
+/// The checksum of a section or weight shard: contentChecksum (every
+/// format this runtime reads).
+inline uint64_t bulkChecksum(const uint8_t *data, size_t size) {
+  return contentChecksum(data, size);
 }
 
 /// Little-endian stores and loads, independent of the host byte order.

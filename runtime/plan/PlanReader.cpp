@@ -99,6 +99,7 @@ public:
 
 private:
   std::string decodeTensors();
+  std::string decodeSpecs();
   std::string decodeDevice(size_t d, const fbs::Device &dev);
   std::string decodeInstr(size_t d, size_t i, const fbs::Instr &in,
                           Instr &out);
@@ -110,6 +111,16 @@ private:
   const fbs::Plan &root;
   ShardLoader loadShard;
   Plan &plan;
+  /// Plan.op_specs, decoded; instructions share these.
+  std::vector<std::shared_ptr<const OpSpec>> specs;
+  /// Per spec: the input and output ranks its programs were verified
+  /// against (empty until the first instruction that uses it), so that the
+  /// programs of an op are verified once, not once per device.
+  struct VerifiedRanks {
+    bool done = false;
+    std::vector<int64_t> inputs, outputs;
+  };
+  std::vector<VerifiedRanks> verified;
 };
 
 std::string PlanDecoder::checkBox(const Box &box, int32_t tensor,
@@ -184,6 +195,74 @@ std::string PlanDecoder::decodeTensors() {
   return "";
 }
 
+std::string PlanDecoder::decodeSpecs() {
+  size_t n = root.op_specs() ? root.op_specs()->size() : 0;
+  specs.reserve(n);
+  verified.resize(n);
+  auto shapes = [](const flatbuffers::Vector<flatbuffers::Offset<fbs::Shape>>
+                       *v) {
+    std::vector<std::vector<int64_t>> r;
+    if (v)
+      for (const fbs::Shape *s : *v)
+        r.push_back(toVec(s->dims()));
+    return r;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const fbs::OpSpec &fs = *root.op_specs()->Get(i);
+    std::string where = "op spec " + std::to_string(i);
+    auto spec = std::make_shared<OpSpec>();
+    if (fs.attrs())
+      for (const fbs::Attr *fa : *fs.attrs()) {
+        Attr a;
+        a.name = toStr(fa->name());
+        if (fa->kind() > static_cast<uint8_t>(Attr::Kind::Ints))
+          return where + ": attribute '" + a.name + "' has unknown kind " +
+                 std::to_string(fa->kind());
+        a.kind = static_cast<Attr::Kind>(fa->kind());
+        a.i = fa->i();
+        a.f = fa->f();
+        a.s = toStr(fa->s());
+        a.ints = toVec(fa->ints());
+        spec->attrs.push_back(std::move(a));
+      }
+    spec->inputGlobalShapes = shapes(fs.input_global_shapes());
+    spec->outputGlobalShapes = shapes(fs.output_global_shapes());
+    if (fs.programs())
+      for (const fbs::ExprProgram *fp : *fs.programs()) {
+        ExprProgram p;
+        p.varExtents = toVec(fp->var_extents());
+        p.outputVars = toVec(fp->output_vars());
+        p.topReductionVars = toVec(fp->top_reduction_vars());
+        p.root = fp->root();
+        if (fp->nodes()) {
+          if (fp->nodes()->size() > kMaxExprNodes)
+            return where + ": program " +
+                   std::to_string(spec->programs.size()) + " has " +
+                   std::to_string(fp->nodes()->size()) + " nodes (at most " +
+                   std::to_string(kMaxExprNodes) + ")";
+          p.nodes.reserve(fp->nodes()->size());
+          for (const fbs::ExprNode *fn : *fp->nodes()) {
+            ExprNode node;
+            // Enumerations are range-checked by verifyExprProgram.
+            node.kind = static_cast<ExprNode::Kind>(fn->kind());
+            node.value = fn->value();
+            node.var = fn->var();
+            node.input = fn->input();
+            node.binary = static_cast<BinaryOp>(fn->binary());
+            node.function = static_cast<Function>(fn->function());
+            node.reducer = static_cast<Reducer>(fn->reducer());
+            node.operands = toVec(fn->operands());
+            node.vars = toVec(fn->vars());
+            p.nodes.push_back(std::move(node));
+          }
+        }
+        spec->programs.push_back(std::move(p));
+      }
+    specs.push_back(std::move(spec));
+  }
+  return "";
+}
+
 std::string PlanDecoder::decodeInstr(size_t d, size_t i, const fbs::Instr &in,
                                      Instr &out) {
   std::string where =
@@ -194,32 +273,15 @@ std::string PlanDecoder::decodeInstr(size_t d, size_t i, const fbs::Instr &in,
   out.seq = in.seq();
   out.kernel = toStr(in.kernel());
   out.op = toStr(in.op());
-  if (in.attrs())
-    for (const fbs::Attr *fa : *in.attrs()) {
-      Attr a;
-      a.name = toStr(fa->name());
-      if (fa->kind() > static_cast<uint8_t>(Attr::Kind::Ints))
-        return where + ": attribute '" + a.name + "' has unknown kind " +
-               std::to_string(fa->kind());
-      a.kind = static_cast<Attr::Kind>(fa->kind());
-      a.i = fa->i();
-      a.f = fa->f();
-      a.s = toStr(fa->s());
-      a.ints = toVec(fa->ints());
-      out.attrs.push_back(std::move(a));
-    }
   out.inputs = toVec(in.inputs());
   out.outputs = toVec(in.outputs());
-  auto shapes = [](const flatbuffers::Vector<flatbuffers::Offset<fbs::Shape>>
-                       *v) {
-    std::vector<std::vector<int64_t>> r;
-    if (v)
-      for (const fbs::Shape *s : *v)
-        r.push_back(toVec(s->dims()));
-    return r;
-  };
-  out.inputGlobalShapes = shapes(in.input_global_shapes());
-  out.outputGlobalShapes = shapes(in.output_global_shapes());
+  if (in.spec() != -1) {
+    if (in.spec() < 0 || static_cast<size_t>(in.spec()) >= specs.size())
+      return where + ": op spec " + std::to_string(in.spec()) +
+             " does not exist (plan has " + std::to_string(specs.size()) +
+             " op specs)";
+    out.spec = specs[in.spec()];
+  }
   out.dst = in.dst();
   if (in.pieces())
     for (const fbs::Piece *fp : *in.pieces())
@@ -243,22 +305,23 @@ std::string PlanDecoder::decodeInstr(size_t d, size_t i, const fbs::Instr &in,
         return where + " (" + out.kernel + "): output buffer " +
                std::to_string(b) + " does not exist (device has " +
                std::to_string(buffers.size()) + " buffers)";
-    if (!out.inputGlobalShapes.empty() &&
-        out.inputGlobalShapes.size() != out.inputs.size())
+    if (!out.inputGlobalShapes().empty() &&
+        out.inputGlobalShapes().size() != out.inputs.size())
       return where + " (" + out.kernel + "): " +
-             std::to_string(out.inputGlobalShapes.size()) +
+             std::to_string(out.inputGlobalShapes().size()) +
              " input global shapes for " + std::to_string(out.inputs.size()) +
              " inputs";
-    if (!out.outputGlobalShapes.empty() &&
-        out.outputGlobalShapes.size() != out.outputs.size())
+    if (!out.outputGlobalShapes().empty() &&
+        out.outputGlobalShapes().size() != out.outputs.size())
       return where + " (" + out.kernel + "): " +
-             std::to_string(out.outputGlobalShapes.size()) +
+             std::to_string(out.outputGlobalShapes().size()) +
              " output global shapes for " +
              std::to_string(out.outputs.size()) + " outputs";
     return decodePrograms(d, in, out, where + " (" + out.kernel + ")");
   }
-  if (in.programs() || in.reduction_ranges())
-    return where + ": expression programs on a non-compute instruction";
+  if (in.spec() != -1 || in.reduction_ranges())
+    return where + ": an op spec or reduction ranges on a non-compute "
+                   "instruction";
   if (!validBuffer(out.dst))
     return where + ": destination buffer " + std::to_string(out.dst) +
            " does not exist (device has " + std::to_string(buffers.size()) +
@@ -271,46 +334,16 @@ std::string PlanDecoder::decodeInstr(size_t d, size_t i, const fbs::Instr &in,
 std::string PlanDecoder::decodePrograms(size_t d, const fbs::Instr &in,
                                         Instr &out, const std::string &where) {
   const auto &buffers = plan.devices[d].buffers;
-  if (in.programs()) {
-    if (in.programs()->size() != out.outputs.size())
-      return where + ": " + std::to_string(in.programs()->size()) +
-             " expression programs for " + std::to_string(out.outputs.size()) +
-             " outputs";
-    for (const fbs::ExprProgram *fp : *in.programs()) {
-      ExprProgram p;
-      p.varExtents = toVec(fp->var_extents());
-      p.outputVars = toVec(fp->output_vars());
-      p.topReductionVars = toVec(fp->top_reduction_vars());
-      p.root = fp->root();
-      if (fp->nodes()) {
-        if (fp->nodes()->size() > kMaxExprNodes)
-          return where + ": program " + std::to_string(out.programs.size()) +
-                 " has " + std::to_string(fp->nodes()->size()) +
-                 " nodes (at most " + std::to_string(kMaxExprNodes) + ")";
-        p.nodes.reserve(fp->nodes()->size());
-        for (const fbs::ExprNode *fn : *fp->nodes()) {
-          ExprNode n;
-          // Enumerations are range-checked by verifyExprProgram.
-          n.kind = static_cast<ExprNode::Kind>(fn->kind());
-          n.value = fn->value();
-          n.var = fn->var();
-          n.input = fn->input();
-          n.binary = static_cast<BinaryOp>(fn->binary());
-          n.function = static_cast<Function>(fn->function());
-          n.reducer = static_cast<Reducer>(fn->reducer());
-          n.operands = toVec(fn->operands());
-          n.vars = toVec(fn->vars());
-          p.nodes.push_back(std::move(n));
-        }
-      }
-      out.programs.push_back(std::move(p));
-    }
-  }
+  const std::vector<ExprProgram> &programs = out.programs();
+  if (!programs.empty() && programs.size() != out.outputs.size())
+    return where + ": " + std::to_string(programs.size()) +
+           " expression programs for " + std::to_string(out.outputs.size()) +
+           " outputs";
   if (in.reduction_ranges()) {
-    if (in.reduction_ranges()->size() != out.programs.size())
+    if (in.reduction_ranges()->size() != programs.size())
       return where + ": " + std::to_string(in.reduction_ranges()->size()) +
              " reduction range lists for " +
-             std::to_string(out.programs.size()) + " expression programs";
+             std::to_string(programs.size()) + " expression programs";
     for (const fbs::Ranges *fr : *in.reduction_ranges()) {
       std::vector<int64_t> lo = toVec(fr->lo()), hi = toVec(fr->hi());
       if (lo.size() != hi.size())
@@ -322,7 +355,7 @@ std::string PlanDecoder::decodePrograms(size_t d, const fbs::Instr &in,
       out.reductionRanges.push_back(std::move(list));
     }
   }
-  if (out.programs.empty())
+  if (programs.empty())
     return "";
 
   auto rankOf = [&](int32_t b, const std::vector<std::vector<int64_t>> &g,
@@ -333,22 +366,31 @@ std::string PlanDecoder::decodePrograms(size_t d, const fbs::Instr &in,
       return static_cast<int64_t>(g[pos].size());
     return static_cast<int64_t>(plan.tensors[buffers[b].tensor].shape.size());
   };
-  std::vector<int64_t> inputRanks;
+  std::vector<int64_t> inputRanks, outputRanks;
   for (size_t j = 0; j < out.inputs.size(); ++j)
-    inputRanks.push_back(rankOf(out.inputs[j], out.inputGlobalShapes, j));
-  for (size_t o = 0; o < out.programs.size(); ++o) {
-    const ExprProgram &p = out.programs[o];
-    int64_t outRank = rankOf(out.outputs[o], out.outputGlobalShapes, o);
+    inputRanks.push_back(rankOf(out.inputs[j], out.inputGlobalShapes(), j));
+  for (size_t o = 0; o < programs.size(); ++o)
+    outputRanks.push_back(rankOf(out.outputs[o], out.outputGlobalShapes(), o));
+  // The programs are shared: verify them once per set of ranks (one set for
+  // every device of an op, unless a damaged file says otherwise).
+  VerifiedRanks &seen = verified[in.spec()];
+  bool verify = !seen.done || seen.inputs != inputRanks ||
+                seen.outputs != outputRanks;
+  for (size_t o = 0; o < programs.size(); ++o) {
+    const ExprProgram &p = programs[o];
     std::string po = where + " program " + std::to_string(o);
-    if (std::string err =
-            verifyExprProgram(p, inputRanks, static_cast<size_t>(outRank));
-        !err.empty())
-      return po + ": " + err;
+    if (verify)
+      if (std::string err = verifyExprProgram(
+              p, inputRanks, static_cast<size_t>(outputRanks[o]));
+          !err.empty())
+        return po + ": " + err;
     if (!out.reductionRanges.empty())
       if (std::string err = verifyReductionRanges(p, out.reductionRanges[o]);
           !err.empty())
         return po + ": " + err;
   }
+  if (verify)
+    seen = {true, std::move(inputRanks), std::move(outputRanks)};
   return "";
 }
 
@@ -487,6 +529,8 @@ std::string PlanDecoder::decode() {
   plan.summary = toStr(root.summary());
   plan.withoutWeights = root.without_weights();
   if (std::string err = decodeTensors(); !err.empty())
+    return err;
+  if (std::string err = decodeSpecs(); !err.empty())
     return err;
   size_t nt = plan.tensors.size();
   plan.lossTensor = root.loss_tensor();
@@ -682,8 +726,8 @@ std::string readContainer(PlanInput &in, Plan &plan) {
            ".x); rebuild tofu-run or recompile the plan";
   // A newer minor may add fields that FlatBuffers lets this reader skip
   // without a word (a new attribute of an instruction): running such a plan
-  // could silently compute something else. Older minors are read with their
-  // own rules (checksums, defaults).
+  // could silently compute something else. Older minors of this major are
+  // read with their own rules (defaults).
   if (major == ct::kMajor && minor > ct::kMinor)
     return "plan.bin format " + std::to_string(major) + "." +
            std::to_string(minor) + " is newer than this tofu-run reads (" +
@@ -693,7 +737,9 @@ std::string readContainer(PlanInput &in, Plan &plan) {
   if (major < ct::kMajor)
     return "plan.bin format " + std::to_string(major) + "." +
            std::to_string(minor) + " is older than this tofu-run supports (" +
-           std::to_string(ct::kMajor) + ".x); recompile the plan with tofuc";
+           std::to_string(ct::kMajor) +
+           ".x: format 2.0 stores each op's programs once for all devices); "
+           "recompile the plan with this tofuc";
   if (size < ct::kFixedHeaderBytes)
     return "file is " + std::to_string(size) +
            " bytes, shorter than the plan.bin header (" +
@@ -799,7 +845,7 @@ std::string readContainer(PlanInput &in, Plan &plan) {
     } else {
       continue; // not read, not checked
     }
-    uint64_t found = ct::bulkChecksum(minor, data, s.size);
+    uint64_t found = ct::bulkChecksum(data, s.size);
     if (found != s.checksum)
       return std::string("checksum mismatch in the ") +
              ct::sectionName(s.kind) + " section: expected " +
@@ -817,7 +863,6 @@ std::string readContainer(PlanInput &in, Plan &plan) {
            kRecompile;
   const fbs::Plan *root = fbs::GetPlan(planData);
   const uint64_t weightsSize = weightsSec ? weightsSec->size : 0;
-  const bool shardChecksums = minor >= 5;
   std::vector<uint8_t> shardBytes;
   // Set where a shard's error already says what to do (a missing or
   // replaced .tofu-weights file), so that no second advice is appended.
@@ -882,8 +927,8 @@ std::string readContainer(PlanInput &in, Plan &plan) {
         return where + ": " + what + ": " + err;
       shard = shardBytes.data();
     }
-    if (shardChecksums) {
-      uint64_t found = ct::bulkChecksum(minor, shard, wSize);
+    {
+      uint64_t found = ct::bulkChecksum(shard, wSize);
       if (found != fd.weights_checksum())
         return where + ": checksum mismatch in its weights in " + what +
                ": expected " + hex(fd.weights_checksum()) + ", found " +

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <unordered_map>
 
 using namespace tofu::plan;
 namespace fbs = tofu::plan::fb;
@@ -100,9 +101,17 @@ private:
   flatbuffers::Offset<fbs::Tensor> tensor(const TensorInfo &t);
   flatbuffers::Offset<fbs::Instr> instr(const Instr &in);
   flatbuffers::Offset<fbs::ExprProgram> program(const ExprProgram &p);
+  flatbuffers::Offset<fbs::OpSpec> opSpec(const OpSpec &spec);
+  /// Plan.op_specs: every distinct OpSpec object (instructions that share
+  /// one share its entry), numbered in order of first use (device by
+  /// device, instruction by instruction), so that the file depends only on
+  /// the plan and not on addresses.
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::OpSpec>>>
+  opSpecs();
 
   const Plan &plan;
   flatbuffers::FlatBufferBuilder fbb{1 << 16};
+  std::unordered_map<const OpSpec *, int32_t> specIndex;
 };
 
 flatbuffers::Offset<fbs::Tensor> PlanSerializer::tensor(const TensorInfo &t) {
@@ -147,11 +156,11 @@ PlanSerializer::program(const ExprProgram &p) {
                                 p.root);
 }
 
-flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
+flatbuffers::Offset<fbs::OpSpec> PlanSerializer::opSpec(const OpSpec &spec) {
   std::vector<flatbuffers::Offset<fbs::Attr>> attrs;
-  for (const Attr &a : in.attrs) {
-    auto name = fbb.CreateString(a.name);
-    auto s = fbb.CreateString(a.s);
+  for (const Attr &a : spec.attrs) {
+    auto name = fbb.CreateSharedString(a.name);
+    auto s = fbb.CreateSharedString(a.s);
     auto ints = longs(a.ints);
     attrs.push_back(fbs::CreateAttr(fbb, name, static_cast<uint8_t>(a.kind),
                                     a.i, a.f, s, ints));
@@ -162,29 +171,45 @@ flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
       out.push_back(fbs::CreateShape(fbb, longs(dims)));
     return fbb.CreateVector(out);
   };
+  auto attrVec = fbb.CreateVector(attrs);
+  auto inShapes = shapes(spec.inputGlobalShapes);
+  auto outShapes = shapes(spec.outputGlobalShapes);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::ExprProgram>>>
+      programVec;
+  if (!spec.programs.empty()) {
+    std::vector<flatbuffers::Offset<fbs::ExprProgram>> programs;
+    for (const ExprProgram &p : spec.programs)
+      programs.push_back(program(p));
+    programVec = fbb.CreateVector(programs);
+  }
+  return fbs::CreateOpSpec(fbb, attrVec, inShapes, outShapes, programVec);
+}
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::OpSpec>>>
+PlanSerializer::opSpecs() {
+  std::vector<flatbuffers::Offset<fbs::OpSpec>> specs;
+  for (const DeviceProgram &dev : plan.devices)
+    for (const Instr &in : dev.instrs)
+      if (in.spec && specIndex.emplace(in.spec.get(), specs.size()).second)
+        specs.push_back(opSpec(*in.spec));
+  return fbb.CreateVector(specs);
+}
+
+flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
   std::vector<flatbuffers::Offset<fbs::Piece>> pieces;
   for (const Piece &p : in.pieces) {
     auto lo = longs(p.region.lo);
     auto hi = longs(p.region.hi);
     pieces.push_back(fbs::CreatePiece(fbb, p.device, p.buffer, lo, hi));
   }
-  auto kernel = fbb.CreateString(in.kernel);
-  auto attrVec = fbb.CreateVector(attrs);
+  // Every device's instructions of an op carry the same names: store each
+  // distinct name once.
+  auto kernel = fbb.CreateSharedString(in.kernel);
   auto inputs = fbb.CreateVector(in.inputs);
   auto outputs = fbb.CreateVector(in.outputs);
-  auto inShapes = shapes(in.inputGlobalShapes);
-  auto outShapes = shapes(in.outputGlobalShapes);
   auto pieceVec = fbb.CreateVector(pieces);
-  auto op = fbb.CreateString(in.op);
-  // Plans without programs stay byte-identical to format 1.0 contents.
-  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::ExprProgram>>>
-      programVec;
-  if (!in.programs.empty()) {
-    std::vector<flatbuffers::Offset<fbs::ExprProgram>> programs;
-    for (const ExprProgram &p : in.programs)
-      programs.push_back(program(p));
-    programVec = fbb.CreateVector(programs);
-  }
+  auto op = fbb.CreateSharedString(in.op);
+  int32_t spec = in.spec ? specIndex.at(in.spec.get()) : -1;
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::Ranges>>>
       rangeVec;
   if (!in.reductionRanges.empty()) {
@@ -202,8 +227,8 @@ flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
     rangeVec = fbb.CreateVector(ranges);
   }
   return fbs::CreateInstr(fbb, static_cast<uint8_t>(in.kind), in.seq, kernel,
-                          attrVec, inputs, outputs, inShapes, outShapes,
-                          in.dst, pieceVec, op, programVec, rangeVec);
+                          inputs, outputs, in.dst, pieceVec, op, spec,
+                          rangeVec);
 }
 
 std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
@@ -212,6 +237,7 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
   std::vector<flatbuffers::Offset<fbs::Tensor>> tensors;
   for (const TensorInfo &t : plan.tensors)
     tensors.push_back(tensor(t));
+  auto specVec = opSpecs();
 
   std::vector<flatbuffers::Offset<fbs::Device>> devices;
   ct::ContentHasher weightsHash; // of the WEIGHTS section, shard by shard
@@ -277,7 +303,7 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
       fbb, producer, plan.modelFingerprint, plan.numDevices, plan.batchSize,
       partitioner, plan.searchSeconds, plan.commBytes, optKind,
       plan.optimizer.learningRate, tensorVec, plan.lossTensor, updateVec,
-      deviceVec, summary, plan.withoutWeights);
+      deviceVec, summary, plan.withoutWeights, specVec);
   fbs::FinishPlanBuffer(fbb, root);
   planBytes.assign(fbb.GetBufferPointer(),
                    fbb.GetBufferPointer() + fbb.GetSize());

@@ -207,7 +207,7 @@ TEST(CpuExecutor, UnknownKernelIsNamed) {
 
 TEST(CpuExecutor, KernelErrorsNameTheInstruction) {
   Plan plan = makeTwoDevicePlan();
-  for (Attr &a : plan.devices[0].instrs[4].attrs)
+  for (Attr &a : plan.devices[0].instrs[4].editSpec().attrs)
     if (a.name == "reduction")
       a.s = "none";
   CpuExecutor exec(plan);

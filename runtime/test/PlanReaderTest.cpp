@@ -125,8 +125,8 @@ TEST(PlanFormat, RoundTripThroughFile) {
       EXPECT_EQ(a.instrs[i].kernel, b.instrs[i].kernel);
       EXPECT_EQ(a.instrs[i].inputs, b.instrs[i].inputs);
       EXPECT_EQ(a.instrs[i].outputs, b.instrs[i].outputs);
-      EXPECT_EQ(a.instrs[i].inputGlobalShapes, b.instrs[i].inputGlobalShapes);
-      EXPECT_EQ(a.instrs[i].attrs.size(), b.instrs[i].attrs.size());
+      EXPECT_EQ(a.instrs[i].inputGlobalShapes(), b.instrs[i].inputGlobalShapes());
+      EXPECT_EQ(a.instrs[i].attrs().size(), b.instrs[i].attrs().size());
       EXPECT_EQ(a.instrs[i].dst, b.instrs[i].dst);
       EXPECT_EQ(a.instrs[i].pieces.size(), b.instrs[i].pieces.size());
     }
@@ -178,10 +178,10 @@ TEST(PlanFormat, ResignedPlanSectionDamageNeverCrashes) {
 
 TEST(PlanFormat, NewerMajorVersion) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
-  ct::storeLE(&bytes[ct::kOffMajor], 2, 2);
+  ct::storeLE(&bytes[ct::kOffMajor], 3, 2);
   ct::storeLE(&bytes[ct::kOffMinor], 0, 2);
   EXPECT_EQ(readError(bytes),
-            "plan.bin format 2.0 is newer than this tofu-run supports (1.x); "
+            "plan.bin format 3.0 is newer than this tofu-run supports (2.x); "
             "rebuild tofu-run or recompile the plan");
 }
 
@@ -192,34 +192,25 @@ TEST(PlanFormat, NewerMinorVersionIsRefused) {
   ct::storeLE(&bytes[ct::kOffMinor], ct::kMinor + 1, 2);
   resignHeader(bytes);
   EXPECT_EQ(readError(bytes),
-            "plan.bin format 1." + std::to_string(ct::kMinor + 1) +
-                " is newer than this tofu-run reads (1." +
+            "plan.bin format 2." + std::to_string(ct::kMinor + 1) +
+                " is newer than this tofu-run reads (2." +
                 std::to_string(ct::kMinor) +
                 "): it may use features this tofu-run would ignore; rebuild "
                 "tofu-run or recompile the plan with this tofuc");
 }
 
-/// Plans before format 1.9 checksum their sections with FNV-1a 64: the
-/// reader verifies them that way, and a 1.9 checksum in such a plan is a
-/// mismatch (the algorithm follows the minor, not a guess).
-TEST(PlanFormat, OlderMinorVerifiesFnvChecksums) {
-  Plan plan = makeTwoDevicePlan();
-  for (DeviceProgram &d : plan.devices)
-    for (Buffer &b : d.buffers)
-      b.init.clear(); // no weight shards (their checksums sit in PLAN)
-  std::vector<uint8_t> bytes = bytesOf(plan);
-  ct::storeLE(&bytes[ct::kOffMinor], ct::kMinorContentChecksum - 1, 2);
+/// Format 1.x stored every device's copy of an op's programs in its
+/// instructions (issue 20 moved them into Plan.op_specs, with new field
+/// ids): a 1.x plan is refused by its version before its schema is read.
+TEST(PlanFormat, OlderMajorIsRefused) {
+  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+  ct::storeLE(&bytes[ct::kOffMajor], 1, 2);
+  ct::storeLE(&bytes[ct::kOffMinor], 9, 2);
   resignHeader(bytes);
-  EXPECT_NE(readError(bytes).find("checksum mismatch in the PLAN section"),
-            std::string::npos);
-  size_t numSections = ct::loadLE(&bytes[ct::kOffNumSections], 4);
-  for (size_t i = 0; i < numSections; ++i) {
-    uint64_t off = ct::loadLE(&bytes[entry(i) + 8], 8);
-    uint64_t size = ct::loadLE(&bytes[entry(i) + 16], 8);
-    ct::storeLE(&bytes[entry(i) + 24], ct::fnv1a64(&bytes[off], size), 8);
-  }
-  resignHeader(bytes);
-  EXPECT_EQ(readError(bytes), "");
+  EXPECT_EQ(readError(bytes),
+            "plan.bin format 1.9 is older than this tofu-run supports (2.x: "
+            "format 2.0 stores each op's programs once for all devices); "
+            "recompile the plan with this tofuc");
 }
 
 /// contentChecksum changes with every single-bit flip and with the length,
@@ -418,7 +409,7 @@ bool sameProgram(const ExprProgram &a, const ExprProgram &b) {
 TEST(PlanPrograms, RoundTrip) {
   Plan plan = withProgramsOnly(makeTwoDevicePlan());
   // Every node field with a non-default value somewhere.
-  ExprProgram &relu = plan.devices[1].instrs[0].programs[0];
+  ExprProgram &relu = plan.devices[1].instrs[0].editSpec().programs[0];
   relu.nodes[3].value = -1.5;
   relu.nodes[4].binary = BinaryOp::Or;
   relu.nodes[4].reducer = Reducer::Prod;
@@ -433,9 +424,9 @@ TEST(PlanPrograms, RoundTrip) {
   for (size_t d = 0; d < 2; ++d)
     for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i) {
       const Instr &a = plan.devices[d].instrs[i], &b = back.devices[d].instrs[i];
-      ASSERT_EQ(a.programs.size(), b.programs.size());
-      for (size_t o = 0; o < a.programs.size(); ++o)
-        EXPECT_TRUE(sameProgram(a.programs[o], b.programs[o]))
+      ASSERT_EQ(a.programs().size(), b.programs().size());
+      for (size_t o = 0; o < a.programs().size(); ++o)
+        EXPECT_TRUE(sameProgram(a.programs()[o], b.programs()[o]))
             << "device " << d << " instruction " << i;
       EXPECT_EQ(a.reductionRanges, b.reductionRanges);
     }
@@ -443,10 +434,81 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsOneNine) {
+TEST(PlanPrograms, VersionIsTwoZero) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 1u);
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 9u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 2u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 0u);
+}
+
+/// The two-device plan with programs, where the instructions of each op on
+/// both devices point at one OpSpec (as tofuc's materialize makes them).
+Plan withSharedSpecs() {
+  Plan plan = withProgramsOnly(makeTwoDevicePlan());
+  for (Instr &in : plan.devices[1].instrs)
+    for (const Instr &first : plan.devices[0].instrs)
+      if (in.kind == Instr::Kind::Compute && first.seq == in.seq &&
+          first.kernel == in.kernel)
+        in.spec = first.spec;
+  return plan;
+}
+
+/// Instructions that share an OpSpec share it in plan.bin (format 2.0): it
+/// is stored once, the plan is smaller than with one copy per device, the
+/// reader shares it again, and writing what was read gives the same bytes.
+TEST(PlanPrograms, SharedSpecsAreStoredOnce) {
+  Plan shared = withSharedSpecs();
+  size_t computes = 0;
+  for (const Instr &in : shared.devices[0].instrs)
+    computes += in.kind == Instr::Kind::Compute;
+  ASSERT_GT(computes, 2u);
+  std::vector<uint8_t> sharedBytes = bytesOf(shared);
+  std::vector<uint8_t> copiedBytes =
+      bytesOf(withProgramsOnly(makeTwoDevicePlan()));
+  EXPECT_LT(sharedBytes.size(), copiedBytes.size());
+  Plan back;
+  ASSERT_EQ(readPlanBytes(sharedBytes, back), "");
+  size_t sharedPairs = 0;
+  for (size_t i = 0; i < back.devices[1].instrs.size(); ++i) {
+    const Instr &b = back.devices[1].instrs[i];
+    const Instr &orig = shared.devices[1].instrs[i];
+    EXPECT_EQ(b.spec != nullptr, b.kind == Instr::Kind::Compute) << i;
+    for (size_t j = 0; j < back.devices[0].instrs.size(); ++j)
+      if (orig.spec && shared.devices[0].instrs[j].spec == orig.spec) {
+        EXPECT_EQ(back.devices[0].instrs[j].spec.get(), b.spec.get())
+            << "instruction " << i;
+        ++sharedPairs;
+      }
+    ASSERT_EQ(b.programs().size(), orig.programs().size());
+    for (size_t o = 0; o < b.programs().size(); ++o)
+      EXPECT_TRUE(sameProgram(b.programs()[o], orig.programs()[o]));
+    EXPECT_EQ(b.inputGlobalShapes(), orig.inputGlobalShapes());
+    EXPECT_EQ(b.attrs().size(), orig.attrs().size());
+  }
+  EXPECT_EQ(sharedPairs, computes);
+  // Per-device parts stay per device.
+  EXPECT_EQ(back.devices[1].instrs[1].reductionRanges,
+            shared.devices[1].instrs[1].reductionRanges);
+  std::vector<uint8_t> again;
+  ASSERT_EQ(writePlanBytes(back, again), "");
+  EXPECT_EQ(again, sharedBytes);
+  // Editing one instruction's spec leaves the others' alone.
+  Instr &edited = back.devices[1].instrs[0];
+  Attr extra;
+  extra.name = "extra";
+  extra.kind = Attr::Kind::Int;
+  edited.editSpec().attrs.push_back(extra);
+  EXPECT_NE(edited.spec.get(), back.devices[0].instrs[0].spec.get());
+  EXPECT_EQ(back.devices[0].instrs[0].attrs().size() + 1,
+            edited.attrs().size());
+}
+
+/// A shared spec whose programs are damaged is reported at its first use,
+/// whichever device that is.
+TEST(PlanPrograms, DamagedSharedSpecIsRejected) {
+  Plan plan = withSharedSpecs();
+  plan.devices[0].instrs[0].editSpec().programs[0].root = 99;
+  plan.devices[1].instrs[0].spec = plan.devices[0].instrs[0].spec;
+  expectInvalid(plan, "device 0 instruction 0 (ReluByProgram) program 0:");
 }
 
 /// The two-device plan with programs and a CUDA section (format 1.6): one
@@ -589,49 +651,49 @@ template <typename Edit> void expectInvalidProgram(Edit edit,
 
 TEST(PlanPrograms, CorruptProgramsAreRejected) {
   using I = Instr;
-  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[4].operands = {2, 4}; },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs[0].nodes[4].operands = {2, 4}; },
                        "node 4: operand 4 is not an earlier node");
-  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[2].operands = {0, 3}; },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs[0].nodes[2].operands = {0, 3}; },
                        "node 2: operand 3 is not an earlier node");
-  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[0].var = 2; },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs[0].nodes[0].var = 2; },
                        "node 0: variable 2 is out of range");
-  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[2].input = 1; },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs[0].nodes[2].input = 1; },
                        "node 2: input 1 is out of range");
-  expectInvalidProgram([](I &r, I &) { r.programs[0].nodes[2].operands = {0}; },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs[0].nodes[2].operands = {0}; },
                        "has 1 indices but the input has rank 2");
-  expectInvalidProgram([](I &r, I &) { r.programs[0].root = 5; },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs[0].root = 5; },
                        "root 5 is not a node id");
-  expectInvalidProgram([](I &r, I &) { r.programs[0].root = -1; },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs[0].root = -1; },
                        "root -1 is not a node id");
   expectInvalidProgram(
-      [](I &r, I &) { r.programs[0].nodes[1].kind = static_cast<ExprNode::Kind>(9); },
+      [](I &r, I &) { r.editSpec().programs[0].nodes[1].kind = static_cast<ExprNode::Kind>(9); },
       "node 1: unknown node kind 9");
   expectInvalidProgram(
       [](I &r, I &) {
-        r.programs[0].nodes[4].kind = ExprNode::Kind::Binary;
-        r.programs[0].nodes[4].binary = static_cast<BinaryOp>(99);
+        r.editSpec().programs[0].nodes[4].kind = ExprNode::Kind::Binary;
+        r.editSpec().programs[0].nodes[4].binary = static_cast<BinaryOp>(99);
       },
       "unknown binary operator 99");
   expectInvalidProgram(
-      [](I &r, I &) { r.programs[0].nodes[4].function = static_cast<Function>(50); },
+      [](I &r, I &) { r.editSpec().programs[0].nodes[4].function = static_cast<Function>(50); },
       "unknown function 50");
   expectInvalidProgram(
-      [](I &r, I &) { r.programs[0].nodes[4].function = Function::Select; },
+      [](I &r, I &) { r.editSpec().programs[0].nodes[4].function = Function::Select; },
       "expects 3 operands, has 2");
-  expectInvalidProgram([](I &r, I &) { r.programs[0].outputVars = {0}; },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs[0].outputVars = {0}; },
                        "1 output variables for an output of rank 2");
-  expectInvalidProgram([](I &r, I &) { r.programs[0].varExtents[1] = -3; },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs[0].varExtents[1] = -3; },
                        "negative extent");
-  expectInvalidProgram([](I &r, I &) { r.programs.push_back(r.programs[0]); },
+  expectInvalidProgram([](I &r, I &) { r.editSpec().programs.push_back(r.programs()[0]); },
                        "2 expression programs for 1 outputs");
   expectInvalidProgram(
-      [](I &, I &s) { s.programs[0].nodes[3].reducer = static_cast<Reducer>(7); },
+      [](I &, I &s) { s.editSpec().programs[0].nodes[3].reducer = static_cast<Reducer>(7); },
       "unknown reducer 7");
-  expectInvalidProgram([](I &, I &s) { s.programs[0].nodes[3].vars = {2}; },
+  expectInvalidProgram([](I &, I &s) { s.editSpec().programs[0].nodes[3].vars = {2}; },
                        "reduction variable 2 is out of range");
-  expectInvalidProgram([](I &, I &s) { s.programs[0].nodes[3].vars = {0}; },
+  expectInvalidProgram([](I &, I &s) { s.editSpec().programs[0].nodes[3].vars = {0}; },
                        "is an output variable");
-  expectInvalidProgram([](I &, I &s) { s.programs[0].topReductionVars = {0}; },
+  expectInvalidProgram([](I &, I &s) { s.editSpec().programs[0].topReductionVars = {0}; },
                        "top-level reduction variable 0 is not bound");
   expectInvalidProgram([](I &, I &s) { s.reductionRanges = {{{2, 5}}}; },
                        "reduction range [2, 5) of variable 1 is not inside [0, 4)");

@@ -31,8 +31,8 @@ Instr compute(int64_t seq, const char *kernel, std::vector<int32_t> inputs,
   in.op = std::string(kernel) + "_0";
   in.inputs = std::move(inputs);
   in.outputs = std::move(outputs);
-  in.inputGlobalShapes = std::move(inShapes);
-  in.outputGlobalShapes = std::move(outShapes);
+  in.editSpec().inputGlobalShapes = std::move(inShapes);
+  in.editSpec().outputGlobalShapes = std::move(outShapes);
   return in;
 }
 
@@ -129,7 +129,7 @@ Plan makePlan(int k) {
     reduction.name = "reduction";
     reduction.kind = Attr::Kind::String;
     reduction.s = "mean";
-    loss.attrs.push_back(reduction);
+    loss.editSpec().attrs.push_back(reduction);
     dev.instrs.push_back(loss);
     std::vector<Piece> pPieces, lossPieces;
     for (int s = 0; s < k; ++s) {
@@ -140,7 +140,7 @@ Plan makePlan(int k) {
     dev.instrs.push_back(move(Instr::Kind::Reduce, 4, kBufLoss, lossPieces));
     Instr sgd = compute(5, "SGDUpdate", {kBufW, kBufP}, {kBufWn}, {{4}, {4}},
                         {{4}});
-    sgd.attrs.push_back(floatAttr("lr", kTwoDeviceLr));
+    sgd.editSpec().attrs.push_back(floatAttr("lr", kTwoDeviceLr));
     dev.instrs.push_back(sgd);
     dev.instrs.push_back(
         move(Instr::Kind::Fetch, 6, kBufW, {{d, kBufWn, {{lo}, {hi}}}}));
@@ -219,10 +219,10 @@ Plan tofu::test::withProgramsOnly(Plan plan) {
         continue;
       if (in.kernel == "Relu") {
         in.kernel = "ReluByProgram";
-        in.programs = {reluProgram()};
+        in.editSpec().programs = {reluProgram()};
       } else if (in.kernel == "BiasGrad") {
         in.kernel = "ColumnSumByProgram";
-        in.programs = {columnSumProgram()};
+        in.editSpec().programs = {columnSumProgram()};
         const Box &rows = dev.buffers[in.inputs[0]].region;
         in.reductionRanges = {{{rows.lo[0], rows.hi[0]}}};
       }

@@ -158,8 +158,8 @@ plan::Plan tinyPlan(int count, bool fetches) {
         in.kernel = "Relu";
         in.inputs = {0};
         in.outputs = {1};
-        in.inputGlobalShapes = {{64}};
-        in.outputGlobalShapes = {{64}};
+        in.editSpec().inputGlobalShapes = {{64}};
+        in.editSpec().outputGlobalShapes = {{64}};
         in.reductionRanges = {{}};
       }
       dev.instrs.push_back(in);

@@ -730,7 +730,7 @@ struct PlanBuilder {
     in.op = op + std::to_string(plan.devices[0].instrs.size());
     in.inputs = inputs;
     in.outputs = {out};
-    in.programs.push_back(std::move(*program));
+    in.editSpec().programs.push_back(std::move(*program));
     plan.devices[0].instrs.push_back(std::move(in));
     return out;
   }
@@ -752,8 +752,8 @@ std::vector<uint8_t> runOnCpu(const plan::Plan &plan,
       inputs.push_back(view(b));
     for (int32_t b : in.outputs)
       outputs.push_back(view(b));
-    std::string err = runtime::runCompute(in.kernel, in.attrs, inputs, outputs,
-                                          in.programs, in.reductionRanges,
+    std::string err = runtime::runCompute(in.kernel, in.attrs(), inputs, outputs,
+                                          in.programs(), in.reductionRanges,
                                           runtime::ComputePath::Interpreter);
     EXPECT_EQ(err, "") << in.kernel;
   }

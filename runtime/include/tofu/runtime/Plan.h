@@ -15,6 +15,7 @@
 #define TOFU_RUNTIME_PLAN_H
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -295,6 +296,24 @@ struct Piece {
   Box region;
 };
 
+/// What the Compute instructions of one op output share on every device
+/// (format 2.0): the op's attributes, the global shapes of its inputs and
+/// outputs, and its expression programs. The compiler makes one per op
+/// output and every device's instruction points at it; plan.bin stores each
+/// once (Plan.op_specs) and the reader shares it again, so that these grow
+/// with the number of ops, not with ops x devices.
+struct OpSpec {
+  std::vector<Attr> attrs;      ///< the op's attributes (an instruction
+                                ///< computing one output of a multi-output
+                                ///< op adds Int "tofu.output" = its index)
+  /// Global shape of each input / output tensor (kernels that need a global
+  /// extent, e.g. a mean over the batch, read it from here).
+  std::vector<std::vector<int64_t>> inputGlobalShapes, outputGlobalShapes;
+  /// One expression program per output (empty for opaque ops, which need a
+  /// native kernel).
+  std::vector<ExprProgram> programs;
+};
+
 /// One instruction of a device program.
 struct Instr {
   enum class Kind : uint8_t {
@@ -315,22 +334,48 @@ struct Instr {
   /// independent of each other.
   int64_t seq = 0;
   std::string kernel;           ///< Compute: kernel name (= TDL op name)
-  std::vector<Attr> attrs;      ///< Compute: op attributes
   std::vector<int32_t> inputs;  ///< Compute: buffer ids (-1 = absent optional)
   std::vector<int32_t> outputs; ///< Compute: buffer ids
-  /// Compute: global shape of each input / output tensor (kernels that need a
-  /// global extent, e.g. a mean over the batch, read it from here).
-  std::vector<std::vector<int64_t>> inputGlobalShapes, outputGlobalShapes;
   int32_t dst = -1;             ///< Fetch/Reduce: destination buffer id
   std::vector<Piece> pieces;    ///< Fetch/Reduce: sources
   std::string op;               ///< name of the graph op it came from (traces)
-  /// Compute: one expression program per output (empty for opaque ops, which
-  /// need a native kernel), and, per output, this device's half-open range
-  /// [lo, hi) of each of that program's topReductionVars ({} = the whole
-  /// extents). Native kernels see the same ranges through their local input
-  /// shapes.
-  std::vector<ExprProgram> programs;
+  /// Compute: the op-level part, shared with the other devices' instructions
+  /// of the same op output (null = no attributes, shapes or programs). Read
+  /// it through attrs(), inputGlobalShapes(), outputGlobalShapes() and
+  /// programs(); change it through editSpec().
+  std::shared_ptr<const OpSpec> spec;
+  /// Compute: per output, this device's half-open range [lo, hi) of each of
+  /// that output program's topReductionVars ({} = the whole extents). Native
+  /// kernels see the same ranges through their local input shapes.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> reductionRanges;
+
+  const std::vector<Attr> &attrs() const { return specOrEmpty().attrs; }
+  const std::vector<std::vector<int64_t>> &inputGlobalShapes() const {
+    return specOrEmpty().inputGlobalShapes;
+  }
+  const std::vector<std::vector<int64_t>> &outputGlobalShapes() const {
+    return specOrEmpty().outputGlobalShapes;
+  }
+  const std::vector<ExprProgram> &programs() const {
+    return specOrEmpty().programs;
+  }
+  /// The spec, for changing it: a new one when there is none, a private
+  /// copy when it is shared with other instructions (copy on write), so that
+  /// a change never reaches another instruction.
+  OpSpec &editSpec() {
+    if (!spec || spec.use_count() > 1)
+      spec = spec ? std::make_shared<OpSpec>(*spec)
+                  : std::make_shared<OpSpec>();
+    // Every spec is created non-const (make_shared<OpSpec>), and this
+    // instruction is its only owner.
+    return const_cast<OpSpec &>(*spec);
+  }
+
+private:
+  const OpSpec &specOrEmpty() const {
+    static const OpSpec empty;
+    return spec ? *spec : empty;
+  }
 };
 
 /// Attribute `name` of `in`, or null. The typed lookups below give
@@ -338,7 +383,7 @@ struct Instr {
 /// lookup also takes an Int; an Ints lookup also falls back on an empty
 /// list). The CPU kernels read theirs through KernelArgs instead.
 inline const Attr *findAttr(const Instr &in, const char *name) {
-  for (const Attr &a : in.attrs)
+  for (const Attr &a : in.attrs())
     if (a.name == name)
       return &a;
   return nullptr;
