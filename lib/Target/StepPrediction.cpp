@@ -366,6 +366,10 @@ std::string formatFit(const StepPrediction &p) {
   return line;
 }
 
+/// Above this many devices the text gives ranges, the busiest and the least
+/// busy device instead of a line per device.
+constexpr size_t kListedPredictionDevices = 16;
+
 std::string formatPredictionText(const StepPrediction &p) {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -386,14 +390,57 @@ std::string formatPredictionText(const StepPrediction &p) {
                         s + 1, p.commSecondsPerStep[s], p.links[s].name,
                         p.links[s].gbps, p.links[s].latencySeconds,
                         p.stepBytes[s], p.stepBytesBusiest[s]);
-  for (size_t d = 0; d < p.devices.size(); ++d) {
+  auto deviceLine = [&](size_t d, const char *prefix) {
     const auto &dev = p.devices[d];
-    os << llvm::formatv("  device {0}: busy {1:e3} s (compute {2:e3} s, "
+    os << llvm::formatv("  {7}device {0}: busy {1:e3} s (compute {2:e3} s, "
                         "transfers {3:e3} s, copies {4:e3} s), receives {5} "
                         "bytes, peak {6} bytes\n",
                         d, dev.busySeconds(), dev.computeSeconds,
                         dev.commSeconds, dev.copySeconds, dev.receivedBytes,
-                        dev.peakBytes);
+                        dev.peakBytes, prefix);
+  };
+  if (p.devices.size() <= kListedPredictionDevices) {
+    for (size_t d = 0; d < p.devices.size(); ++d)
+      deviceLine(d, "");
+  } else if (!p.devices.empty()) {
+    // A thousand lines say little: the range of each column over all
+    // devices, then the busiest and the least busy device in full (JSON
+    // keeps every device).
+    auto range = [&](auto value, const char *spec) {
+      auto [lo, hi] = std::minmax_element(
+          p.devices.begin(), p.devices.end(),
+          [&](const auto &a, const auto &b) { return value(a) < value(b); });
+      return llvm::formatv(spec, value(*lo), value(*hi)).str();
+    };
+    using Device = std::decay_t<decltype(p.devices.front())>;
+    std::vector<double> busy;
+    for (const Device &dev : p.devices)
+      busy.push_back(dev.busySeconds());
+    std::vector<double> sorted = busy;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2,
+                     sorted.end());
+    os << llvm::formatv(
+        "  devices 0-{0}: busy {1} s (median {2:e3} s), compute {3} s, "
+        "transfers {4} s, copies {5} s, receives {6} bytes, peak {7} bytes "
+        "(each device: --dump-plan=json)\n",
+        p.devices.size() - 1,
+        range([](const Device &d) { return d.busySeconds(); },
+              "{0:e3} to {1:e3}"),
+        sorted[sorted.size() / 2],
+        range([](const Device &d) { return d.computeSeconds; },
+              "{0:e3} to {1:e3}"),
+        range([](const Device &d) { return d.commSeconds; },
+              "{0:e3} to {1:e3}"),
+        range([](const Device &d) { return d.copySeconds; },
+              "{0:e3} to {1:e3}"),
+        range([](const Device &d) { return d.receivedBytes; }, "{0} to {1}"),
+        range([](const Device &d) { return d.peakBytes; }, "{0} to {1}"));
+    const size_t busiest = static_cast<size_t>(
+        std::max_element(busy.begin(), busy.end()) - busy.begin());
+    const size_t idlest = static_cast<size_t>(
+        std::min_element(busy.begin(), busy.end()) - busy.begin());
+    deviceLine(busiest, "busiest: ");
+    deviceLine(idlest, "least busy: ");
   }
   os << formatFit(p) << "\n";
   return text;
