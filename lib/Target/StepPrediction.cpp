@@ -287,8 +287,24 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
     add(times[slowest]);
     clock += times[slowest].total();
   }
-  result.stepSeconds =
-      result.computeSeconds + result.copySeconds + result.commSeconds();
+  // The step's own work: the input and label buffers fed each step.
+  {
+    uint64_t most = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      uint64_t elements = 0;
+      for (const plan::Buffer &buffer : plan.devices[d].buffers) {
+        plan::TensorRole role = plan.tensors[buffer.tensor].role;
+        if (role == plan::TensorRole::Input || role == plan::TensorRole::Label)
+          elements += static_cast<uint64_t>(buffer.region.numElements());
+      }
+      result.fedElements += elements;
+      most = std::max(most, elements);
+    }
+    result.overheadSeconds = model.stepOverheadSeconds(
+        static_cast<double>(device.sharedHost ? result.fedElements : most));
+  }
+  result.stepSeconds = result.computeSeconds + result.copySeconds +
+                       result.commSeconds() + result.overheadSeconds;
   for (int64_t d = 0; d < k; ++d) {
     result.busiestDeviceSeconds = std::max(
         result.busiestDeviceSeconds, result.devices[d].busySeconds());
@@ -371,14 +387,15 @@ std::string formatPredictionText(const StepPrediction &p) {
   llvm::raw_string_ostream os(text);
   os << llvm::formatv(
       "predicted step time: {0:e3} s on {1} ({2} devices, {3}): compute "
-      "{4:e3} s + transfers {5:e3} s + copies {6:e3} s; {7:f1} samples/s "
-      "(batch {8}); busiest device {9:e3} s\n",
+      "{4:e3} s + transfers {5:e3} s + copies {6:e3} s + step overhead "
+      "{10:e3} s ({11} elements fed); {7:f1} samples/s (batch {8}); busiest "
+      "device {9:e3} s\n",
       p.stepSeconds, p.device, p.devices.size(),
       p.sharedHost ? "one shared host: all devices' work adds up"
                    : "side by side, each seq level waits for its slowest "
                      "device, no overlap within a device",
       p.computeSeconds, p.commSeconds(), p.copySeconds, p.samplesPerSecond,
-      p.batchSize, p.busiestDeviceSeconds);
+      p.batchSize, p.busiestDeviceSeconds, p.overheadSeconds, p.fedElements);
   for (size_t s = 0; s < p.links.size(); ++s)
     os << llvm::formatv("  step {0} transfers: {1:e3} s over {2} at {3} GB/s "
                         "(latency {4:e1} s); {5} bytes received, at most {6} "

@@ -146,6 +146,11 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   return seconds;
 }
 
+double StepTimeModel::stepOverheadSeconds(double fedElements) const {
+  return device.stepOverheadSeconds +
+         fedElements * device.feedSecondsPerElement;
+}
+
 double StepTimeModel::transferSeconds(double bytes, double gbps,
                                       double messages) const {
   if (bytes <= 0)

@@ -2,7 +2,7 @@
 //
 // See Calibrate.h. What each number of the description is:
 //
-//  compute.f32.gemm    MatMul kernel, 1024 x 1024 x 1024: 2 m n k / median time
+//  compute.f32.gemm    MatMul kernel, 1024 x 1024 x 1024: 2 m n k / time
 //  gemm_half_extent    h from the 16 x 1024 x 1024 MatMul's rate r relative to
 //                      the large one: s(16) / s(1024) = r, s(x) = x / (x + h)
 //  compute.f32.conv    Conv kernel, X [8, 64, 32, 32], W [64, 64, 3, 3], pads 1
@@ -12,16 +12,32 @@
 //                      virtual devices running 2000 Relus of 64 floats each
 //                      (at least the time of one Add kernel call on 1 float)
 //  transcendental_flops  Tanh kernel on 16384 floats: its time over the Add's
+//  step_overhead_seconds  the executor's step of a plan without instructions
+//  feed_seconds_per_element  the executor's step of a plan that only feeds
+//                      a classifier's batch (features [32, 3, 32, 32] and
+//                      their labels [32], tofu-run's synthetic data), less
+//                      the empty step, per element fed
 //  links[memcpy]       a 64 MiB copy between two buffers (what a fetch between
-//                      virtual devices does): bytes / time; latency: the time
+//                      virtual devices does): bytes / time; latency: a tiny
+//                      fetch's time less a tiny compute's, at least the time
 //                      of a 64-byte copy
 //  (reduction)         BiasGrad kernel, [4096, 1024] -> [1024]: recorded in
 //                      the sources (vector work; not a separate class)
 //  memory.bytes        the host's physical memory (sysconf)
 //
+// Steadiness: a short probe catches whatever else the (shared) machine does
+// at that moment, so two calibrations minutes apart differed by up to 40%
+// in a predicted step. Every probe is therefore measured in kRounds rounds,
+// interleaved (round 1 of every probe, then round 2, ...: a busy spell
+// slows one round of several probes, not every round of one); a round is
+// the median of repeated calls over at least its window, after a warm-up
+// call; the value kept is the fastest round's median (the machine as it
+// runs when nothing else does), and the spread of the rounds is logged.
+// Calls far shorter than the clock's resolution are timed in batches.
+//
 // Kernel calls go through lookupKernel, as tofu-run's executor makes them
-// (same threads, same BLAS); the executor's own per-instruction work is not
-// in launch_seconds.
+// (same threads, same BLAS); the executor's own per-instruction and
+// per-step work is measured on small plans run by the executor itself.
 //
 //===----------------------------------------------------------------------===//
 #include "Calibrate.h"
@@ -37,6 +53,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <unistd.h>
 #include <vector>
@@ -47,31 +64,54 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// The median seconds of one call of `body`: repeated until `minSeconds`
-/// have passed and at least `minRuns` runs (after one warm-up call).
-double medianSeconds(const std::function<std::string()> &body,
-                     std::string &error, double minSeconds = 0.3,
-                     int minRuns = 5) {
-  if (std::string err = body(); !err.empty()) {
-    error = err;
-    return 0;
+/// Rounds per probe (see the file comment).
+constexpr int kRounds = 5;
+
+/// One measurement: `body` runs the measured work `calls` times and returns
+/// an error or "". Its result is seconds per call.
+struct Probe {
+  std::string name;
+  std::function<std::string()> body;
+  /// How long one round keeps calling `body` (at least 3 calls).
+  double window = 0.1;
+  /// Calls of the measured work per call of `body`.
+  int calls = 1;
+  /// Per round: the median seconds per call.
+  std::vector<double> rounds;
+  /// The fastest round's median.
+  double seconds() const {
+    return rounds.empty() ? 0 : *std::min_element(rounds.begin(), rounds.end());
   }
-  std::vector<double> times;
-  auto start = Clock::now();
-  while (times.size() < static_cast<size_t>(minRuns) ||
-         std::chrono::duration<double>(Clock::now() - start).count() <
-             minSeconds) {
-    auto t0 = Clock::now();
-    if (std::string err = body(); !err.empty()) {
-      error = err;
+  /// (slowest round - fastest round) / fastest round.
+  double spread() const {
+    if (rounds.empty())
       return 0;
-    }
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    auto [lo, hi] = std::minmax_element(rounds.begin(), rounds.end());
+    return *lo > 0 ? (*hi - *lo) / *lo : 0;
+  }
+};
+
+/// One round of `probe`: a warm-up call, then calls until `window` seconds
+/// and at least 3 calls; appends the median seconds per measured call.
+std::string runRound(Probe &probe) {
+  if (std::string err = probe.body(); !err.empty())
+    return probe.name + ": " + err;
+  std::vector<double> times;
+  const auto start = Clock::now();
+  while (times.size() < 3 ||
+         std::chrono::duration<double>(Clock::now() - start).count() <
+             probe.window) {
+    const auto t0 = Clock::now();
+    if (std::string err = probe.body(); !err.empty())
+      return probe.name + ": " + err;
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() /
+                    probe.calls);
     if (times.size() >= 100000)
       break;
   }
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  probe.rounds.push_back(times[times.size() / 2]);
+  return "";
 }
 
 /// A float32 tensor filled with small values.
@@ -91,25 +131,32 @@ struct Tensor {
   }
 };
 
-/// Median seconds of kernel `name` on `inputs` -> `output`.
-double timeKernel(const char *name, std::vector<Tensor *> inputs,
-                  Tensor &output, const std::vector<plan::Attr> &attrs,
-                  std::string &error, double minSeconds = 0.3) {
+/// A probe calling kernel `name` on `inputs` -> `output`, `calls` times per
+/// timed sample. The tensors and attributes must outlive the probe.
+Probe kernelProbe(std::string label, const char *name,
+                  std::vector<Tensor *> inputs, Tensor &output,
+                  const std::vector<plan::Attr> &attrs, double window,
+                  int calls = 1) {
+  Probe probe;
+  probe.name = std::move(label);
+  probe.window = window;
+  probe.calls = calls;
   KernelFn kernel = lookupKernel(name);
-  if (!kernel) {
-    error = std::string("no native kernel ") + name;
-    return 0;
-  }
-  KernelArgs args;
+  auto args = std::make_shared<KernelArgs>();
   for (Tensor *input : inputs)
-    args.inputs.push_back(input->view());
-  args.outputs.push_back(output.view());
-  args.attrs = &attrs;
-  double seconds = medianSeconds([&] { return kernel(args); }, error,
-                                 minSeconds);
-  if (!error.empty())
-    error = std::string(name) + ": " + error;
-  return seconds;
+    args->inputs.push_back(input->view());
+  args->outputs.push_back(output.view());
+  args->attrs = &attrs;
+  std::string kernelName = name;
+  probe.body = [kernel, args, calls, kernelName]() -> std::string {
+    if (!kernel)
+      return "no native kernel " + kernelName;
+    for (int i = 0; i < calls; ++i)
+      if (std::string err = kernel(*args); !err.empty())
+        return err;
+    return "";
+  };
+  return probe;
 }
 
 plan::Attr intsAttr(const char *name, std::vector<int64_t> values) {
@@ -168,26 +215,84 @@ plan::Plan tinyPlan(int count, bool fetches) {
   return p;
 }
 
-/// Median seconds per instruction of tinyPlan(count, fetches) on the CPU
-/// executor.
-double secondsPerInstruction(bool fetches, std::string &error) {
-  constexpr int kCount = 2000;
-  plan::Plan p = tinyPlan(kCount, fetches);
-  CpuExecutor executor(p);
-  if (std::string err = executor.init(); !err.empty()) {
-    error = "the executor refused the calibration plan: " + err;
-    return 0;
-  }
-  int64_t step = 0;
-  // The first steps choose the schedule (CpuExecutor::Schedule::Auto).
-  for (int i = 0; i < 4; ++i)
-    if (std::string err = executor.runStep(step++); !err.empty()) {
-      error = err;
-      return 0;
+/// A plan of one device that runs no instruction and, with `feeds`, is fed
+/// a classifier's batch each step: features [32, 3, 32, 32] (float32) and
+/// their labels [32] (10 classes), tofu-run's synthetic data.
+plan::Plan feedPlan(bool feeds) {
+  plan::Plan p;
+  p.numDevices = 1;
+  p.devices.resize(1);
+  plan::DeviceProgram &dev = p.devices[0];
+  // A buffer of a parameter, so that the device has an arena either way.
+  plan::TensorInfo w;
+  w.name = "w";
+  w.shape = {1};
+  w.role = plan::TensorRole::Param;
+  p.tensors.push_back(w);
+  plan::Buffer wb;
+  wb.tensor = 0;
+  wb.region = {{0}, {1}};
+  wb.owned = true;
+  wb.bytes = 4;
+  dev.buffers.push_back(wb);
+  uint64_t offset = 64;
+  if (feeds) {
+    plan::TensorInfo x;
+    x.name = "features";
+    x.shape = {32, 3, 32, 32};
+    x.role = plan::TensorRole::Input;
+    plan::TensorInfo y;
+    y.name = "labels";
+    y.dtype = plan::DType::I64;
+    y.shape = {32};
+    y.role = plan::TensorRole::Label;
+    y.numClasses = 10;
+    y.pairedInput = 1;
+    p.tensors.push_back(x);
+    p.tensors.push_back(y);
+    for (int32_t t : {1, 2}) {
+      plan::Buffer buffer;
+      buffer.tensor = t;
+      buffer.owned = true;
+      for (int64_t extent : p.tensors[t].shape) {
+        buffer.region.lo.push_back(0);
+        buffer.region.hi.push_back(extent);
+      }
+      buffer.offset = offset;
+      buffer.bytes = static_cast<uint64_t>(buffer.region.numElements()) *
+                     plan::dtypeSize(p.tensors[t].dtype);
+      offset += buffer.bytes;
+      dev.buffers.push_back(buffer);
     }
-  double seconds = medianSeconds(
-      [&] { return executor.runStep(step++); }, error, 0.5);
-  return seconds / (2.0 * kCount);
+  }
+  dev.peakBytes = offset;
+  return p;
+}
+
+/// Elements feedPlan(true) feeds per step.
+constexpr double kFedElements = 32.0 * 3 * 32 * 32 + 32;
+
+/// A probe of one step of `plan` on the CPU executor (in order: one
+/// instruction at a time, as a single device's plan always runs). The plan
+/// and executor live in the probe.
+Probe executorProbe(std::string label, plan::Plan plan, double window,
+                    std::string &error) {
+  Probe probe;
+  probe.name = std::move(label);
+  probe.window = window;
+  auto owned = std::make_shared<plan::Plan>(std::move(plan));
+  auto executor = std::make_shared<CpuExecutor>(*owned);
+  executor->setSchedule(CpuExecutor::Schedule::InOrder);
+  if (std::string err = executor->init(); !err.empty()) {
+    error = "the executor refused the calibration plan '" + probe.name +
+            "': " + err;
+    return probe;
+  }
+  auto step = std::make_shared<int64_t>(0);
+  probe.body = [owned, executor, step] {
+    return executor->runStep((*step)++);
+  };
+  return probe;
 }
 
 std::string number(double value) {
@@ -221,25 +326,90 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     sources.push_back(line);
   };
   const std::vector<plan::Attr> none;
+  const std::vector<plan::Attr> convAttrs = {intsAttr("pads", {1, 1, 1, 1}),
+                                             intsAttr("kernel_shape", {3, 3})};
+
+  // The operands of every probe, alive until the end.
+  Tensor a({1024, 1024}), b({1024, 1024}), y({1024, 1024});
+  Tensor skinny({16, 1024}), skinnyOut({16, 1024});
+  Tensor convX({8, 64, 32, 32}), convW({64, 64, 3, 3}), convY({8, 64, 32, 32});
+  Tensor small1({16384}), small2({16384}), smallOut({16384});
+  Tensor large1({8 << 20}), large2({8 << 20}), largeOut({8 << 20});
+  Tensor one1({1}), one2({1}), oneOut({1});
+  Tensor dy({4096, 1024}), db({1024});
+  std::vector<uint8_t> copySrc(64 << 20, 1), copyDst(64 << 20);
+
+  enum ProbeId {
+    kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
+    kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kNumProbes
+  };
+  std::vector<Probe> probes(kNumProbes);
+  probes[kGemm] = kernelProbe("MatMul 1024x1024x1024", "MatMul", {&a, &b}, y,
+                              none, 0.3);
+  probes[kSkinny] = kernelProbe("MatMul 16x1024x1024", "MatMul",
+                                {&skinny, &b}, skinnyOut, none, 0.1);
+  probes[kConv] = kernelProbe("Conv X [8,64,32,32] W [64,64,3,3] pads 1",
+                              "Conv", {&convX, &convW}, convY, convAttrs, 0.3);
+  probes[kAdd] = kernelProbe("Add 16384 floats (in cache)", "Add",
+                             {&small1, &small2}, smallOut, none, 0.1, 16);
+  probes[kTanh] = kernelProbe("Tanh 16384 floats (in cache)", "Tanh",
+                              {&small1}, smallOut, none, 0.1, 4);
+  probes[kStream] = kernelProbe("Add 8M floats (streaming 3 x 32 MiB)", "Add",
+                                {&large1, &large2}, largeOut, none, 0.3);
+  probes[kOneAdd] =
+      kernelProbe("Add 1 float (one kernel call, without the executor)",
+                  "Add", {&one1, &one2}, oneOut, none, 0.05, 256);
+  constexpr int kTinyInstructions = 2000;
+  probes[kRelus] = executorProbe("executor: 2 x 2000 Relus of 64 floats",
+                                 tinyPlan(kTinyInstructions, false), 0.1,
+                                 error);
+  probes[kFetches] = executorProbe(
+      "executor: 2 x 2000 fetches of 64 floats from the other device",
+      tinyPlan(kTinyInstructions, true), 0.1, error);
+  probes[kEmptyStep] =
+      executorProbe("executor: a step without instructions", feedPlan(false),
+                    0.05, error);
+  probes[kFeedStep] = executorProbe(
+      "executor: a step feeding features [32,3,32,32] and labels [32]",
+      feedPlan(true), 0.1, error);
+  probes[kBiasGrad] = kernelProbe("BiasGrad [4096,1024] -> [1024]",
+                                  "BiasGrad", {&dy}, db, none, 0.1);
+  probes[kCopy].name = "copy 64 MiB between buffers";
+  probes[kCopy].window = 0.3;
+  probes[kCopy].body = [&] {
+    std::memcpy(copyDst.data(), copySrc.data(), copySrc.size());
+    return std::string();
+  };
+  probes[kTinyCopy].name = "copy 64 bytes";
+  probes[kTinyCopy].window = 0.05;
+  probes[kTinyCopy].calls = 1024;
+  probes[kTinyCopy].body = [&] {
+    for (int i = 0; i < 1024; ++i)
+      std::memcpy(copyDst.data() + 64 * (i & 15),
+                  copySrc.data() + (copyDst[0] & 1), 64);
+    return std::string();
+  };
+  if (!error.empty())
+    return "--calibrate: " + error;
+
+  for (int round = 0; round < kRounds; ++round)
+    for (Probe &probe : probes)
+      if (std::string err = runRound(probe); !err.empty())
+        return "--calibrate: " + err;
+  auto t = [&](ProbeId id) { return probes[id].seconds(); };
+  auto spread = [&](ProbeId id) {
+    return ", rounds spread " + number(100 * probes[id].spread()) + "%";
+  };
+  note("each number: the fastest of " + std::to_string(kRounds) +
+       " interleaved rounds' medians");
 
   // GEMM: large and skinny.
-  double gemmRate = 0, skinnyRate = 0;
-  {
-    Tensor a({1024, 1024}), b({1024, 1024}), y({1024, 1024});
-    double t = timeKernel("MatMul", {&a, &b}, y, none, error, 1.0);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    gemmRate = 2.0 * 1024 * 1024 * 1024 / t;
-    note("MatMul 1024x1024x1024: " + number(t) + " s, " +
-         number(gemmRate / 1e9) + " GFLOP/s");
-    Tensor s({16, 1024}), ys({16, 1024});
-    t = timeKernel("MatMul", {&s, &b}, ys, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    skinnyRate = 2.0 * 16 * 1024 * 1024 / t;
-    note("MatMul 16x1024x1024: " + number(t) + " s, " +
-         number(skinnyRate / 1e9) + " GFLOP/s");
-  }
+  const double gemmRate = 2.0 * 1024 * 1024 * 1024 / t(kGemm);
+  note("MatMul 1024x1024x1024: " + number(t(kGemm)) + " s, " +
+       number(gemmRate / 1e9) + " GFLOP/s" + spread(kGemm));
+  const double skinnyRate = 2.0 * 16 * 1024 * 1024 / t(kSkinny);
+  note("MatMul 16x1024x1024: " + number(t(kSkinny)) + " s, " +
+       number(skinnyRate / 1e9) + " GFLOP/s" + spread(kSkinny));
   // s(16) / s(1024) = r with s(x) = x / (x + h): h = 16384 (1 - r) /
   // (1024 r - 16), clamped to [1, 4096].
   double r = std::min(skinnyRate / gemmRate, 1.0);
@@ -248,113 +418,67 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   note("gemm_half_extent " + number(half) + " from the 16-row GEMM at " +
        number(r) + " of the large one's rate");
 
-  // Convolution.
-  double convRate = 0;
-  {
-    Tensor x({8, 64, 32, 32}), w({64, 64, 3, 3}), y({8, 64, 32, 32});
-    std::vector<plan::Attr> attrs = {intsAttr("pads", {1, 1, 1, 1}),
-                                     intsAttr("kernel_shape", {3, 3})};
-    double t = timeKernel("Conv", {&x, &w}, y, attrs, error, 1.0);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    convRate = 2.0 * 8 * 64 * 32 * 32 * 64 * 9 / t;
-    note("Conv X [8,64,32,32] W [64,64,3,3] pads 1: " + number(t) + " s, " +
-         number(convRate / 1e9) + " GFLOP/s");
-  }
+  const double convRate = 2.0 * 8 * 64 * 32 * 32 * 64 * 9 / t(kConv);
+  note("Conv X [8,64,32,32] W [64,64,3,3] pads 1: " + number(t(kConv)) +
+       " s, " + number(convRate / 1e9) + " GFLOP/s" + spread(kConv));
 
-  // Element-wise: in cache (vector rate), streaming (memory bandwidth), one
-  // element (launch).
-  double vectorRate = 0, memoryRate = 0, launch = 0, transcendental = 1;
-  {
-    Tensor a({16384}), b({16384}), y({16384});
-    double t = timeKernel("Add", {&a, &b}, y, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    vectorRate = 16384 / t;
-    note("Add 16384 floats (in cache): " + number(t) + " s, " +
-         number(vectorRate / 1e9) + " GFLOP/s");
-    double tanh = timeKernel("Tanh", {&a}, y, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    transcendental = std::max(1.0, tanh / t);
-    note("Tanh 16384 floats (in cache): " + number(tanh) + " s, " +
-         number(transcendental) + " x the Add");
-    Tensor la({8 << 20}), lb({8 << 20}), ly({8 << 20});
-    t = timeKernel("Add", {&la, &lb}, ly, none, error, 1.0);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    memoryRate = 3.0 * 4 * (8 << 20) / t;
-    note("Add 8M floats (streaming 3 x 32 MiB): " + number(t) + " s, " +
-         number(memoryRate / 1e9) + " GB/s");
-    Tensor oa({1}), ob({1}), oy({1});
-    launch = timeKernel("Add", {&oa, &ob}, oy, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    note("Add 1 float (one kernel call, without the executor): " +
-         number(launch) + " s");
-  }
+  // Element-wise: in cache (vector rate), streaming (memory bandwidth).
+  const double vectorRate = 16384 / t(kAdd);
+  note("Add 16384 floats (in cache): " + number(t(kAdd)) + " s, " +
+       number(vectorRate / 1e9) + " GFLOP/s" + spread(kAdd));
+  const double transcendental = std::max(1.0, t(kTanh) / t(kAdd));
+  note("Tanh 16384 floats (in cache): " + number(t(kTanh)) + " s, " +
+       number(transcendental) + " x the Add" + spread(kTanh));
+  const double memoryRate = 3.0 * 4 * (8 << 20) / t(kStream);
+  note("Add 8M floats (streaming 3 x 32 MiB): " + number(t(kStream)) +
+       " s, " + number(memoryRate / 1e9) + " GB/s" + spread(kStream));
+  note("Add 1 float (one kernel call, without the executor): " +
+       number(t(kOneAdd)) + " s" + spread(kOneAdd));
 
   // The executor's cost per instruction: a tiny Relu, a tiny fetch from
   // the other virtual device.
-  double perCompute = 0, perFetch = 0;
-  {
-    perCompute = secondsPerInstruction(false, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    note("executor: a Relu of 64 floats on 2 virtual devices: " +
-         number(perCompute) + " s per instruction (launch_seconds)");
-    launch = std::max(launch, perCompute);
-    perFetch = secondsPerInstruction(true, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    note("executor: a fetch of 64 floats from the other virtual device: " +
-         number(perFetch) + " s per instruction");
-  }
+  const double perCompute = t(kRelus) / (2.0 * kTinyInstructions);
+  const double perFetch = t(kFetches) / (2.0 * kTinyInstructions);
+  note("executor: a Relu of 64 floats on 2 virtual devices: " +
+       number(perCompute) + " s per instruction" + spread(kRelus));
+  note("executor: a fetch of 64 floats from the other virtual device: " +
+       number(perFetch) + " s per instruction" + spread(kFetches));
+  const double launch = std::max({t(kOneAdd), perCompute, 1e-9});
+  note("launch_seconds " + number(launch) +
+       ": the larger of the two kernel calls above");
+
+  // The step's own work.
+  const double stepOverhead = std::max(t(kEmptyStep), 1e-9);
+  note("executor: a step without instructions: " + number(stepOverhead) +
+       " s (step_overhead_seconds)" + spread(kEmptyStep));
+  const double feed =
+      std::max((t(kFeedStep) - t(kEmptyStep)) / kFedElements, 1e-12);
+  note("executor: a step feeding features [32,3,32,32] and labels [32] "
+       "(synthetic data): " +
+       number(t(kFeedStep)) + " s, " + number(feed) +
+       " s per element (feed_seconds_per_element)" + spread(kFeedStep));
 
   // Reduction (recorded; vector work in the model).
-  {
-    Tensor dy({4096, 1024}), db({1024});
-    double t = timeKernel("BiasGrad", {&dy}, db, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    note("BiasGrad [4096,1024] -> [1024] (reduction): " + number(t) +
-         " s, " + number(4096.0 * 1024 / t / 1e9) + " GFLOP/s, " +
-         number(4.0 * 4096 * 1024 / t / 1e9) + " GB/s read");
-  }
+  note("BiasGrad [4096,1024] -> [1024] (reduction): " + number(t(kBiasGrad)) +
+       " s, " + number(4096.0 * 1024 / t(kBiasGrad) / 1e9) + " GFLOP/s, " +
+       number(4.0 * 4096 * 1024 / t(kBiasGrad) / 1e9) + " GB/s read" +
+       spread(kBiasGrad));
 
   // Copies between virtual devices.
-  double linkRate = 0, linkLatency = 0;
-  {
-    std::vector<uint8_t> src(64 << 20, 1), dst(64 << 20);
-    double t = medianSeconds(
-        [&] {
-          std::memcpy(dst.data(), src.data(), src.size());
-          return std::string();
-        },
-        error, 1.0);
-    linkRate = src.size() / t;
-    note("copy 64 MiB between buffers: " + number(t) + " s, " +
-         number(linkRate / 1e9) + " GB/s");
-    linkLatency = medianSeconds(
-        [&] {
-          std::memcpy(dst.data(), src.data() + (dst[0] & 1), 64);
-          return std::string();
-        },
-        error);
-    note("copy 64 bytes: " + number(linkLatency) + " s");
-    // A fetch instruction costs the model one launch plus the piece's
-    // latency: what the executor spends on a tiny fetch beyond a launch.
-    linkLatency = std::max(perFetch - perCompute, linkLatency);
-    linkLatency = std::max(linkLatency, 1e-8);
-    note("latency_seconds " + number(linkLatency) +
-         ": a tiny fetch's time less a tiny compute's");
-  }
+  const double linkRate = copySrc.size() / t(kCopy);
+  note("copy 64 MiB between buffers: " + number(t(kCopy)) + " s, " +
+       number(linkRate / 1e9) + " GB/s" + spread(kCopy));
+  note("copy 64 bytes: " + number(t(kTinyCopy)) + " s" + spread(kTinyCopy));
+  // A fetch instruction costs the model one launch plus the piece's
+  // latency: what the executor spends on a tiny fetch beyond a compute.
+  const double linkLatency =
+      std::max({perFetch - perCompute, t(kTinyCopy), 1e-9});
+  note("latency_seconds " + number(linkLatency) +
+       ": a tiny fetch's time less a tiny compute's, at least a 64-byte copy");
 
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   uint64_t memoryBytes =
       pages > 0 && pageSize > 0 ? uint64_t(pages) * uint64_t(pageSize) : 0;
-  char host[256] = "";
-  gethostname(host, sizeof(host) - 1);
   std::time_t now = std::time(nullptr);
   char date[64] = "";
   std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
@@ -390,10 +514,11 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     json << "\"bytes\": " << memoryBytes << ", ";
   json << "\"bytes_per_second\": " << number(memoryRate)
        << ", \"efficiency\": 1},\n"
-       << "  \"launch_seconds\": " << number(std::max(launch, 1e-9))
-       << ",\n"
+       << "  \"launch_seconds\": " << number(launch) << ",\n"
        << "  \"gemm_half_extent\": " << number(half) << ",\n"
        << "  \"transcendental_flops\": " << number(transcendental) << ",\n"
+       << "  \"step_overhead_seconds\": " << number(stepOverhead) << ",\n"
+       << "  \"feed_seconds_per_element\": " << number(feed) << ",\n"
        << "  \"links\": [{\"name\": \"memcpy\", \"gbps\": "
        << number(linkRate / 1e9)
        << ", \"latency_seconds\": " << number(linkLatency) << "}],\n"

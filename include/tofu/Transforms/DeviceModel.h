@@ -69,6 +69,13 @@ struct DeviceModel {
   uint64_t memoryBytes = 0;
   /// Fixed cost of one kernel call (launch, dispatch, argument setup).
   double launchSeconds = 0;
+  /// Fixed cost of one training step beyond its instructions (the
+  /// runtime's step loop, reading the loss).
+  double stepOverheadSeconds = 0;
+  /// Cost of one element of an input or label buffer fed each step
+  /// (tofu-run's synthetic batches: generated on the CPU backend, copied
+  /// from pinned host memory on a GPU).
+  double feedSecondsPerElement = 0;
   /// What one transcendental function (exp, log, sqrt, tanh, erf, sigmoid,
   /// pow) costs, in vector FLOPs (1 = as cheap as an add).
   double transcendentalFlops = 1;

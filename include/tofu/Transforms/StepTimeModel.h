@@ -21,6 +21,10 @@
 //
 // Transfer: bytes / link bandwidth + messages * latency.
 //
+// Per step, beyond its instructions: the device's fixed step overhead plus
+// the elements of the input and label buffers fed that step times the
+// feed cost of one element.
+//
 // All device parameters are in one struct, `DeviceModel` (DeviceModel.h),
 // read from a JSON device description or a built-in one; the rate of a
 // kernel is its element type's rate for its class (GEMM, convolution,
@@ -105,6 +109,10 @@ public:
   double flopsPerSecond(const ShareWork &work) const;
   /// The efficiency in (0, 1] a contraction of these GEMM sides runs at.
   double gemmEfficiency(double m, double n, double k) const;
+  /// Seconds one step spends beyond its instructions when it feeds
+  /// `fedElements` input and label elements: step overhead + fedElements
+  /// x feed cost per element.
+  double stepOverheadSeconds(double fedElements) const;
   /// Seconds to move `bytes` over a link of `gbps` GB/s in `messages`
   /// messages.
   double transferSeconds(double bytes, double gbps, double messages) const;

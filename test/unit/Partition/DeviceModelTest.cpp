@@ -112,6 +112,32 @@ TEST(DeviceModel, ParsesAndRoundTrips) {
   }
 }
 
+TEST(DeviceModel, StepOverheadAndFeedAreOptional) {
+  // Absent (a description written before they existed): 0, and the
+  // description round-trips without them.
+  auto old = parseDeviceDescription(minimal(), "t.json");
+  ASSERT_TRUE(bool(old)) << llvm::toString(old.takeError());
+  EXPECT_EQ(old->stepOverheadSeconds, 0);
+  EXPECT_EQ(old->feedSecondsPerElement, 0);
+  EXPECT_EQ(formatDeviceDescription(*old).find("feed_seconds_per_element"),
+            std::string::npos);
+  auto model = parseDeviceDescription(
+      minimal(R"(, "step_overhead_seconds": 2e-5, "feed_seconds_per_element": 1.5e-8)"),
+      "t.json");
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  EXPECT_DOUBLE_EQ(model->stepOverheadSeconds, 2e-5);
+  EXPECT_DOUBLE_EQ(model->feedSecondsPerElement, 1.5e-8);
+  auto again =
+      parseDeviceDescription(formatDeviceDescription(*model), "again.json");
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_DOUBLE_EQ(again->stepOverheadSeconds, 2e-5);
+  EXPECT_DOUBLE_EQ(again->feedSecondsPerElement, 1.5e-8);
+  // The built-in cpu carries tofu-run's measured ones.
+  DeviceModel cpu = DeviceModel::genericCpu();
+  EXPECT_GT(cpu.stepOverheadSeconds, 0);
+  EXPECT_GT(cpu.feedSecondsPerElement, 0);
+}
+
 TEST(DeviceModel, RateByElementTypeAndClass) {
   DeviceModel h100 = DeviceModel::h100();
   StepTimeModel model(h100);
@@ -160,6 +186,10 @@ TEST(DeviceModel, ErrorsNameTheField) {
   has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}})",
                       R"([{"name": "a", "gbps": 0, "latency_seconds": 1e-6}])")),
       "links[0].gbps: expected a positive finite number, got 0");
+  has(errorOf(minimal(", \"feed_seconds_per_element\": 0")),
+      "feed_seconds_per_element: expected a positive finite number at most 0.001, got 0");
+  has(errorOf(minimal(", \"step_overhead_seconds\": \"1 ms\"")),
+      "step_overhead_seconds: expected a positive number, got a string");
   // Deep nesting is refused before the recursive JSON parser sees it.
   has(errorOf(std::string(200000, '[') + std::string(200000, ']')),
       "(file): nested more than 32 levels deep");

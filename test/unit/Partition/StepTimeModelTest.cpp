@@ -55,6 +55,23 @@ DeviceModel roundModel() {
   return model;
 }
 
+TEST(StepTimeModel, StepOverheadIsFixedPlusFeedPerElement) {
+  DeviceModel device = roundModel();
+  // A description without the fields: nothing beyond the instructions.
+  EXPECT_EQ(StepTimeModel(device).stepOverheadSeconds(1e6), 0);
+  device.stepOverheadSeconds = 3e-6;
+  device.feedSecondsPerElement = 2e-9;
+  StepTimeModel model(device);
+  EXPECT_DOUBLE_EQ(model.stepOverheadSeconds(0), 3e-6);
+  EXPECT_DOUBLE_EQ(model.stepOverheadSeconds(4160), 3e-6 + 4160 * 2e-9);
+  // Not per kernel: an op's time does not include it.
+  ShareWork work;
+  work.kind = OpClass::Elementwise;
+  work.flops = 1000;
+  work.bytes = 8000;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 1000 / 1e8);
+}
+
 TEST(StepTimeModel, ReductionsCountElementsNotExpressionTerms) {
   // BiasGrad sums 64 rows per output: its 16 outputs read 64 x 16 elements
   // (16 + 1024 operations, not 2 x 16 x 64).

@@ -180,7 +180,8 @@ TEST_F(PredictGemm, JsonCarriesThePrediction) {
   EXPECT_NEAR(*predicted->getNumber("step_seconds"),
               *predicted->getNumber("compute_seconds") +
                   *predicted->getNumber("comm_seconds") +
-                  *predicted->getNumber("copy_seconds"),
+                  *predicted->getNumber("copy_seconds") +
+                  *predicted->getNumber("overhead_seconds"),
               1e-18);
   EXPECT_EQ(predicted->getArray("per_device")->size(), 2u);
   // Without a prediction, no key (plan.bin's stored text has none either).
@@ -189,6 +190,27 @@ TEST_F(PredictGemm, JsonCarriesThePrediction) {
   EXPECT_FALSE(plain->getAsObject()->get("predicted"));
   EXPECT_EQ(tofu::formatPlanText(func, plan, false).find("predicted"),
             std::string::npos);
+}
+
+TEST_F(PredictGemm, StepOverheadFeedsInputsAndLabels) {
+  // Each device feeds its X rows [2, 8] (16 elements): the step adds the
+  // fixed overhead and the elements fed; on a shared host every device's
+  // feed adds up, side by side devices feed at once (the most: 16).
+  tofu::DeviceModel device = roundDevice();
+  double plain = predict(device).stepSeconds;
+  device.stepOverheadSeconds = 5e-6;
+  device.feedSecondsPerElement = 1e-8;
+  tofu::StepPrediction p = predict(device);
+  EXPECT_EQ(p.fedElements, 32u);
+  EXPECT_NEAR(p.overheadSeconds, 5e-6 + 16 * 1e-8, 1e-18);
+  EXPECT_NEAR(p.stepSeconds, plain + 5e-6 + 16 * 1e-8, 1e-15);
+  // Not a device's busy time.
+  EXPECT_NEAR(p.busiestDeviceSeconds, kCompute + kCopy + kComm, 1e-15);
+  device.sharedHost = true;
+  p = predict(device);
+  EXPECT_NEAR(p.overheadSeconds, 5e-6 + 32 * 1e-8, 1e-18);
+  EXPECT_NEAR(p.stepSeconds, 2 * (kCompute + kCopy + kComm) + 5e-6 + 32e-8,
+              1e-15);
 }
 
 TEST(PredictTranscendentals, TanhCostsTranscendentalFlops) {
