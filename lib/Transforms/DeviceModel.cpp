@@ -476,7 +476,9 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
   if (!memory)
     return memory.takeError();
   if (llvm::Error err = reader.onlyKnown(
-          **memory, "memory", {"bytes", "bytes_per_second", "efficiency"}))
+          **memory, "memory",
+          {"bytes", "bytes_per_second", "efficiency", "cache_bytes",
+           "cache_bytes_per_second"}))
     return std::move(err);
   auto bandwidth = reader.positive(**memory, "bytes_per_second",
                                    "memory.bytes_per_second");
@@ -489,6 +491,19 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
     if (!efficiency)
       return efficiency.takeError();
     model.memoryBytesPerSecond *= *efficiency;
+  }
+  if ((*memory)->get("cache_bytes") || (*memory)->get("cache_bytes_per_second")) {
+    // Both or neither: a cache level is its size and its rate.
+    auto size = reader.positive(**memory, "cache_bytes", "memory.cache_bytes",
+                                std::ldexp(1.0, 50));
+    if (!size)
+      return size.takeError();
+    auto rate = reader.positive(**memory, "cache_bytes_per_second",
+                                "memory.cache_bytes_per_second");
+    if (!rate)
+      return rate.takeError();
+    model.cacheBytes = *size;
+    model.cacheBytesPerSecond = *rate;
   }
   if ((*memory)->get("bytes")) {
     // At most 2^60 bytes (an exabyte): beyond is a typo, not a device.
@@ -639,6 +654,10 @@ std::string formatDeviceDescription(const DeviceModel &model) {
   llvm::json::Object memory{{"bytes_per_second", model.memoryBytesPerSecond}};
   if (model.memoryBytes)
     memory["bytes"] = static_cast<int64_t>(model.memoryBytes);
+  if (model.cacheBytes > 0) {
+    memory["cache_bytes"] = model.cacheBytes;
+    memory["cache_bytes_per_second"] = model.cacheBytesPerSecond;
+  }
   llvm::json::Object root{{"format", "tofu-device/1"},
                           {"name", model.name},
                           {"compute", std::move(compute)},

@@ -136,14 +136,20 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   else
     flops += work.transcendentals * work.outputElements * fraction *
              device.transcendentalFlops;
-  double seconds = device.launchSeconds +
-                   std::max(flops / rate, bytes / device.memoryBytesPerSecond);
+  double seconds =
+      device.launchSeconds + std::max(flops / rate, memorySeconds(bytes));
   if (work.partial)
     // The partial tiles are summed into the owner's tile: one more kernel
     // call reading the received partial sum and updating the tile.
     seconds += device.launchSeconds +
-               2 * work.outputBytes * fraction / device.memoryBytesPerSecond;
+               memorySeconds(2 * work.outputBytes * fraction);
   return seconds;
+}
+
+double StepTimeModel::memorySeconds(double bytes) const {
+  if (device.cacheBytes > 0 && bytes <= device.cacheBytes)
+    return bytes / device.cacheBytesPerSecond;
+  return bytes / device.memoryBytesPerSecond;
 }
 
 double StepTimeModel::stepOverheadSeconds(double fedElements) const {

@@ -8,10 +8,15 @@
 //  compute.f32.conv    Conv kernel, X [8, 64, 32, 32], W [64, 64, 3, 3], pads 1
 //  compute.f32.vector  Add kernel on 16384 floats (in cache): elements / time
 //  memory              Add kernel on 8M floats: 3 x 4 bytes per element / time
+//  memory.cache_*      Add kernel on 64K floats (3 x 256 KiB: the cache
+//                      rate) and on 1M floats (3 x 4 MiB): the cache holds
+//                      the largest traffic that runs at twice the streaming
+//                      rate or more
 //  launch_seconds      the executor's time per instruction on a plan of 2
 //                      virtual devices running 2000 Relus of 64 floats each
 //                      (at least the time of one Add kernel call on 1 float)
-//  transcendental_flops  Tanh kernel on 16384 floats: its time over the Add's
+//  transcendental_flops  Tanh kernel on 8192 floats: its time per element over
+//                      the Add's (both on one thread)
 //  step_overhead_seconds  the executor's step of a plan without instructions
 //  feed_seconds_per_element  the executor's step of a plan that only feeds
 //                      a classifier's batch (features [32, 3, 32, 32] and
@@ -334,14 +339,18 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   Tensor skinny({16, 1024}), skinnyOut({16, 1024});
   Tensor convX({8, 64, 32, 32}), convW({64, 64, 3, 3}), convY({8, 64, 32, 32});
   Tensor small1({16384}), small2({16384}), smallOut({16384});
+  Tensor half1({8192}), halfOut({8192});
   Tensor large1({8 << 20}), large2({8 << 20}), largeOut({8 << 20});
+  Tensor mid1({1 << 16}), mid2({1 << 16}), midOut({1 << 16});
+  Tensor big1({1 << 20}), big2({1 << 20}), bigOut({1 << 20});
   Tensor one1({1}), one2({1}), oneOut({1});
   Tensor dy({4096, 1024}), db({1024});
   std::vector<uint8_t> copySrc(64 << 20, 1), copyDst(64 << 20);
 
   enum ProbeId {
     kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
-    kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kNumProbes
+    kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kCacheAdd, kL3Add,
+    kNumProbes
   };
   std::vector<Probe> probes(kNumProbes);
   probes[kGemm] = kernelProbe("MatMul 1024x1024x1024", "MatMul", {&a, &b}, y,
@@ -352,10 +361,14 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
                               "Conv", {&convX, &convW}, convY, convAttrs, 0.3);
   probes[kAdd] = kernelProbe("Add 16384 floats (in cache)", "Add",
                              {&small1, &small2}, smallOut, none, 0.1, 16);
-  probes[kTanh] = kernelProbe("Tanh 16384 floats (in cache)", "Tanh",
-                              {&small1}, smallOut, none, 0.1, 4);
+  probes[kTanh] = kernelProbe("Tanh 8192 floats (in cache)", "Tanh",
+                              {&half1}, halfOut, none, 0.1, 4);
   probes[kStream] = kernelProbe("Add 8M floats (streaming 3 x 32 MiB)", "Add",
                                 {&large1, &large2}, largeOut, none, 0.3);
+  probes[kCacheAdd] = kernelProbe("Add 64K floats (3 x 256 KiB)", "Add",
+                                  {&mid1, &mid2}, midOut, none, 0.1, 4);
+  probes[kL3Add] = kernelProbe("Add 1M floats (3 x 4 MiB)", "Add",
+                               {&big1, &big2}, bigOut, none, 0.1);
   probes[kOneAdd] =
       kernelProbe("Add 1 float (one kernel call, without the executor)",
                   "Add", {&one1, &one2}, oneOut, none, 0.05, 256);
@@ -426,12 +439,36 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   const double vectorRate = 16384 / t(kAdd);
   note("Add 16384 floats (in cache): " + number(t(kAdd)) + " s, " +
        number(vectorRate / 1e9) + " GFLOP/s" + spread(kAdd));
-  const double transcendental = std::max(1.0, t(kTanh) / t(kAdd));
-  note("Tanh 16384 floats (in cache): " + number(t(kTanh)) + " s, " +
-       number(transcendental) + " x the Add" + spread(kTanh));
+  // Per element, on one thread as both run (ParallelFor.h: a Tanh of 16384
+  // floats, 16 operations each, would use every thread).
+  const double transcendental =
+      std::max(1.0, (t(kTanh) / 8192) / (t(kAdd) / 16384));
+  note("Tanh 8192 floats (in cache, one thread): " + number(t(kTanh)) +
+       " s, " + number(transcendental) + " x the Add per element" +
+       spread(kTanh));
   const double memoryRate = 3.0 * 4 * (8 << 20) / t(kStream);
   note("Add 8M floats (streaming 3 x 32 MiB): " + number(t(kStream)) +
        " s, " + number(memoryRate / 1e9) + " GB/s" + spread(kStream));
+  // The caches: what an op whose data stay in them streams at, and up to
+  // how much traffic (3 x 4 MiB, else 3 x 256 KiB, when it runs at least
+  // twice as fast as the streaming Add; else no cache level).
+  const double cacheRate = 3.0 * 4 * (1 << 16) / t(kCacheAdd);
+  const double l3Rate = 3.0 * 4 * (1 << 20) / t(kL3Add);
+  note("Add 64K floats (3 x 256 KiB, in cache): " + number(t(kCacheAdd)) +
+       " s, " + number(cacheRate / 1e9) + " GB/s" + spread(kCacheAdd));
+  note("Add 1M floats (3 x 4 MiB): " + number(t(kL3Add)) + " s, " +
+       number(l3Rate / 1e9) + " GB/s" + spread(kL3Add));
+  double cacheBytes = 0;
+  if (l3Rate >= 2 * memoryRate)
+    cacheBytes = 3.0 * 4 * (1 << 20);
+  else if (cacheRate >= 2 * memoryRate)
+    cacheBytes = 3.0 * 4 * (1 << 16);
+  note(cacheBytes > 0
+           ? "memory.cache_bytes " + number(cacheBytes) +
+                 ": the largest Add traffic above at twice the streaming rate "
+                 "or more; cache_bytes_per_second: the 64K floats' rate"
+           : std::string("no cache level: neither Add above runs at twice "
+                         "the streaming rate"));
   note("Add 1 float (one kernel call, without the executor): " +
        number(t(kOneAdd)) + " s" + spread(kOneAdd));
 
@@ -513,7 +550,11 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   if (memoryBytes)
     json << "\"bytes\": " << memoryBytes << ", ";
   json << "\"bytes_per_second\": " << number(memoryRate)
-       << ", \"efficiency\": 1},\n"
+       << ", \"efficiency\": 1";
+  if (cacheBytes > 0)
+    json << ",\n             \"cache_bytes\": " << number(cacheBytes)
+         << ", \"cache_bytes_per_second\": " << number(cacheRate);
+  json << "},\n"
        << "  \"launch_seconds\": " << number(launch) << ",\n"
        << "  \"gemm_half_extent\": " << number(half) << ",\n"
        << "  \"transcendental_flops\": " << number(transcendental) << ",\n"

@@ -131,6 +131,13 @@ struct StepPrediction {
   int64_t estimatedFittingDevices = 0;
 };
 
+/// The transcendental functions (exp, log, sqrt, tanh, erf, sigmoid, pow;
+/// not pow(x, 2)) that `program` evaluates per output element when each
+/// function node is evaluated once per distinct value of the index
+/// variables it depends on, as a kernel does: tanh(X[i]) is 1, a batch
+/// norm's sqrt of its channel's variance C / (N C H W).
+double transcendentalsPerOutputElement(const plan::ExprProgram &program);
+
 /// Predicts the training step of `plan` (materialized and memory-planned
 /// from `func`, which carries tofu.grid and the ops' tofu.plan) on `device`.
 llvm::Expected<StepPrediction> predictStep(mlir::func::FuncOp func,

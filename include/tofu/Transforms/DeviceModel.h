@@ -65,6 +65,11 @@ struct DeviceModel {
   std::vector<ComputeRates> compute;
   /// Bytes per second a kernel streams through memory (sustained).
   double memoryBytesPerSecond = 0;
+  /// A kernel (or copy) whose traffic (bytes read and written) is at most
+  /// `cacheBytes` streams at `cacheBytesPerSecond` instead: its data stay
+  /// in the caches between the ops of a step (0 = no such level).
+  double cacheBytes = 0;
+  double cacheBytesPerSecond = 0;
   /// Device memory in bytes (0 = unknown: no fit check).
   uint64_t memoryBytes = 0;
   /// Fixed cost of one kernel call (launch, dispatch, argument setup).

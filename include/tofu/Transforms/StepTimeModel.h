@@ -11,7 +11,9 @@
 //   t = launch + max(flops / (peak(class) * efficiency(tile)),
 //                    bytes touched / memory bandwidth)
 //
-// plus, for an output that is a partial sum (a split reduction), one more
+// where the bytes stream at the cache's rate instead when the device
+// describes a cache and they fit in it (memorySeconds), plus, for an output
+// that is a partial sum (a split reduction), one more
 // memory pass and kernel call for the reduction of the partial tiles.
 // Contractions (MatMul, Gemm, convolutions and their gradients) run at the
 // GEMM peak scaled by s(m) * s(n) * s(k), s(x) = x / (x + h), where m, n, k
@@ -109,6 +111,10 @@ public:
   double flopsPerSecond(const ShareWork &work) const;
   /// The efficiency in (0, 1] a contraction of these GEMM sides runs at.
   double gemmEfficiency(double m, double n, double k) const;
+  /// Seconds to stream `bytes` of traffic (read and written) through
+  /// memory: at the cache's rate when the device has a cache level and they
+  /// fit in it, else at the memory bandwidth.
+  double memorySeconds(double bytes) const;
   /// Seconds one step spends beyond its instructions when it feeds
   /// `fedElements` input and label elements: step overhead + fedElements
   /// x feed cost per element.

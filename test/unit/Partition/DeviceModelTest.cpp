@@ -113,6 +113,10 @@ TEST(DeviceModel, ParsesAndRoundTrips) {
 }
 
 TEST(DeviceModel, StepOverheadAndFeedAreOptional) {
+  auto has = [](const std::string &message, const std::string &part) {
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "'" << message << "' lacks '" << part << "'";
+  };
   // Absent (a description written before they existed): 0, and the
   // description round-trips without them.
   auto old = parseDeviceDescription(minimal(), "t.json");
@@ -132,6 +136,20 @@ TEST(DeviceModel, StepOverheadAndFeedAreOptional) {
   ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
   EXPECT_DOUBLE_EQ(again->stepOverheadSeconds, 2e-5);
   EXPECT_DOUBLE_EQ(again->feedSecondsPerElement, 1.5e-8);
+  // A cache level: both fields or neither.
+  auto cached = parseDeviceDescription(
+      R"({"format": "tofu-device/1", "name": "t", "compute": {"f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}}}, "memory": {"bytes_per_second": 1e9, "cache_bytes": 1048576, "cache_bytes_per_second": 5e10}, "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": [{"name": "a", "gbps": 1, "latency_seconds": 1e-6}]})",
+      "t.json");
+  ASSERT_TRUE(bool(cached)) << llvm::toString(cached.takeError());
+  EXPECT_DOUBLE_EQ(cached->cacheBytes, 1048576);
+  EXPECT_DOUBLE_EQ(cached->cacheBytesPerSecond, 5e10);
+  auto cachedAgain =
+      parseDeviceDescription(formatDeviceDescription(*cached), "again.json");
+  ASSERT_TRUE(bool(cachedAgain)) << llvm::toString(cachedAgain.takeError());
+  EXPECT_DOUBLE_EQ(cachedAgain->cacheBytesPerSecond, 5e10);
+  EXPECT_EQ(old->cacheBytes, 0);
+  has(errorOf(R"({"format": "tofu-device/1", "name": "t", "compute": {"f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}}}, "memory": {"bytes_per_second": 1e9, "cache_bytes": 1048576}, "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": [{"name": "a", "gbps": 1, "latency_seconds": 1e-6}]})"),
+      "memory.cache_bytes_per_second: missing");
   // The built-in cpu carries tofu-run's measured ones.
   DeviceModel cpu = DeviceModel::genericCpu();
   EXPECT_GT(cpu.stepOverheadSeconds, 0);

@@ -55,6 +55,25 @@ DeviceModel roundModel() {
   return model;
 }
 
+TEST(StepTimeModel, TrafficThatFitsTheCacheStreamsAtItsRate) {
+  DeviceModel device = roundModel();
+  EXPECT_DOUBLE_EQ(StepTimeModel(device).memorySeconds(4000), 4000 / 1e9);
+  device.cacheBytes = 4096;
+  device.cacheBytesPerSecond = 8e9;
+  StepTimeModel model(device);
+  EXPECT_DOUBLE_EQ(model.memorySeconds(4096), 4096 / 8e9);
+  EXPECT_DOUBLE_EQ(model.memorySeconds(4097), 4097 / 1e9);
+  // An element-wise op of 4000 bytes and 100 flops: memory-bound at 1 GB/s
+  // (4 us), at the cache's 8 GB/s (0.5 us) below its vector time (1 us).
+  ShareWork work;
+  work.kind = OpClass::Elementwise;
+  work.flops = 100;
+  work.bytes = 4000;
+  EXPECT_DOUBLE_EQ(StepTimeModel(roundModel()).computeSeconds(work),
+                   1e-6 + 4e-6);
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 100 / 1e8);
+}
+
 TEST(StepTimeModel, StepOverheadIsFixedPlusFeedPerElement) {
   DeviceModel device = roundModel();
   // A description without the fields: nothing beyond the instructions.
