@@ -338,6 +338,26 @@ DeviceModel::ratesOf(tdl::ElemType dtype) const {
   return f32;
 }
 
+const DeviceModel::KernelCost *
+DeviceModel::kernelCost(llvm::StringRef kernel) const {
+  auto it = llvm::lower_bound(kernelCosts, kernel,
+                              [](const KernelCost &cost, llvm::StringRef k) {
+                                return llvm::StringRef(cost.kernel) < k;
+                              });
+  return it != kernelCosts.end() && it->kernel == kernel ? &*it : nullptr;
+}
+
+double DeviceModel::KernelCost::secondsPerElement(double elements) const {
+  if (elements <= kSmallElements)
+    return smallSecondsPerElement;
+  if (elements >= kLargeElements)
+    return largeSecondsPerElement;
+  const double at = std::log(elements / kSmallElements) /
+                    std::log(kLargeElements / kSmallElements);
+  return smallSecondsPerElement +
+         at * (largeSecondsPerElement - smallSecondsPerElement);
+}
+
 const DeviceModel::Link *DeviceModel::linkNamed(llvm::StringRef level) const {
   for (const Link &link : links)
     if (link.name == level)
@@ -387,8 +407,8 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
           *root, "",
           {"format", "name", "description", "sources", "compute", "memory",
            "launch_seconds", "gemm_half_extent", "transcendental_flops",
-           "step_overhead_seconds", "feed_seconds_per_element", "links",
-           "shared_host"}))
+           "step_overhead_seconds", "feed_seconds_per_element", "kernels",
+           "links", "shared_host"}))
     return std::move(err);
   auto format = root->getString("format");
   if (!format)
@@ -551,6 +571,37 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
     model.feedSecondsPerElement = *seconds;
   }
 
+  if (const llvm::json::Value *value = root->get("kernels")) {
+    const llvm::json::Object *kernels = value->getAsObject();
+    if (!kernels)
+      return reader.fail("kernels", "expected an object {kernel: {small, "
+                                    "large}}, got " +
+                                        DescriptionReader::kindOf(*value));
+    std::vector<std::string> names;
+    for (const auto &entry : *kernels)
+      names.push_back(entry.first.str());
+    llvm::sort(names);
+    for (const std::string &kernel : names) {
+      std::string path = "kernels." + DescriptionReader::printable(kernel);
+      auto cost = reader.object(*kernels, kernel, path);
+      if (!cost)
+        return cost.takeError();
+      if (llvm::Error err = reader.onlyKnown(**cost, path, {"small", "large"}))
+        return std::move(err);
+      DeviceModel::KernelCost parsed;
+      parsed.kernel = kernel;
+      auto small = reader.positive(**cost, "small", path + ".small", 1e-3);
+      if (!small)
+        return small.takeError();
+      auto large = reader.positive(**cost, "large", path + ".large", 1e-3);
+      if (!large)
+        return large.takeError();
+      parsed.smallSecondsPerElement = *small;
+      parsed.largeSecondsPerElement = *large;
+      model.kernelCosts.push_back(std::move(parsed));
+    }
+  }
+
   const llvm::json::Value *linksValue = root->get("links");
   if (!linksValue)
     return reader.fail("links", "missing (an array of {name, gbps, "
@@ -667,6 +718,14 @@ std::string formatDeviceDescription(const DeviceModel &model) {
                           {"transcendental_flops", model.transcendentalFlops},
                           {"links", std::move(links)},
                           {"shared_host", model.sharedHost}};
+  if (!model.kernelCosts.empty()) {
+    llvm::json::Object kernels;
+    for (const auto &cost : model.kernelCosts)
+      kernels[cost.kernel] =
+          llvm::json::Object{{"small", cost.smallSecondsPerElement},
+                             {"large", cost.largeSecondsPerElement}};
+    root["kernels"] = std::move(kernels);
+  }
   // Absent = 0 (descriptions written before these fields existed).
   if (model.stepOverheadSeconds > 0)
     root["step_overhead_seconds"] = model.stepOverheadSeconds;

@@ -40,6 +40,7 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
                         const OpShare &share) {
   ShareWork work;
   work.kind = classifyOp(op);
+  work.kernel = op.opName();
   work.convolution = work.kind == OpClass::Contraction &&
                      op.opName().starts_with("Conv");
   work.dtype = work.kind == OpClass::Contraction
@@ -136,8 +137,13 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   else
     flops += work.transcendentals * work.outputElements * fraction *
              device.transcendentalFlops;
-  double seconds =
-      device.launchSeconds + std::max(flops / rate, memorySeconds(bytes));
+  double busy = flops / rate;
+  if (work.kind != OpClass::Contraction && !work.kernel.empty())
+    if (const DeviceModel::KernelCost *cost = device.kernelCost(work.kernel)) {
+      const double elements = work.outputElements * fraction;
+      busy = elements * cost->secondsPerElement(elements);
+    }
+  double seconds = device.launchSeconds + std::max(busy, memorySeconds(bytes));
   if (work.partial)
     // The partial tiles are summed into the owner's tile: one more kernel
     // call reading the received partial sum and updating the tile.

@@ -26,6 +26,11 @@
 //                      virtual devices does): bytes / time; latency: a tiny
 //                      fetch's time less a tiny compute's, at least the time
 //                      of a 64-byte copy
+//  kernels             per output element, each of Add, Mul, Sub, Relu,
+//                      ReluGrad, Sigmoid, SigmoidGrad, Tanh, TanhGrad, Gelu,
+//                      GeluGrad, SGDUpdate, Softmax, SoftmaxGrad (rows of
+//                      128) and BatchNormalization (inference, X [8, C, H,
+//                      W]) at 16384 and 1M output elements
 //  (reduction)         BiasGrad kernel, [4096, 1024] -> [1024]: recorded in
 //                      the sources (vector work; not a separate class)
 //  memory.bytes        the host's physical memory (sysconf)
@@ -71,6 +76,12 @@ using Clock = std::chrono::steady_clock;
 
 /// Rounds per probe (see the file comment).
 constexpr int kRounds = 5;
+
+/// The output sizes of the per-kernel costs: tofuc's
+/// DeviceModel::kSmallElements and kLargeElements (the runtime does not
+/// link the compiler's headers).
+constexpr double kKernelSmallElements = 16384;
+constexpr double kKernelLargeElements = 1 << 20;
 
 /// One measurement: `body` runs the measured work `calls` times and returns
 /// an error or "". Its result is seconds per call.
@@ -135,6 +146,38 @@ struct Tensor {
     return TensorView::whole(data.data(), plan::DType::F32, shape);
   }
 };
+
+/// The first elements of `t`, viewed with `shape`.
+TensorView viewAs(Tensor &t, std::vector<int64_t> shape) {
+  return TensorView::whole(t.data.data(), plan::DType::F32, std::move(shape));
+}
+
+/// A probe calling kernel `name` on views `inputs` -> `output`, `calls`
+/// times per timed sample. The data and attributes must outlive the probe.
+Probe viewProbe(std::string label, const char *name,
+                std::vector<TensorView> inputs, TensorView output,
+                const std::vector<plan::Attr> &attrs, double window,
+                int calls) {
+  Probe probe;
+  probe.name = std::move(label);
+  probe.window = window;
+  probe.calls = calls;
+  KernelFn kernel = lookupKernel(name);
+  auto args = std::make_shared<KernelArgs>();
+  args->inputs = std::move(inputs);
+  args->outputs.push_back(std::move(output));
+  args->attrs = &attrs;
+  std::string kernelName = name;
+  probe.body = [kernel, args, calls, kernelName]() -> std::string {
+    if (!kernel)
+      return "no native kernel " + kernelName;
+    for (int i = 0; i < calls; ++i)
+      if (std::string err = kernel(*args); !err.empty())
+        return err;
+    return "";
+  };
+  return probe;
+}
 
 /// A probe calling kernel `name` on `inputs` -> `output`, `calls` times per
 /// timed sample. The tensors and attributes must outlive the probe.
@@ -346,6 +389,34 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   Tensor one1({1}), one2({1}), oneOut({1});
   Tensor dy({4096, 1024}), db({1024});
   std::vector<uint8_t> copySrc(64 << 20, 1), copyDst(64 << 20);
+  // Per-kernel costs (kernels with the cost of each output element): at
+  // DeviceModel::kSmallElements and kLargeElements output elements.
+  Tensor k1({1 << 20}), k2({1 << 20}), kOut({1 << 20});
+  Tensor scale({64}), bias({64}), mean({64}), var({64});
+  for (float &v : var.data)
+    v = 1.0f + v * v; // a variance: positive
+  const std::vector<plan::Attr> inference = {[] {
+    plan::Attr attr;
+    attr.name = "training_mode";
+    attr.kind = plan::Attr::Kind::Int;
+    attr.i = 0;
+    return attr;
+  }()};
+  struct KernelShape {
+    const char *kernel;
+    int inputs; ///< same-shape inputs (BatchNormalization: X, then [C] ones)
+    bool rows;  ///< shape [n / 128, 128] (softmax along the rows), else [n]
+    bool batchNorm = false; ///< X [8, C, H, W], C = 32 or 64
+  };
+  const std::vector<KernelShape> kernelShapes = {
+      {"Add", 2, false},          {"Mul", 2, false},
+      {"Sub", 2, false},          {"Relu", 1, false},
+      {"ReluGrad", 2, false},     {"Sigmoid", 1, false},
+      {"SigmoidGrad", 2, false},  {"Tanh", 1, false},
+      {"TanhGrad", 2, false},     {"Gelu", 1, false},
+      {"GeluGrad", 2, false},     {"SGDUpdate", 2, false},
+      {"Softmax", 1, true},       {"SoftmaxGrad", 2, true},
+      {"BatchNormalization", 1, false, true}};
 
   enum ProbeId {
     kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
@@ -404,6 +475,29 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   };
   if (!error.empty())
     return "--calibrate: " + error;
+  // Two probes per kernel: small, large.
+  const size_t firstKernelProbe = probes.size();
+  for (const KernelShape &k : kernelShapes)
+    for (int64_t n : {int64_t(kKernelSmallElements), int64_t(kKernelLargeElements)}) {
+      std::vector<int64_t> shape = {n};
+      if (k.rows)
+        shape = {n / 128, 128};
+      if (k.batchNorm)
+        shape = n == int64_t(kKernelSmallElements)
+                    ? std::vector<int64_t>{8, 32, 8, 8}
+                    : std::vector<int64_t>{8, 64, 32, 64};
+      std::vector<TensorView> inputs = {viewAs(k1, shape)};
+      if (k.inputs == 2)
+        inputs.push_back(viewAs(k2, shape));
+      if (k.batchNorm)
+        for (Tensor *param : {&scale, &bias, &mean, &var})
+          inputs.push_back(viewAs(*param, {shape[1]}));
+      probes.push_back(viewProbe(
+          std::string(k.kernel) + " " + std::to_string(n) + " elements",
+          k.kernel, std::move(inputs), viewAs(kOut, shape),
+          k.batchNorm ? inference : none, 0.05,
+          n == int64_t(kKernelSmallElements) ? 8 : 1));
+    }
 
   for (int round = 0; round < kRounds; ++round)
     for (Probe &probe : probes)
@@ -513,6 +607,23 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   note("latency_seconds " + number(linkLatency) +
        ": a tiny fetch's time less a tiny compute's, at least a 64-byte copy");
 
+  // Kernels by their cost per output element (sorted by name in the JSON
+  // reader; written in this order).
+  std::vector<std::pair<std::string, std::pair<double, double>>> kernelCosts;
+  for (size_t i = 0; i < kernelShapes.size(); ++i) {
+    const Probe &small = probes[firstKernelProbe + 2 * i];
+    const Probe &large = probes[firstKernelProbe + 2 * i + 1];
+    const double perSmall = small.seconds() / kKernelSmallElements;
+    const double perLarge = large.seconds() / kKernelLargeElements;
+    kernelCosts.push_back({kernelShapes[i].kernel, {perSmall, perLarge}});
+    note(std::string(kernelShapes[i].kernel) + ": " + number(perSmall) +
+         " s per element at " + number(kKernelSmallElements) + " elements, " +
+         number(perLarge) + " at " + number(kKernelLargeElements) +
+         " (rounds spread " + number(100 * small.spread()) + "%, " +
+         number(100 * large.spread()) + "%)");
+  }
+  std::sort(kernelCosts.begin(), kernelCosts.end());
+
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   uint64_t memoryBytes =
       pages > 0 && pageSize > 0 ? uint64_t(pages) * uint64_t(pageSize) : 0;
@@ -560,6 +671,12 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
        << "  \"transcendental_flops\": " << number(transcendental) << ",\n"
        << "  \"step_overhead_seconds\": " << number(stepOverhead) << ",\n"
        << "  \"feed_seconds_per_element\": " << number(feed) << ",\n"
+       << "  \"kernels\": {";
+  for (size_t i = 0; i < kernelCosts.size(); ++i)
+    json << (i ? ",\n              " : "") << quoted(kernelCosts[i].first)
+         << ": {\"small\": " << number(kernelCosts[i].second.first)
+         << ", \"large\": " << number(kernelCosts[i].second.second) << "}";
+  json << "},\n"
        << "  \"links\": [{\"name\": \"memcpy\", \"gbps\": "
        << number(linkRate / 1e9)
        << ", \"latency_seconds\": " << number(linkLatency) << "}],\n"

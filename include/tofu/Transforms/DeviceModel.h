@@ -50,6 +50,19 @@ struct DeviceModel {
     double latencySeconds = 0;
   };
 
+  /// What one kernel costs per output element, measured (tofu-run
+  /// --calibrate) at kSmallElements and kLargeElements output elements
+  /// in cache; in between, interpolated in log(elements); outside, the
+  /// nearer one. Replaces the roofline's FLOP term for that kernel (its
+  /// memory term still bounds it: data that do not fit the cache).
+  struct KernelCost {
+    std::string kernel;
+    double smallSecondsPerElement = 0, largeSecondsPerElement = 0;
+    double secondsPerElement(double elements) const;
+  };
+  static constexpr double kSmallElements = 16384;
+  static constexpr double kLargeElements = 1 << 20;
+
   std::string name;
   /// What the device is and where its numbers come from (free text).
   std::string description;
@@ -95,6 +108,10 @@ struct DeviceModel {
   /// The k devices are virtual ones sharing one host (tofu-run's CPU
   /// backend): their work adds up instead of running side by side.
   bool sharedHost = false;
+  /// Measured costs of named kernels, sorted by kernel name.
+  std::vector<KernelCost> kernelCosts;
+  /// The cost of `kernel`, or null.
+  const KernelCost *kernelCost(llvm::StringRef kernel) const;
 
   /// The rates of `dtype` (the f32 entry when it has none; null when the
   /// description lists no rates at all, as hand-built models in tests).

@@ -19,7 +19,9 @@
 // GEMM peak scaled by s(m) * s(n) * s(k), s(x) = x / (x + h), where m, n, k
 // are the tile's GEMM sides (read off the TDL access regions) and h the
 // device's half-efficiency extent: skinny and tiny GEMMs are slow. Other ops
-// run at the vector peak and are usually memory-bound.
+// run at the vector peak and are usually memory-bound; a kernel whose cost
+// per output element the device gives (measured) costs that instead of its
+// FLOPs at the vector peak.
 //
 // Transfer: bytes / link bandwidth + messages * latency.
 //
@@ -74,6 +76,8 @@ struct ShareWork {
   bool empty = false;
   /// A convolution (or its gradient): the device's `conv` rate.
   bool convolution = false;
+  /// The op's name (its kernel's): a device may give its measured cost.
+  llvm::StringRef kernel;
   /// The element type it computes in: a contraction's first operand's,
   /// else its output's.
   tdl::ElemType dtype = tdl::ElemType::F32;

@@ -150,6 +150,24 @@ TEST(DeviceModel, StepOverheadAndFeedAreOptional) {
   EXPECT_EQ(old->cacheBytes, 0);
   has(errorOf(R"({"format": "tofu-device/1", "name": "t", "compute": {"f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}}}, "memory": {"bytes_per_second": 1e9, "cache_bytes": 1048576}, "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": [{"name": "a", "gbps": 1, "latency_seconds": 1e-6}]})"),
       "memory.cache_bytes_per_second: missing");
+  // Kernel costs: read, sorted, round-tripped; each needs small and large.
+  auto kernels = parseDeviceDescription(
+      minimal(R"(, "kernels": {"Tanh": {"small": 9e-9, "large": 5e-9}, "Relu": {"small": 1e-10, "large": 2e-10}})"),
+      "t.json");
+  ASSERT_TRUE(bool(kernels)) << llvm::toString(kernels.takeError());
+  ASSERT_EQ(kernels->kernelCosts.size(), 2u);
+  EXPECT_EQ(kernels->kernelCosts[0].kernel, "Relu");
+  ASSERT_TRUE(kernels->kernelCost("Tanh"));
+  EXPECT_DOUBLE_EQ(kernels->kernelCost("Tanh")->largeSecondsPerElement, 5e-9);
+  auto kernelsAgain =
+      parseDeviceDescription(formatDeviceDescription(*kernels), "again.json");
+  ASSERT_TRUE(bool(kernelsAgain)) << llvm::toString(kernelsAgain.takeError());
+  EXPECT_DOUBLE_EQ(kernelsAgain->kernelCost("Relu")->smallSecondsPerElement,
+                   1e-10);
+  has(errorOf(minimal(R"(, "kernels": {"Tanh": {"small": 9e-9}})")),
+      "kernels.Tanh.large: missing");
+  has(errorOf(minimal(R"(, "kernels": {"Tanh": {"small": 9e-9, "large": 1, "medium": 1}})")),
+      "kernels.Tanh.medium: unknown field");
   // The built-in cpu carries tofu-run's measured ones.
   DeviceModel cpu = DeviceModel::genericCpu();
   EXPECT_GT(cpu.stepOverheadSeconds, 0);

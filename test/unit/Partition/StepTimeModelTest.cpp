@@ -74,6 +74,36 @@ TEST(StepTimeModel, TrafficThatFitsTheCacheStreamsAtItsRate) {
   EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 100 / 1e8);
 }
 
+TEST(StepTimeModel, MeasuredKernelCostReplacesTheFlops) {
+  // ReluGrad measured at 2 ns per element at 16384 elements and 1 ns at
+  // 1M: between them, interpolated in log(elements).
+  DeviceModel device = roundModel();
+  device.kernelCosts = {{"ReluGrad", 2e-9, 1e-9}};
+  const DeviceModel::KernelCost &cost = device.kernelCosts[0];
+  EXPECT_DOUBLE_EQ(cost.secondsPerElement(100), 2e-9);
+  EXPECT_DOUBLE_EQ(cost.secondsPerElement(1 << 20), 1e-9);
+  EXPECT_DOUBLE_EQ(cost.secondsPerElement(1 << 30), 1e-9);
+  EXPECT_NEAR(cost.secondsPerElement(131072), 2e-9 - 0.5e-9, 1e-21);
+  EXPECT_EQ(device.kernelCost("Relu"), nullptr);
+  StepTimeModel model(device);
+  ShareWork work;
+  work.kind = OpClass::Elementwise;
+  work.kernel = "ReluGrad";
+  work.flops = 1000;
+  work.outputElements = 1000;
+  work.bytes = 12000;
+  // 1000 elements x 2 ns = 2 us, below its 12 KB at 1 GB/s (12 us): the
+  // memory bounds it; with 1.2 KB the kernel's cost does.
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 12e-6);
+  work.bytes = 1200;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 2e-6);
+  // Half the share: its own size's cost.
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work, 0.5), 1e-6 + 1e-6);
+  // Another kernel: its FLOPs at the vector rate (1e8).
+  work.kernel = "Relu";
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 1000 / 1e8);
+}
+
 TEST(StepTimeModel, StepOverheadIsFixedPlusFeedPerElement) {
   DeviceModel device = roundModel();
   // A description without the fields: nothing beyond the instructions.
