@@ -64,9 +64,12 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
       op.requiredRegions(output, share.outputBox, share.reductionRanges);
   work.bytes = work.outputBytes;
   double inputElements = 0;
+  work.largestElements = outputElements;
   for (auto [input, region] : llvm::enumerate(regions))
     if (region && op.inputTypes()[input]) {
       inputElements += numElements(*region);
+      work.largestElements = std::max(
+          work.largestElements, static_cast<double>(numElements(*region)));
       work.bytes += static_cast<double>(numElements(*region)) *
                     elementBytes(op.inputTypes()[input]->elem);
     }
@@ -140,7 +143,7 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   double busy = flops / rate;
   if (work.kind != OpClass::Contraction && !work.kernel.empty())
     if (const DeviceModel::KernelCost *cost = device.kernelCost(work.kernel)) {
-      const double elements = work.outputElements * fraction;
+      const double elements = work.largestElements * fraction;
       busy = elements * cost->secondsPerElement(elements);
     }
   double seconds = device.launchSeconds + std::max(busy, memorySeconds(bytes));

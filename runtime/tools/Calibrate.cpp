@@ -26,11 +26,14 @@
 //                      virtual devices does): bytes / time; latency: a tiny
 //                      fetch's time less a tiny compute's, at least the time
 //                      of a 64-byte copy
-//  kernels             per output element, each of Add, Mul, Sub, Relu,
-//                      ReluGrad, Sigmoid, SigmoidGrad, Tanh, TanhGrad, Gelu,
-//                      GeluGrad, SGDUpdate, Softmax, SoftmaxGrad (rows of
-//                      128) and BatchNormalization (inference, X [8, C, H,
-//                      W]) at 16384 and 1M output elements
+//  kernels             per element of the largest operand, each of Add,
+//                      Mul, Sub, Relu, ReluGrad, Sigmoid, SigmoidGrad, Tanh,
+//                      TanhGrad, Gelu, GeluGrad, SGDUpdate (flat), Softmax,
+//                      SoftmaxGrad, LayerNormalization, the softmax cross
+//                      entropy loss and its gradient, BiasGrad (rows of 128)
+//                      and ConvBiasGrad, BatchNormalization and its gradient
+//                      (inference mode; X [8, C, H, W]), at 16384 and 1M
+//                      elements
 //  (reduction)         BiasGrad kernel, [4096, 1024] -> [1024]: recorded in
 //                      the sources (vector work; not a separate class)
 //  memory.bytes        the host's physical memory (sysconf)
@@ -392,7 +395,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   // Per-kernel costs (kernels with the cost of each output element): at
   // DeviceModel::kSmallElements and kLargeElements output elements.
   Tensor k1({1 << 20}), k2({1 << 20}), kOut({1 << 20});
-  Tensor scale({64}), bias({64}), mean({64}), var({64});
+  Tensor scale({128}), bias({128}), mean({128}), var({128});
   for (float &v : var.data)
     v = 1.0f + v * v; // a variance: positive
   const std::vector<plan::Attr> inference = {[] {
@@ -402,22 +405,55 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     attr.i = 0;
     return attr;
   }()};
+  // Integer labels (classes < 128) and a scalar gradient for the losses.
+  std::vector<int64_t> labels(8192);
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<int64_t>((i * 37) % 128);
+  float dloss = 1.0f;
+  /// How a kernel's operands are laid out for a probe of `n` elements of
+  /// its largest operand: [n] same-shape operands, rows of 128 (softmax,
+  /// norms, losses along the rows), or X [8, C, H, W] (C = 32, 64).
+  enum class Layout { Flat, Rows, Image };
   struct KernelShape {
     const char *kernel;
-    int inputs; ///< same-shape inputs (BatchNormalization: X, then [C] ones)
-    bool rows;  ///< shape [n / 128, 128] (softmax along the rows), else [n]
-    bool batchNorm = false; ///< X [8, C, H, W], C = 32 or 64
+    Layout layout;
+    int sameShape; ///< inputs of the largest operand's shape, first
+    enum Extra { None, ChannelParams, RowParams, Labels, LossGrad } extra;
+    enum Out { Same, Channels, Columns, Scalar } out;
+    const std::vector<plan::Attr> *attrs;
   };
   const std::vector<KernelShape> kernelShapes = {
-      {"Add", 2, false},          {"Mul", 2, false},
-      {"Sub", 2, false},          {"Relu", 1, false},
-      {"ReluGrad", 2, false},     {"Sigmoid", 1, false},
-      {"SigmoidGrad", 2, false},  {"Tanh", 1, false},
-      {"TanhGrad", 2, false},     {"Gelu", 1, false},
-      {"GeluGrad", 2, false},     {"SGDUpdate", 2, false},
-      {"Softmax", 1, true},       {"SoftmaxGrad", 2, true},
-      {"BatchNormalization", 1, false, true}};
-
+      {"Add", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Mul", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Sub", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Relu", Layout::Flat, 1, KernelShape::None, KernelShape::Same, &none},
+      {"ReluGrad", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Sigmoid", Layout::Flat, 1, KernelShape::None, KernelShape::Same, &none},
+      {"SigmoidGrad", Layout::Flat, 2, KernelShape::None, KernelShape::Same,
+       &none},
+      {"Tanh", Layout::Flat, 1, KernelShape::None, KernelShape::Same, &none},
+      {"TanhGrad", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Gelu", Layout::Flat, 1, KernelShape::None, KernelShape::Same, &none},
+      {"GeluGrad", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"SGDUpdate", Layout::Flat, 2, KernelShape::None, KernelShape::Same,
+       &none},
+      {"Softmax", Layout::Rows, 1, KernelShape::None, KernelShape::Same, &none},
+      {"SoftmaxGrad", Layout::Rows, 2, KernelShape::None, KernelShape::Same,
+       &none},
+      {"LayerNormalization", Layout::Rows, 1, KernelShape::RowParams,
+       KernelShape::Same, &none},
+      {"SoftmaxCrossEntropyLoss", Layout::Rows, 1, KernelShape::Labels,
+       KernelShape::Scalar, &none},
+      {"SoftmaxCrossEntropyLossGrad", Layout::Rows, 0, KernelShape::LossGrad,
+       KernelShape::Same, &none},
+      {"BiasGrad", Layout::Rows, 1, KernelShape::None, KernelShape::Columns,
+       &none},
+      {"ConvBiasGrad", Layout::Image, 1, KernelShape::None,
+       KernelShape::Channels, &none},
+      {"BatchNormalization", Layout::Image, 1, KernelShape::ChannelParams,
+       KernelShape::Same, &inference},
+      {"BatchNormalizationGrad", Layout::Image, 2, KernelShape::ChannelParams,
+       KernelShape::Same, &inference}};
   enum ProbeId {
     kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
     kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kCacheAdd, kL3Add,
@@ -478,25 +514,46 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   // Two probes per kernel: small, large.
   const size_t firstKernelProbe = probes.size();
   for (const KernelShape &k : kernelShapes)
-    for (int64_t n : {int64_t(kKernelSmallElements), int64_t(kKernelLargeElements)}) {
+    for (int64_t n :
+         {int64_t(kKernelSmallElements), int64_t(kKernelLargeElements)}) {
+      const bool small = n == int64_t(kKernelSmallElements);
       std::vector<int64_t> shape = {n};
-      if (k.rows)
+      if (k.layout == Layout::Rows)
         shape = {n / 128, 128};
-      if (k.batchNorm)
-        shape = n == int64_t(kKernelSmallElements)
-                    ? std::vector<int64_t>{8, 32, 8, 8}
-                    : std::vector<int64_t>{8, 64, 32, 64};
-      std::vector<TensorView> inputs = {viewAs(k1, shape)};
-      if (k.inputs == 2)
-        inputs.push_back(viewAs(k2, shape));
-      if (k.batchNorm)
-        for (Tensor *param : {&scale, &bias, &mean, &var})
+      if (k.layout == Layout::Image)
+        shape = small ? std::vector<int64_t>{8, 32, 8, 8}
+                      : std::vector<int64_t>{8, 64, 32, 64};
+      std::vector<TensorView> inputs;
+      if (k.extra == KernelShape::LossGrad)
+        inputs.push_back(TensorView::whole(&dloss, plan::DType::F32, {}));
+      for (int i = 0; i < std::max(k.sameShape, k.extra == KernelShape::LossGrad ? 1 : 0); ++i)
+        inputs.push_back(viewAs(i == 0 ? k1 : k2, shape));
+      if (k.extra == KernelShape::ChannelParams) {
+        // BatchNormalization: scale, B, mean, var; its gradient: scale,
+        // mean, var.
+        std::vector<Tensor *> params = {&scale, &bias, &mean, &var};
+        if (k.sameShape == 2)
+          params = {&scale, &mean, &var};
+        for (Tensor *param : params)
           inputs.push_back(viewAs(*param, {shape[1]}));
-      probes.push_back(viewProbe(
-          std::string(k.kernel) + " " + std::to_string(n) + " elements",
-          k.kernel, std::move(inputs), viewAs(kOut, shape),
-          k.batchNorm ? inference : none, 0.05,
-          n == int64_t(kKernelSmallElements) ? 8 : 1));
+      }
+      if (k.extra == KernelShape::RowParams)
+        for (Tensor *param : {&scale, &bias})
+          inputs.push_back(viewAs(*param, {128}));
+      if (k.extra == KernelShape::Labels || k.extra == KernelShape::LossGrad)
+        inputs.push_back(
+            TensorView::whole(labels.data(), plan::DType::I64, {shape[0]}));
+      TensorView output = viewAs(kOut, shape);
+      if (k.out == KernelShape::Channels)
+        output = viewAs(kOut, {shape[1]});
+      if (k.out == KernelShape::Columns)
+        output = viewAs(kOut, {shape[1]});
+      if (k.out == KernelShape::Scalar)
+        output = viewAs(kOut, {});
+      probes.push_back(viewProbe(std::string(k.kernel) + " " +
+                                     std::to_string(n) + " elements",
+                                 k.kernel, std::move(inputs), output,
+                                 *k.attrs, 0.05, small ? 8 : 1));
     }
 
   for (int round = 0; round < kRounds; ++round)

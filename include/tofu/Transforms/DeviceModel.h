@@ -50,8 +50,8 @@ struct DeviceModel {
     double latencySeconds = 0;
   };
 
-  /// What one kernel costs per output element, measured (tofu-run
-  /// --calibrate) at kSmallElements and kLargeElements output elements
+  /// What one kernel costs per element of its largest operand, measured
+  /// (tofu-run --calibrate) at kSmallElements and kLargeElements elements
   /// in cache; in between, interpolated in log(elements); outside, the
   /// nearer one. Replaces the roofline's FLOP term for that kernel (its
   /// memory term still bounds it: data that do not fit the cache).

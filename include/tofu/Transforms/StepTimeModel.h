@@ -20,8 +20,8 @@
 // are the tile's GEMM sides (read off the TDL access regions) and h the
 // device's half-efficiency extent: skinny and tiny GEMMs are slow. Other ops
 // run at the vector peak and are usually memory-bound; a kernel whose cost
-// per output element the device gives (measured) costs that instead of its
-// FLOPs at the vector peak.
+// per element of its largest operand the device gives (measured) costs that
+// instead of its FLOPs at the vector peak.
 //
 // Transfer: bytes / link bandwidth + messages * latency.
 //
@@ -89,6 +89,9 @@ struct ShareWork {
   /// program (StepPrediction.cpp).
   double outputElements = 0;
   double transcendentals = 0;
+  /// Elements of its largest operand (an input's required region or the
+  /// output box): what a measured kernel cost is per.
+  double largestElements = 0;
 };
 
 /// The op class of a TDL op.

@@ -90,7 +90,8 @@ TEST(StepTimeModel, MeasuredKernelCostReplacesTheFlops) {
   work.kind = OpClass::Elementwise;
   work.kernel = "ReluGrad";
   work.flops = 1000;
-  work.outputElements = 1000;
+  work.outputElements = 500; // a reduction's: its input's 1000 count
+  work.largestElements = 1000;
   work.bytes = 12000;
   // 1000 elements x 2 ns = 2 us, below its 12 KB at 1 GB/s (12 us): the
   // memory bounds it; with 1.2 KB the kernel's cost does.
