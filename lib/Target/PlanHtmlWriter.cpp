@@ -366,13 +366,14 @@ void PlanHtmlWriter::writeTimeline() {
   const StepPrediction &p = *prediction;
   out += llvm::formatv(
       "<h2>Predicted timeline</h2>\n<p id=\"predicted\">step {0:e3} s on "
-      "{1} ({2}): compute {3:e3} s, transfers {4:e3} s, copies {5:e3} s; "
-      "{6:f1} samples/s</p>\n",
+      "{1} ({2}): compute {3:e3} s, transfers {4:e3} s, copies {5:e3} s, "
+      "step overhead {7:e3} s (not drawn); {6:f1} samples/s</p>\n",
       p.stepSeconds, escape(p.device),
       p.sharedHost ? "one shared host: the devices' work adds up"
                    : "side by side: each seq level waits for its slowest "
                      "device",
-      p.computeSeconds, p.commSeconds(), p.copySeconds, p.samplesPerSecond);
+      p.computeSeconds, p.commSeconds(), p.copySeconds, p.samplesPerSecond,
+      p.overheadSeconds);
   out += "<div class=\"legend\"><div><span class=\"swatch\" "
          "style=\"background:#4a7fc1\"></span>compute</div><div><span "
          "class=\"swatch\" style=\"background:#e0a030\"></span>copies "
@@ -382,6 +383,10 @@ void PlanHtmlWriter::writeTimeline() {
   int64_t shown = std::min<int64_t>(
       static_cast<int64_t>(p.devices.size()), StepPrediction::kTimelineDevices);
   int64_t hidden = 0;
+  // The bars draw the instructions: the step less its overhead.
+  const double drawn = p.stepSeconds - p.overheadSeconds > 0
+                           ? p.stepSeconds - p.overheadSeconds
+                           : p.stepSeconds;
   for (int64_t d = 0; d < shown; ++d) {
     out += llvm::formatv("<tr><td>device {0}</td><td><div class=\"timeline\" "
                          "data-device=\"{0}\">",
@@ -394,14 +399,14 @@ void PlanHtmlWriter::writeTimeline() {
            {std::pair<double, const char *>{span.compute, "compute"},
             {span.copy, "copy"},
             {span.comm, "comm"}}) {
-        double share = seconds / p.stepSeconds;
+        double share = seconds / drawn;
         if (seconds > 0 && share < kMinSpanShare)
           ++hidden;
         if (seconds > 0 && share >= kMinSpanShare)
           out += llvm::formatv(
               "<span class=\"{0}\" style=\"left:{1:f3}%;width:{2:f3}%\" "
               "title=\"seq {3} {4}: {0} {5:e2} s\"></span>",
-              kind, 100 * at / p.stepSeconds, 100 * share, span.seq,
+              kind, 100 * at / drawn, 100 * share, span.seq,
               escape(span.op), seconds);
         at += seconds;
       }
@@ -411,10 +416,11 @@ void PlanHtmlWriter::writeTimeline() {
   out += "</table>\n";
   out += llvm::formatv(
       "<p class=\"note\">The step predicted from the device description "
-      "(docs/DeviceModel.md, \"Prediction\"), from 0 at the left to {0:e3} "
-      "s at the right; hover a span for its seq level, op and seconds. {1} "
-      "spans under {2}% of the step are not drawn.{3}</p>\n",
-      p.stepSeconds, hidden, kMinSpanShare * 100,
+      "(docs/DeviceModel.md, \"Prediction\"), its instructions from 0 at "
+      "the left to {0:e3} s at the right (the step overhead is not drawn); "
+      "hover a span for its seq level, op and seconds. {1} spans under {2}% "
+      "of the drawn step are not drawn.{3}</p>\n",
+      drawn, hidden, kMinSpanShare * 100,
       static_cast<int64_t>(p.devices.size()) > shown
           ? llvm::formatv(" Devices {0} to {1} are not drawn "
                           "(--dump-plan=json has every device's times).",

@@ -48,32 +48,35 @@ struct InstrTime {
   }
 };
 
-/// The transcendental functions (exp, log, sqrt, tanh, erf, sigmoid, pow)
-/// of an expression program: each node once, however often a reduction
-/// around it would evaluate it (a kernel computes a softmax's exp once per
-/// element).
-double countTranscendentals(const plan::ExprProgram &program) {
-  double count = 0;
-  for (const plan::ExprNode &node : program.nodes) {
-    if (node.kind == plan::ExprNode::Kind::Binary &&
-        node.binary == plan::BinaryOp::Pow)
-      count += 1;
-    if (node.kind != plan::ExprNode::Kind::Call)
-      continue;
-    switch (node.function) {
-    case plan::Function::Exp:
-    case plan::Function::Log:
-    case plan::Function::Sqrt:
-    case plan::Function::Tanh:
-    case plan::Function::Erf:
-    case plan::Function::Sigmoid:
-      count += 1;
-      break;
-    default:
-      break;
+/// Whether `node` of `program` is a transcendental function (exp, log,
+/// sqrt, tanh, erf, sigmoid, pow; not a square, pow(x, 2), which kernels
+/// compute as x * x).
+bool isTranscendental(const plan::ExprProgram &program,
+                      const plan::ExprNode &node) {
+  if (node.kind == plan::ExprNode::Kind::Binary) {
+    if (node.binary != plan::BinaryOp::Pow)
+      return false;
+    if (node.operands.size() == 2 && node.operands[1] >= 0 &&
+        static_cast<size_t>(node.operands[1]) < program.nodes.size()) {
+      const plan::ExprNode &exponent = program.nodes[node.operands[1]];
+      if (exponent.kind == plan::ExprNode::Kind::Const && exponent.value == 2)
+        return false;
     }
+    return true;
   }
-  return count;
+  if (node.kind != plan::ExprNode::Kind::Call)
+    return false;
+  switch (node.function) {
+  case plan::Function::Exp:
+  case plan::Function::Log:
+  case plan::Function::Sqrt:
+  case plan::Function::Tanh:
+  case plan::Function::Erf:
+  case plan::Function::Sigmoid:
+    return true;
+  default:
+    return false;
+  }
 }
 
 /// What the prediction needs of one compute op.
@@ -84,6 +87,51 @@ struct OpInfo {
 };
 
 } // namespace
+
+/// The transcendental functions (exp, log, sqrt, tanh, erf, sigmoid, pow)
+/// an expression program evaluates per output element, as a kernel
+/// evaluates them: each node once per distinct value of the index
+/// variables it depends on (those its subtree reads and does not bind in a
+/// reduction of its own). So tanh(X[i]) counts 1, a softmax's exp inside
+/// its row sum 1 (once per element of the row, not once per output element
+/// and row element), a batch norm's sqrt of its channel variance C / (N C
+/// H W): once per channel.
+double transcendentalsPerOutputElement(const plan::ExprProgram &program) {
+  const size_t vars = program.varExtents.size();
+  double outputs = 1;
+  for (int32_t v : program.outputVars)
+    if (v >= 0 && static_cast<size_t>(v) < vars)
+      outputs *= static_cast<double>(program.varExtents[v]);
+  if (outputs <= 0)
+    return 0;
+  // The free variables of every node (operands precede their users).
+  std::vector<std::vector<bool>> free(program.nodes.size(),
+                                      std::vector<bool>(vars, false));
+  double evaluations = 0;
+  for (size_t i = 0; i < program.nodes.size(); ++i) {
+    const plan::ExprNode &node = program.nodes[i];
+    std::vector<bool> &mine = free[i];
+    for (int32_t operand : node.operands)
+      if (operand >= 0 && static_cast<size_t>(operand) < i)
+        for (size_t v = 0; v < vars; ++v)
+          mine[v] = mine[v] || free[operand][v];
+    if (node.kind == plan::ExprNode::Kind::Var && node.var >= 0 &&
+        static_cast<size_t>(node.var) < vars)
+      mine[node.var] = true;
+    if (node.kind == plan::ExprNode::Kind::Reduce)
+      for (int32_t v : node.vars)
+        if (v >= 0 && static_cast<size_t>(v) < vars)
+          mine[v] = false;
+    if (!isTranscendental(program, node))
+      continue;
+    double count = 1;
+    for (size_t v = 0; v < vars; ++v)
+      if (mine[v])
+        count *= static_cast<double>(program.varExtents[v]);
+    evaluations += count;
+  }
+  return evaluations / outputs;
+}
 
 llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
                                            const plan::Plan &plan,
@@ -185,7 +233,7 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         work.partial = false;
         // The instruction's program is its output's (one per output).
         if (!instr.programs().empty())
-          work.transcendentals = countTranscendentals(
+          work.transcendentals = transcendentalsPerOutputElement(
               instr.programs()[instr.programs().size() == 1 ? 0 : output]);
         time.compute = model.computeSeconds(work);
         byKernel[instr.kernel] += time.compute;
@@ -219,12 +267,18 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
           // A copy reads and writes each local byte; a reduction also
           // reads what it adds to, for every piece.
           time.copy = device.launchSeconds +
-                      (2 * local + (reduce ? 2 * all : 0)) /
-                          device.memoryBytesPerSecond;
+                      model.memorySeconds(2 * local + (reduce ? 2 * all : 0));
+          // Virtual devices on one host copy between their arenas: a
+          // transfer whose traffic fits in the cache runs at its rate, not
+          // the link's (a large memcpy's).
+          const bool inCache = device.sharedHost && device.cacheBytes > 0 &&
+                               2 * all <= device.cacheBytes;
           for (size_t s = 0; s < numSteps; ++s)
             if (remote[s] > 0)
-              time.comm[s] = remote[s] / (result.links[s].gbps * 1e9) +
-                             messages[s] * result.links[s].latencySeconds;
+              time.comm[s] =
+                  (inCache ? 2 * remote[s] / device.cacheBytesPerSecond
+                           : remote[s] / (result.links[s].gbps * 1e9)) +
+                  messages[s] * result.links[s].latencySeconds;
         }
       }
       dev.computeSeconds += time.compute;
@@ -287,8 +341,24 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
     add(times[slowest]);
     clock += times[slowest].total();
   }
-  result.stepSeconds =
-      result.computeSeconds + result.copySeconds + result.commSeconds();
+  // The step's own work: the input and label buffers fed each step.
+  {
+    uint64_t most = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      uint64_t elements = 0;
+      for (const plan::Buffer &buffer : plan.devices[d].buffers) {
+        plan::TensorRole role = plan.tensors[buffer.tensor].role;
+        if (role == plan::TensorRole::Input || role == plan::TensorRole::Label)
+          elements += static_cast<uint64_t>(buffer.region.numElements());
+      }
+      result.fedElements += elements;
+      most = std::max(most, elements);
+    }
+    result.overheadSeconds = model.stepOverheadSeconds(
+        static_cast<double>(device.sharedHost ? result.fedElements : most));
+  }
+  result.stepSeconds = result.computeSeconds + result.copySeconds +
+                       result.commSeconds() + result.overheadSeconds;
   for (int64_t d = 0; d < k; ++d) {
     result.busiestDeviceSeconds = std::max(
         result.busiestDeviceSeconds, result.devices[d].busySeconds());
@@ -375,14 +445,15 @@ std::string formatPredictionText(const StepPrediction &p) {
   llvm::raw_string_ostream os(text);
   os << llvm::formatv(
       "predicted step time: {0:e3} s on {1} ({2} devices, {3}): compute "
-      "{4:e3} s + transfers {5:e3} s + copies {6:e3} s; {7:f1} samples/s "
-      "(batch {8}); busiest device {9:e3} s\n",
+      "{4:e3} s + transfers {5:e3} s + copies {6:e3} s + step overhead "
+      "{10:e3} s ({11} elements fed); {7:f1} samples/s (batch {8}); busiest "
+      "device {9:e3} s\n",
       p.stepSeconds, p.device, p.devices.size(),
       p.sharedHost ? "one shared host: all devices' work adds up"
                    : "side by side, each seq level waits for its slowest "
                      "device, no overlap within a device",
       p.computeSeconds, p.commSeconds(), p.copySeconds, p.samplesPerSecond,
-      p.batchSize, p.busiestDeviceSeconds);
+      p.batchSize, p.busiestDeviceSeconds, p.overheadSeconds, p.fedElements);
   for (size_t s = 0; s < p.links.size(); ++s)
     os << llvm::formatv("  step {0} transfers: {1:e3} s over {2} at {3} GB/s "
                         "(latency {4:e1} s); {5} bytes received, at most {6} "

@@ -39,7 +39,8 @@ constexpr llvm::StringLiteral kCpuJson = R"json({
     "bench/time_objective.md: an out-of-place add of 64 MiB streams 11 GB/s; a tiny torch op costs 5 us",
     "free -b on the build machine: 25276514304 bytes of host memory",
     "transcendental_flops: tofu-run --calibrate, 2026-11-26 (load average 8): the Tanh kernel on 16384 in-cache floats takes 58.6 times the Add kernel's time",
-    "links: a copy between virtual devices reads and writes each byte: half the 10 GB/s stream rate (assumed)"
+    "links: a copy between virtual devices reads and writes each byte: half the 10 GB/s stream rate (assumed)",
+    "step_overhead_seconds, feed_seconds_per_element: tofu-run --calibrate, 2026-11-26 20:45-21:05 UTC, five calibrations at load average 3.5-4.6 (feed 1.06e-8 to 1.11e-8 s per element, empty step 7e-8 s): the executor's step of a plan without instructions, and of one feeding features [32,3,32,32] and labels [32] of synthetic data, per element"
   ],
   "compute": {
     "f32": {"gemm": {"peak_flops": 70e9, "efficiency": 1},
@@ -50,6 +51,8 @@ constexpr llvm::StringLiteral kCpuJson = R"json({
   "launch_seconds": 5e-6,
   "gemm_half_extent": 32,
   "transcendental_flops": 58,
+  "step_overhead_seconds": 7e-8,
+  "feed_seconds_per_element": 1.1e-8,
   "links": [{"name": "memcpy", "gbps": 5, "latency_seconds": 2e-6}],
   "shared_host": true
 })json";
@@ -62,7 +65,8 @@ constexpr llvm::StringLiteral kK80Json = R"json({
     "NVIDIA Tesla K80 datasheet (2014): per board 8.73 TFLOP/s FP32 and 2.91 TFLOP/s FP64 with GPU Boost, 24 GB GDDR5, 480 GB/s; two GPUs per board: 4.37 / 1.46 TFLOP/s, 12 GB, 240 GB/s per GPU",
     "Tofu paper (papers/tofu-eurosys19.txt, section 7): 8 K80 GPUs with 12GB each, PCI-e peer-to-peer bandwidth 21 GB/s",
     "efficiencies assumed: cuBLAS sgemm ~70% of Kepler peak, cuDNN convolution ~55%, ECC GDDR5 streams ~70% of its peak",
-    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 3.7: 192 FP32 vs 32 special-function results per clock per SM"
+    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 3.7: 192 FP32 vs 32 special-function results per clock per SM",
+    "feed_seconds_per_element: tofu-run's CUDA backend copies each step's input and label buffers from pinned host memory (runtime/cuda/CudaFeed.h): 4 bytes over PCI Express 3.0 x16 at ~12 GB/s achieved (assumed, of 15.75 GB/s per direction)"
   ],
   "compute": {
     "f32": {"gemm": {"peak_flops": 4.37e12, "efficiency": 0.7},
@@ -76,6 +80,7 @@ constexpr llvm::StringLiteral kK80Json = R"json({
   "launch_seconds": 7e-6,
   "gemm_half_extent": 96,
   "transcendental_flops": 6,
+  "feed_seconds_per_element": 3.3e-10,
   "links": [{"name": "pcie", "gbps": 21, "latency_seconds": 15e-6}]
 })json";
 
@@ -87,7 +92,8 @@ constexpr llvm::StringLiteral kV100Json = R"json({
     "NVIDIA Tesla V100 datasheet (SXM2): 15.7 TFLOP/s FP32, 7.8 TFLOP/s FP64, 125 TFLOP/s tensor (FP16), 16 GB HBM2 at 900 GB/s, NVLink 300 GB/s (both directions: 150 GB/s received per GPU)",
     "PCI Express 3.0 x16: 15.75 GB/s per direction, ~12 GB/s achieved (assumed)",
     "efficiencies assumed: cuBLAS sgemm ~85% of peak, convolution ~70%, HBM2 streams ~85%; tensor-core GEMMs ~65%",
-    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 7.0: 64 FP32 vs 16 special-function results per clock per SM"
+    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 7.0: 64 FP32 vs 16 special-function results per clock per SM",
+    "feed_seconds_per_element: each step's input and label buffers are copied from pinned host memory (runtime/cuda/CudaFeed.h): 4 bytes over PCIe 3.0 at ~12 GB/s (above)"
   ],
   "compute": {
     "f32": {"gemm": {"peak_flops": 15.7e12, "efficiency": 0.85},
@@ -104,6 +110,7 @@ constexpr llvm::StringLiteral kV100Json = R"json({
   "launch_seconds": 5e-6,
   "gemm_half_extent": 128,
   "transcendental_flops": 4,
+  "feed_seconds_per_element": 3.3e-10,
   "links": [{"name": "nvlink", "gbps": 150, "latency_seconds": 10e-6},
             {"name": "pcie", "gbps": 12, "latency_seconds": 15e-6}]
 })json";
@@ -116,7 +123,8 @@ constexpr llvm::StringLiteral kA100Json = R"json({
     "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB): 19.5 TFLOP/s FP32, 9.7 TFLOP/s FP64 (19.5 tensor), 312 TFLOP/s BF16/FP16 tensor (dense), 80 GB HBM2e at 2039 GB/s, NVLink 600 GB/s (300 GB/s received per GPU)",
     "PCI Express 4.0 x16: 31.5 GB/s per direction, ~25 GB/s achieved (assumed)",
     "efficiencies assumed: cuBLAS sgemm ~90% of peak, convolution ~70%, HBM2e streams ~85%; tensor-core GEMMs ~70%",
-    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 8.0: 64 FP32 vs 16 special-function results per clock per SM"
+    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 8.0: 64 FP32 vs 16 special-function results per clock per SM",
+    "feed_seconds_per_element: each step's input and label buffers are copied from pinned host memory (runtime/cuda/CudaFeed.h): 4 bytes over PCIe 4.0 at ~25 GB/s (above)"
   ],
   "compute": {
     "f32": {"gemm": {"peak_flops": 19.5e12, "efficiency": 0.9},
@@ -136,6 +144,7 @@ constexpr llvm::StringLiteral kA100Json = R"json({
   "launch_seconds": 5e-6,
   "gemm_half_extent": 128,
   "transcendental_flops": 4,
+  "feed_seconds_per_element": 1.6e-10,
   "links": [{"name": "nvlink", "gbps": 300, "latency_seconds": 10e-6},
             {"name": "pcie", "gbps": 25, "latency_seconds": 15e-6}]
 })json";
@@ -151,7 +160,8 @@ constexpr llvm::StringLiteral kH100Json = R"json({
     "NVIDIA H100 Tensor Core GPU datasheet (SXM5): 67 TFLOP/s FP32, 67 TFLOP/s FP64 tensor (34 vector), 989 TFLOP/s BF16/FP16 tensor (dense; 1979 with sparsity), 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s (450 GB/s received per GPU)",
     "NVIDIA ConnectX-7 / NDR InfiniBand: 400 Gb/s = 50 GB/s per GPU (one NIC per GPU, as in DGX H100)",
     "efficiencies assumed: cuBLAS sgemm ~80% of peak (54 TFLOP/s; tiles of ~128 per side fill 132 SMs), vector work 45%, HBM3 streams ~90% (3.0 TB/s), tensor-core GEMMs ~65%; kernel launch ~5 us, an NCCL / peer-to-peer message ~10 us",
-    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 9.0: 128 FP32 vs 16 special-function results per clock per SM"
+    "transcendental_flops: CUDA C Programming Guide, arithmetic instruction throughput, compute capability 9.0: 128 FP32 vs 16 special-function results per clock per SM",
+    "feed_seconds_per_element: each step's input and label buffers are copied from pinned host memory (runtime/cuda/CudaFeed.h): 4 bytes over PCI Express 5.0 x16 at ~50 GB/s achieved (assumed, of 63 GB/s per direction)"
   ],
   "compute": {
     "f32": {"gemm": {"peak_flops": 67e12, "efficiency": 0.8059701492537313},
@@ -171,6 +181,7 @@ constexpr llvm::StringLiteral kH100Json = R"json({
   "launch_seconds": 5e-6,
   "gemm_half_extent": 128,
   "transcendental_flops": 8,
+  "feed_seconds_per_element": 8e-11,
   "links": [{"name": "nvlink", "gbps": 450, "latency_seconds": 10e-6},
             {"name": "ib", "gbps": 50, "latency_seconds": 20e-6}]
 })json";
@@ -327,6 +338,26 @@ DeviceModel::ratesOf(tdl::ElemType dtype) const {
   return f32;
 }
 
+const DeviceModel::KernelCost *
+DeviceModel::kernelCost(llvm::StringRef kernel) const {
+  auto it = llvm::lower_bound(kernelCosts, kernel,
+                              [](const KernelCost &cost, llvm::StringRef k) {
+                                return llvm::StringRef(cost.kernel) < k;
+                              });
+  return it != kernelCosts.end() && it->kernel == kernel ? &*it : nullptr;
+}
+
+double DeviceModel::KernelCost::secondsPerElement(double elements) const {
+  if (elements <= kSmallElements)
+    return smallSecondsPerElement;
+  if (elements >= kLargeElements)
+    return largeSecondsPerElement;
+  const double at = std::log(elements / kSmallElements) /
+                    std::log(kLargeElements / kSmallElements);
+  return smallSecondsPerElement +
+         at * (largeSecondsPerElement - smallSecondsPerElement);
+}
+
 const DeviceModel::Link *DeviceModel::linkNamed(llvm::StringRef level) const {
   for (const Link &link : links)
     if (link.name == level)
@@ -376,6 +407,7 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
           *root, "",
           {"format", "name", "description", "sources", "compute", "memory",
            "launch_seconds", "gemm_half_extent", "transcendental_flops",
+           "step_overhead_seconds", "feed_seconds_per_element", "kernels",
            "links", "shared_host"}))
     return std::move(err);
   auto format = root->getString("format");
@@ -464,7 +496,9 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
   if (!memory)
     return memory.takeError();
   if (llvm::Error err = reader.onlyKnown(
-          **memory, "memory", {"bytes", "bytes_per_second", "efficiency"}))
+          **memory, "memory",
+          {"bytes", "bytes_per_second", "efficiency", "cache_bytes",
+           "cache_bytes_per_second"}))
     return std::move(err);
   auto bandwidth = reader.positive(**memory, "bytes_per_second",
                                    "memory.bytes_per_second");
@@ -477,6 +511,19 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
     if (!efficiency)
       return efficiency.takeError();
     model.memoryBytesPerSecond *= *efficiency;
+  }
+  if ((*memory)->get("cache_bytes") || (*memory)->get("cache_bytes_per_second")) {
+    // Both or neither: a cache level is its size and its rate.
+    auto size = reader.positive(**memory, "cache_bytes", "memory.cache_bytes",
+                                std::ldexp(1.0, 50));
+    if (!size)
+      return size.takeError();
+    auto rate = reader.positive(**memory, "cache_bytes_per_second",
+                                "memory.cache_bytes_per_second");
+    if (!rate)
+      return rate.takeError();
+    model.cacheBytes = *size;
+    model.cacheBytesPerSecond = *rate;
   }
   if ((*memory)->get("bytes")) {
     // At most 2^60 bytes (an exabyte): beyond is a typo, not a device.
@@ -507,6 +554,52 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
     if (!flops)
       return flops.takeError();
     model.transcendentalFlops = *flops;
+  }
+
+  if (root->get("step_overhead_seconds")) {
+    auto seconds = reader.positive(*root, "step_overhead_seconds",
+                                   "step_overhead_seconds", 1);
+    if (!seconds)
+      return seconds.takeError();
+    model.stepOverheadSeconds = *seconds;
+  }
+  if (root->get("feed_seconds_per_element")) {
+    auto seconds = reader.positive(*root, "feed_seconds_per_element",
+                                   "feed_seconds_per_element", 1e-3);
+    if (!seconds)
+      return seconds.takeError();
+    model.feedSecondsPerElement = *seconds;
+  }
+
+  if (const llvm::json::Value *value = root->get("kernels")) {
+    const llvm::json::Object *kernels = value->getAsObject();
+    if (!kernels)
+      return reader.fail("kernels", "expected an object {kernel: {small, "
+                                    "large}}, got " +
+                                        DescriptionReader::kindOf(*value));
+    std::vector<std::string> names;
+    for (const auto &entry : *kernels)
+      names.push_back(entry.first.str());
+    llvm::sort(names);
+    for (const std::string &kernel : names) {
+      std::string path = "kernels." + DescriptionReader::printable(kernel);
+      auto cost = reader.object(*kernels, kernel, path);
+      if (!cost)
+        return cost.takeError();
+      if (llvm::Error err = reader.onlyKnown(**cost, path, {"small", "large"}))
+        return std::move(err);
+      DeviceModel::KernelCost parsed;
+      parsed.kernel = kernel;
+      auto small = reader.positive(**cost, "small", path + ".small", 1e-3);
+      if (!small)
+        return small.takeError();
+      auto large = reader.positive(**cost, "large", path + ".large", 1e-3);
+      if (!large)
+        return large.takeError();
+      parsed.smallSecondsPerElement = *small;
+      parsed.largeSecondsPerElement = *large;
+      model.kernelCosts.push_back(std::move(parsed));
+    }
   }
 
   const llvm::json::Value *linksValue = root->get("links");
@@ -612,6 +705,10 @@ std::string formatDeviceDescription(const DeviceModel &model) {
   llvm::json::Object memory{{"bytes_per_second", model.memoryBytesPerSecond}};
   if (model.memoryBytes)
     memory["bytes"] = static_cast<int64_t>(model.memoryBytes);
+  if (model.cacheBytes > 0) {
+    memory["cache_bytes"] = model.cacheBytes;
+    memory["cache_bytes_per_second"] = model.cacheBytesPerSecond;
+  }
   llvm::json::Object root{{"format", "tofu-device/1"},
                           {"name", model.name},
                           {"compute", std::move(compute)},
@@ -621,6 +718,19 @@ std::string formatDeviceDescription(const DeviceModel &model) {
                           {"transcendental_flops", model.transcendentalFlops},
                           {"links", std::move(links)},
                           {"shared_host", model.sharedHost}};
+  if (!model.kernelCosts.empty()) {
+    llvm::json::Object kernels;
+    for (const auto &cost : model.kernelCosts)
+      kernels[cost.kernel] =
+          llvm::json::Object{{"small", cost.smallSecondsPerElement},
+                             {"large", cost.largeSecondsPerElement}};
+    root["kernels"] = std::move(kernels);
+  }
+  // Absent = 0 (descriptions written before these fields existed).
+  if (model.stepOverheadSeconds > 0)
+    root["step_overhead_seconds"] = model.stepOverheadSeconds;
+  if (model.feedSecondsPerElement > 0)
+    root["feed_seconds_per_element"] = model.feedSecondsPerElement;
   if (!model.description.empty())
     root["description"] = model.description;
   if (!model.sources.empty())

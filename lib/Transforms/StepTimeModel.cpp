@@ -40,6 +40,7 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
                         const OpShare &share) {
   ShareWork work;
   work.kind = classifyOp(op);
+  work.kernel = op.opName();
   work.convolution = work.kind == OpClass::Contraction &&
                      op.opName().starts_with("Conv");
   work.dtype = work.kind == OpClass::Contraction
@@ -63,9 +64,12 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
       op.requiredRegions(output, share.outputBox, share.reductionRanges);
   work.bytes = work.outputBytes;
   double inputElements = 0;
+  work.largestElements = outputElements;
   for (auto [input, region] : llvm::enumerate(regions))
     if (region && op.inputTypes()[input]) {
       inputElements += numElements(*region);
+      work.largestElements = std::max(
+          work.largestElements, static_cast<double>(numElements(*region)));
       work.bytes += static_cast<double>(numElements(*region)) *
                     elementBytes(op.inputTypes()[input]->elem);
     }
@@ -136,14 +140,30 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   else
     flops += work.transcendentals * work.outputElements * fraction *
              device.transcendentalFlops;
-  double seconds = device.launchSeconds +
-                   std::max(flops / rate, bytes / device.memoryBytesPerSecond);
+  double busy = flops / rate;
+  if (work.kind != OpClass::Contraction && !work.kernel.empty())
+    if (const DeviceModel::KernelCost *cost = device.kernelCost(work.kernel)) {
+      const double elements = work.largestElements * fraction;
+      busy = elements * cost->secondsPerElement(elements);
+    }
+  double seconds = device.launchSeconds + std::max(busy, memorySeconds(bytes));
   if (work.partial)
     // The partial tiles are summed into the owner's tile: one more kernel
     // call reading the received partial sum and updating the tile.
     seconds += device.launchSeconds +
-               2 * work.outputBytes * fraction / device.memoryBytesPerSecond;
+               memorySeconds(2 * work.outputBytes * fraction);
   return seconds;
+}
+
+double StepTimeModel::memorySeconds(double bytes) const {
+  if (device.cacheBytes > 0 && bytes <= device.cacheBytes)
+    return bytes / device.cacheBytesPerSecond;
+  return bytes / device.memoryBytesPerSecond;
+}
+
+double StepTimeModel::stepOverheadSeconds(double fedElements) const {
+  return device.stepOverheadSeconds +
+         fedElements * device.feedSecondsPerElement;
 }
 
 double StepTimeModel::transferSeconds(double bytes, double gbps,

@@ -122,6 +122,84 @@ TEST(SyntheticData, PairedInputsFollowTheirLabels) {
   EXPECT_NE(labels, labelBox(data, 1, {{0}, {rows}}, 3));
 }
 
+TEST(SyntheticData, EveryBoxIsTheHeaderFormula) {
+  // fill computes the mix's first rounds once per call and walks runs of
+  // the innermost dimension: element for element it must equal the
+  // formula of SyntheticData.h (inputValue, labelValue, prototypeValue),
+  // on inner boxes of ranks 1 to 3, paired or not, float32, float64,
+  // token ids and int32 labels.
+  auto flatOf = [](const std::vector<int64_t> &idx,
+                   const std::vector<int64_t> &shape) {
+    int64_t f = 0;
+    for (size_t i = 0; i < shape.size(); ++i)
+      f = f * shape[i] + idx[i];
+    return f;
+  };
+  for (bool paired : {true, false})
+    for (std::vector<int64_t> shape :
+         {std::vector<int64_t>{7}, {7, 5}, {7, 3, 4}}) {
+      Plan plan = biggerPlan(paired);
+      plan.tensors[0].shape = shape;
+      plan.tensors[1].shape = {shape[0]};
+      SyntheticData data(plan);
+      Box box;
+      for (int64_t extent : shape) {
+        box.lo.push_back(extent > 2 ? 1 : 0);
+        box.hi.push_back(extent > 3 ? extent - 1 : extent);
+      }
+      const int64_t batch = 9;
+      auto got = inputBox(data, 0, box, batch);
+      auto rows = labelBox(data, 1, {{0}, {shape[0]}}, batch);
+      int64_t rowSize = 1;
+      for (size_t i = 1; i < shape.size(); ++i)
+        rowSize *= shape[i];
+      std::vector<int64_t> idx(box.lo);
+      for (size_t e = 0; e < got.size(); ++e) {
+        int64_t flat = flatOf(idx, shape);
+        float want = SyntheticData::inputValue("features", batch, flat);
+        if (paired)
+          want = 0.5f * want +
+                 SyntheticData::prototypeValue(rows[idx[0]], flat % rowSize);
+        ASSERT_EQ(got[e], want) << "rank " << shape.size() << " paired "
+                                << paired << " element " << e;
+        for (size_t i = idx.size(); i-- > 0;) {
+          if (++idx[i] < box.hi[i])
+            break;
+          idx[i] = box.lo[i];
+        }
+      }
+      for (size_t n = 0; n < rows.size(); ++n)
+        ASSERT_EQ(rows[n], SyntheticData::labelValue(plan.tensors[1], batch,
+                                                     int64_t(n)));
+      // float64 features: the float32 value, converted.
+      plan.tensors[0].dtype = DType::F64;
+      std::vector<double> wide(got.size());
+      ASSERT_EQ(data.fill(0, box, batch, wide.data()), "");
+      for (size_t e = 0; e < got.size(); ++e)
+        ASSERT_EQ(wide[e], double(got[e]));
+    }
+  // Token ids (int64 input with a class count) and int32 labels [N, T].
+  Plan plan = biggerPlan(false);
+  plan.tensors[0].dtype = DType::I64;
+  plan.tensors[0].shape = {6, 5};
+  plan.tensors[0].numClasses = 11;
+  plan.tensors[1].dtype = DType::I32;
+  plan.tensors[1].shape = {6, 5};
+  SyntheticData data(plan);
+  Box box{{1, 2}, {5, 5}};
+  auto ids = labelBox(data, 0, box, 4);
+  std::vector<int32_t> labels(box.numElements());
+  ASSERT_EQ(data.fill(1, box, 4, labels.data()), "");
+  size_t e = 0;
+  for (int64_t r = 1; r < 5; ++r)
+    for (int64_t c = 2; c < 5; ++c, ++e) {
+      TensorInfo asLabels = plan.tensors[0];
+      EXPECT_EQ(ids[e], SyntheticData::labelValue(asLabels, 4, r * 5 + c));
+      EXPECT_EQ(labels[e],
+                SyntheticData::labelValue(plan.tensors[1], 4, r * 5 + c));
+    }
+}
+
 TEST(SyntheticData, MultiDimensionalLabels) {
   // A language model's targets [N, T]: one class per element, in range and
   // varied, keyed by the flat index (a box equals the whole tensor's part),

@@ -2,26 +2,55 @@
 //
 // See Calibrate.h. What each number of the description is:
 //
-//  compute.f32.gemm    MatMul kernel, 1024 x 1024 x 1024: 2 m n k / median time
+//  compute.f32.gemm    MatMul kernel, 1024 x 1024 x 1024: 2 m n k / time
 //  gemm_half_extent    h from the 16 x 1024 x 1024 MatMul's rate r relative to
 //                      the large one: s(16) / s(1024) = r, s(x) = x / (x + h)
 //  compute.f32.conv    Conv kernel, X [8, 64, 32, 32], W [64, 64, 3, 3], pads 1
 //  compute.f32.vector  Add kernel on 16384 floats (in cache): elements / time
 //  memory              Add kernel on 8M floats: 3 x 4 bytes per element / time
+//  memory.cache_*      Add kernel on 64K floats (3 x 256 KiB: the cache
+//                      rate) and on 1M floats (3 x 4 MiB): the cache holds
+//                      the largest traffic that runs at twice the streaming
+//                      rate or more
 //  launch_seconds      the executor's time per instruction on a plan of 2
 //                      virtual devices running 2000 Relus of 64 floats each
 //                      (at least the time of one Add kernel call on 1 float)
-//  transcendental_flops  Tanh kernel on 16384 floats: its time over the Add's
+//  transcendental_flops  Tanh kernel on 8192 floats: its time per element over
+//                      the Add's (both on one thread)
+//  step_overhead_seconds  the executor's step of a plan without instructions
+//  feed_seconds_per_element  the executor's step of a plan that only feeds
+//                      a classifier's batch (features [32, 3, 32, 32] and
+//                      their labels [32], tofu-run's synthetic data), less
+//                      the empty step, per element fed
 //  links[memcpy]       a 64 MiB copy between two buffers (what a fetch between
-//                      virtual devices does): bytes / time; latency: the time
+//                      virtual devices does): bytes / time; latency: a tiny
+//                      fetch's time less a tiny compute's, at least the time
 //                      of a 64-byte copy
+//  kernels             per element of the largest operand, each of Add,
+//                      Mul, Sub, Relu, ReluGrad, Sigmoid, SigmoidGrad, Tanh,
+//                      TanhGrad, Gelu, GeluGrad, SGDUpdate (flat), Softmax,
+//                      SoftmaxGrad, LayerNormalization, the softmax cross
+//                      entropy loss and its gradient, BiasGrad (rows of 128)
+//                      and ConvBiasGrad, BatchNormalization and its gradient
+//                      (inference mode; X [8, C, H, W]), at 16384 and 1M
+//                      elements
 //  (reduction)         BiasGrad kernel, [4096, 1024] -> [1024]: recorded in
 //                      the sources (vector work; not a separate class)
 //  memory.bytes        the host's physical memory (sysconf)
 //
+// Steadiness: a short probe catches whatever else the (shared) machine does
+// at that moment, so two calibrations minutes apart differed by up to 40%
+// in a predicted step. Every probe is therefore measured in kRounds rounds,
+// interleaved (round 1 of every probe, then round 2, ...: a busy spell
+// slows one round of several probes, not every round of one); a round is
+// the median of repeated calls over at least its window, after a warm-up
+// call; the value kept is the fastest round's median (the machine as it
+// runs when nothing else does), and the spread of the rounds is logged.
+// Calls far shorter than the clock's resolution are timed in batches.
+//
 // Kernel calls go through lookupKernel, as tofu-run's executor makes them
-// (same threads, same BLAS); the executor's own per-instruction work is not
-// in launch_seconds.
+// (same threads, same BLAS); the executor's own per-instruction and
+// per-step work is measured on small plans run by the executor itself.
 //
 //===----------------------------------------------------------------------===//
 #include "Calibrate.h"
@@ -37,6 +66,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <unistd.h>
 #include <vector>
@@ -47,31 +77,60 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// The median seconds of one call of `body`: repeated until `minSeconds`
-/// have passed and at least `minRuns` runs (after one warm-up call).
-double medianSeconds(const std::function<std::string()> &body,
-                     std::string &error, double minSeconds = 0.3,
-                     int minRuns = 5) {
-  if (std::string err = body(); !err.empty()) {
-    error = err;
-    return 0;
+/// Rounds per probe (see the file comment).
+constexpr int kRounds = 5;
+
+/// The output sizes of the per-kernel costs: tofuc's
+/// DeviceModel::kSmallElements and kLargeElements (the runtime does not
+/// link the compiler's headers).
+constexpr double kKernelSmallElements = 16384;
+constexpr double kKernelLargeElements = 1 << 20;
+
+/// One measurement: `body` runs the measured work `calls` times and returns
+/// an error or "". Its result is seconds per call.
+struct Probe {
+  std::string name;
+  std::function<std::string()> body;
+  /// How long one round keeps calling `body` (at least 3 calls).
+  double window = 0.1;
+  /// Calls of the measured work per call of `body`.
+  int calls = 1;
+  /// Per round: the median seconds per call.
+  std::vector<double> rounds;
+  /// The fastest round's median.
+  double seconds() const {
+    return rounds.empty() ? 0 : *std::min_element(rounds.begin(), rounds.end());
   }
-  std::vector<double> times;
-  auto start = Clock::now();
-  while (times.size() < static_cast<size_t>(minRuns) ||
-         std::chrono::duration<double>(Clock::now() - start).count() <
-             minSeconds) {
-    auto t0 = Clock::now();
-    if (std::string err = body(); !err.empty()) {
-      error = err;
+  /// (slowest round - fastest round) / fastest round.
+  double spread() const {
+    if (rounds.empty())
       return 0;
-    }
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    auto [lo, hi] = std::minmax_element(rounds.begin(), rounds.end());
+    return *lo > 0 ? (*hi - *lo) / *lo : 0;
+  }
+};
+
+/// One round of `probe`: a warm-up call, then calls until `window` seconds
+/// and at least 3 calls; appends the median seconds per measured call.
+std::string runRound(Probe &probe) {
+  if (std::string err = probe.body(); !err.empty())
+    return probe.name + ": " + err;
+  std::vector<double> times;
+  const auto start = Clock::now();
+  while (times.size() < 3 ||
+         std::chrono::duration<double>(Clock::now() - start).count() <
+             probe.window) {
+    const auto t0 = Clock::now();
+    if (std::string err = probe.body(); !err.empty())
+      return probe.name + ": " + err;
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() /
+                    probe.calls);
     if (times.size() >= 100000)
       break;
   }
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  probe.rounds.push_back(times[times.size() / 2]);
+  return "";
 }
 
 /// A float32 tensor filled with small values.
@@ -91,25 +150,64 @@ struct Tensor {
   }
 };
 
-/// Median seconds of kernel `name` on `inputs` -> `output`.
-double timeKernel(const char *name, std::vector<Tensor *> inputs,
-                  Tensor &output, const std::vector<plan::Attr> &attrs,
-                  std::string &error, double minSeconds = 0.3) {
+/// The first elements of `t`, viewed with `shape`.
+TensorView viewAs(Tensor &t, std::vector<int64_t> shape) {
+  return TensorView::whole(t.data.data(), plan::DType::F32, std::move(shape));
+}
+
+/// A probe calling kernel `name` on views `inputs` -> `output`, `calls`
+/// times per timed sample. The data and attributes must outlive the probe.
+Probe viewProbe(std::string label, const char *name,
+                std::vector<TensorView> inputs, TensorView output,
+                const std::vector<plan::Attr> &attrs, double window,
+                int calls) {
+  Probe probe;
+  probe.name = std::move(label);
+  probe.window = window;
+  probe.calls = calls;
   KernelFn kernel = lookupKernel(name);
-  if (!kernel) {
-    error = std::string("no native kernel ") + name;
-    return 0;
-  }
-  KernelArgs args;
+  auto args = std::make_shared<KernelArgs>();
+  args->inputs = std::move(inputs);
+  args->outputs.push_back(std::move(output));
+  args->attrs = &attrs;
+  std::string kernelName = name;
+  probe.body = [kernel, args, calls, kernelName]() -> std::string {
+    if (!kernel)
+      return "no native kernel " + kernelName;
+    for (int i = 0; i < calls; ++i)
+      if (std::string err = kernel(*args); !err.empty())
+        return err;
+    return "";
+  };
+  return probe;
+}
+
+/// A probe calling kernel `name` on `inputs` -> `output`, `calls` times per
+/// timed sample. The tensors and attributes must outlive the probe.
+Probe kernelProbe(std::string label, const char *name,
+                  std::vector<Tensor *> inputs, Tensor &output,
+                  const std::vector<plan::Attr> &attrs, double window,
+                  int calls = 1) {
+  Probe probe;
+  probe.name = std::move(label);
+  probe.window = window;
+  probe.calls = calls;
+  KernelFn kernel = lookupKernel(name);
+  auto args = std::make_shared<KernelArgs>();
   for (Tensor *input : inputs)
-    args.inputs.push_back(input->view());
-  args.outputs.push_back(output.view());
-  args.attrs = &attrs;
-  double seconds = medianSeconds([&] { return kernel(args); }, error,
-                                 minSeconds);
-  if (!error.empty())
-    error = std::string(name) + ": " + error;
-  return seconds;
+    args->inputs.push_back(input->view());
+  args->outputs.push_back(output.view());
+  args->attrs = &attrs;
+  std::string kernelName = name;
+  probe.body = [kernel, args, calls, kernelName]() -> std::string {
+    if (!kernel)
+      return "no native kernel " + kernelName;
+    for (int i = 0; i < calls; ++i)
+      if (std::string err = kernel(*args); !err.empty())
+        return err;
+    return "";
+  };
+  return probe;
 }
 
 plan::Attr intsAttr(const char *name, std::vector<int64_t> values) {
@@ -168,26 +266,84 @@ plan::Plan tinyPlan(int count, bool fetches) {
   return p;
 }
 
-/// Median seconds per instruction of tinyPlan(count, fetches) on the CPU
-/// executor.
-double secondsPerInstruction(bool fetches, std::string &error) {
-  constexpr int kCount = 2000;
-  plan::Plan p = tinyPlan(kCount, fetches);
-  CpuExecutor executor(p);
-  if (std::string err = executor.init(); !err.empty()) {
-    error = "the executor refused the calibration plan: " + err;
-    return 0;
-  }
-  int64_t step = 0;
-  // The first steps choose the schedule (CpuExecutor::Schedule::Auto).
-  for (int i = 0; i < 4; ++i)
-    if (std::string err = executor.runStep(step++); !err.empty()) {
-      error = err;
-      return 0;
+/// A plan of one device that runs no instruction and, with `feeds`, is fed
+/// a classifier's batch each step: features [32, 3, 32, 32] (float32) and
+/// their labels [32] (10 classes), tofu-run's synthetic data.
+plan::Plan feedPlan(bool feeds) {
+  plan::Plan p;
+  p.numDevices = 1;
+  p.devices.resize(1);
+  plan::DeviceProgram &dev = p.devices[0];
+  // A buffer of a parameter, so that the device has an arena either way.
+  plan::TensorInfo w;
+  w.name = "w";
+  w.shape = {1};
+  w.role = plan::TensorRole::Param;
+  p.tensors.push_back(w);
+  plan::Buffer wb;
+  wb.tensor = 0;
+  wb.region = {{0}, {1}};
+  wb.owned = true;
+  wb.bytes = 4;
+  dev.buffers.push_back(wb);
+  uint64_t offset = 64;
+  if (feeds) {
+    plan::TensorInfo x;
+    x.name = "features";
+    x.shape = {32, 3, 32, 32};
+    x.role = plan::TensorRole::Input;
+    plan::TensorInfo y;
+    y.name = "labels";
+    y.dtype = plan::DType::I64;
+    y.shape = {32};
+    y.role = plan::TensorRole::Label;
+    y.numClasses = 10;
+    y.pairedInput = 1;
+    p.tensors.push_back(x);
+    p.tensors.push_back(y);
+    for (int32_t t : {1, 2}) {
+      plan::Buffer buffer;
+      buffer.tensor = t;
+      buffer.owned = true;
+      for (int64_t extent : p.tensors[t].shape) {
+        buffer.region.lo.push_back(0);
+        buffer.region.hi.push_back(extent);
+      }
+      buffer.offset = offset;
+      buffer.bytes = static_cast<uint64_t>(buffer.region.numElements()) *
+                     plan::dtypeSize(p.tensors[t].dtype);
+      offset += buffer.bytes;
+      dev.buffers.push_back(buffer);
     }
-  double seconds = medianSeconds(
-      [&] { return executor.runStep(step++); }, error, 0.5);
-  return seconds / (2.0 * kCount);
+  }
+  dev.peakBytes = offset;
+  return p;
+}
+
+/// Elements feedPlan(true) feeds per step.
+constexpr double kFedElements = 32.0 * 3 * 32 * 32 + 32;
+
+/// A probe of one step of `plan` on the CPU executor (in order: one
+/// instruction at a time, as a single device's plan always runs). The plan
+/// and executor live in the probe.
+Probe executorProbe(std::string label, plan::Plan plan, double window,
+                    std::string &error) {
+  Probe probe;
+  probe.name = std::move(label);
+  probe.window = window;
+  auto owned = std::make_shared<plan::Plan>(std::move(plan));
+  auto executor = std::make_shared<CpuExecutor>(*owned);
+  executor->setSchedule(CpuExecutor::Schedule::InOrder);
+  if (std::string err = executor->init(); !err.empty()) {
+    error = "the executor refused the calibration plan '" + probe.name +
+            "': " + err;
+    return probe;
+  }
+  auto step = std::make_shared<int64_t>(0);
+  probe.body = [owned, executor, step] {
+    return executor->runStep((*step)++);
+  };
+  return probe;
 }
 
 std::string number(double value) {
@@ -221,25 +377,203 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     sources.push_back(line);
   };
   const std::vector<plan::Attr> none;
+  const std::vector<plan::Attr> convAttrs = {intsAttr("pads", {1, 1, 1, 1}),
+                                             intsAttr("kernel_shape", {3, 3})};
+
+  // The operands of every probe, alive until the end.
+  Tensor a({1024, 1024}), b({1024, 1024}), y({1024, 1024});
+  Tensor skinny({16, 1024}), skinnyOut({16, 1024});
+  Tensor convX({8, 64, 32, 32}), convW({64, 64, 3, 3}), convY({8, 64, 32, 32});
+  Tensor small1({16384}), small2({16384}), smallOut({16384});
+  Tensor half1({8192}), halfOut({8192});
+  Tensor large1({8 << 20}), large2({8 << 20}), largeOut({8 << 20});
+  Tensor mid1({1 << 16}), mid2({1 << 16}), midOut({1 << 16});
+  Tensor big1({1 << 20}), big2({1 << 20}), bigOut({1 << 20});
+  Tensor one1({1}), one2({1}), oneOut({1});
+  Tensor dy({4096, 1024}), db({1024});
+  std::vector<uint8_t> copySrc(64 << 20, 1), copyDst(64 << 20);
+  // Per-kernel costs (kernels with the cost of each output element): at
+  // DeviceModel::kSmallElements and kLargeElements output elements.
+  Tensor k1({1 << 20}), k2({1 << 20}), kOut({1 << 20});
+  Tensor scale({128}), bias({128}), mean({128}), var({128});
+  for (float &v : var.data)
+    v = 1.0f + v * v; // a variance: positive
+  const std::vector<plan::Attr> inference = {[] {
+    plan::Attr attr;
+    attr.name = "training_mode";
+    attr.kind = plan::Attr::Kind::Int;
+    attr.i = 0;
+    return attr;
+  }()};
+  // Integer labels (classes < 128) and a scalar gradient for the losses.
+  std::vector<int64_t> labels(8192);
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<int64_t>((i * 37) % 128);
+  float dloss = 1.0f;
+  /// How a kernel's operands are laid out for a probe of `n` elements of
+  /// its largest operand: [n] same-shape operands, rows of 128 (softmax,
+  /// norms, losses along the rows), or X [8, C, H, W] (C = 32, 64).
+  enum class Layout { Flat, Rows, Image };
+  struct KernelShape {
+    const char *kernel;
+    Layout layout;
+    int sameShape; ///< inputs of the largest operand's shape, first
+    enum Extra { None, ChannelParams, RowParams, Labels, LossGrad } extra;
+    enum Out { Same, Channels, Columns, Scalar } out;
+    const std::vector<plan::Attr> *attrs;
+  };
+  const std::vector<KernelShape> kernelShapes = {
+      {"Add", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Mul", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Sub", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Relu", Layout::Flat, 1, KernelShape::None, KernelShape::Same, &none},
+      {"ReluGrad", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Sigmoid", Layout::Flat, 1, KernelShape::None, KernelShape::Same, &none},
+      {"SigmoidGrad", Layout::Flat, 2, KernelShape::None, KernelShape::Same,
+       &none},
+      {"Tanh", Layout::Flat, 1, KernelShape::None, KernelShape::Same, &none},
+      {"TanhGrad", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"Gelu", Layout::Flat, 1, KernelShape::None, KernelShape::Same, &none},
+      {"GeluGrad", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
+      {"SGDUpdate", Layout::Flat, 2, KernelShape::None, KernelShape::Same,
+       &none},
+      {"Softmax", Layout::Rows, 1, KernelShape::None, KernelShape::Same, &none},
+      {"SoftmaxGrad", Layout::Rows, 2, KernelShape::None, KernelShape::Same,
+       &none},
+      {"LayerNormalization", Layout::Rows, 1, KernelShape::RowParams,
+       KernelShape::Same, &none},
+      {"SoftmaxCrossEntropyLoss", Layout::Rows, 1, KernelShape::Labels,
+       KernelShape::Scalar, &none},
+      {"SoftmaxCrossEntropyLossGrad", Layout::Rows, 0, KernelShape::LossGrad,
+       KernelShape::Same, &none},
+      {"BiasGrad", Layout::Rows, 1, KernelShape::None, KernelShape::Columns,
+       &none},
+      {"ConvBiasGrad", Layout::Image, 1, KernelShape::None,
+       KernelShape::Channels, &none},
+      {"BatchNormalization", Layout::Image, 1, KernelShape::ChannelParams,
+       KernelShape::Same, &inference},
+      {"BatchNormalizationGrad", Layout::Image, 2, KernelShape::ChannelParams,
+       KernelShape::Same, &inference}};
+  enum ProbeId {
+    kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
+    kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kCacheAdd, kL3Add,
+    kNumProbes
+  };
+  std::vector<Probe> probes(kNumProbes);
+  probes[kGemm] = kernelProbe("MatMul 1024x1024x1024", "MatMul", {&a, &b}, y,
+                              none, 0.3);
+  probes[kSkinny] = kernelProbe("MatMul 16x1024x1024", "MatMul",
+                                {&skinny, &b}, skinnyOut, none, 0.1);
+  probes[kConv] = kernelProbe("Conv X [8,64,32,32] W [64,64,3,3] pads 1",
+                              "Conv", {&convX, &convW}, convY, convAttrs, 0.3);
+  probes[kAdd] = kernelProbe("Add 16384 floats (in cache)", "Add",
+                             {&small1, &small2}, smallOut, none, 0.1, 16);
+  probes[kTanh] = kernelProbe("Tanh 8192 floats (in cache)", "Tanh",
+                              {&half1}, halfOut, none, 0.1, 4);
+  probes[kStream] = kernelProbe("Add 8M floats (streaming 3 x 32 MiB)", "Add",
+                                {&large1, &large2}, largeOut, none, 0.3);
+  probes[kCacheAdd] = kernelProbe("Add 64K floats (3 x 256 KiB)", "Add",
+                                  {&mid1, &mid2}, midOut, none, 0.1, 4);
+  probes[kL3Add] = kernelProbe("Add 1M floats (3 x 4 MiB)", "Add",
+                               {&big1, &big2}, bigOut, none, 0.1);
+  probes[kOneAdd] =
+      kernelProbe("Add 1 float (one kernel call, without the executor)",
+                  "Add", {&one1, &one2}, oneOut, none, 0.05, 256);
+  constexpr int kTinyInstructions = 2000;
+  probes[kRelus] = executorProbe("executor: 2 x 2000 Relus of 64 floats",
+                                 tinyPlan(kTinyInstructions, false), 0.1,
+                                 error);
+  probes[kFetches] = executorProbe(
+      "executor: 2 x 2000 fetches of 64 floats from the other device",
+      tinyPlan(kTinyInstructions, true), 0.1, error);
+  probes[kEmptyStep] =
+      executorProbe("executor: a step without instructions", feedPlan(false),
+                    0.05, error);
+  probes[kFeedStep] = executorProbe(
+      "executor: a step feeding features [32,3,32,32] and labels [32]",
+      feedPlan(true), 0.1, error);
+  probes[kBiasGrad] = kernelProbe("BiasGrad [4096,1024] -> [1024]",
+                                  "BiasGrad", {&dy}, db, none, 0.1);
+  probes[kCopy].name = "copy 64 MiB between buffers";
+  probes[kCopy].window = 0.3;
+  probes[kCopy].body = [&] {
+    std::memcpy(copyDst.data(), copySrc.data(), copySrc.size());
+    return std::string();
+  };
+  probes[kTinyCopy].name = "copy 64 bytes";
+  probes[kTinyCopy].window = 0.05;
+  probes[kTinyCopy].calls = 1024;
+  probes[kTinyCopy].body = [&] {
+    for (int i = 0; i < 1024; ++i)
+      std::memcpy(copyDst.data() + 64 * (i & 15),
+                  copySrc.data() + (copyDst[0] & 1), 64);
+    return std::string();
+  };
+  if (!error.empty())
+    return "--calibrate: " + error;
+  // Two probes per kernel: small, large.
+  const size_t firstKernelProbe = probes.size();
+  for (const KernelShape &k : kernelShapes)
+    for (int64_t n :
+         {int64_t(kKernelSmallElements), int64_t(kKernelLargeElements)}) {
+      const bool small = n == int64_t(kKernelSmallElements);
+      std::vector<int64_t> shape = {n};
+      if (k.layout == Layout::Rows)
+        shape = {n / 128, 128};
+      if (k.layout == Layout::Image)
+        shape = small ? std::vector<int64_t>{8, 32, 8, 8}
+                      : std::vector<int64_t>{8, 64, 32, 64};
+      std::vector<TensorView> inputs;
+      if (k.extra == KernelShape::LossGrad)
+        inputs.push_back(TensorView::whole(&dloss, plan::DType::F32, {}));
+      for (int i = 0; i < std::max(k.sameShape, k.extra == KernelShape::LossGrad ? 1 : 0); ++i)
+        inputs.push_back(viewAs(i == 0 ? k1 : k2, shape));
+      if (k.extra == KernelShape::ChannelParams) {
+        // BatchNormalization: scale, B, mean, var; its gradient: scale,
+        // mean, var.
+        std::vector<Tensor *> params = {&scale, &bias, &mean, &var};
+        if (k.sameShape == 2)
+          params = {&scale, &mean, &var};
+        for (Tensor *param : params)
+          inputs.push_back(viewAs(*param, {shape[1]}));
+      }
+      if (k.extra == KernelShape::RowParams)
+        for (Tensor *param : {&scale, &bias})
+          inputs.push_back(viewAs(*param, {128}));
+      if (k.extra == KernelShape::Labels || k.extra == KernelShape::LossGrad)
+        inputs.push_back(
+            TensorView::whole(labels.data(), plan::DType::I64, {shape[0]}));
+      TensorView output = viewAs(kOut, shape);
+      if (k.out == KernelShape::Channels)
+        output = viewAs(kOut, {shape[1]});
+      if (k.out == KernelShape::Columns)
+        output = viewAs(kOut, {shape[1]});
+      if (k.out == KernelShape::Scalar)
+        output = viewAs(kOut, {});
+      probes.push_back(viewProbe(std::string(k.kernel) + " " +
+                                     std::to_string(n) + " elements",
+                                 k.kernel, std::move(inputs), output,
+                                 *k.attrs, 0.05, small ? 8 : 1));
+    }
+
+  for (int round = 0; round < kRounds; ++round)
+    for (Probe &probe : probes)
+      if (std::string err = runRound(probe); !err.empty())
+        return "--calibrate: " + err;
+  auto t = [&](ProbeId id) { return probes[id].seconds(); };
+  auto spread = [&](ProbeId id) {
+    return ", rounds spread " + number(100 * probes[id].spread()) + "%";
+  };
+  note("each number: the fastest of " + std::to_string(kRounds) +
+       " interleaved rounds' medians");
 
   // GEMM: large and skinny.
-  double gemmRate = 0, skinnyRate = 0;
-  {
-    Tensor a({1024, 1024}), b({1024, 1024}), y({1024, 1024});
-    double t = timeKernel("MatMul", {&a, &b}, y, none, error, 1.0);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    gemmRate = 2.0 * 1024 * 1024 * 1024 / t;
-    note("MatMul 1024x1024x1024: " + number(t) + " s, " +
-         number(gemmRate / 1e9) + " GFLOP/s");
-    Tensor s({16, 1024}), ys({16, 1024});
-    t = timeKernel("MatMul", {&s, &b}, ys, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    skinnyRate = 2.0 * 16 * 1024 * 1024 / t;
-    note("MatMul 16x1024x1024: " + number(t) + " s, " +
-         number(skinnyRate / 1e9) + " GFLOP/s");
-  }
+  const double gemmRate = 2.0 * 1024 * 1024 * 1024 / t(kGemm);
+  note("MatMul 1024x1024x1024: " + number(t(kGemm)) + " s, " +
+       number(gemmRate / 1e9) + " GFLOP/s" + spread(kGemm));
+  const double skinnyRate = 2.0 * 16 * 1024 * 1024 / t(kSkinny);
+  note("MatMul 16x1024x1024: " + number(t(kSkinny)) + " s, " +
+       number(skinnyRate / 1e9) + " GFLOP/s" + spread(kSkinny));
   // s(16) / s(1024) = r with s(x) = x / (x + h): h = 16384 (1 - r) /
   // (1024 r - 16), clamped to [1, 4096].
   double r = std::min(skinnyRate / gemmRate, 1.0);
@@ -248,113 +582,108 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   note("gemm_half_extent " + number(half) + " from the 16-row GEMM at " +
        number(r) + " of the large one's rate");
 
-  // Convolution.
-  double convRate = 0;
-  {
-    Tensor x({8, 64, 32, 32}), w({64, 64, 3, 3}), y({8, 64, 32, 32});
-    std::vector<plan::Attr> attrs = {intsAttr("pads", {1, 1, 1, 1}),
-                                     intsAttr("kernel_shape", {3, 3})};
-    double t = timeKernel("Conv", {&x, &w}, y, attrs, error, 1.0);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    convRate = 2.0 * 8 * 64 * 32 * 32 * 64 * 9 / t;
-    note("Conv X [8,64,32,32] W [64,64,3,3] pads 1: " + number(t) + " s, " +
-         number(convRate / 1e9) + " GFLOP/s");
-  }
+  const double convRate = 2.0 * 8 * 64 * 32 * 32 * 64 * 9 / t(kConv);
+  note("Conv X [8,64,32,32] W [64,64,3,3] pads 1: " + number(t(kConv)) +
+       " s, " + number(convRate / 1e9) + " GFLOP/s" + spread(kConv));
 
-  // Element-wise: in cache (vector rate), streaming (memory bandwidth), one
-  // element (launch).
-  double vectorRate = 0, memoryRate = 0, launch = 0, transcendental = 1;
-  {
-    Tensor a({16384}), b({16384}), y({16384});
-    double t = timeKernel("Add", {&a, &b}, y, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    vectorRate = 16384 / t;
-    note("Add 16384 floats (in cache): " + number(t) + " s, " +
-         number(vectorRate / 1e9) + " GFLOP/s");
-    double tanh = timeKernel("Tanh", {&a}, y, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    transcendental = std::max(1.0, tanh / t);
-    note("Tanh 16384 floats (in cache): " + number(tanh) + " s, " +
-         number(transcendental) + " x the Add");
-    Tensor la({8 << 20}), lb({8 << 20}), ly({8 << 20});
-    t = timeKernel("Add", {&la, &lb}, ly, none, error, 1.0);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    memoryRate = 3.0 * 4 * (8 << 20) / t;
-    note("Add 8M floats (streaming 3 x 32 MiB): " + number(t) + " s, " +
-         number(memoryRate / 1e9) + " GB/s");
-    Tensor oa({1}), ob({1}), oy({1});
-    launch = timeKernel("Add", {&oa, &ob}, oy, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    note("Add 1 float (one kernel call, without the executor): " +
-         number(launch) + " s");
-  }
+  // Element-wise: in cache (vector rate), streaming (memory bandwidth).
+  const double vectorRate = 16384 / t(kAdd);
+  note("Add 16384 floats (in cache): " + number(t(kAdd)) + " s, " +
+       number(vectorRate / 1e9) + " GFLOP/s" + spread(kAdd));
+  // Per element, on one thread as both run (ParallelFor.h: a Tanh of 16384
+  // floats, 16 operations each, would use every thread).
+  const double transcendental =
+      std::max(1.0, (t(kTanh) / 8192) / (t(kAdd) / 16384));
+  note("Tanh 8192 floats (in cache, one thread): " + number(t(kTanh)) +
+       " s, " + number(transcendental) + " x the Add per element" +
+       spread(kTanh));
+  const double memoryRate = 3.0 * 4 * (8 << 20) / t(kStream);
+  note("Add 8M floats (streaming 3 x 32 MiB): " + number(t(kStream)) +
+       " s, " + number(memoryRate / 1e9) + " GB/s" + spread(kStream));
+  // The caches: what an op whose data stay in them streams at, and up to
+  // how much traffic (3 x 4 MiB, else 3 x 256 KiB, when it runs at least
+  // twice as fast as the streaming Add; else no cache level).
+  const double cacheRate = 3.0 * 4 * (1 << 16) / t(kCacheAdd);
+  const double l3Rate = 3.0 * 4 * (1 << 20) / t(kL3Add);
+  note("Add 64K floats (3 x 256 KiB, in cache): " + number(t(kCacheAdd)) +
+       " s, " + number(cacheRate / 1e9) + " GB/s" + spread(kCacheAdd));
+  note("Add 1M floats (3 x 4 MiB): " + number(t(kL3Add)) + " s, " +
+       number(l3Rate / 1e9) + " GB/s" + spread(kL3Add));
+  double cacheBytes = 0;
+  if (l3Rate >= 2 * memoryRate)
+    cacheBytes = 3.0 * 4 * (1 << 20);
+  else if (cacheRate >= 2 * memoryRate)
+    cacheBytes = 3.0 * 4 * (1 << 16);
+  note(cacheBytes > 0
+           ? "memory.cache_bytes " + number(cacheBytes) +
+                 ": the largest Add traffic above at twice the streaming rate "
+                 "or more; cache_bytes_per_second: the 64K floats' rate"
+           : std::string("no cache level: neither Add above runs at twice "
+                         "the streaming rate"));
+  note("Add 1 float (one kernel call, without the executor): " +
+       number(t(kOneAdd)) + " s" + spread(kOneAdd));
 
   // The executor's cost per instruction: a tiny Relu, a tiny fetch from
   // the other virtual device.
-  double perCompute = 0, perFetch = 0;
-  {
-    perCompute = secondsPerInstruction(false, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    note("executor: a Relu of 64 floats on 2 virtual devices: " +
-         number(perCompute) + " s per instruction (launch_seconds)");
-    launch = std::max(launch, perCompute);
-    perFetch = secondsPerInstruction(true, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    note("executor: a fetch of 64 floats from the other virtual device: " +
-         number(perFetch) + " s per instruction");
-  }
+  const double perCompute = t(kRelus) / (2.0 * kTinyInstructions);
+  const double perFetch = t(kFetches) / (2.0 * kTinyInstructions);
+  note("executor: a Relu of 64 floats on 2 virtual devices: " +
+       number(perCompute) + " s per instruction" + spread(kRelus));
+  note("executor: a fetch of 64 floats from the other virtual device: " +
+       number(perFetch) + " s per instruction" + spread(kFetches));
+  const double launch = std::max({t(kOneAdd), perCompute, 1e-9});
+  note("launch_seconds " + number(launch) +
+       ": the larger of the two kernel calls above");
+
+  // The step's own work.
+  const double stepOverhead = std::max(t(kEmptyStep), 1e-9);
+  note("executor: a step without instructions: " + number(stepOverhead) +
+       " s (step_overhead_seconds)" + spread(kEmptyStep));
+  const double feed =
+      std::max((t(kFeedStep) - t(kEmptyStep)) / kFedElements, 1e-12);
+  note("executor: a step feeding features [32,3,32,32] and labels [32] "
+       "(synthetic data): " +
+       number(t(kFeedStep)) + " s, " + number(feed) +
+       " s per element (feed_seconds_per_element)" + spread(kFeedStep));
 
   // Reduction (recorded; vector work in the model).
-  {
-    Tensor dy({4096, 1024}), db({1024});
-    double t = timeKernel("BiasGrad", {&dy}, db, none, error);
-    if (!error.empty())
-      return "--calibrate: " + error;
-    note("BiasGrad [4096,1024] -> [1024] (reduction): " + number(t) +
-         " s, " + number(4096.0 * 1024 / t / 1e9) + " GFLOP/s, " +
-         number(4.0 * 4096 * 1024 / t / 1e9) + " GB/s read");
-  }
+  note("BiasGrad [4096,1024] -> [1024] (reduction): " + number(t(kBiasGrad)) +
+       " s, " + number(4096.0 * 1024 / t(kBiasGrad) / 1e9) + " GFLOP/s, " +
+       number(4.0 * 4096 * 1024 / t(kBiasGrad) / 1e9) + " GB/s read" +
+       spread(kBiasGrad));
 
   // Copies between virtual devices.
-  double linkRate = 0, linkLatency = 0;
-  {
-    std::vector<uint8_t> src(64 << 20, 1), dst(64 << 20);
-    double t = medianSeconds(
-        [&] {
-          std::memcpy(dst.data(), src.data(), src.size());
-          return std::string();
-        },
-        error, 1.0);
-    linkRate = src.size() / t;
-    note("copy 64 MiB between buffers: " + number(t) + " s, " +
-         number(linkRate / 1e9) + " GB/s");
-    linkLatency = medianSeconds(
-        [&] {
-          std::memcpy(dst.data(), src.data() + (dst[0] & 1), 64);
-          return std::string();
-        },
-        error);
-    note("copy 64 bytes: " + number(linkLatency) + " s");
-    // A fetch instruction costs the model one launch plus the piece's
-    // latency: what the executor spends on a tiny fetch beyond a launch.
-    linkLatency = std::max(perFetch - perCompute, linkLatency);
-    linkLatency = std::max(linkLatency, 1e-8);
-    note("latency_seconds " + number(linkLatency) +
-         ": a tiny fetch's time less a tiny compute's");
+  const double linkRate = copySrc.size() / t(kCopy);
+  note("copy 64 MiB between buffers: " + number(t(kCopy)) + " s, " +
+       number(linkRate / 1e9) + " GB/s" + spread(kCopy));
+  note("copy 64 bytes: " + number(t(kTinyCopy)) + " s" + spread(kTinyCopy));
+  // A fetch instruction costs the model one launch plus the piece's
+  // latency: what the executor spends on a tiny fetch beyond a compute.
+  const double linkLatency =
+      std::max({perFetch - perCompute, t(kTinyCopy), 1e-9});
+  note("latency_seconds " + number(linkLatency) +
+       ": a tiny fetch's time less a tiny compute's, at least a 64-byte copy");
+
+  // Kernels by their cost per output element (sorted by name in the JSON
+  // reader; written in this order).
+  std::vector<std::pair<std::string, std::pair<double, double>>> kernelCosts;
+  for (size_t i = 0; i < kernelShapes.size(); ++i) {
+    const Probe &small = probes[firstKernelProbe + 2 * i];
+    const Probe &large = probes[firstKernelProbe + 2 * i + 1];
+    const double perSmall = small.seconds() / kKernelSmallElements;
+    const double perLarge = large.seconds() / kKernelLargeElements;
+    kernelCosts.push_back({kernelShapes[i].kernel, {perSmall, perLarge}});
+    note(std::string(kernelShapes[i].kernel) + ": " + number(perSmall) +
+         " s per element at " + number(kKernelSmallElements) + " elements, " +
+         number(perLarge) + " at " + number(kKernelLargeElements) +
+         " (rounds spread " + number(100 * small.spread()) + "%, " +
+         number(100 * large.spread()) + "%)");
   }
+  std::sort(kernelCosts.begin(), kernelCosts.end());
 
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   uint64_t memoryBytes =
       pages > 0 && pageSize > 0 ? uint64_t(pages) * uint64_t(pageSize) : 0;
-  char host[256] = "";
-  gethostname(host, sizeof(host) - 1);
   std::time_t now = std::time(nullptr);
   char date[64] = "";
   std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
@@ -389,11 +718,22 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   if (memoryBytes)
     json << "\"bytes\": " << memoryBytes << ", ";
   json << "\"bytes_per_second\": " << number(memoryRate)
-       << ", \"efficiency\": 1},\n"
-       << "  \"launch_seconds\": " << number(std::max(launch, 1e-9))
-       << ",\n"
+       << ", \"efficiency\": 1";
+  if (cacheBytes > 0)
+    json << ",\n             \"cache_bytes\": " << number(cacheBytes)
+         << ", \"cache_bytes_per_second\": " << number(cacheRate);
+  json << "},\n"
+       << "  \"launch_seconds\": " << number(launch) << ",\n"
        << "  \"gemm_half_extent\": " << number(half) << ",\n"
        << "  \"transcendental_flops\": " << number(transcendental) << ",\n"
+       << "  \"step_overhead_seconds\": " << number(stepOverhead) << ",\n"
+       << "  \"feed_seconds_per_element\": " << number(feed) << ",\n"
+       << "  \"kernels\": {";
+  for (size_t i = 0; i < kernelCosts.size(); ++i)
+    json << (i ? ",\n              " : "") << quoted(kernelCosts[i].first)
+         << ": {\"small\": " << number(kernelCosts[i].second.first)
+         << ", \"large\": " << number(kernelCosts[i].second.second) << "}";
+  json << "},\n"
        << "  \"links\": [{\"name\": \"memcpy\", \"gbps\": "
        << number(linkRate / 1e9)
        << ", \"latency_seconds\": " << number(linkLatency) << "}],\n"

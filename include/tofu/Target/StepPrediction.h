@@ -64,12 +64,18 @@ struct StepPrediction {
   std::string device;     ///< the description's name
   bool sharedHost = false;
   std::vector<StepLink> links; ///< per recursion step
-  /// step = compute + transfers + copies: the seconds of the instructions
-  /// on the critical device of each seq level (dedicated devices) or of
-  /// all devices (shared host).
+  /// step = compute + transfers + copies + overhead: the seconds of the
+  /// instructions on the critical device of each seq level (dedicated
+  /// devices) or of all devices (shared host), and the step's own work.
   double stepSeconds = 0;
   double computeSeconds = 0;
   double copySeconds = 0; ///< launches and memory passes of fetches/reduces
+  /// The step's work outside its instructions (StepTimeModel::
+  /// stepOverheadSeconds): fixed, plus feeding `fedElements` input and
+  /// label elements (shared host: every device's; dedicated devices feed
+  /// side by side: the device with the most).
+  double overheadSeconds = 0;
+  uint64_t fedElements = 0;
   std::vector<double> commSecondsPerStep; ///< link time, per recursion step
   double commSeconds() const;
   /// The busiest device's total time: the step with perfect overlap
@@ -124,6 +130,13 @@ struct StepPrediction {
   /// memory scaling as 1/k (0 = none; `--gpus auto` compiles to check).
   int64_t estimatedFittingDevices = 0;
 };
+
+/// The transcendental functions (exp, log, sqrt, tanh, erf, sigmoid, pow;
+/// not pow(x, 2)) that `program` evaluates per output element when each
+/// function node is evaluated once per distinct value of the index
+/// variables it depends on, as a kernel does: tanh(X[i]) is 1, a batch
+/// norm's sqrt of its channel's variance C / (N C H W).
+double transcendentalsPerOutputElement(const plan::ExprProgram &program);
 
 /// Predicts the training step of `plan` (materialized and memory-planned
 /// from `func`, which carries tofu.grid and the ops' tofu.plan) on `device`.

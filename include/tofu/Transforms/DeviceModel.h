@@ -50,6 +50,19 @@ struct DeviceModel {
     double latencySeconds = 0;
   };
 
+  /// What one kernel costs per element of its largest operand, measured
+  /// (tofu-run --calibrate) at kSmallElements and kLargeElements elements
+  /// in cache; in between, interpolated in log(elements); outside, the
+  /// nearer one. Replaces the roofline's FLOP term for that kernel (its
+  /// memory term still bounds it: data that do not fit the cache).
+  struct KernelCost {
+    std::string kernel;
+    double smallSecondsPerElement = 0, largeSecondsPerElement = 0;
+    double secondsPerElement(double elements) const;
+  };
+  static constexpr double kSmallElements = 16384;
+  static constexpr double kLargeElements = 1 << 20;
+
   std::string name;
   /// What the device is and where its numbers come from (free text).
   std::string description;
@@ -65,10 +78,22 @@ struct DeviceModel {
   std::vector<ComputeRates> compute;
   /// Bytes per second a kernel streams through memory (sustained).
   double memoryBytesPerSecond = 0;
+  /// A kernel (or copy) whose traffic (bytes read and written) is at most
+  /// `cacheBytes` streams at `cacheBytesPerSecond` instead: its data stay
+  /// in the caches between the ops of a step (0 = no such level).
+  double cacheBytes = 0;
+  double cacheBytesPerSecond = 0;
   /// Device memory in bytes (0 = unknown: no fit check).
   uint64_t memoryBytes = 0;
   /// Fixed cost of one kernel call (launch, dispatch, argument setup).
   double launchSeconds = 0;
+  /// Fixed cost of one training step beyond its instructions (the
+  /// runtime's step loop, reading the loss).
+  double stepOverheadSeconds = 0;
+  /// Cost of one element of an input or label buffer fed each step
+  /// (tofu-run's synthetic batches: generated on the CPU backend, copied
+  /// from pinned host memory on a GPU).
+  double feedSecondsPerElement = 0;
   /// What one transcendental function (exp, log, sqrt, tanh, erf, sigmoid,
   /// pow) costs, in vector FLOPs (1 = as cheap as an add).
   double transcendentalFlops = 1;
@@ -83,6 +108,10 @@ struct DeviceModel {
   /// The k devices are virtual ones sharing one host (tofu-run's CPU
   /// backend): their work adds up instead of running side by side.
   bool sharedHost = false;
+  /// Measured costs of named kernels, sorted by kernel name.
+  std::vector<KernelCost> kernelCosts;
+  /// The cost of `kernel`, or null.
+  const KernelCost *kernelCost(llvm::StringRef kernel) const;
 
   /// The rates of `dtype` (the f32 entry when it has none; null when the
   /// description lists no rates at all, as hand-built models in tests).

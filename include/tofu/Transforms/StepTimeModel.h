@@ -11,15 +11,23 @@
 //   t = launch + max(flops / (peak(class) * efficiency(tile)),
 //                    bytes touched / memory bandwidth)
 //
-// plus, for an output that is a partial sum (a split reduction), one more
+// where the bytes stream at the cache's rate instead when the device
+// describes a cache and they fit in it (memorySeconds), plus, for an output
+// that is a partial sum (a split reduction), one more
 // memory pass and kernel call for the reduction of the partial tiles.
 // Contractions (MatMul, Gemm, convolutions and their gradients) run at the
 // GEMM peak scaled by s(m) * s(n) * s(k), s(x) = x / (x + h), where m, n, k
 // are the tile's GEMM sides (read off the TDL access regions) and h the
 // device's half-efficiency extent: skinny and tiny GEMMs are slow. Other ops
-// run at the vector peak and are usually memory-bound.
+// run at the vector peak and are usually memory-bound; a kernel whose cost
+// per element of its largest operand the device gives (measured) costs that
+// instead of its FLOPs at the vector peak.
 //
 // Transfer: bytes / link bandwidth + messages * latency.
+//
+// Per step, beyond its instructions: the device's fixed step overhead plus
+// the elements of the input and label buffers fed that step times the
+// feed cost of one element.
 //
 // All device parameters are in one struct, `DeviceModel` (DeviceModel.h),
 // read from a JSON device description or a built-in one; the rate of a
@@ -68,6 +76,8 @@ struct ShareWork {
   bool empty = false;
   /// A convolution (or its gradient): the device's `conv` rate.
   bool convolution = false;
+  /// The op's name (its kernel's): a device may give its measured cost.
+  llvm::StringRef kernel;
   /// The element type it computes in: a contraction's first operand's,
   /// else its output's.
   tdl::ElemType dtype = tdl::ElemType::F32;
@@ -79,6 +89,9 @@ struct ShareWork {
   /// program (StepPrediction.cpp).
   double outputElements = 0;
   double transcendentals = 0;
+  /// Elements of its largest operand (an input's required region or the
+  /// output box): what a measured kernel cost is per.
+  double largestElements = 0;
 };
 
 /// The op class of a TDL op.
@@ -105,6 +118,14 @@ public:
   double flopsPerSecond(const ShareWork &work) const;
   /// The efficiency in (0, 1] a contraction of these GEMM sides runs at.
   double gemmEfficiency(double m, double n, double k) const;
+  /// Seconds to stream `bytes` of traffic (read and written) through
+  /// memory: at the cache's rate when the device has a cache level and they
+  /// fit in it, else at the memory bandwidth.
+  double memorySeconds(double bytes) const;
+  /// Seconds one step spends beyond its instructions when it feeds
+  /// `fedElements` input and label elements: step overhead + fedElements
+  /// x feed cost per element.
+  double stepOverheadSeconds(double fedElements) const;
   /// Seconds to move `bytes` over a link of `gbps` GB/s in `messages`
   /// messages.
   double transferSeconds(double bytes, double gbps, double messages) const;

@@ -112,6 +112,68 @@ TEST(DeviceModel, ParsesAndRoundTrips) {
   }
 }
 
+TEST(DeviceModel, StepOverheadAndFeedAreOptional) {
+  auto has = [](const std::string &message, const std::string &part) {
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "'" << message << "' lacks '" << part << "'";
+  };
+  // Absent (a description written before they existed): 0, and the
+  // description round-trips without them.
+  auto old = parseDeviceDescription(minimal(), "t.json");
+  ASSERT_TRUE(bool(old)) << llvm::toString(old.takeError());
+  EXPECT_EQ(old->stepOverheadSeconds, 0);
+  EXPECT_EQ(old->feedSecondsPerElement, 0);
+  EXPECT_EQ(formatDeviceDescription(*old).find("feed_seconds_per_element"),
+            std::string::npos);
+  auto model = parseDeviceDescription(
+      minimal(R"(, "step_overhead_seconds": 2e-5, "feed_seconds_per_element": 1.5e-8)"),
+      "t.json");
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  EXPECT_DOUBLE_EQ(model->stepOverheadSeconds, 2e-5);
+  EXPECT_DOUBLE_EQ(model->feedSecondsPerElement, 1.5e-8);
+  auto again =
+      parseDeviceDescription(formatDeviceDescription(*model), "again.json");
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_DOUBLE_EQ(again->stepOverheadSeconds, 2e-5);
+  EXPECT_DOUBLE_EQ(again->feedSecondsPerElement, 1.5e-8);
+  // A cache level: both fields or neither.
+  auto cached = parseDeviceDescription(
+      R"({"format": "tofu-device/1", "name": "t", "compute": {"f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}}}, "memory": {"bytes_per_second": 1e9, "cache_bytes": 1048576, "cache_bytes_per_second": 5e10}, "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": [{"name": "a", "gbps": 1, "latency_seconds": 1e-6}]})",
+      "t.json");
+  ASSERT_TRUE(bool(cached)) << llvm::toString(cached.takeError());
+  EXPECT_DOUBLE_EQ(cached->cacheBytes, 1048576);
+  EXPECT_DOUBLE_EQ(cached->cacheBytesPerSecond, 5e10);
+  auto cachedAgain =
+      parseDeviceDescription(formatDeviceDescription(*cached), "again.json");
+  ASSERT_TRUE(bool(cachedAgain)) << llvm::toString(cachedAgain.takeError());
+  EXPECT_DOUBLE_EQ(cachedAgain->cacheBytesPerSecond, 5e10);
+  EXPECT_EQ(old->cacheBytes, 0);
+  has(errorOf(R"({"format": "tofu-device/1", "name": "t", "compute": {"f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}}}, "memory": {"bytes_per_second": 1e9, "cache_bytes": 1048576}, "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": [{"name": "a", "gbps": 1, "latency_seconds": 1e-6}]})"),
+      "memory.cache_bytes_per_second: missing");
+  // Kernel costs: read, sorted, round-tripped; each needs small and large.
+  auto kernels = parseDeviceDescription(
+      minimal(R"(, "kernels": {"Tanh": {"small": 9e-9, "large": 5e-9}, "Relu": {"small": 1e-10, "large": 2e-10}})"),
+      "t.json");
+  ASSERT_TRUE(bool(kernels)) << llvm::toString(kernels.takeError());
+  ASSERT_EQ(kernels->kernelCosts.size(), 2u);
+  EXPECT_EQ(kernels->kernelCosts[0].kernel, "Relu");
+  ASSERT_TRUE(kernels->kernelCost("Tanh"));
+  EXPECT_DOUBLE_EQ(kernels->kernelCost("Tanh")->largeSecondsPerElement, 5e-9);
+  auto kernelsAgain =
+      parseDeviceDescription(formatDeviceDescription(*kernels), "again.json");
+  ASSERT_TRUE(bool(kernelsAgain)) << llvm::toString(kernelsAgain.takeError());
+  EXPECT_DOUBLE_EQ(kernelsAgain->kernelCost("Relu")->smallSecondsPerElement,
+                   1e-10);
+  has(errorOf(minimal(R"(, "kernels": {"Tanh": {"small": 9e-9}})")),
+      "kernels.Tanh.large: missing");
+  has(errorOf(minimal(R"(, "kernels": {"Tanh": {"small": 9e-9, "large": 1, "medium": 1}})")),
+      "kernels.Tanh.medium: unknown field");
+  // The built-in cpu carries tofu-run's measured ones.
+  DeviceModel cpu = DeviceModel::genericCpu();
+  EXPECT_GT(cpu.stepOverheadSeconds, 0);
+  EXPECT_GT(cpu.feedSecondsPerElement, 0);
+}
+
 TEST(DeviceModel, RateByElementTypeAndClass) {
   DeviceModel h100 = DeviceModel::h100();
   StepTimeModel model(h100);
@@ -160,6 +222,10 @@ TEST(DeviceModel, ErrorsNameTheField) {
   has(errorOf(minimal("", R"("f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}})",
                       R"([{"name": "a", "gbps": 0, "latency_seconds": 1e-6}])")),
       "links[0].gbps: expected a positive finite number, got 0");
+  has(errorOf(minimal(", \"feed_seconds_per_element\": 0")),
+      "feed_seconds_per_element: expected a positive finite number at most 0.001, got 0");
+  has(errorOf(minimal(", \"step_overhead_seconds\": \"1 ms\"")),
+      "step_overhead_seconds: expected a positive number, got a string");
   // Deep nesting is refused before the recursive JSON parser sees it.
   has(errorOf(std::string(200000, '[') + std::string(200000, ']')),
       "(file): nested more than 32 levels deep");

@@ -55,6 +55,73 @@ DeviceModel roundModel() {
   return model;
 }
 
+TEST(StepTimeModel, TrafficThatFitsTheCacheStreamsAtItsRate) {
+  DeviceModel device = roundModel();
+  EXPECT_DOUBLE_EQ(StepTimeModel(device).memorySeconds(4000), 4000 / 1e9);
+  device.cacheBytes = 4096;
+  device.cacheBytesPerSecond = 8e9;
+  StepTimeModel model(device);
+  EXPECT_DOUBLE_EQ(model.memorySeconds(4096), 4096 / 8e9);
+  EXPECT_DOUBLE_EQ(model.memorySeconds(4097), 4097 / 1e9);
+  // An element-wise op of 4000 bytes and 100 flops: memory-bound at 1 GB/s
+  // (4 us), at the cache's 8 GB/s (0.5 us) below its vector time (1 us).
+  ShareWork work;
+  work.kind = OpClass::Elementwise;
+  work.flops = 100;
+  work.bytes = 4000;
+  EXPECT_DOUBLE_EQ(StepTimeModel(roundModel()).computeSeconds(work),
+                   1e-6 + 4e-6);
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 100 / 1e8);
+}
+
+TEST(StepTimeModel, MeasuredKernelCostReplacesTheFlops) {
+  // ReluGrad measured at 2 ns per element at 16384 elements and 1 ns at
+  // 1M: between them, interpolated in log(elements).
+  DeviceModel device = roundModel();
+  device.kernelCosts = {{"ReluGrad", 2e-9, 1e-9}};
+  const DeviceModel::KernelCost &cost = device.kernelCosts[0];
+  EXPECT_DOUBLE_EQ(cost.secondsPerElement(100), 2e-9);
+  EXPECT_DOUBLE_EQ(cost.secondsPerElement(1 << 20), 1e-9);
+  EXPECT_DOUBLE_EQ(cost.secondsPerElement(1 << 30), 1e-9);
+  EXPECT_NEAR(cost.secondsPerElement(131072), 2e-9 - 0.5e-9, 1e-21);
+  EXPECT_EQ(device.kernelCost("Relu"), nullptr);
+  StepTimeModel model(device);
+  ShareWork work;
+  work.kind = OpClass::Elementwise;
+  work.kernel = "ReluGrad";
+  work.flops = 1000;
+  work.outputElements = 500; // a reduction's: its input's 1000 count
+  work.largestElements = 1000;
+  work.bytes = 12000;
+  // 1000 elements x 2 ns = 2 us, below its 12 KB at 1 GB/s (12 us): the
+  // memory bounds it; with 1.2 KB the kernel's cost does.
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 12e-6);
+  work.bytes = 1200;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 2e-6);
+  // Half the share: its own size's cost.
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work, 0.5), 1e-6 + 1e-6);
+  // Another kernel: its FLOPs at the vector rate (1e8).
+  work.kernel = "Relu";
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 1000 / 1e8);
+}
+
+TEST(StepTimeModel, StepOverheadIsFixedPlusFeedPerElement) {
+  DeviceModel device = roundModel();
+  // A description without the fields: nothing beyond the instructions.
+  EXPECT_EQ(StepTimeModel(device).stepOverheadSeconds(1e6), 0);
+  device.stepOverheadSeconds = 3e-6;
+  device.feedSecondsPerElement = 2e-9;
+  StepTimeModel model(device);
+  EXPECT_DOUBLE_EQ(model.stepOverheadSeconds(0), 3e-6);
+  EXPECT_DOUBLE_EQ(model.stepOverheadSeconds(4160), 3e-6 + 4160 * 2e-9);
+  // Not per kernel: an op's time does not include it.
+  ShareWork work;
+  work.kind = OpClass::Elementwise;
+  work.flops = 1000;
+  work.bytes = 8000;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 1000 / 1e8);
+}
+
 TEST(StepTimeModel, ReductionsCountElementsNotExpressionTerms) {
   // BiasGrad sums 64 rows per output: its 16 outputs read 64 x 16 elements
   // (16 + 1024 operations, not 2 x 16 x 64).

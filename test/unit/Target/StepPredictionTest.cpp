@@ -180,7 +180,8 @@ TEST_F(PredictGemm, JsonCarriesThePrediction) {
   EXPECT_NEAR(*predicted->getNumber("step_seconds"),
               *predicted->getNumber("compute_seconds") +
                   *predicted->getNumber("comm_seconds") +
-                  *predicted->getNumber("copy_seconds"),
+                  *predicted->getNumber("copy_seconds") +
+                  *predicted->getNumber("overhead_seconds"),
               1e-18);
   EXPECT_EQ(predicted->getArray("per_device")->size(), 2u);
   // Without a prediction, no key (plan.bin's stored text has none either).
@@ -189,6 +190,139 @@ TEST_F(PredictGemm, JsonCarriesThePrediction) {
   EXPECT_FALSE(plain->getAsObject()->get("predicted"));
   EXPECT_EQ(tofu::formatPlanText(func, plan, false).find("predicted"),
             std::string::npos);
+}
+
+TEST_F(PredictGemm, SharedHostCopiesInCacheRunAtItsRate) {
+  // The fetch of W moves 96 local and 96 remote bytes (traffic 2 x 192 =
+  // 384 bytes): within a 1000-byte cache at 10 GB/s, its local copy and its
+  // remote piece stream at the cache's rate instead of memory's and the
+  // link's; the Gemm's 304 bytes too.
+  tofu::DeviceModel device = roundDevice();
+  device.sharedHost = true;
+  device.cacheBytes = 1000;
+  device.cacheBytesPerSecond = 1e10;
+  tofu::StepPrediction p = predict(device);
+  const double compute = 1e-6 + 192 / (1e9 * (2.0 / 3) * (6.0 / 7) * (8.0 / 9));
+  EXPECT_NEAR(p.devices[0].computeSeconds, compute, 1e-15);
+  EXPECT_NEAR(p.devices[0].copySeconds, 1e-6 + 2 * 96 / 1e10, 1e-15);
+  EXPECT_NEAR(p.devices[0].commSeconds, 2 * 96 / 1e10 + 1e-5, 1e-15);
+  // A cache too small for the fetch: memory and the link again.
+  device.cacheBytes = 150;
+  p = predict(device);
+  EXPECT_NEAR(p.devices[0].copySeconds, kCopy, 1e-15);
+  EXPECT_NEAR(p.devices[0].commSeconds, kComm, 1e-15);
+  // Dedicated devices: the link is a link, whatever the cache.
+  device.sharedHost = false;
+  device.cacheBytes = 1000;
+  p = predict(device);
+  EXPECT_NEAR(p.devices[0].commSeconds, kComm, 1e-15);
+}
+
+TEST_F(PredictGemm, StepOverheadFeedsInputsAndLabels) {
+  // Each device feeds its X rows [2, 8] (16 elements): the step adds the
+  // fixed overhead and the elements fed; on a shared host every device's
+  // feed adds up, side by side devices feed at once (the most: 16).
+  tofu::DeviceModel device = roundDevice();
+  double plain = predict(device).stepSeconds;
+  device.stepOverheadSeconds = 5e-6;
+  device.feedSecondsPerElement = 1e-8;
+  tofu::StepPrediction p = predict(device);
+  EXPECT_EQ(p.fedElements, 32u);
+  EXPECT_NEAR(p.overheadSeconds, 5e-6 + 16 * 1e-8, 1e-18);
+  EXPECT_NEAR(p.stepSeconds, plain + 5e-6 + 16 * 1e-8, 1e-15);
+  // Not a device's busy time.
+  EXPECT_NEAR(p.busiestDeviceSeconds, kCompute + kCopy + kComm, 1e-15);
+  device.sharedHost = true;
+  p = predict(device);
+  EXPECT_NEAR(p.overheadSeconds, 5e-6 + 32 * 1e-8, 1e-18);
+  EXPECT_NEAR(p.stepSeconds, 2 * (kCompute + kCopy + kComm) + 5e-6 + 32e-8,
+              1e-15);
+}
+
+/// Nodes of an expression program, built by hand.
+struct ProgramBuilder {
+  tofu::plan::ExprProgram program;
+  int32_t add(tofu::plan::ExprNode node) {
+    program.nodes.push_back(std::move(node));
+    return static_cast<int32_t>(program.nodes.size() - 1);
+  }
+  int32_t var(int32_t v) {
+    tofu::plan::ExprNode node;
+    node.kind = tofu::plan::ExprNode::Kind::Var;
+    node.var = v;
+    return add(node);
+  }
+  int32_t constant(double value) {
+    tofu::plan::ExprNode node;
+    node.kind = tofu::plan::ExprNode::Kind::Const;
+    node.value = value;
+    return add(node);
+  }
+  int32_t access(int32_t input, std::vector<int32_t> indices) {
+    tofu::plan::ExprNode node;
+    node.kind = tofu::plan::ExprNode::Kind::Access;
+    node.input = input;
+    node.operands = std::move(indices);
+    return add(node);
+  }
+  int32_t call(tofu::plan::Function f, int32_t operand) {
+    tofu::plan::ExprNode node;
+    node.kind = tofu::plan::ExprNode::Kind::Call;
+    node.function = f;
+    node.operands = {operand};
+    return add(node);
+  }
+  int32_t binary(tofu::plan::BinaryOp op, int32_t a, int32_t b) {
+    tofu::plan::ExprNode node;
+    node.kind = tofu::plan::ExprNode::Kind::Binary;
+    node.binary = op;
+    node.operands = {a, b};
+    return add(node);
+  }
+  int32_t sum(int32_t operand, std::vector<int32_t> vars) {
+    tofu::plan::ExprNode node;
+    node.kind = tofu::plan::ExprNode::Kind::Reduce;
+    node.reducer = tofu::plan::Reducer::Sum;
+    node.operands = {operand};
+    node.vars = std::move(vars);
+    return add(node);
+  }
+};
+
+TEST(PredictTranscendentals, EachNodeOncePerIndexItDependsOn) {
+  using tofu::plan::BinaryOp;
+  using tofu::plan::Function;
+  // Variables: n (8), c (4), m (8, bound by the sums).
+  // Y[n, c] = tanh(X[n, c]) * exp(X[n, c]) / sqrt(sum(m) pow(X[m, c], 2))
+  //           + pow(X[n, c], 3)
+  ProgramBuilder b;
+  b.program.varExtents = {8, 4, 8};
+  b.program.outputVars = {0, 1};
+  int32_t n = b.var(0), c = b.var(1), m = b.var(2);
+  int32_t x = b.access(0, {n, c});
+  int32_t tanh = b.call(Function::Tanh, x);
+  int32_t exp = b.call(Function::Exp, x);
+  int32_t square = b.binary(BinaryOp::Pow, b.access(0, {m, c}), b.constant(2));
+  int32_t root = b.call(Function::Sqrt, b.sum(square, {2}));
+  int32_t cube = b.binary(BinaryOp::Pow, x, b.constant(3));
+  b.program.root = b.binary(
+      BinaryOp::Add,
+      b.binary(BinaryOp::Div, b.binary(BinaryOp::Mul, tanh, exp), root),
+      cube);
+  // tanh, exp and the cube: once per output element (3); the sqrt: once
+  // per channel, 4 of the 32 elements; the square is a multiply (0).
+  EXPECT_DOUBLE_EQ(tofu::transcendentalsPerOutputElement(b.program),
+                   3 + 4.0 / 32);
+  // A softmax's exp inside its row sum: once per (n, m), as many as the
+  // output elements [n, c] when the row has C elements.
+  ProgramBuilder s;
+  s.program.varExtents = {8, 4, 4};
+  s.program.outputVars = {0, 1};
+  int32_t sn = s.var(0), sc = s.var(1), sm = s.var(2);
+  int32_t top = s.call(Function::Exp, s.access(0, {sn, sc}));
+  int32_t below = s.sum(s.call(Function::Exp, s.access(0, {sn, sm})), {2});
+  s.program.root = s.binary(BinaryOp::Div, top, below);
+  EXPECT_DOUBLE_EQ(tofu::transcendentalsPerOutputElement(s.program), 2);
 }
 
 TEST(PredictTranscendentals, TanhCostsTranscendentalFlops) {
