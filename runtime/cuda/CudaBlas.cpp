@@ -244,7 +244,6 @@ std::string LtGemm::prepare(const LtHandle &lt, const GemmShape &g,
   if (epilogue.bias && !bias)
     return "the bias epilogue has no bias";
   doublePrecision = type == CUDA_R_64F;
-  hasBias = epilogue.bias;
   alpha = g.alpha;
   // As in run() above: row-major C = op(A) op(B) is column-major
   // C^T = op(B)^T op(A)^T, so cuBLASLt's A is our B and its B our A; its
@@ -339,24 +338,16 @@ std::string LtGemm::prepare(const LtHandle &lt, const GemmShape &g,
 }
 
 std::string LtGemm::run(const LtHandle &lt, const void *a, const void *b,
-                        void *c, const void *bias,
-                        cudaStream_t stream) const {
+                        void *c, cudaStream_t stream) const {
   if (!desc)
     return "internal error: cublasLtMatmul of an unprepared GEMM";
-  cublasStatus_t s;
-  if (hasBias && (s = cublasLtMatmulDescSetAttribute(
-                      desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                      sizeof bias)) != CUBLAS_STATUS_SUCCESS)
-    return std::string("cublasLtMatmulDescSetAttribute(BIAS_POINTER) "
-                       "failed: ") +
-           blasStatusName(s);
   const float alphaF = static_cast<float>(alpha), betaF = 0;
   const double betaD = 0;
   const void *alphaP = doublePrecision ? static_cast<const void *>(&alpha)
                                        : static_cast<const void *>(&alphaF);
   const void *betaP = doublePrecision ? static_cast<const void *>(&betaD)
                                       : static_cast<const void *>(&betaF);
-  s = cublasLtMatmul(lt.get(), desc, alphaP, b, layoutA, a, layoutB, betaP, c,
+  cublasStatus_t s = cublasLtMatmul(lt.get(), desc, alphaP, b, layoutA, a, layoutB, betaP, c,
                      layoutC, c, layoutC, &algo, lt.workspace(),
                      workspaceBytes, stream);
   if (s != CUBLAS_STATUS_SUCCESS)

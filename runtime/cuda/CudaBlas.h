@@ -117,14 +117,15 @@ public:
   /// epilogue): the caller then runs the bias, the GEMM and the ReLU as
   /// separate calls.
   /// The operands' addresses are those of the runs to come: the algorithm
-  /// is chosen for their alignment.
+  /// is chosen for their alignment, and `bias` (N elements; null without
+  /// the bias epilogue) is fixed here.
   std::string prepare(const LtHandle &lt, const GemmShape &shape,
                       cudaDataType type, GemmEpilogue epilogue, const void *a,
                       const void *b, const void *c, const void *bias);
-  /// C = epilogue(alpha op(A) op(B)) with `bias` (N elements, or null when
-  /// the epilogue has none) on `stream`; "" or the cuBLASLt error.
+  /// C = epilogue(alpha op(A) op(B)) on `stream`, with the bias given to
+  /// prepare; "" or the cuBLASLt error.
   std::string run(const LtHandle &lt, const void *a, const void *b, void *c,
-                  const void *bias, cudaStream_t stream) const;
+                  cudaStream_t stream) const;
 
 private:
   void release();
@@ -133,7 +134,6 @@ private:
                          layoutC = nullptr;
   cublasLtMatmulAlgo_t algo{};
   size_t workspaceBytes = 0;
-  bool hasBias = false;
   bool doublePrecision = false;
   double alpha = 1;
 };

@@ -842,10 +842,7 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
       auto it = ltGemms.find(&op);
       if (it != ltGemms.end())
         return it->second->run(*devices[e.device].lt, pointer(op.a),
-                               pointer(op.b), pointer(op.c),
-                               op.bias.device >= 0 ? pointer(op.bias)
-                                                   : nullptr,
-                               stream);
+                               pointer(op.b), pointer(op.c), stream);
       // No cuBLASLt algorithm: the bias broadcast into C, the GEMM adding
       // to it, then the ReLU (float32 only: CudaSchedule fuses no other).
       if (op.bias.device >= 0) {

@@ -75,6 +75,29 @@ void expectClose(const std::vector<float> &got, const std::vector<float> &want,
         << want[i];
 }
 
+/// The CPU Gemm of A ([M, K], [K, M] when ta) and B ([K, N], [N, K] when
+/// tb) with alpha, plus the bias row C ([N]) when it is not empty.
+std::vector<float> cpuGemm(const std::vector<float> &a,
+                           const std::vector<float> &b,
+                           const std::vector<float> &bias, int64_t m,
+                           int64_t n, int64_t k, bool ta, bool tb,
+                           double alphaValue) {
+  std::vector<int64_t> as = ta ? std::vector<int64_t>{k, m}
+                               : std::vector<int64_t>{m, k};
+  std::vector<int64_t> bs = tb ? std::vector<int64_t>{n, k}
+                               : std::vector<int64_t>{k, n};
+  Attr alpha;
+  alpha.name = "alpha";
+  alpha.kind = Attr::Kind::Float;
+  alpha.f = alphaValue;
+  std::vector<std::pair<std::vector<float>, std::vector<int64_t>>> inputs = {
+      {a, as}, {b, bs}};
+  if (!bias.empty())
+    inputs.push_back({bias, {n}});
+  return cpu("Gemm", {alpha, intAttr("transA", ta), intAttr("transB", tb)},
+             inputs, {m, n});
+}
+
 TEST(CudaBlas, GemmMatchesCpuMatMul) {
   cuda::BlasHandle blas;
   ASSERT_EQ(blas.init(), "");
@@ -107,18 +130,7 @@ TEST(CudaBlas, TransposedGemmMatchesCpuGemm) {
       g.ldc = n;
       g.alpha = 0.5f;
       ASSERT_EQ(cuda::gemm(blas, g, da.get(), db.get(), dc.get()), "");
-      std::vector<int64_t> as = ta ? std::vector<int64_t>{k, m}
-                                   : std::vector<int64_t>{m, k};
-      std::vector<int64_t> bs = tb ? std::vector<int64_t>{n, k}
-                                   : std::vector<int64_t>{k, n};
-      Attr alpha;
-      alpha.name = "alpha";
-      alpha.kind = Attr::Kind::Float;
-      alpha.f = 0.5;
-      expectClose(dc.toHost(),
-                  cpu("Gemm",
-                      {alpha, intAttr("transA", ta), intAttr("transB", tb)},
-                      {{a, as}, {b, bs}}, {m, n}),
+      expectClose(dc.toHost(), cpuGemm(a, b, {}, m, n, k, ta, tb, 0.5),
                   std::string("Gemm transA ") + (ta ? "1" : "0") +
                       " transB " + (tb ? "1" : "0"));
     }
@@ -168,23 +180,11 @@ TEST(CudaBlas, LtEpilogueGemmMatchesCpuGemmAndRelu) {
                                  pbias),
                     "")
               << what;
-          ASSERT_EQ(gemm.run(lt, pa, pb, pc, pbias, nullptr), "") << what;
+          ASSERT_EQ(gemm.run(lt, pa, pb, pc, nullptr), "") << what;
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-          std::vector<int64_t> as = ta ? std::vector<int64_t>{k, m}
-                                       : std::vector<int64_t>{m, k};
-          std::vector<int64_t> bs = tb ? std::vector<int64_t>{n, k}
-                                       : std::vector<int64_t>{k, n};
-          Attr alpha;
-          alpha.name = "alpha";
-          alpha.kind = Attr::Kind::Float;
-          alpha.f = 0.5;
-          std::vector<std::pair<std::vector<float>, std::vector<int64_t>>>
-              inputs = {{a, as}, {b, bs}};
-          if (withBias)
-            inputs.push_back({bias, {n}});
           std::vector<float> want =
-              cpu("Gemm", {alpha, intAttr("transA", ta), intAttr("transB", tb)},
-                  inputs, {m, n});
+              cpuGemm(a, b, withBias ? bias : std::vector<float>(), m, n, k,
+                      ta, tb, 0.5);
           if (relu)
             for (float &v : want)
               v = v < 0 ? 0 : v;

@@ -188,26 +188,11 @@ Probe kernelProbe(std::string label, const char *name,
                   std::vector<Tensor *> inputs, Tensor &output,
                   const std::vector<plan::Attr> &attrs, double window,
                   int calls = 1) {
-  Probe probe;
-  probe.name = std::move(label);
-  probe.window = window;
-  probe.calls = calls;
-  KernelFn kernel = lookupKernel(name);
-  auto args = std::make_shared<KernelArgs>();
+  std::vector<TensorView> views;
   for (Tensor *input : inputs)
-    args->inputs.push_back(input->view());
-  args->outputs.push_back(output.view());
-  args->attrs = &attrs;
-  std::string kernelName = name;
-  probe.body = [kernel, args, calls, kernelName]() -> std::string {
-    if (!kernel)
-      return "no native kernel " + kernelName;
-    for (int i = 0; i < calls; ++i)
-      if (std::string err = kernel(*args); !err.empty())
-        return err;
-    return "";
-  };
-  return probe;
+    views.push_back(input->view());
+  return viewProbe(std::move(label), name, std::move(views), output.view(),
+                   attrs, window, calls);
 }
 
 plan::Attr intsAttr(const char *name, std::vector<int64_t> values) {
