@@ -9,9 +9,9 @@ bool tofu::runtime::sameBox(const TensorView &out, const TensorView &in) {
          in.globalShape == out.globalShape;
 }
 
-std::string tofu::runtime::broadcastOffsets(const TensorView &out,
-                                            const TensorView &in,
-                                            std::vector<int64_t> &offsets) {
+std::string
+tofu::runtime::broadcastDimOffsets(const TensorView &out, const TensorView &in,
+                                   std::vector<std::vector<int64_t>> &contrib) {
   const size_t ro = out.shape.size(), ri = in.shape.size();
   if (ri > ro)
     return "input of rank " + std::to_string(ri) +
@@ -20,7 +20,7 @@ std::string tofu::runtime::broadcastOffsets(const TensorView &out,
       out.lo.size() != ro || in.lo.size() != ri)
     return "operand global shape or position has the wrong rank";
   // contrib[i][k]: flat-offset contribution of output local index k in dim i.
-  std::vector<std::vector<int64_t>> contrib(ro);
+  contrib.assign(ro, {});
   int64_t stride = 1;
   for (size_t jj = ri; jj-- > 0;) {
     size_t i = jj + (ro - ri);
@@ -45,7 +45,16 @@ std::string tofu::runtime::broadcastOffsets(const TensorView &out,
   }
   for (size_t i = 0; i < ro - ri; ++i)
     contrib[i].assign(out.shape[i], 0);
+  return "";
+}
 
+std::string tofu::runtime::broadcastOffsets(const TensorView &out,
+                                            const TensorView &in,
+                                            std::vector<int64_t> &offsets) {
+  std::vector<std::vector<int64_t>> contrib;
+  if (std::string err = broadcastDimOffsets(out, in, contrib); !err.empty())
+    return err;
+  const size_t ro = out.shape.size();
   int64_t n = out.numElements();
   offsets.assign(n, 0);
   if (n == 0)

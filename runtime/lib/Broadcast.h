@@ -22,6 +22,15 @@ namespace tofu::runtime {
 std::string broadcastOffsets(const TensorView &out, const TensorView &in,
                              std::vector<int64_t> &offsets);
 
+/// The separable form of broadcastOffsets: `perDim[i][k]` is what output
+/// local index k of dimension i adds to the flat index into `in`'s local
+/// box (0 for a broadcast dimension), so output element (k0, k1, ...) reads
+/// `in` at perDim[0][k0] + perDim[1][k1] + .... Cheaper than the per-element
+/// table when the caller walks the output dimension by dimension (a 2-D
+/// GEMM's bias row or column). Same errors as broadcastOffsets.
+std::string broadcastDimOffsets(const TensorView &out, const TensorView &in,
+                                std::vector<std::vector<int64_t>> &perDim);
+
 /// True when `in` is exactly `out`'s box of a same-shaped tensor (no
 /// broadcasting, element e reads element e).
 bool sameBox(const TensorView &out, const TensorView &in);

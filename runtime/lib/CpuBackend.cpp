@@ -133,7 +133,22 @@ void forEachRun(const Box &srcBox, const Box &dstBox, const Box &region,
 void moveRun(const uint8_t *s, uint8_t *d, int64_t run, DType dtype,
              bool add) {
     if (!add) {
-      std::memmove(d, s, run * dtypeSize(dtype));
+      const size_t bytes = static_cast<size_t>(run) * dtypeSize(dtype);
+      // A large copy between disjoint ranges (a parameter's new value, a
+      // whole tile) is memory-bound: one thread streams about half of what
+      // the machine's cores do together, so it is split over the pool.
+      const bool disjoint = s + bytes <= d || d + bytes <= s;
+      if (disjoint && bytes >= (size_t(1) << 20)) {
+        const int64_t lines = static_cast<int64_t>(bytes / 64);
+        parallelFor(lines, 64.0, [&](int64_t begin, int64_t end) {
+          const size_t from = static_cast<size_t>(begin) * 64;
+          const size_t to =
+              end == lines ? bytes : static_cast<size_t>(end) * 64;
+          std::memcpy(d + from, s + from, to - from);
+        });
+      } else {
+        std::memmove(d, s, bytes);
+      }
     } else if (dtype == DType::F32) {
       float *df = reinterpret_cast<float *>(d);
       const float *sf = reinterpret_cast<const float *>(s);

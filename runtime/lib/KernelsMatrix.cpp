@@ -74,12 +74,30 @@ template <typename T> std::string gemm(const KernelArgs &args) {
     const TensorView &C = args.inputs[2];
     if (C.dtype != FloatType<T>::dtype)
       return "C must be " + floatName<T>();
-    std::vector<int64_t> off;
-    if (auto err = broadcastOffsets(Y, C, off); !err.empty())
+    // Row by row from the two dimensions' offsets (a bias row is read at
+    // column offsets only): no per-element offset table each call.
+    std::vector<std::vector<int64_t>> off;
+    if (auto err = broadcastDimOffsets(Y, C, off); !err.empty())
       return "C: " + err;
     const T *c = elements<T>(C);
-    for (int64_t i = 0; i < M * N; ++i)
-      y[i] = beta * c[off[i]];
+    const int64_t *columns = off[1].data();
+    // A bias row (or a full C) is read at consecutive columns: a plain,
+    // vectorizable loop instead of a gather.
+    bool consecutive = true;
+    for (int64_t j = 1; j < N && consecutive; ++j)
+      consecutive = columns[j] == columns[0] + j;
+    for (int64_t i = 0; i < M; ++i) {
+      const T *__restrict row = c + off[0][i];
+      T *__restrict out = y + i * N;
+      if (consecutive) {
+        row += N > 0 ? columns[0] : 0;
+        for (int64_t j = 0; j < N; ++j)
+          out[j] = beta * row[j];
+      } else {
+        for (int64_t j = 0; j < N; ++j)
+          out[j] = beta * row[columns[j]];
+      }
+    }
   }
   if (emptyInner) {
     if (!hasC)

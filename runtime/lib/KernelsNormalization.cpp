@@ -35,6 +35,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FloatKernel.h"
+#include "InlineVector.h"
 #include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 
@@ -195,6 +196,15 @@ template <typename T> struct BatchNorm {
 template <size_t K, typename F>
 void forOutputChannel(const TensorView &out, int64_t c,
                       const std::array<const TensorView *, K> &views, F f) {
+  // Called once per channel (thousands of times per kernel on small
+  // images): the strides and the position live inline, not on the heap.
+  using Dims = InlineVector<int64_t, 8>;
+  auto stridesInline = [](const TensorView &v) {
+    Dims s(v.shape.size(), 1);
+    for (size_t d = v.shape.size(); d-- > 1;)
+      s[d - 1] = s[d] * v.shape[d];
+    return s;
+  };
   const size_t rank = out.shape.size();
   // The run: dims [j, rank). Dim j may start anywhere in a view, the dims
   // after it must match out's extents in every view.
@@ -210,11 +220,24 @@ void forOutputChannel(const TensorView &out, int64_t c,
   int64_t len = 1;
   for (size_t d = j; d < rank; ++d)
     len *= out.shape[d];
-  std::array<std::vector<int64_t>, K> strides;
+  if (j == 2) {
+    // Every view holds out's whole planes: run n of channel c starts at
+    // ((n - lo[0]) * channels + (c - lo[1])) * len in each box.
+    std::array<int64_t, K> offs;
+    for (int64_t n = out.lo[0]; n < out.lo[0] + out.shape[0]; ++n) {
+      for (size_t k = 0; k < K; ++k)
+        offs[k] = ((n - views[k]->lo[0]) * views[k]->shape[1] +
+                   (c - views[k]->lo[1])) *
+                  len;
+      f(((n - out.lo[0]) * out.shape[1] + (c - out.lo[1])) * len, offs, len);
+    }
+    return;
+  }
+  std::array<Dims, K> strides;
   for (size_t k = 0; k < K; ++k)
-    strides[k] = stridesOf(*views[k]);
-  std::vector<int64_t> outStrides = stridesOf(out);
-  std::vector<int64_t> g = out.lo;
+    strides[k] = stridesInline(*views[k]);
+  const Dims outStrides = stridesInline(out);
+  Dims g(out.lo.begin(), out.lo.end());
   g[1] = c;
   std::array<int64_t, K> offs;
   int64_t total = out.shape[0];
