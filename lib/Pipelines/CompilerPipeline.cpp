@@ -249,6 +249,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     printDevicePrograms(*plan, os);
     return llvm::Error::success();
   }
+  updateParamsInPlace(*plan);
   planMemory(*plan);
   mark("memory-plan");
   for (size_t d = 0; d < plan->devices.size(); ++d)

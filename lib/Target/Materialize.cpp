@@ -7,7 +7,8 @@
 //   2. d runs the kernel on its local buffers;
 //   3. d's owned tile of the output is filled from the produced tiles: kept
 //      in place, copied, or summed when the strategy split a reduction.
-// Parameters receive their updated values by a final copy.
+// Parameters receive their updated values by a final copy (which
+// updateParamsInPlace, UpdateInPlace.cpp, then removes where it can).
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Analysis/TileGeometry.h"

@@ -114,9 +114,10 @@ std::vector<uint64_t> liveBytesLowerBound(const plan::Plan &plan) {
     // Sweep over lifetime ends: +bytes at `first`, -bytes after `last`.
     std::vector<std::pair<int64_t, int64_t>> events;
     const auto &buffers = plan.devices[d].buffers;
+    const std::vector<int32_t> aliases = inPlaceUpdatedBuffers(plan, d);
     for (size_t b = 0; b < buffers.size(); ++b) {
       int64_t bytes = static_cast<int64_t>(buffers[b].bytes);
-      if (bytes == 0)
+      if (bytes == 0 || aliases[b] >= 0) // in its parameter's bytes
         continue;
       events.push_back({life[d][b].first, bytes});
       if (life[d][b].last != kForever)
@@ -426,6 +427,19 @@ std::vector<int64_t> placementInputs(const std::vector<plan::Buffer> &buffers,
 void planMemory(plan::Plan &plan) {
   size_t k = plan.devices.size();
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
+  // A parameter's new value computed in place (updateParamsInPlace) has no
+  // bytes of its own: it is placed at the parameter's offset below, and
+  // takes no room meanwhile (placement skips buffers of 0 bytes).
+  std::vector<std::vector<int32_t>> aliases(k);
+  std::vector<std::vector<uint64_t>> aliasBytes(k);
+  for (size_t d = 0; d < k; ++d) {
+    aliases[d] = inPlaceUpdatedBuffers(plan, d);
+    auto &buffers = plan.devices[d].buffers;
+    aliasBytes[d].assign(buffers.size(), 0);
+    for (size_t b = 0; b < buffers.size(); ++b)
+      if (aliases[d][b] >= 0)
+        std::swap(aliasBytes[d][b], buffers[b].bytes);
+  }
   // The search-free placements are computed once per class of devices with
   // equal placement inputs (found by hash, confirmed by comparison). The
   // perturbed search, seeded per device, runs on the first
@@ -468,6 +482,11 @@ void planMemory(plan::Plan &plan) {
     }
     for (size_t b = 0; b < buffers.size(); ++b)
       buffers[b].offset = best.offsets[b];
+    for (size_t b = 0; b < buffers.size(); ++b)
+      if (aliases[d][b] >= 0) {
+        buffers[b].bytes = aliasBytes[d][b];
+        buffers[b].offset = buffers[aliases[d][b]].offset;
+      }
     plan.devices[d].peakBytes = best.peak;
   }
 }

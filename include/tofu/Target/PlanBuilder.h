@@ -37,6 +37,21 @@ struct MaterializeOptions {
 llvm::Expected<plan::Plan> materialize(mlir::func::FuncOp func,
                                        const MaterializeOptions &options = {});
 
+/// Updates parameters in place where that gives the same values: drops the
+/// end-of-step copy of a parameter tile's new value onto the tile when an
+/// element-wise update kernel on the same device computes it, and lets that
+/// new value share the parameter's bytes (moving the update to the end of
+/// the step if the parameter is read after it). Deterministic.
+/// lib/Target/UpdateInPlace.cpp.
+void updateParamsInPlace(plan::Plan &plan);
+
+/// Per buffer of `device`: the parameter buffer whose bytes it shares (the
+/// owned buffer of a parameter's new value, computed in place: no
+/// instruction writes the parameter's own buffer), else -1. planMemory
+/// places such a buffer at its parameter's offset.
+std::vector<int32_t> inPlaceUpdatedBuffers(const plan::Plan &plan,
+                                           size_t device);
+
 /// Assigns every buffer a static arena offset per device and sets each
 /// device's peakBytes. Lifetimes are measured across all devices (other
 /// devices read a device's buffers); the smallest of several placements
