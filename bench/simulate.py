@@ -54,6 +54,32 @@ def run(cmd, **kw):
     return result
 
 
+def kernel_misses(tofu_run, plan, dump, work):
+    """Traces 4 steps of `plan` and compares each kernel's traced time (steps
+    2-4, summed over devices) with its predicted time (compute seconds by
+    kernel; fetches and reductions against the predicted copies and
+    transfers). Returns (traced ms, predicted ms, the 4 largest misses)."""
+    trace = os.path.join(work, "trace.json")
+    run([tofu_run, plan, "--steps", "4", "--trace", trace, "--quiet"])
+    with open(trace) as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    traced = {}
+    steps = [2, 3, 4]
+    for e in events:
+        if e.get("ph") != "X" or e["args"]["step"] not in steps:
+            continue
+        kernel = e["name"].split(" ")[0] if e["cat"] == "compute" else "fetch/reduce"
+        traced[kernel] = traced.get(kernel, 0) + e["dur"] / 1e3 / len(steps)
+    pred = dump["predicted"]
+    predicted = {k: v * 1e3 for k, v in pred["compute_seconds_by_kernel"].items()}
+    predicted["fetch/reduce"] = (pred["copy_seconds"] + pred["comm_seconds"]) * 1e3
+    kernels = set(traced) | set(predicted)
+    worst = sorted(((k, predicted.get(k, 0), traced.get(k, 0)) for k in kernels),
+                   key=lambda row: -abs(row[1] - row[2]))[:4]
+    return sum(traced.values()), sum(predicted.values()), worst
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default="build")
@@ -64,6 +90,10 @@ def main():
     parser.add_argument("--extra", action="append", default=[],
                         help="NAME=PATH: another ONNX model (e.g. one that "
                              "bench/cpu_step_vs_torch.py --keep DIR kept)")
+    parser.add_argument("--per-kernel", action="store_true",
+                        help="also trace each plan (tofu-run --trace, 4 steps) "
+                             "and print, per row, the kernels whose predicted "
+                             "time is furthest from the traced one")
     args = parser.parse_args()
     for extra in args.extra:
         name, path = extra.split("=", 1)
@@ -77,7 +107,7 @@ def main():
     cal = run([tofu_run, "--calibrate", device])
     print(cal.stderr, file=sys.stderr, end="")
 
-    rows = []
+    rows, misses = [], []
     names = [n for n in args.models.split(",") if n] + [e.split("=", 1)[0] for e in args.extra]
     for name in names:
         generator, path = MODELS[name]
@@ -105,6 +135,8 @@ def main():
                 steps = [s["seconds"] for s in json.load(f)["steps"]]
             measured = statistics.median(steps[1:] if len(steps) > 1 else steps)
             predicted = dump["predicted"]["step_seconds"]
+            if args.per_kernel:
+                misses.append((name, k, kernel_misses(tofu_run, plan, dump, args.work)))
             rows.append((name, k, dump["batch_size"], dump["comm_bytes"], predicted,
                          builtin["predicted"]["step_seconds"], measured,
                          predicted / measured, load, interpreted))
@@ -119,6 +151,14 @@ def main():
         print(f"| {name} | {k} | {batch} | {comm} | {pred * 1e3:.2f} ms | "
               f"{builtin * 1e3:.2f} ms | {meas * 1e3:.2f} ms | {ratio:.2f} | {load} "
               f"| {interp} |")
+    if misses:
+        print()
+        print("| model | k | traced kernels | predicted compute + copies | "
+              "largest misses (kernel: predicted / traced ms per step) |")
+        print("|---|---|---|---|---|")
+        for name, k, (traced, predicted, worst) in misses:
+            text = "; ".join(f"{kernel} {p:.2f} / {t:.2f}" for kernel, p, t in worst)
+            print(f"| {name} | {k} | {traced:.2f} ms | {predicted:.2f} ms | {text} |")
 
 
 if __name__ == "__main__":

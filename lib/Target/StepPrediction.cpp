@@ -13,6 +13,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -133,6 +134,137 @@ double transcendentalsPerOutputElement(const plan::ExprProgram &program) {
   return evaluations / outputs;
 }
 
+/// Bytes an instruction's reads find in each memory level.
+using LevelBytes = std::array<double, 3>;
+
+/// Where each instruction's reads find their data in a steady step (the
+/// second of two identical steps, so that parameters and buffers last
+/// touched in the previous step count from there): a buffer read after
+/// `reuse` bytes of other buffers were touched is in the smallest cache
+/// level holding reuse plus its own bytes (an LRU stack distance over whole
+/// buffers). On a shared host every device's instructions share the caches
+/// in the executed order (seq, then device); dedicated devices each have
+/// their own and only their local reads count. Per device, per instruction.
+std::vector<std::vector<LevelBytes>> readLevels(const plan::Plan &plan,
+                                                const StepTimeModel &model,
+                                                bool sharedHost) {
+  const size_t k = plan.devices.size();
+  std::vector<std::vector<LevelBytes>> levels(k);
+  // One access: a buffer, read (and counted for `instr`) or written.
+  struct Access {
+    int32_t device, buffer;
+    double bytes; ///< what the read takes from it (a piece: its region)
+    bool read;
+  };
+  struct Step {
+    int32_t device;
+    size_t instr;
+  };
+  auto accessesOf = [&](int32_t d, const plan::Instr &instr,
+                        std::vector<Access> &out) {
+    const auto &buffers = plan.devices[d].buffers;
+    out.clear();
+    for (int32_t b : instr.inputs)
+      if (b >= 0)
+        out.push_back({d, b, double(buffers[b].bytes), true});
+    for (const plan::Piece &piece : instr.pieces) {
+      if (!sharedHost && piece.device != d)
+        continue; // over a link, not through this device's caches
+      const plan::Buffer &src =
+          plan.devices[piece.device].buffers[piece.buffer];
+      double elementBytes = src.region.numElements() > 0
+                                ? double(src.bytes) / src.region.numElements()
+                                : 0;
+      out.push_back({piece.device, piece.buffer,
+                     piece.region.numElements() * elementBytes, true});
+    }
+    if (instr.dst >= 0)
+      out.push_back({d, instr.dst, double(buffers[instr.dst].bytes),
+                     instr.kind == plan::Instr::Kind::Reduce});
+    for (int32_t b : instr.outputs)
+      if (b >= 0)
+        out.push_back({d, b, double(buffers[b].bytes), false});
+  };
+  auto walk = [&](const std::vector<Step> &order) {
+    // Buffer ids and their bytes.
+    std::vector<size_t> base(k + 1, 0);
+    for (size_t d = 0; d < k; ++d)
+      base[d + 1] = base[d] + plan.devices[d].buffers.size();
+    std::vector<Access> accesses;
+    size_t total = 0;
+    for (const Step &step : order) {
+      accessesOf(step.device, plan.devices[step.device].instrs[step.instr],
+                 accesses);
+      total += accesses.size();
+    }
+    // A Fenwick tree over access times holds each buffer's bytes at its
+    // last access: the sum after that time is its stack distance.
+    std::vector<double> tree(2 * total + 1, 0);
+    auto add = [&](size_t at, double value) {
+      for (++at; at < tree.size(); at += at & (~at + 1))
+        tree[at] += value;
+    };
+    auto prefix = [&](size_t at) { // sum over times [0, at)
+      double sum = 0;
+      for (; at > 0; at -= at & (~at + 1))
+        sum += tree[at];
+      return sum;
+    };
+    constexpr size_t kNever = ~size_t(0);
+    std::vector<size_t> last(base[k], kNever);
+    std::vector<double> held(base[k], 0);
+    size_t time = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      for (const Step &step : order) {
+        accessesOf(step.device,
+                   plan.devices[step.device].instrs[step.instr], accesses);
+        LevelBytes found = {0, 0, 0};
+        for (const Access &access : accesses) {
+          size_t id = base[access.device] + access.buffer;
+          double bytes = double(
+              plan.devices[access.device].buffers[access.buffer].bytes);
+          if (access.read) {
+            MemoryLevel level = MemoryLevel::Memory;
+            if (last[id] != kNever)
+              level = model.levelAfter(
+                  prefix(time) - prefix(last[id] + 1), bytes);
+            found[static_cast<int>(level)] += access.bytes;
+          }
+          if (last[id] != kNever)
+            add(last[id], -held[id]);
+          add(time, bytes);
+          last[id] = time;
+          held[id] = bytes;
+          ++time;
+        }
+        if (pass == 1)
+          levels[step.device][step.instr] = found;
+      }
+  };
+  for (size_t d = 0; d < k; ++d)
+    levels[d].assign(plan.devices[d].instrs.size(), LevelBytes{0, 0, 0});
+  if (sharedHost) {
+    std::vector<Step> order;
+    for (size_t d = 0; d < k; ++d)
+      for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i)
+        order.push_back({static_cast<int32_t>(d), i});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](const Step &a, const Step &b) {
+                       return plan.devices[a.device].instrs[a.instr].seq <
+                              plan.devices[b.device].instrs[b.instr].seq;
+                     });
+    walk(order);
+  } else {
+    for (size_t d = 0; d < k; ++d) {
+      std::vector<Step> order;
+      for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i)
+        order.push_back({static_cast<int32_t>(d), i});
+      walk(order);
+    }
+  }
+  return levels;
+}
+
 llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
                                            const plan::Plan &plan,
                                            const DeviceModel &device,
@@ -201,11 +333,16 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
   std::map<std::string, double> byKernel;
   // Per seq level, per device: the instruction times added up.
   std::map<int64_t, std::vector<InstrTime>> levels;
+  // Where reads find their data, for devices that describe their caches.
+  std::vector<std::vector<LevelBytes>> found;
+  if (device.cacheBytes > 0)
+    found = readLevels(plan, model, device.sharedHost);
   for (int64_t d = 0; d < k; ++d) {
     const plan::DeviceProgram &program = plan.devices[d];
     StepPrediction::Device &dev = result.devices[d];
     dev.peakBytes = program.peakBytes;
-    for (const plan::Instr &instr : program.instrs) {
+    for (size_t index = 0; index < program.instrs.size(); ++index) {
+      const plan::Instr &instr = program.instrs[index];
       InstrTime time;
       time.comm.assign(numSteps, 0);
       if (instr.kind == plan::Instr::Kind::Compute) {
@@ -235,6 +372,9 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         if (!instr.programs().empty())
           work.transcendentals = transcendentalsPerOutputElement(
               instr.programs()[instr.programs().size() == 1 ? 0 : output]);
+        if (!found.empty())
+          for (int level = 0; level < 3; ++level)
+            work.inputBytesByLevel[level] = found[d][index][level];
         time.compute = model.computeSeconds(work);
         byKernel[instr.kernel] += time.compute;
       } else {
@@ -268,6 +408,24 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
           // reads what it adds to, for every piece.
           time.copy = device.launchSeconds +
                       model.memorySeconds(2 * local + (reduce ? 2 * all : 0));
+          if (!found.empty() && !reduce) {
+            // A copy reads its local pieces from where they are and
+            // writes them through the caches as its traffic allows.
+            const LevelBytes &reads = found[d][index];
+            double remoteOnHost = device.sharedHost ? all - local : 0;
+            double seconds = 0;
+            for (int level = 0; level < 3; ++level)
+              seconds += reads[level] /
+                         model.levelBytesPerSecond(
+                             static_cast<MemoryLevel>(level));
+            // The reads of remote pieces are the transfer's (below).
+            double readBytes = reads[0] + reads[1] + reads[2];
+            if (readBytes > 0)
+              seconds *= (readBytes - remoteOnHost) / readBytes;
+            time.copy = device.launchSeconds + seconds +
+                        local / model.levelBytesPerSecond(
+                                    model.levelAfter(0, 2 * local));
+          }
           // Virtual devices on one host copy between their arenas: a
           // transfer whose traffic fits in the cache runs at its rate, not
           // the link's (a large memcpy's).

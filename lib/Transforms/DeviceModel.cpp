@@ -498,7 +498,8 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
   if (llvm::Error err = reader.onlyKnown(
           **memory, "memory",
           {"bytes", "bytes_per_second", "efficiency", "cache_bytes",
-           "cache_bytes_per_second"}))
+           "cache_bytes_per_second", "inner_cache_bytes",
+           "inner_cache_bytes_per_second"}))
     return std::move(err);
   auto bandwidth = reader.positive(**memory, "bytes_per_second",
                                    "memory.bytes_per_second");
@@ -524,6 +525,28 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
       return rate.takeError();
     model.cacheBytes = *size;
     model.cacheBytesPerSecond = *rate;
+  }
+  if ((*memory)->get("inner_cache_bytes") ||
+      (*memory)->get("inner_cache_bytes_per_second")) {
+    // Both or neither, inside the cache level: smaller and faster.
+    if (model.cacheBytes <= 0)
+      return reader.fail("memory.inner_cache_bytes",
+                         "an inner cache level needs the cache level "
+                         "(cache_bytes, cache_bytes_per_second) it is inside");
+    auto size = reader.positive(**memory, "inner_cache_bytes",
+                                "memory.inner_cache_bytes", model.cacheBytes);
+    if (!size)
+      return size.takeError();
+    auto rate = reader.positive(**memory, "inner_cache_bytes_per_second",
+                                "memory.inner_cache_bytes_per_second");
+    if (!rate)
+      return rate.takeError();
+    if (*rate < model.cacheBytesPerSecond)
+      return reader.fail("memory.inner_cache_bytes_per_second",
+                         "an inner cache level must be at least as fast as "
+                         "cache_bytes_per_second");
+    model.innerCacheBytes = *size;
+    model.innerCacheBytesPerSecond = *rate;
   }
   if ((*memory)->get("bytes")) {
     // At most 2^60 bytes (an exabyte): beyond is a typo, not a device.
@@ -708,6 +731,10 @@ std::string formatDeviceDescription(const DeviceModel &model) {
   if (model.cacheBytes > 0) {
     memory["cache_bytes"] = model.cacheBytes;
     memory["cache_bytes_per_second"] = model.cacheBytesPerSecond;
+  }
+  if (model.innerCacheBytes > 0) {
+    memory["inner_cache_bytes"] = model.innerCacheBytes;
+    memory["inner_cache_bytes_per_second"] = model.innerCacheBytesPerSecond;
   }
   llvm::json::Object root{{"format", "tofu-device/1"},
                           {"name", model.name},

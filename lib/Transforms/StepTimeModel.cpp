@@ -146,7 +146,25 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
       const double elements = work.largestElements * fraction;
       busy = elements * cost->secondsPerElement(elements);
     }
-  double seconds = device.launchSeconds + std::max(busy, memorySeconds(bytes));
+  double traffic = memorySeconds(bytes);
+  double packing = 0;
+  if (work.levelsKnown()) {
+    // Inputs at the rates of the levels they are found in; the output
+    // written through the caches as the op's whole traffic allows.
+    double inputs = 0;
+    for (int level = 0; level < 3; ++level)
+      inputs += work.inputBytesByLevel[level] * fraction /
+                levelBytesPerSecond(static_cast<MemoryLevel>(level));
+    traffic = inputs + work.outputBytes * fraction /
+                           levelBytesPerSecond(levelAfter(0, bytes));
+    // The CPU backend's GEMMs copy (pack) their operands into blocks
+    // before multiplying, at the speed of wherever the operands are: not
+    // hidden behind the FLOPs the GEMM probe measured on hot operands.
+    if (work.kind == OpClass::Contraction && device.sharedHost)
+      packing = inputs;
+  }
+  double seconds =
+      device.launchSeconds + std::max(busy, traffic) + packing;
   if (work.partial)
     // The partial tiles are summed into the owner's tile: one more kernel
     // call reading the received partial sum and updating the tile.
@@ -156,9 +174,24 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
 }
 
 double StepTimeModel::memorySeconds(double bytes) const {
-  if (device.cacheBytes > 0 && bytes <= device.cacheBytes)
-    return bytes / device.cacheBytesPerSecond;
-  return bytes / device.memoryBytesPerSecond;
+  return bytes / levelBytesPerSecond(levelAfter(0, bytes));
+}
+
+MemoryLevel StepTimeModel::levelAfter(double reuseBytes, double bytes) const {
+  const double footprint = reuseBytes + bytes;
+  if (device.innerCacheBytes > 0 && footprint <= device.innerCacheBytes)
+    return MemoryLevel::InnerCache;
+  if (device.cacheBytes > 0 && footprint <= device.cacheBytes)
+    return MemoryLevel::Cache;
+  return MemoryLevel::Memory;
+}
+
+double StepTimeModel::levelBytesPerSecond(MemoryLevel level) const {
+  if (level == MemoryLevel::InnerCache && device.innerCacheBytes > 0)
+    return device.innerCacheBytesPerSecond;
+  if (level != MemoryLevel::Memory && device.cacheBytes > 0)
+    return device.cacheBytesPerSecond;
+  return device.memoryBytesPerSecond;
 }
 
 double StepTimeModel::stepOverheadSeconds(double fedElements) const {

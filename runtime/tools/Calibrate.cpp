@@ -8,10 +8,12 @@
 //  compute.f32.conv    Conv kernel, X [8, 64, 32, 32], W [64, 64, 3, 3], pads 1
 //  compute.f32.vector  Add kernel on 16384 floats (in cache): elements / time
 //  memory              Add kernel on 8M floats: 3 x 4 bytes per element / time
-//  memory.cache_*      Add kernel on 64K floats (3 x 256 KiB: the cache
-//                      rate) and on 1M floats (3 x 4 MiB): the cache holds
-//                      the largest traffic that runs at twice the streaming
-//                      rate or more
+//  memory.cache_*      Add kernel on 64K floats (3 x 256 KiB) and on 1M
+//                      floats (3 x 4 MiB): two levels, each one where its
+//                      Add runs at least 1.5 x the next slower rate (the
+//                      larger as cache_*, the smaller inside it as
+//                      inner_cache_*); one level of the traffic that runs at
+//                      twice the streaming rate or more otherwise
 //  launch_seconds      the executor's time per instruction on a plan of 2
 //                      virtual devices running 2000 Relus of 64 floats each
 //                      (at least the time of one Add kernel call on 1 float)
@@ -594,15 +596,32 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
        " s, " + number(cacheRate / 1e9) + " GB/s" + spread(kCacheAdd));
   note("Add 1M floats (3 x 4 MiB): " + number(t(kL3Add)) + " s, " +
        number(l3Rate / 1e9) + " GB/s" + spread(kL3Add));
-  double cacheBytes = 0;
-  if (l3Rate >= 2 * memoryRate)
+  // Two levels when the 4 MiB Add is clearly faster than streaming and the
+  // 256 KiB one clearly faster than it (a core's L2 inside the shared L3):
+  // traffic between 768 KiB and 12 MiB then streams at the L3's rate, not
+  // the L2's (what made mid-sized ops 2-3x slower than predicted).
+  double cacheBytes = 0, cacheLevelRate = 0, innerBytes = 0, innerRate = 0;
+  if (l3Rate >= 1.5 * memoryRate && cacheRate >= 1.5 * l3Rate) {
     cacheBytes = 3.0 * 4 * (1 << 20);
-  else if (cacheRate >= 2 * memoryRate)
+    cacheLevelRate = l3Rate;
+    innerBytes = 3.0 * 4 * (1 << 16);
+    innerRate = cacheRate;
+  } else if (l3Rate >= 2 * memoryRate) {
+    cacheBytes = 3.0 * 4 * (1 << 20);
+    cacheLevelRate = l3Rate;
+  } else if (cacheRate >= 2 * memoryRate) {
     cacheBytes = 3.0 * 4 * (1 << 16);
-  note(cacheBytes > 0
+    cacheLevelRate = cacheRate;
+  }
+  note(innerBytes > 0
+           ? "memory.cache_bytes " + number(cacheBytes) + " at the 1M floats' "
+                 "rate, inner_cache_bytes " + number(innerBytes) +
+                 " at the 64K floats' rate: each at least 1.5 x the next "
+                 "slower"
+       : cacheBytes > 0
            ? "memory.cache_bytes " + number(cacheBytes) +
                  ": the largest Add traffic above at twice the streaming rate "
-                 "or more; cache_bytes_per_second: the 64K floats' rate"
+                 "or more, at its rate"
            : std::string("no cache level: neither Add above runs at twice "
                          "the streaming rate"));
   note("Add 1 float (one kernel call, without the executor): " +
@@ -706,7 +725,10 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
        << ", \"efficiency\": 1";
   if (cacheBytes > 0)
     json << ",\n             \"cache_bytes\": " << number(cacheBytes)
-         << ", \"cache_bytes_per_second\": " << number(cacheRate);
+         << ", \"cache_bytes_per_second\": " << number(cacheLevelRate);
+  if (innerBytes > 0)
+    json << ",\n             \"inner_cache_bytes\": " << number(innerBytes)
+         << ", \"inner_cache_bytes_per_second\": " << number(innerRate);
   json << "},\n"
        << "  \"launch_seconds\": " << number(launch) << ",\n"
        << "  \"gemm_half_extent\": " << number(half) << ",\n"

@@ -83,6 +83,11 @@ struct DeviceModel {
   /// in the caches between the ops of a step (0 = no such level).
   double cacheBytes = 0;
   double cacheBytesPerSecond = 0;
+  /// A smaller, faster level inside that one (a CPU core's L2 inside the
+  /// shared L3): traffic of at most `innerCacheBytes` streams at
+  /// `innerCacheBytesPerSecond` (0 = no such level; only with a cache).
+  double innerCacheBytes = 0;
+  double innerCacheBytesPerSecond = 0;
   /// Device memory in bytes (0 = unknown: no fit check).
   uint64_t memoryBytes = 0;
   /// Fixed cost of one kernel call (launch, dispatch, argument setup).

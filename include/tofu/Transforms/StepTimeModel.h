@@ -12,7 +12,12 @@
 //                    bytes touched / memory bandwidth)
 //
 // where the bytes stream at the cache's rate instead when the device
-// describes a cache and they fit in it (memorySeconds), plus, for an output
+// describes a cache and they fit in it (memorySeconds; an inner, faster
+// level when they fit that), or, when the caller knows where each input is
+// found (the prediction's reuse distances), each input's bytes at its
+// level's rate; on a shared host (the CPU backend, whose GEMMs pack their
+// operands, convolutions through im2col) a contraction also pays for
+// reading its inputs from where they are on top of its FLOPs. Plus, for an output
 // that is a partial sum (a split reduction), one more
 // memory pass and kernel call for the reduction of the partial tiles.
 // Contractions (MatMul, Gemm, convolutions and their gradients) run at the
@@ -92,7 +97,17 @@ struct ShareWork {
   /// Elements of its largest operand (an input's required region or the
   /// output box): what a measured kernel cost is per.
   double largestElements = 0;
+  /// Where the bytes its inputs read come from in a step, when the caller
+  /// knows (the step prediction follows each buffer's reuse distance in the
+  /// executed order; StepPrediction.cpp): bytes found in the inner cache
+  /// level, in the cache level, and in memory. All < 0 (describeShare, the
+  /// search): the rate the whole traffic's size gives (memorySeconds).
+  double inputBytesByLevel[3] = {-1, -1, -1};
+  bool levelsKnown() const { return inputBytesByLevel[0] >= 0; }
 };
+
+/// Where a buffer's bytes are found: the levels of DeviceModel's memory.
+enum class MemoryLevel { InnerCache = 0, Cache = 1, Memory = 2 };
 
 /// The op class of a TDL op.
 OpClass classifyOp(const tdl::OpInstance &op);
@@ -122,6 +137,13 @@ public:
   /// memory: at the cache's rate when the device has a cache level and they
   /// fit in it, else at the memory bandwidth.
   double memorySeconds(double bytes) const;
+  /// Bytes per second of data found at `level` (a missing cache level: the
+  /// next slower one's rate).
+  double levelBytesPerSecond(MemoryLevel level) const;
+  /// The level of data that `reuseBytes` of other data were touched since
+  /// (plus the data's own `bytes`): the smallest cache holding both, else
+  /// memory.
+  MemoryLevel levelAfter(double reuseBytes, double bytes) const;
   /// Seconds one step spends beyond its instructions when it feeds
   /// `fedElements` input and label elements: step overhead + fedElements
   /// x feed cost per element.

@@ -150,6 +150,29 @@ TEST(DeviceModel, StepOverheadAndFeedAreOptional) {
   EXPECT_EQ(old->cacheBytes, 0);
   has(errorOf(R"({"format": "tofu-device/1", "name": "t", "compute": {"f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}}}, "memory": {"bytes_per_second": 1e9, "cache_bytes": 1048576}, "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": [{"name": "a", "gbps": 1, "latency_seconds": 1e-6}]})"),
       "memory.cache_bytes_per_second: missing");
+  // An inner cache level inside it: smaller, faster, round-tripped.
+  const std::string twoLevels =
+      R"({"format": "tofu-device/1", "name": "t", "compute": {"f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}}}, "memory": {"bytes_per_second": 1e9, "cache_bytes": 1048576, "cache_bytes_per_second": 5e10, "inner_cache_bytes": 65536, "inner_cache_bytes_per_second": INNER}, "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": [{"name": "a", "gbps": 1, "latency_seconds": 1e-6}]})";
+  auto withInner = [&](const char *rate) {
+    std::string text = twoLevels;
+    text.replace(text.find("INNER"), 5, rate);
+    return text;
+  };
+  auto inner = parseDeviceDescription(withInner("9e10"), "t.json");
+  ASSERT_TRUE(bool(inner)) << llvm::toString(inner.takeError());
+  EXPECT_DOUBLE_EQ(inner->innerCacheBytes, 65536);
+  EXPECT_DOUBLE_EQ(inner->innerCacheBytesPerSecond, 9e10);
+  auto innerAgain =
+      parseDeviceDescription(formatDeviceDescription(*inner), "again.json");
+  ASSERT_TRUE(bool(innerAgain)) << llvm::toString(innerAgain.takeError());
+  EXPECT_DOUBLE_EQ(innerAgain->innerCacheBytes, 65536);
+  EXPECT_DOUBLE_EQ(innerAgain->innerCacheBytesPerSecond, 9e10);
+  EXPECT_EQ(cached->innerCacheBytes, 0);
+  has(errorOf(withInner("1e10")),
+      "memory.inner_cache_bytes_per_second: an inner cache level must be at "
+      "least as fast as cache_bytes_per_second");
+  has(errorOf(R"({"format": "tofu-device/1", "name": "t", "compute": {"f32": {"gemm": {"peak_flops": 1}, "vector": {"peak_flops": 1}}}, "memory": {"bytes_per_second": 1e9, "inner_cache_bytes": 65536, "inner_cache_bytes_per_second": 9e10}, "launch_seconds": 1e-6, "gemm_half_extent": 16, "links": [{"name": "a", "gbps": 1, "latency_seconds": 1e-6}]})"),
+      "memory.inner_cache_bytes: an inner cache level needs the cache level");
   // Kernel costs: read, sorted, round-tripped; each needs small and large.
   auto kernels = parseDeviceDescription(
       minimal(R"(, "kernels": {"Tanh": {"small": 9e-9, "large": 5e-9}, "Relu": {"small": 1e-10, "large": 2e-10}})"),

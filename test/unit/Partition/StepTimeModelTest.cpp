@@ -74,6 +74,40 @@ TEST(StepTimeModel, TrafficThatFitsTheCacheStreamsAtItsRate) {
   EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 100 / 1e8);
 }
 
+TEST(StepTimeModel, AnInnerCacheLevelIsFasterForWhatFitsIt) {
+  DeviceModel device = roundModel();
+  device.cacheBytes = 4096;
+  device.cacheBytesPerSecond = 8e9;
+  device.innerCacheBytes = 1024;
+  device.innerCacheBytesPerSecond = 3.2e10;
+  StepTimeModel model(device);
+  EXPECT_DOUBLE_EQ(model.memorySeconds(1024), 1024 / 3.2e10);
+  EXPECT_DOUBLE_EQ(model.memorySeconds(1025), 1025 / 8e9);
+  EXPECT_DOUBLE_EQ(model.memorySeconds(4097), 4097 / 1e9);
+  // Reuse: 100 bytes read after 1000 other bytes: the cache, not the inner
+  // level; after 5000, memory.
+  EXPECT_EQ(model.levelAfter(0, 100), MemoryLevel::InnerCache);
+  EXPECT_EQ(model.levelAfter(1000, 100), MemoryLevel::Cache);
+  EXPECT_EQ(model.levelAfter(5000, 100), MemoryLevel::Memory);
+  // An element-wise op whose 4000 bytes of inputs are in memory and whose
+  // 1000-byte output is written through the cache (its traffic, 5000
+  // bytes, is more than the cache holds: memory's rate).
+  ShareWork work;
+  work.kind = OpClass::Elementwise;
+  work.flops = 1;
+  work.bytes = 5000;
+  work.outputBytes = 1000;
+  work.inputBytesByLevel[0] = 0;
+  work.inputBytesByLevel[1] = 0;
+  work.inputBytesByLevel[2] = 4000;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 4000 / 1e9 + 1000 / 1e9);
+  // Found in the inner level: 32x faster inputs.
+  work.inputBytesByLevel[0] = 4000;
+  work.inputBytesByLevel[2] = 0;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work),
+                   1e-6 + 4000 / 3.2e10 + 1000 / 1e9);
+}
+
 TEST(StepTimeModel, MeasuredKernelCostReplacesTheFlops) {
   // ReluGrad measured at 2 ns per element at 16384 elements and 1 ns at
   // 1M: between them, interpolated in log(elements).

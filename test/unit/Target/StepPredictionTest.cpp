@@ -196,13 +196,17 @@ TEST_F(PredictGemm, SharedHostCopiesInCacheRunAtItsRate) {
   // The fetch of W moves 96 local and 96 remote bytes (traffic 2 x 192 =
   // 384 bytes): within a 1000-byte cache at 10 GB/s, its local copy and its
   // remote piece stream at the cache's rate instead of memory's and the
-  // link's; the Gemm's 304 bytes too.
+  // link's; the Gemm's 304 bytes too. On a shared host (the CPU backend)
+  // the Gemm also reads (packs) its 256 input bytes, found in the cache
+  // (just written by the fetch), on top of its FLOPs.
   tofu::DeviceModel device = roundDevice();
   device.sharedHost = true;
   device.cacheBytes = 1000;
   device.cacheBytesPerSecond = 1e10;
   tofu::StepPrediction p = predict(device);
-  const double compute = 1e-6 + 192 / (1e9 * (2.0 / 3) * (6.0 / 7) * (8.0 / 9));
+  const double compute = 1e-6 +
+                         192 / (1e9 * (2.0 / 3) * (6.0 / 7) * (8.0 / 9)) +
+                         256 / 1e10;
   EXPECT_NEAR(p.devices[0].computeSeconds, compute, 1e-15);
   EXPECT_NEAR(p.devices[0].copySeconds, 1e-6 + 2 * 96 / 1e10, 1e-15);
   EXPECT_NEAR(p.devices[0].commSeconds, 2 * 96 / 1e10 + 1e-5, 1e-15);
@@ -216,6 +220,34 @@ TEST_F(PredictGemm, SharedHostCopiesInCacheRunAtItsRate) {
   device.cacheBytes = 1000;
   p = predict(device);
   EXPECT_NEAR(p.devices[0].commSeconds, kComm, 1e-15);
+}
+
+TEST_F(PredictGemm, ReadsFindTheirDataWhereTheStepLeftIt) {
+  // Two cache levels on a shared host: the step touches well under 1000
+  // bytes, so the Gemm's inputs are in the 1000-byte inner level, not
+  // memory: packing them costs 256 bytes at 4e10. With no room even for
+  // them (an inner level of 100 bytes, a cache of 200), each comes from
+  // the cache or memory.
+  tofu::DeviceModel device = roundDevice();
+  device.sharedHost = true;
+  device.cacheBytes = 4000;
+  device.cacheBytesPerSecond = 1e10;
+  device.innerCacheBytes = 1000;
+  device.innerCacheBytesPerSecond = 4e10;
+  const double flops = 192 / (1e9 * (2.0 / 3) * (6.0 / 7) * (8.0 / 9));
+  tofu::StepPrediction hot = predict(device);
+  EXPECT_NEAR(hot.devices[0].computeSeconds, 1e-6 + flops + 256 / 4e10,
+              1e-15);
+  device.cacheBytes = 200;
+  device.innerCacheBytes = 100;
+  tofu::StepPrediction cold = predict(device);
+  EXPECT_GT(cold.devices[0].computeSeconds,
+            1e-6 + flops + 128 / 1e10 + 128 / 1e9);
+  EXPECT_LE(cold.devices[0].computeSeconds,
+            1e-6 + flops + 256 / 1e9 + 1e-15);
+  // Dedicated devices (GPUs) do not pack: FLOPs alone, as before.
+  device.sharedHost = false;
+  EXPECT_NEAR(predict(device).devices[0].computeSeconds, 1e-6 + flops, 1e-15);
 }
 
 TEST_F(PredictGemm, StepOverheadFeedsInputsAndLabels) {
