@@ -221,14 +221,26 @@ void forOutputChannel(const TensorView &out, int64_t c,
   for (size_t d = j; d < rank; ++d)
     len *= out.shape[d];
   if (j == 2) {
-    // Every view holds out's whole planes: run n of channel c starts at
-    // ((n - lo[0]) * channels + (c - lo[1])) * len in each box.
+    // One run per image: out's plane of (n, c), which starts in a view's
+    // plane of (n, c) at out's first index of dim 2 (the dims after it
+    // have out's extents in every view).
+    std::array<int64_t, K> plane, start;
+    for (size_t k = 0; k < K; ++k) {
+      const TensorView &v = *views[k];
+      plane[k] = 1;
+      for (size_t d = 2; d < rank; ++d)
+        plane[k] *= v.shape[d];
+      start[k] = rank > 2 ? (out.lo[2] - v.lo[2]) * (len / std::max<int64_t>(
+                                                           out.shape[2], 1))
+                          : 0;
+    }
     std::array<int64_t, K> offs;
     for (int64_t n = out.lo[0]; n < out.lo[0] + out.shape[0]; ++n) {
       for (size_t k = 0; k < K; ++k)
         offs[k] = ((n - views[k]->lo[0]) * views[k]->shape[1] +
                    (c - views[k]->lo[1])) *
-                  len;
+                      plane[k] +
+                  start[k];
       f(((n - out.lo[0]) * out.shape[1] + (c - out.lo[1])) * len, offs, len);
     }
     return;
