@@ -16,6 +16,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <set>
 
 using namespace mlir;
 
@@ -499,21 +500,36 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
     add(times[slowest]);
     clock += times[slowest].total();
   }
-  // The step's own work: the input and label buffers fed each step.
+  // The step's own work: the input and label buffers fed each step. On a
+  // shared host a region that an earlier device was fed already is copied
+  // from it (tofu-run's CPU executor), not generated again.
   {
-    uint64_t most = 0;
+    uint64_t most = 0, distinct = 0;
+    double copiedBytes = 0;
+    std::set<std::pair<int32_t, std::vector<int64_t>>> seen;
     for (int64_t d = 0; d < k; ++d) {
       uint64_t elements = 0;
       for (const plan::Buffer &buffer : plan.devices[d].buffers) {
         plan::TensorRole role = plan.tensors[buffer.tensor].role;
-        if (role == plan::TensorRole::Input || role == plan::TensorRole::Label)
-          elements += static_cast<uint64_t>(buffer.region.numElements());
+        if (role != plan::TensorRole::Input && role != plan::TensorRole::Label)
+          continue;
+        const uint64_t n = static_cast<uint64_t>(buffer.region.numElements());
+        elements += n;
+        std::vector<int64_t> key = buffer.region.lo;
+        key.insert(key.end(), buffer.region.hi.begin(), buffer.region.hi.end());
+        if (seen.insert({buffer.tensor, std::move(key)}).second)
+          distinct += n;
+        else
+          copiedBytes += static_cast<double>(buffer.bytes);
       }
       result.fedElements += elements;
       most = std::max(most, elements);
     }
-    result.overheadSeconds = model.stepOverheadSeconds(
-        static_cast<double>(device.sharedHost ? result.fedElements : most));
+    result.overheadSeconds =
+        device.sharedHost
+            ? model.stepOverheadSeconds(static_cast<double>(distinct)) +
+                  model.memorySeconds(2 * copiedBytes)
+            : model.stepOverheadSeconds(static_cast<double>(most));
   }
   result.stepSeconds = result.computeSeconds + result.copySeconds +
                        result.commSeconds() + result.overheadSeconds;

@@ -269,6 +269,16 @@ TEST_F(PredictGemm, StepOverheadFeedsInputsAndLabels) {
   EXPECT_NEAR(p.overheadSeconds, 5e-6 + 32 * 1e-8, 1e-18);
   EXPECT_NEAR(p.stepSeconds, 2 * (kCompute + kCopy + kComm) + 5e-6 + 32e-8,
               1e-15);
+  // Both devices holding the same rows: the second copies the first's (its
+  // 64 bytes read and written at 1e9), it does not generate them again.
+  for (auto &buffer : plan.devices[1].buffers)
+    if (plan.tensors[buffer.tensor].role == tofu::plan::TensorRole::Input)
+      for (const auto &first : plan.devices[0].buffers)
+        if (first.tensor == buffer.tensor)
+          buffer.region = first.region;
+  p = predict(device);
+  EXPECT_EQ(p.fedElements, 32u);
+  EXPECT_NEAR(p.overheadSeconds, 5e-6 + 16 * 1e-8 + 2 * 64 / 1e9, 1e-18);
 }
 
 /// Nodes of an expression program, built by hand.
