@@ -90,6 +90,40 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
   // column (n) when the second does. So a convolution's images and pixels
   // are rows, its output channels per group columns.
   work.k = reduction;
+  if (work.convolution) {
+    // The weight [M, C/G, kernel...] (ConvGradWeight's output) gives the
+    // output channels M and channels x kernel per output channel; the
+    // output (Conv) or dY [N, M, out...] gives the images x output pixels.
+    // Their product is the im2col matrix, and M times it the GEMM's
+    // multiply-adds (the TDL sum of a strided ConvGradInput also counts
+    // the terms its stride skips).
+    const bool gradWeight = op.opName() == "ConvGradWeight";
+    const bool gradInput = op.opName() == "ConvGradInput";
+    std::optional<tdl::Box> weight =
+        gradWeight ? std::optional<tdl::Box>(share.outputBox)
+                   : (regions.size() > 1 ? regions[1] : std::nullopt);
+    std::optional<tdl::Box> rows =
+        op.opName() == "Conv" ? std::optional<tdl::Box>(share.outputBox)
+                              : (regions.empty() ? std::nullopt : regions[0]);
+    if (weight && rows && weight->size() >= 2 && rows->size() >= 2) {
+      double channels = std::max<int64_t>((*weight)[0].hi - (*weight)[0].lo, 1);
+      double perChannel = boxElements(weight) / channels;
+      double rowChannels =
+          std::max<int64_t>((*rows)[1].hi - (*rows)[1].lo, 1);
+      double pixels = boxElements(rows) / rowChannels;
+      work.columnElements = perChannel * pixels;
+      work.columnFlops = 2 * channels * perChannel * pixels;
+      if (gradWeight)
+        work.columnGemm[0] = channels, work.columnGemm[1] = perChannel,
+        work.columnGemm[2] = pixels;
+      else if (gradInput)
+        work.columnGemm[0] = perChannel, work.columnGemm[1] = pixels,
+        work.columnGemm[2] = channels;
+      else
+        work.columnGemm[0] = channels, work.columnGemm[1] = pixels,
+        work.columnGemm[2] = perChannel;
+    }
+  }
   auto shrink = [](const std::optional<tdl::Box> &full,
                    const std::optional<tdl::Box> &cut) {
     double before = boxElements(full), after = boxElements(cut);
@@ -135,7 +169,16 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
     return 0;
   double flops = work.flops * fraction, bytes = work.bytes * fraction;
   double rate = flopsPerSecond(work);
-  if (work.kind == OpClass::Contraction)
+  // The CPU backend's convolutions are GEMMs over im2col matrices (what
+  // the prediction models on a shared host, where it knows the levels).
+  const bool columns = work.kind == OpClass::Contraction && device.sharedHost &&
+                       work.levelsKnown() && work.columnElements > 0;
+  if (columns) {
+    rate *= gemmEfficiency(work.columnGemm[0], work.columnGemm[1],
+                           work.columnGemm[2]);
+    flops = std::min(flops, work.columnFlops * fraction);
+  }
+  else if (work.kind == OpClass::Contraction)
     rate *= gemmEfficiency(work.m, work.n, work.k);
   else
     flops += work.transcendentals * work.outputElements * fraction *
@@ -162,6 +205,15 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
     // hidden behind the FLOPs the GEMM probe measured on hot operands.
     if (work.kind == OpClass::Contraction && device.sharedHost)
       packing = inputs;
+    // im2col writes the column matrix and the GEMM packs it (col2im: the
+    // GEMM writes it, col2im reads it back), in chunks of at most 2M
+    // elements (KernelsConv.cpp) that stay in the caches their size allows.
+    if (columns) {
+      const double columnBytes =
+          work.columnElements * fraction * elementBytes(work.dtype);
+      const double chunk = std::min(columnBytes, 2.0 * (1 << 21) * 4);
+      packing += 2 * columnBytes / levelBytesPerSecond(levelAfter(0, chunk));
+    }
   }
   double seconds =
       device.launchSeconds + std::max(busy, traffic) + packing;

@@ -104,6 +104,17 @@ struct ShareWork {
   /// search): the rate the whole traffic's size gives (memorySeconds).
   double inputBytesByLevel[3] = {-1, -1, -1};
   bool levelsKnown() const { return inputBytesByLevel[0] >= 0; }
+  /// A convolution (or gradient) as the CPU backend runs it: one GEMM over
+  /// an im2col (or col2im) matrix of `columnElements` elements, of sides
+  /// columnGemm = {m, n, k} (Conv: output channels x images·pixels x
+  /// channels·kernel; ConvGradWeight: output channels x channels·kernel x
+  /// images·pixels; ConvGradInput: channels·kernel x images·pixels x output
+  /// channels). Read off the weight's region and the output's (dY's); 0
+  /// when not a convolution.
+  double columnElements = 0;
+  double columnGemm[3] = {1, 1, 1};
+  double columnFlops = 0; ///< 2 x the GEMM's multiply-adds
+  
 };
 
 /// Where a buffer's bytes are found: the levels of DeviceModel's memory.

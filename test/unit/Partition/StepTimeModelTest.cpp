@@ -234,6 +234,56 @@ TEST(StepTimeModel, ConvolutionIsAnIm2colGemm) {
   EXPECT_DOUBLE_EQ(work.flops, 2.0 * (2 * 8 * 8 * 8) * 27);
 }
 
+TEST(StepTimeModel, ConvolutionsAsTheCpuBackendRunsThem) {
+  // Stride 2: X [2, 3, 10, 10], W [8, 3, 3, 3] -> Y [2, 8, 4, 4]. All three
+  // are GEMMs over the same im2col matrix (3 * 3 * 3 x 2 * 4 * 4) with 8
+  // output channels and 2 * 8 * 27 * 32 FLOPs; ConvGradInput's TDL sum also
+  // counts the window positions the stride skips, its GEMM does not.
+  tdl::AttrMap strided = {{"strides", tdl::AttrValue::ofInts({2, 2})}};
+  auto conv = make("Conv", {f32({2, 3, 10, 10}), f32({8, 3, 3, 3})}, strided);
+  auto dx = make("ConvGradInput",
+                 {f32({2, 8, 4, 4}), f32({8, 3, 3, 3}), f32({2, 3, 10, 10})},
+                 strided);
+  auto dw = make("ConvGradWeight",
+                 {f32({2, 8, 4, 4}), f32({2, 3, 10, 10}), f32({8, 3, 3, 3})},
+                 strided);
+  const double flops = 2.0 * 8 * 27 * 32;
+  const double sides[3][3] = {{8, 32, 27}, {27, 32, 8}, {8, 27, 32}};
+  int i = 0;
+  for (const tdl::OpInstance *op : {&conv, &dx, &dw}) {
+    ShareWork work = describeShare(*op, 0, whole(*op));
+    EXPECT_DOUBLE_EQ(work.columnElements, 27 * 32) << op->opName().str();
+    EXPECT_DOUBLE_EQ(work.columnFlops, flops) << op->opName().str();
+    for (int side = 0; side < 3; ++side)
+      EXPECT_DOUBLE_EQ(work.columnGemm[side], sides[i][side])
+          << op->opName().str() << " side " << side;
+    ++i;
+  }
+  EXPECT_GT(describeShare(dx, 0, whole(dx)).flops, flops);
+
+  // On a shared host, with the levels known: the column GEMM's FLOPs at
+  // its efficiency, plus reading the inputs (from memory here) and writing
+  // and reading back the column matrix (its 3456 bytes fit the 4096-byte
+  // cache at 8e9).
+  DeviceModel device = roundModel();
+  device.sharedHost = true;
+  device.cacheBytes = 4096;
+  device.cacheBytesPerSecond = 8e9;
+  StepTimeModel model(device);
+  ShareWork work = describeShare(dx, 0, whole(dx));
+  work.inputBytesByLevel[0] = work.inputBytesByLevel[1] = 0;
+  work.inputBytesByLevel[2] = 1000;
+  const double busy =
+      flops / (1e9 * model.gemmEfficiency(27, 32, 8));
+  const double traffic = 1000 / 1e9 + work.outputBytes / 1e9;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work),
+                   1e-6 + std::max(busy, traffic) + 1000 / 1e9 +
+                       2 * 27 * 32 * 4 / 8e9);
+  // Without the levels (the search), the TDL's FLOPs and sides as before.
+  ShareWork plain = describeShare(dx, 0, whole(dx));
+  EXPECT_GT(model.computeSeconds(plain), busy);
+}
+
 TEST(StepTimeModel, GroupedConvolutionIsAGemmPerGroup) {
   // group = 2: X [1, 4, 6, 6], W [8, 2, 3, 3] -> Y [1, 8, 4, 4]. Each group
   // is a GEMM of 16 pixels x 4 output channels x (2 channels * 3 * 3).
