@@ -45,4 +45,20 @@ void expandCollectives(Plan &plan) {
         in.pieces = derivePieces(plan, d, in);
 }
 
+bool hasUnexpandedCollectives(const Plan &plan) {
+  for (const DeviceProgram &dev : plan.devices)
+    for (const Instr &in : dev.instrs)
+      if (in.sources && in.pieces.empty() && in.kind != Instr::Kind::Compute)
+        return true;
+  return false;
+}
+
+std::unique_ptr<Plan> expandedCopy(const Plan &plan) {
+  if (!hasUnexpandedCollectives(plan))
+    return nullptr;
+  auto copy = std::make_unique<Plan>(plan);
+  expandCollectives(*copy);
+  return copy;
+}
+
 } // namespace tofu::plan

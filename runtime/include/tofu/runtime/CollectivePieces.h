@@ -89,6 +89,16 @@ std::vector<Piece> derivePieces(const Plan &plan, size_t device,
 /// stay, so writePlan still writes the compact form.
 void expandCollectives(Plan &plan);
 
+/// True when some Fetch/Reduce names a source table but lists no pieces
+/// (a plan as tofuc's materialize makes it, or read with
+/// ReadOptions::expandCollectives off): code that reads `pieces` directly
+/// would see none. The executors expand or refuse such a plan.
+bool hasUnexpandedCollectives(const Plan &plan);
+
+/// A copy of `plan` with its collectives expanded when it has unexpanded
+/// ones (hasUnexpandedCollectives), else null.
+std::unique_ptr<Plan> expandedCopy(const Plan &plan);
+
 } // namespace tofu::plan
 
 #endif // TOFU_RUNTIME_COLLECTIVEPIECES_H
