@@ -77,6 +77,17 @@ bool sameBox(const tdl::Box &a, const tdl::Box &b) {
   return true;
 }
 
+/// True when `a` and `b` are the same region (without building a tdl::Box
+/// from `b`).
+bool sameBox(const tdl::Box &a, const plan::Box &b) {
+  if (a.size() != b.lo.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].lo != b.lo[i] || a[i].hi != b.hi[i])
+      return false;
+  return true;
+}
+
 bool contains(const tdl::Box &outer, const tdl::Box &inner) {
   return numElements(intersect(outer, inner)) == numElements(inner);
 }
@@ -182,6 +193,11 @@ private:
   void addFetchFromOwners(int64_t device, int32_t dst, const tdl::Box &region,
                           int32_t tensor, int64_t seq, StringRef opName);
   tdl::Box ownedRegion(int32_t tensor, int64_t device) const;
+  /// The region of `device`'s owned buffer of `tensor` (ownedRegion's, as
+  /// its buffer holds it): valid until the device gets another buffer.
+  const plan::Box &ownedBufferRegion(int32_t tensor, int64_t device) const {
+    return result.devices[device].buffers[ownedBuffer[device][tensor]].region;
+  }
 
   func::FuncOp func;
   const MaterializeOptions &options;
@@ -544,8 +560,7 @@ llvm::Error Materializer::addOutput(
       if (i >= needed.size() || !needed[i])
         return error(op, "interval analysis gave no region for input " +
                              llvm::Twine(i));
-      tdl::Box owned = ownedRegion(tensor, d);
-      if (sameBox(*needed[i], owned)) {
+      if (sameBox(*needed[i], ownedBufferRegion(tensor, d))) {
         compute.inputs.push_back(ownedBuffer[d][tensor]);
         continue;
       }
@@ -553,9 +568,9 @@ llvm::Error Materializer::addOutput(
       addFetchFromOwners(d, local, *needed[i], tensor, seq, op.getName());
       compute.inputs.push_back(local);
     }
-    tdl::Box owned = ownedRegion(out, d);
     producedBoxes[d] = shares[d].outputBox;
-    if (!shares[d].partial && sameBox(shares[d].outputBox, owned))
+    if (!shares[d].partial &&
+        sameBox(shares[d].outputBox, ownedBufferRegion(out, d)))
       produced[d] = ownedBuffer[d][out];
     else
       produced[d] = addBuffer(d, out, shares[d].outputBox, shares[d].partial);
