@@ -235,6 +235,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
   // its weight tiles need not be copied out of them first.
   MaterializeOptions materializeOptions;
   materializeOptions.borrowWeights = true;
+  materializeOptions.explicitPieces = options.explicitPieces;
   auto plan = materialize(func, materializeOptions);
   if (!plan)
     return fail(options.inputPath + ": " + llvm::toString(plan.takeError()));

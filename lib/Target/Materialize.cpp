@@ -15,6 +15,7 @@
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/TDL/ProgramLowering.h"
 #include "tofu/Target/PlanBuilder.h"
+#include "tofu/runtime/CollectivePieces.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
@@ -73,6 +74,17 @@ bool sameBox(const tdl::Box &a, const tdl::Box &b) {
     return false;
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i].lo != b[i].lo || a[i].hi != b[i].hi)
+      return false;
+  return true;
+}
+
+/// True when `a` and `b` are the same region (without building a tdl::Box
+/// from `b`).
+bool sameBox(const tdl::Box &a, const plan::Box &b) {
+  if (a.size() != b.lo.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].lo != b.lo[i] || a[i].hi != b.hi[i])
       return false;
   return true;
 }
@@ -165,11 +177,28 @@ private:
                    llvm::function_ref<int32_t(int64_t)> sourceOf,
                    llvm::function_ref<tdl::Box(int64_t)> boxOf, bool reduce,
                    int64_t seq, StringRef opName);
+  /// Fills buffer `dst` on `device` from the collective whose sources are
+  /// `sources` (plan::CollectiveSources): the pieces are derived from the
+  /// table (plan::forEachPiece), which gives the ones addAssembly would list
+  /// when its candidates are every device whose source box meets dst's
+  /// region. The device's comm bytes count the remote pieces.
+  void addCollective(int64_t device, int32_t dst,
+                     std::shared_ptr<const plan::CollectiveSources> sources,
+                     int32_t tensor, bool reduce, int64_t seq,
+                     StringRef opName);
+  /// The source table of `tensor`'s owned tiles (made on first use, shared
+  /// by every fetch from them).
+  std::shared_ptr<const plan::CollectiveSources> ownedSources(int32_t tensor);
   /// Fills buffer `dst` on `device`, holding `region` of `tensor`, from the
   /// owned tiles of `tensor` on the devices whose tile meets it.
   void addFetchFromOwners(int64_t device, int32_t dst, const tdl::Box &region,
                           int32_t tensor, int64_t seq, StringRef opName);
   tdl::Box ownedRegion(int32_t tensor, int64_t device) const;
+  /// The region of `device`'s owned buffer of `tensor` (ownedRegion's, as
+  /// its buffer holds it): valid until the device gets another buffer.
+  const plan::Box &ownedBufferRegion(int32_t tensor, int64_t device) const {
+    return result.devices[device].buffers[ownedBuffer[device][tensor]].region;
+  }
 
   func::FuncOp func;
   const MaterializeOptions &options;
@@ -180,7 +209,40 @@ private:
   std::vector<TilingAttr> tilings;               // per tensor
   std::vector<std::vector<int64_t>> cutDims;     // per tensor: tilingCutDims
   std::vector<std::vector<int32_t>> ownedBuffer; // [device][tensor]
+  /// Per tensor: ownedSources' table, null until first used.
+  std::vector<std::shared_ptr<const plan::CollectiveSources>> ownedTables;
 };
+
+std::shared_ptr<const plan::CollectiveSources>
+Materializer::ownedSources(int32_t tensor) {
+  auto &table = ownedTables[tensor];
+  if (!table) {
+    std::vector<int32_t> buffers(k);
+    for (int64_t e = 0; e < k; ++e)
+      buffers[e] = ownedBuffer[e][tensor];
+    table = plan::makeCollectiveSources(result, std::move(buffers));
+  }
+  return table;
+}
+
+void Materializer::addCollective(
+    int64_t device, int32_t dst,
+    std::shared_ptr<const plan::CollectiveSources> sources, int32_t tensor,
+    bool reduce, int64_t seq, StringRef opName) {
+  plan::Instr instr;
+  instr.kind = reduce ? plan::Instr::Kind::Reduce : plan::Instr::Kind::Fetch;
+  instr.seq = seq;
+  instr.dst = dst;
+  instr.op = opName.str();
+  instr.sources = std::move(sources);
+  uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
+  uint64_t &comm = result.devices[device].commBytes;
+  plan::forEachPiece(result, device, instr, [&](const plan::Piece &piece) {
+    if (piece.device != device)
+      comm += piece.region.numElements() * elemBytes;
+  });
+  result.devices[device].instrs.push_back(std::move(instr));
+}
 
 tdl::Box Materializer::ownedRegion(int32_t tensor, int64_t device) const {
   return ownedBox(grid, result.tensors[tensor].shape, tilings[tensor], device);
@@ -242,6 +304,11 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
 void Materializer::addFetchFromOwners(int64_t device, int32_t dst,
                                       const tdl::Box &region, int32_t tensor,
                                       int64_t seq, StringRef opName) {
+  if (!options.explicitPieces) {
+    addCollective(device, dst, ownedSources(tensor), tensor, /*reduce=*/false,
+                  seq, opName);
+    return;
+  }
   std::vector<int64_t> owners = devicesMeeting(
       grid, fullBox(result.tensors[tensor].shape), cutDims[tensor], region);
   addAssembly(
@@ -494,8 +561,7 @@ llvm::Error Materializer::addOutput(
       if (i >= needed.size() || !needed[i])
         return error(op, "interval analysis gave no region for input " +
                              llvm::Twine(i));
-      tdl::Box owned = ownedRegion(tensor, d);
-      if (sameBox(*needed[i], owned)) {
+      if (sameBox(*needed[i], ownedBufferRegion(tensor, d))) {
         compute.inputs.push_back(ownedBuffer[d][tensor]);
         continue;
       }
@@ -503,9 +569,9 @@ llvm::Error Materializer::addOutput(
       addFetchFromOwners(d, local, *needed[i], tensor, seq, op.getName());
       compute.inputs.push_back(local);
     }
-    tdl::Box owned = ownedRegion(out, d);
     producedBoxes[d] = shares[d].outputBox;
-    if (!shares[d].partial && sameBox(shares[d].outputBox, owned))
+    if (!shares[d].partial &&
+        sameBox(shares[d].outputBox, ownedBufferRegion(out, d)))
       produced[d] = ownedBuffer[d][out];
     else
       produced[d] = addBuffer(d, out, shares[d].outputBox, shares[d].partial);
@@ -518,6 +584,8 @@ llvm::Error Materializer::addOutput(
   tdl::Box outputWhole = fullBox(result.tensors[out].shape);
   auto producedOf = [&](int64_t e) { return produced[e]; };
   auto producedBoxOf = [&](int64_t e) { return producedBoxes[e]; };
+  // The produced tiles as one collective's sources (made when first needed).
+  std::shared_ptr<const plan::CollectiveSources> producedSources;
   for (int64_t d = 0; d < k; ++d) {
     if (produced[d] == ownedBuffer[d][out])
       continue;
@@ -526,6 +594,13 @@ llvm::Error Materializer::addOutput(
       int64_t self[] = {d};
       addAssembly(d, ownedBuffer[d][out], owned, out, self, producedOf,
                   producedBoxOf, /*reduce=*/false, seq + 2, op.getName());
+      continue;
+    }
+    if (!options.explicitPieces) {
+      if (!producedSources)
+        producedSources = plan::makeCollectiveSources(result, produced);
+      addCollective(d, ownedBuffer[d][out], producedSources, out,
+                    /*reduce=*/shares[d].partial, seq + 2, op.getName());
       continue;
     }
     // The devices whose produced box (their share's output box) meets the
@@ -559,6 +634,7 @@ llvm::Expected<plan::Plan> Materializer::run() {
 
   // Every device owns one buffer per tensor: its tile.
   ownedBuffer.assign(k, std::vector<int32_t>(result.tensors.size(), -1));
+  ownedTables.assign(result.tensors.size(), nullptr);
   for (int64_t d = 0; d < k; ++d)
     for (size_t t = 0; t < result.tensors.size(); ++t) {
       ownedBuffer[d][t] = addBuffer(d, t, ownedRegion(t, d), false);

@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/PlanBuilder.h"
+#include "tofu/runtime/CollectivePieces.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
@@ -63,6 +64,19 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
   std::vector<std::vector<Lifetime>> life(k);
   for (size_t d = 0; d < k; ++d)
     life[d].resize(plan.devices[d].buffers.size());
+  // The instructions of one collective (one source table) at one seq touch
+  // each source buffer at that seq; a buffer touched by one of them needs no
+  // touch by the others. So each (table, seq) remembers which devices'
+  // sources it touched, and stops deriving pieces once all are (an
+  // all-gather: after its first instruction), which keeps this pass linear
+  // in k per collective instead of visiting k pieces on each of k devices.
+  struct CollectiveUse {
+    std::vector<char> touched; ///< per device
+    size_t untouched = 0;      ///< sources not touched yet
+  };
+  llvm::DenseMap<std::pair<const plan::CollectiveSources *, int64_t>,
+                 CollectiveUse>
+      uses;
   for (size_t d = 0; d < k; ++d) {
     for (const plan::Instr &instr : plan.devices[d].instrs) {
       for (int32_t b : instr.inputs)
@@ -72,8 +86,31 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
         life[d][b].touch(instr.seq);
       if (instr.dst >= 0)
         life[d][instr.dst].touch(instr.seq);
-      for (const plan::Piece &piece : instr.pieces)
+      if (instr.kind == plan::Instr::Kind::Compute)
+        continue;
+      if (!instr.sources || !instr.pieces.empty()) {
+        for (const plan::Piece &piece : instr.pieces)
+          life[piece.device][piece.buffer].touch(instr.seq);
+        continue;
+      }
+      auto [it, added] = uses.try_emplace({instr.sources.get(), instr.seq});
+      CollectiveUse &use = it->second;
+      if (added) {
+        use.touched.assign(k, 0);
+        for (int32_t b : instr.sources->buffers)
+          use.untouched += b >= 0;
+      }
+      if (use.untouched == 0)
+        continue;
+      plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
+        if (use.touched[piece.device])
+          return;
+        use.touched[piece.device] = 1;
+        --use.untouched;
         life[piece.device][piece.buffer].touch(instr.seq);
+      });
+      if (use.untouched == 0)
+        std::vector<char>().swap(use.touched);
     }
     // A Relu right after the Gemm it reads from may run inside that GEMM
     // on the CUDA backend (cuBLASLt's ReLU epilogue, runtime/cuda

@@ -10,6 +10,7 @@
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Target/PlanBuilder.h"
 #include "tofu/runtime/PrintableText.h"
+#include "tofu/runtime/CollectivePieces.h"
 #include "tofu/Transforms/RecursivePartitioner.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -259,9 +260,10 @@ void printDevicePrograms(const plan::Plan &plan, llvm::raw_ostream &os) {
       case plan::Instr::Kind::Reduce:
         os << (instr.kind == plan::Instr::Kind::Fetch ? "fetch" : "reduce")
            << " b" << instr.dst << " <-";
-        for (const plan::Piece &piece : instr.pieces)
+        plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
           os << " d" << piece.device << ".b" << piece.buffer
              << formatBox(piece.region);
+        });
         break;
       }
       os << "  ; " << instr.op << "\n";

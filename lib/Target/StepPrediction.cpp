@@ -8,6 +8,7 @@
 #include "tofu/Dialect/TdlInstance.h"
 #include "tofu/Transforms/RecursivePartitioner.h"
 #include "tofu/Transforms/StepTimeModel.h"
+#include "tofu/runtime/CollectivePieces.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -389,21 +390,21 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
             plan::dtypeSize(plan.tensors[dst.tensor].dtype);
         std::vector<double> remote(numSteps, 0), messages(numSteps, 0);
         double local = 0, all = 0;
-        for (const plan::Piece &piece : instr.pieces) {
+        plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
           double bytes = piece.region.numElements() * elementSize;
           if (bytes <= 0)
-            continue;
+            return;
           all += bytes;
-          if (piece.device == d) {
+          if (piece.device == static_cast<int32_t>(d)) {
             local += bytes;
-            continue;
+            return;
           }
           size_t s = stepBetween(d, piece.device);
           remote[s] += bytes;
           messages[s] += 1;
           received[d][s] += static_cast<uint64_t>(bytes);
           dev.receivedBytes += static_cast<uint64_t>(bytes);
-        }
+        });
         if (all > 0) {
           // A copy reads and writes each local byte; a reduction also
           // reads what it adds to, for every piece.

@@ -24,6 +24,7 @@
 #include "CudaSchedule.h"
 #include "CudaTransferKernels.h"
 
+#include "tofu/runtime/CollectivePieces.h"
 #include "tofu/runtime/CudaArch.h"
 #include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/SyntheticData.h"
@@ -270,6 +271,10 @@ CudaExecutor::Impl::~Impl() {
 
 std::string CudaExecutor::Impl::init() {
   // The plan first: what it cannot run is refused without touching a GPU.
+  if (hasUnexpandedCollectives(plan))
+    return "the plan's collectives are source tables without pieces "
+           "(plan format 3.0): read it with readPlan, which expands them, or "
+           "call plan::expandCollectives first";
   const int32_t k = static_cast<int32_t>(plan.devices.size());
   int32_t numGpus = options.numGpus > 0 ? options.numGpus : k;
   if (options.transport) {

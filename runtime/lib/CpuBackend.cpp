@@ -1,6 +1,7 @@
 //===- CpuBackend.cpp - Execute a k-device plan on the CPU ----------------===//
 
 #include "tofu/runtime/CpuBackend.h"
+#include "tofu/runtime/CollectivePieces.h"
 #include "tofu/runtime/ComputeKernel.h"
 #include "tofu/runtime/ElementAccess.h"
 #include "tofu/runtime/Kernels.h"
@@ -189,7 +190,9 @@ void moveBox(const uint8_t *src, const Box &srcBox, uint8_t *dst,
 
 } // namespace
 
-CpuExecutor::CpuExecutor(const Plan &plan) : plan(plan), data(plan) {}
+CpuExecutor::CpuExecutor(const Plan &given)
+    : expanded(expandedCopy(given)), plan(expanded ? *expanded : given),
+      data(plan) {}
 CpuExecutor::~CpuExecutor() = default;
 
 void CpuExecutor::touch(std::vector<uint64_t> &peak, int32_t device,

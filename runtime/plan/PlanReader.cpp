@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tofu/runtime/Plan.h"
+#include "tofu/runtime/CollectivePieces.h"
 #include "tofu/runtime/ExprProgramCheck.h"
 #include "tofu/runtime/InputFile.h"
 
@@ -92,8 +93,10 @@ using ShardLoader = std::function<std::string(
 /// Decodes the FlatBuffers plan into `plan` and checks every index.
 class PlanDecoder {
 public:
-  PlanDecoder(const fbs::Plan &root, ShardLoader loadShard, Plan &plan)
-      : root(root), loadShard(std::move(loadShard)), plan(plan) {}
+  PlanDecoder(const fbs::Plan &root, ShardLoader loadShard, Plan &plan,
+              bool expandCollectives)
+      : root(root), loadShard(std::move(loadShard)), plan(plan),
+        expand(expandCollectives) {}
 
   std::string decode();
 
@@ -107,6 +110,9 @@ private:
   std::string decodePrograms(size_t d, const fbs::Instr &in, Instr &out,
                              const std::string &where);
   std::string checkPieces(size_t d, size_t i, const Instr &in);
+  /// Checks Plan.collectives against the decoded buffers and gives each
+  /// instruction that names one its table (format 3.0).
+  std::string decodeCollectives();
 
   const fbs::Plan &root;
   ShardLoader loadShard;
@@ -121,7 +127,85 @@ private:
     std::vector<int64_t> inputs, outputs;
   };
   std::vector<VerifiedRanks> verified;
+  /// Instructions naming a collective source table: (device, instruction,
+  /// table index), in file order; resolved by decodeCollectives.
+  struct SourcesUse {
+    size_t device, instr;
+    int32_t table;
+  };
+  std::vector<SourcesUse> sourcesUses;
+  bool expand;
 };
+
+std::string PlanDecoder::decodeCollectives() {
+  size_t n = root.collectives() ? root.collectives()->size() : 0;
+  const size_t k = plan.devices.size();
+  std::vector<std::shared_ptr<const CollectiveSources>> tables;
+  tables.reserve(n);
+  for (size_t t = 0; t < n; ++t) {
+    std::string where = "collective " + std::to_string(t);
+    std::vector<int32_t> buffers =
+        toVec(root.collectives()->Get(t)->buffers());
+    if (buffers.size() != k)
+      return where + ": source table has " + std::to_string(buffers.size()) +
+             " entries for " + std::to_string(k) + " devices";
+    int64_t rank = -1;
+    int32_t tensor = -1;
+    for (size_t e = 0; e < k; ++e) {
+      int32_t b = buffers[e];
+      if (b == -1)
+        continue;
+      const auto &devBuffers = plan.devices[e].buffers;
+      if (b < 0 || static_cast<size_t>(b) >= devBuffers.size())
+        return where + ": buffer " + std::to_string(b) +
+               " does not exist on device " + std::to_string(e) + " (it has " +
+               std::to_string(devBuffers.size()) + " buffers)";
+      const Buffer &src = devBuffers[b];
+      if (rank == -1) {
+        rank = static_cast<int64_t>(src.region.lo.size());
+        tensor = src.tensor;
+      } else if (src.region.lo.size() != static_cast<size_t>(rank) ||
+                 plan.tensors[src.tensor].dtype != plan.tensors[tensor].dtype) {
+        return where + ": the source buffers of devices differ in rank or "
+                       "element type (device " + std::to_string(e) + ")";
+      }
+    }
+    tables.push_back(makeCollectiveSources(plan, std::move(buffers)));
+  }
+  for (const SourcesUse &use : sourcesUses) {
+    std::string where = "device " + std::to_string(use.device) +
+                        " instruction " + std::to_string(use.instr);
+    if (use.table < 0 || static_cast<size_t>(use.table) >= n)
+      return where + ": collective " + std::to_string(use.table) +
+             " does not exist (plan has " + std::to_string(n) +
+             " collectives)";
+    Instr &in = plan.devices[use.device].instrs[use.instr];
+    const CollectiveSources &table = *tables[use.table];
+    const Buffer &dst = plan.devices[use.device].buffers[in.dst];
+    // A table whose devices all contribute nothing gives no pieces.
+    int32_t first = -1;
+    for (size_t e = 0; e < k && first < 0; ++e)
+      if (table.buffers[e] >= 0)
+        first = static_cast<int32_t>(e);
+    if (first >= 0) {
+      const Buffer &src = plan.devices[first].buffers[table.buffers[first]];
+      if (table.rank != dst.region.lo.size())
+        return where + ": collective " + std::to_string(use.table) +
+               " has rank " + std::to_string(table.rank) +
+               " but the destination buffer has rank " +
+               std::to_string(dst.region.lo.size());
+      if (plan.tensors[src.tensor].dtype != plan.tensors[dst.tensor].dtype)
+        return where + ": collective " + std::to_string(use.table) +
+               " holds tensor '" + plan.tensors[src.tensor].name +
+               "', of another element type than the destination tensor '" +
+               plan.tensors[dst.tensor].name + "'";
+    }
+    in.sources = tables[use.table];
+    if (expand)
+      in.pieces = derivePieces(plan, use.device, in);
+  }
+  return "";
+}
 
 std::string PlanDecoder::checkBox(const Box &box, int32_t tensor,
                                   const std::string &what) {
@@ -283,6 +367,12 @@ std::string PlanDecoder::decodeInstr(size_t d, size_t i, const fbs::Instr &in,
     out.spec = specs[in.spec()];
   }
   out.dst = in.dst();
+  if (in.sources() != -1) {
+    if (out.kind == Instr::Kind::Compute || (in.pieces() && in.pieces()->size()))
+      return where + ": a collective source table on a compute instruction "
+                     "or one that lists pieces";
+    sourcesUses.push_back({d, i, in.sources()});
+  }
   if (in.pieces())
     for (const fbs::Piece *fp : *in.pieces())
       out.pieces.push_back(
@@ -555,7 +645,10 @@ std::string PlanDecoder::decode() {
     if (std::string err = decodeDevice(d, *root.devices()->Get(d));
         !err.empty())
       return err;
-  // Pieces refer to buffers of other devices: check after all are decoded.
+  // Collectives and pieces refer to buffers of other devices: check after
+  // all are decoded.
+  if (std::string err = decodeCollectives(); !err.empty())
+    return err;
   for (size_t d = 0; d < nd; ++d)
     for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i)
       if (std::string err = checkPieces(d, i, plan.devices[d].instrs[i]);
@@ -738,8 +831,8 @@ std::string readContainer(PlanInput &in, Plan &plan) {
     return "plan.bin format " + std::to_string(major) + "." +
            std::to_string(minor) + " is older than this tofu-run supports (" +
            std::to_string(ct::kMajor) +
-           ".x: format 2.0 stores each op's programs once for all devices); "
-           "recompile the plan with this tofuc";
+           ".x: format 3.0 stores each collective's sources once for all "
+           "devices); recompile the plan with this tofuc";
   if (size < ct::kFixedHeaderBytes)
     return "file is " + std::to_string(size) +
            " bytes, shorter than the plan.bin header (" +
@@ -936,7 +1029,9 @@ std::string readContainer(PlanInput &in, Plan &plan) {
     }
     return "";
   };
-  if (std::string err = PlanDecoder(*root, loadShard, plan).decode();
+  if (std::string err = PlanDecoder(*root, loadShard, plan,
+                                          in.options.expandCollectives)
+                                  .decode();
       !err.empty())
     return "invalid plan: " + err +
            (adviceGiven ? "" : "; recompile it with tofuc");

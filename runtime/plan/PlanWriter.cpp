@@ -109,9 +109,16 @@ private:
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::OpSpec>>>
   opSpecs();
 
+  /// Plan.collectives: every distinct source table, numbered in order of
+  /// first use like the op specs (format 3.0).
+  flatbuffers::Offset<
+      flatbuffers::Vector<flatbuffers::Offset<fbs::CollectiveSources>>>
+  collectives();
+
   const Plan &plan;
   flatbuffers::FlatBufferBuilder fbb{1 << 16};
   std::unordered_map<const OpSpec *, int32_t> specIndex;
+  std::unordered_map<const CollectiveSources *, int32_t> sourcesIndex;
 };
 
 flatbuffers::Offset<fbs::Tensor> PlanSerializer::tensor(const TensorInfo &t) {
@@ -195,9 +202,24 @@ PlanSerializer::opSpecs() {
   return fbb.CreateVector(specs);
 }
 
+flatbuffers::Offset<
+    flatbuffers::Vector<flatbuffers::Offset<fbs::CollectiveSources>>>
+PlanSerializer::collectives() {
+  std::vector<flatbuffers::Offset<fbs::CollectiveSources>> tables;
+  for (const DeviceProgram &dev : plan.devices)
+    for (const Instr &in : dev.instrs)
+      if (in.sources &&
+          sourcesIndex.emplace(in.sources.get(), tables.size()).second)
+        tables.push_back(fbs::CreateCollectiveSources(
+            fbb, fbb.CreateVector(in.sources->buffers)));
+  return fbb.CreateVector(tables);
+}
+
 flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
+  // With a source table the pieces are derived from it (readPlan may have
+  // expanded them into `pieces`: they are not stored again).
   std::vector<flatbuffers::Offset<fbs::Piece>> pieces;
-  for (const Piece &p : in.pieces) {
+  for (const Piece &p : in.sources ? std::vector<Piece>() : in.pieces) {
     auto lo = longs(p.region.lo);
     auto hi = longs(p.region.hi);
     pieces.push_back(fbs::CreatePiece(fbb, p.device, p.buffer, lo, hi));
@@ -226,9 +248,10 @@ flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
     }
     rangeVec = fbb.CreateVector(ranges);
   }
+  int32_t sources = in.sources ? sourcesIndex.at(in.sources.get()) : -1;
   return fbs::CreateInstr(fbb, static_cast<uint8_t>(in.kind), in.seq, kernel,
                           inputs, outputs, in.dst, pieceVec, op, spec,
-                          rangeVec);
+                          rangeVec, sources);
 }
 
 std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
@@ -238,6 +261,7 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
   for (const TensorInfo &t : plan.tensors)
     tensors.push_back(tensor(t));
   auto specVec = opSpecs();
+  auto collectiveVec = collectives();
 
   std::vector<flatbuffers::Offset<fbs::Device>> devices;
   ct::ContentHasher weightsHash; // of the WEIGHTS section, shard by shard
@@ -303,7 +327,7 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
       fbb, producer, plan.modelFingerprint, plan.numDevices, plan.batchSize,
       partitioner, plan.searchSeconds, plan.commBytes, optKind,
       plan.optimizer.learningRate, tensorVec, plan.lossTensor, updateVec,
-      deviceVec, summary, plan.withoutWeights, specVec);
+      deviceVec, summary, plan.withoutWeights, specVec, collectiveVec);
   fbs::FinishPlanBuffer(fbb, root);
   planBytes.assign(fbb.GetBufferPointer(),
                    fbb.GetBufferPointer() + fbb.GetSize());

@@ -2,6 +2,7 @@
 
 #include "TestPlans.h"
 #include "tofu/runtime/CpuBackend.h"
+#include "tofu/runtime/CollectivePieces.h"
 #include "tofu/runtime/SyntheticData.h"
 #include "tofu/runtime/TensorAssembly.h"
 
@@ -145,6 +146,34 @@ TEST(CpuExecutor, PlanSurvivesTheFileRoundTrip) {
   ASSERT_EQ(exec.lastLoss(loss), "");
   EXPECT_NEAR(loss, reference(plan, 0, {0.25, -0.5, 1.0, 2.0}).loss, 1e-5);
   EXPECT_EQ(exec.commBytesTotal(), back.commBytes);
+}
+
+/// A plan whose collectives are source tables without pieces (as tofuc's
+/// materialize makes it, format 3.0) runs as the one with pieces: the
+/// executor expands them instead of skipping the transfers.
+TEST(CpuExecutor, UnexpandedCollectivesRunAsPieces) {
+  Plan plan = makeTwoDevicePlan();
+  auto labels = makeCollectiveSources(plan, {kBufL, kBufL});
+  auto grads = makeCollectiveSources(plan, {kBufPPartial, kBufPPartial});
+  size_t tables = 0;
+  for (DeviceProgram &dev : plan.devices)
+    for (Instr &in : dev.instrs)
+      if (in.kind != Instr::Kind::Compute &&
+          (in.dst == kBufLFull || in.dst == kBufP)) {
+        in.sources = in.dst == kBufP ? grads : labels;
+        in.pieces.clear();
+        ++tables;
+      }
+  ASSERT_EQ(tables, 4u);
+  ASSERT_TRUE(hasUnexpandedCollectives(plan));
+  CpuExecutor exec(plan);
+  ASSERT_EQ(exec.init(), "");
+  ASSERT_EQ(exec.watchLoss(), "");
+  ASSERT_EQ(exec.runStep(0), "");
+  double loss = 0;
+  ASSERT_EQ(exec.lastLoss(loss), "");
+  EXPECT_NEAR(loss, reference(plan, 0, {0.25, -0.5, 1.0, 2.0}).loss, 1e-5);
+  EXPECT_EQ(exec.commBytesTotal(), plan.commBytes);
 }
 
 TEST(CpuExecutor, ProgramOnlyComputeMatchesNativeKernels) {

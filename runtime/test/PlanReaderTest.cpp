@@ -8,6 +8,7 @@
 
 #include "TestPlans.h"
 #include "tofu/runtime/Plan.h"
+#include "tofu/runtime/CollectivePieces.h"
 
 #include "../plan/PlanContainer.h"
 
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 using namespace tofu::plan;
 using namespace tofu::test;
@@ -178,10 +180,10 @@ TEST(PlanFormat, ResignedPlanSectionDamageNeverCrashes) {
 
 TEST(PlanFormat, NewerMajorVersion) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
-  ct::storeLE(&bytes[ct::kOffMajor], 3, 2);
+  ct::storeLE(&bytes[ct::kOffMajor], 4, 2);
   ct::storeLE(&bytes[ct::kOffMinor], 0, 2);
   EXPECT_EQ(readError(bytes),
-            "plan.bin format 3.0 is newer than this tofu-run supports (2.x); "
+            "plan.bin format 4.0 is newer than this tofu-run supports (3.x); "
             "rebuild tofu-run or recompile the plan");
 }
 
@@ -192,8 +194,8 @@ TEST(PlanFormat, NewerMinorVersionIsRefused) {
   ct::storeLE(&bytes[ct::kOffMinor], ct::kMinor + 1, 2);
   resignHeader(bytes);
   EXPECT_EQ(readError(bytes),
-            "plan.bin format 2." + std::to_string(ct::kMinor + 1) +
-                " is newer than this tofu-run reads (2." +
+            "plan.bin format 3." + std::to_string(ct::kMinor + 1) +
+                " is newer than this tofu-run reads (3." +
                 std::to_string(ct::kMinor) +
                 "): it may use features this tofu-run would ignore; rebuild "
                 "tofu-run or recompile the plan with this tofuc");
@@ -201,16 +203,22 @@ TEST(PlanFormat, NewerMinorVersionIsRefused) {
 
 /// Format 1.x stored every device's copy of an op's programs in its
 /// instructions (issue 20 moved them into Plan.op_specs, with new field
-/// ids): a 1.x plan is refused by its version before its schema is read.
+/// ids), and 2.x every device's pieces of a collective (3.0: one source
+/// table per collective): older plans are refused by their version before
+/// their schema is read.
 TEST(PlanFormat, OlderMajorIsRefused) {
-  std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
-  ct::storeLE(&bytes[ct::kOffMajor], 1, 2);
-  ct::storeLE(&bytes[ct::kOffMinor], 9, 2);
-  resignHeader(bytes);
-  EXPECT_EQ(readError(bytes),
-            "plan.bin format 1.9 is older than this tofu-run supports (2.x: "
-            "format 2.0 stores each op's programs once for all devices); "
-            "recompile the plan with this tofuc");
+  for (auto [major, minor] : {std::pair<int, int>{1, 9}, {2, 0}}) {
+    std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
+    ct::storeLE(&bytes[ct::kOffMajor], major, 2);
+    ct::storeLE(&bytes[ct::kOffMinor], minor, 2);
+    resignHeader(bytes);
+    EXPECT_EQ(readError(bytes),
+              "plan.bin format " + std::to_string(major) + "." +
+                  std::to_string(minor) +
+                  " is older than this tofu-run supports (3.x: format 3.0 "
+                  "stores each collective's sources once for all devices); "
+                  "recompile the plan with this tofuc");
+  }
 }
 
 /// contentChecksum changes with every single-bit flip and with the length,
@@ -434,10 +442,180 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsTwoZero) {
+TEST(PlanPrograms, VersionIsThreeZero) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 2u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 3u);
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 0u);
+}
+
+/// The two-device plan with its label all-gather, gradient reduce-scatter
+/// and loss all-reduce as collectives (format 3.0): each names one source
+/// table shared by both devices' instructions, as tofuc's materialize makes
+/// them, instead of listing pieces.
+Plan withCollectives() {
+  Plan plan = makeTwoDevicePlan();
+  auto table = [&](int32_t buffer) {
+    return makeCollectiveSources(plan, {buffer, buffer});
+  };
+  auto labels = table(kBufL), grads = table(kBufPPartial),
+       losses = table(kBufLossPartial);
+  for (DeviceProgram &dev : plan.devices)
+    for (Instr &in : dev.instrs) {
+      if (in.kind == Instr::Kind::Compute)
+        continue;
+      if (in.dst == kBufLFull)
+        in.sources = labels;
+      else if (in.dst == kBufP)
+        in.sources = grads;
+      else if (in.dst == kBufLoss)
+        in.sources = losses;
+      if (in.sources)
+        in.pieces.clear();
+    }
+  return plan;
+}
+
+/// The pieces of each collective are derived from its table in the order
+/// materialize lists them (the device's own first), the table is stored
+/// once and shared again by the reader, the plan is smaller than with
+/// pieces, and writing what was read gives the same bytes, expanded or not.
+TEST(PlanCollectives, DerivedPiecesRoundTrip) {
+  Plan plan = withCollectives();
+  // Device 1's label all-gather: its own half first, then device 0's.
+  const Instr &gather = plan.devices[1].instrs[2];
+  ASSERT_EQ(gather.dst, kBufLFull);
+  std::vector<Piece> pieces = derivePieces(plan, 1, gather);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].device, 1);
+  EXPECT_EQ(pieces[0].buffer, kBufL);
+  EXPECT_EQ(pieces[0].region.lo, std::vector<int64_t>{2});
+  EXPECT_EQ(pieces[0].region.hi, std::vector<int64_t>{4});
+  EXPECT_EQ(pieces[1].device, 0);
+  EXPECT_EQ(pieces[1].region.lo, std::vector<int64_t>{0});
+  EXPECT_EQ(pieces[1].region.hi, std::vector<int64_t>{2});
+  // Device 0's gradient reduce-scatter: rows [0, 2) of both partial sums.
+  const Instr &reduce = plan.devices[0].instrs[5];
+  ASSERT_EQ(reduce.dst, kBufP);
+  pieces = derivePieces(plan, 0, reduce);
+  ASSERT_EQ(pieces.size(), 2u);
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_EQ(pieces[e].device, e);
+    EXPECT_EQ(pieces[e].region.lo, std::vector<int64_t>{0});
+    EXPECT_EQ(pieces[e].region.hi, std::vector<int64_t>{2});
+  }
+  // The scalar loss all-reduce: one piece per device.
+  ASSERT_EQ(plan.devices[1].instrs[5].dst, kBufLoss);
+  EXPECT_EQ(derivePieces(plan, 1, plan.devices[1].instrs[5]).size(), 2u);
+
+  std::vector<uint8_t> bytes = bytesOf(plan);
+  EXPECT_LT(bytes.size(), bytesOf(makeTwoDevicePlan()).size());
+  Plan back;
+  ASSERT_EQ(readPlanBytes(bytes, back), "");
+  std::set<const CollectiveSources *> tables;
+  for (size_t d = 0; d < 2; ++d)
+    for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i) {
+      const Instr &in = back.devices[d].instrs[i];
+      EXPECT_EQ(in.sources != nullptr,
+                plan.devices[d].instrs[i].sources != nullptr);
+      if (!in.sources)
+        continue;
+      // Expanded for the runtimes, equal to the derived pieces.
+      std::vector<Piece> want = derivePieces(plan, d, plan.devices[d].instrs[i]);
+      ASSERT_EQ(in.pieces.size(), want.size()) << d << " " << i;
+      for (size_t p = 0; p < want.size(); ++p) {
+        EXPECT_EQ(in.pieces[p].device, want[p].device);
+        EXPECT_EQ(in.pieces[p].buffer, want[p].buffer);
+        EXPECT_EQ(in.pieces[p].region.lo, want[p].region.lo);
+        EXPECT_EQ(in.pieces[p].region.hi, want[p].region.hi);
+      }
+      tables.insert(in.sources.get());
+    }
+  EXPECT_EQ(tables.size(), 3u); // shared by both devices again
+  std::vector<uint8_t> again;
+  ASSERT_EQ(writePlanBytes(back, again), "");
+  EXPECT_EQ(again, bytes);
+
+  // Unexpanded: no pieces, the same ones through forEachPiece.
+  std::string path = ::testing::TempDir() + "/collectives.plan.bin";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char *>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+  }
+  ReadOptions compact;
+  compact.expandCollectives = false;
+  Plan lean;
+  ASSERT_EQ(readPlan(path, lean, compact), "");
+  std::remove(path.c_str());
+  const Instr &leanGather = lean.devices[1].instrs[2];
+  EXPECT_TRUE(leanGather.pieces.empty());
+  EXPECT_EQ(derivePieces(lean, 1, leanGather).size(), 2u);
+  ASSERT_EQ(writePlanBytes(lean, again), "");
+  EXPECT_EQ(again, bytes);
+}
+
+/// A fetch stops at the first source that holds its whole region (the
+/// device's own first): the same rule as materialize's explicit pieces.
+TEST(PlanCollectives, FetchStopsAtAWholeSource) {
+  Plan plan = makeTwoDevicePlan();
+  // Both devices hold all labels in kBufLFull: device 1 fetching them
+  // from that table needs only its own copy.
+  Instr fetch;
+  fetch.kind = Instr::Kind::Fetch;
+  fetch.seq = 2;
+  fetch.dst = kBufLFull;
+  fetch.sources = makeCollectiveSources(plan, {kBufLFull, kBufLFull});
+  std::vector<Piece> pieces = derivePieces(plan, 1, fetch);
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_EQ(pieces[0].device, 1);
+  // A reduction of the same sources adds both.
+  fetch.kind = Instr::Kind::Reduce;
+  EXPECT_EQ(derivePieces(plan, 1, fetch).size(), 2u);
+  // A device without a source (-1) contributes nothing.
+  fetch.sources = makeCollectiveSources(plan, {-1, kBufLFull});
+  pieces = derivePieces(plan, 0, fetch);
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_EQ(pieces[0].device, 1);
+}
+
+TEST(PlanCollectives, DamagedTablesAreRejected) {
+  {
+    Plan plan = withCollectives();
+    ASSERT_EQ(plan.devices[1].instrs[2].dst, kBufLFull);
+    auto bad = std::make_shared<CollectiveSources>(
+        *plan.devices[1].instrs[2].sources);
+    bad->buffers[1] = 42;
+    plan.devices[1].instrs[2].sources = bad;
+    expectInvalid(plan, "buffer 42 does not exist on device 1");
+  }
+  {
+    Plan plan = withCollectives();
+    auto bad = std::make_shared<CollectiveSources>(
+        *plan.devices[1].instrs[2].sources);
+    bad->buffers.push_back(0);
+    plan.devices[1].instrs[2].sources = bad;
+    expectInvalid(plan, "source table has 3 entries for 2 devices");
+  }
+  {
+    // A table of rank-2 buffers (Y) for a rank-1 destination (labels).
+    Plan plan = withCollectives();
+    plan.devices[1].instrs[2].sources =
+        makeCollectiveSources(plan, {kBufY, kBufY});
+    expectInvalid(plan, "has rank 2 but the destination buffer has rank 1");
+  }
+  {
+    // Source and destination of different element types (F32 vs I64).
+    Plan plan = withCollectives();
+    plan.devices[1].instrs[2].sources =
+        makeCollectiveSources(plan, {kBufP, kBufP});
+    expectInvalid(plan, "of another element type than the destination");
+  }
+}
+
+/// Every bit flip of a PLAN section with collectives, re-signed: rejected
+/// or read, never a crash.
+TEST(PlanCollectives, ResignedDamageNeverCrashes) {
+  expectResignedSectionDamageHandled(bytesOf(withCollectives()), 0);
 }
 
 /// The two-device plan with programs, where the instructions of each op on

@@ -158,6 +158,12 @@ static cl::opt<bool> timePhases(
     cl::desc("print the wall seconds of each compilation phase (import, "
              "training step, search, materialize, ..., write) to stderr"),
     cl::cat(tofucCategory));
+static cl::opt<bool> explicitPieces(
+    "explicit-pieces",
+    cl::desc("list every fetch's and reduction's pieces on each device "
+             "instead of one source table per collective (the plan is the "
+             "same; O(k^2) pieces per all-gather; for tests)"),
+    cl::Hidden, cl::cat(tofucCategory));
 static cl::opt<bool> allowHardlinkedData(
     "allow-hardlinked-data",
     cl::desc("accept external data files with several hard links"),
@@ -235,6 +241,7 @@ int main(int argc, char **argv) {
   options.outputPath = outputPath;
   options.externalWeights = externalWeights;
   options.timePhases = timePhases;
+  options.explicitPieces = explicitPieces;
   bool autoDevices = gpus == "auto";
   // A number below 1 or over the limit is refused by compileModel.
   if (!autoDevices && StringRef(gpus).getAsInteger(10, options.devices))

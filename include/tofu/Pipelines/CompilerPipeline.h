@@ -58,6 +58,10 @@ struct CompileOptions {
   bool externalWeights = false;
   /// --time-phases: print each phase's wall seconds to stderr.
   bool timePhases = false;
+  /// List every Fetch/Reduce's pieces instead of naming its collective's
+  /// source table (MaterializeOptions::explicitPieces; tofuc
+  /// --explicit-pieces): for tests that compare the two forms.
+  bool explicitPieces = false;
   int64_t devices = 1;
   std::string partitioner = "tofu";
   std::string topology; ///< --topology; empty = steps are k's prime factors

@@ -30,6 +30,11 @@ struct MaterializeOptions {
   /// of copying them. The plan is then valid only while `func`'s context
   /// and the imported model's mappings live: tofuc writes it right away.
   bool borrowWeights = false;
+  /// List every Fetch/Reduce's pieces on each device's instruction (the
+  /// form before plan format 3.0) instead of naming the collective's source
+  /// table (plan::Instr::sources): O(k^2) pieces per all-gather. For tests
+  /// that compare the two forms (tofuc --explicit-pieces).
+  bool explicitPieces = false;
 };
 
 /// Builds the per-device programs of a partitioned training step (`func` must

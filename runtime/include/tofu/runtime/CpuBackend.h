@@ -201,6 +201,10 @@ private:
              int32_t buffer) const;
   void afterWrite(int32_t device, int32_t buffer);
 
+  /// The plan with its collectives expanded into pieces, when the one
+  /// given had them only as source tables (plan::expandedCopy); `plan`
+  /// refers to it then.
+  std::unique_ptr<plan::Plan> expanded;
   const plan::Plan &plan;
   SyntheticData data;
   std::vector<std::vector<uint8_t>> arenas;

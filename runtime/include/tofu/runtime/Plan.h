@@ -296,6 +296,27 @@ struct Piece {
   Box region;
 };
 
+/// The sources of a collective (format 3.0): for every device e of the plan,
+/// the id of the buffer on e that holds e's part (-1: e contributes
+/// nothing). One table serves every device's Fetch or Reduce of one
+/// collective (all-gather, reduce-scatter, all-reduce): the owned tiles of a
+/// tensor, or the tiles one op output produced, so that a collective over k
+/// devices stores k entries instead of k pieces on each of k devices. A
+/// Fetch or Reduce instruction of device d naming a table has the pieces
+/// `derivePieces` gives (CollectivePieces.h): for each e in the order d,
+/// then 0, 1, ... (skipping d), with a source buffer whose region meets
+/// dst's region, the piece (e, buffer, intersection); a Fetch stops after
+/// the first source whose region contains dst's whole region.
+struct CollectiveSources {
+  std::vector<int32_t> buffers; ///< per device: source buffer id, or -1
+  /// The source buffers' regions, flattened (device e's box is
+  /// lo/hi[e*rank, (e+1)*rank); zeros where buffers[e] is -1): a copy of
+  /// the plan's buffer regions that `makeCollectiveSources` makes, so that
+  /// deriving pieces scans one array instead of k devices' buffers.
+  size_t rank = 0;
+  std::vector<int64_t> lo, hi;
+};
+
 /// What the Compute instructions of one op output share on every device
 /// (format 2.0): the op's attributes, the global shapes of its inputs and
 /// outputs, and its expression programs. The compiler makes one per op
@@ -337,7 +358,15 @@ struct Instr {
   std::vector<int32_t> inputs;  ///< Compute: buffer ids (-1 = absent optional)
   std::vector<int32_t> outputs; ///< Compute: buffer ids
   int32_t dst = -1;             ///< Fetch/Reduce: destination buffer id
-  std::vector<Piece> pieces;    ///< Fetch/Reduce: sources
+  /// Fetch/Reduce: sources, listed explicitly. Empty when `sources` is set
+  /// (tofuc's plans); readPlan fills them from `sources` unless told not to
+  /// (ReadOptions::expandCollectives), so the runtimes read `pieces` only.
+  std::vector<Piece> pieces;
+  /// Fetch/Reduce (format 3.0): the collective's source table, shared with
+  /// the other devices' instructions of the same collective; the pieces are
+  /// derived from it (derivePieces, forEachPiece in CollectivePieces.h).
+  /// Null = `pieces` are explicit.
+  std::shared_ptr<const CollectiveSources> sources;
   std::string op;               ///< name of the graph op it came from (traces)
   /// Compute: the op-level part, shared with the other devices' instructions
   /// of the same op output (null = no attributes, shapes or programs). Read
@@ -539,6 +568,11 @@ struct ReadOptions {
   /// the weights; --save needs it). A partial read (onlyDevice >= 0) without
   /// it does not touch that section.
   bool loadModel = true;
+  /// Whether to fill every Fetch/Reduce instruction's `pieces` from its
+  /// collective source table (format 3.0), so that code reading `pieces`
+  /// sees every piece. Off: `pieces` stay empty where `sources` is set
+  /// (read them with forEachPiece), as tofuc makes them.
+  bool expandCollectives = true;
 };
 
 /// Serializes `plan` into the plan.bin container (and the external weight
