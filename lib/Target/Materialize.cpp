@@ -69,15 +69,6 @@ plan::Box toPlanBox(const tdl::Box &box) {
   return result;
 }
 
-bool sameBox(const tdl::Box &a, const tdl::Box &b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].lo != b[i].lo || a[i].hi != b[i].hi)
-      return false;
-  return true;
-}
-
 /// True when `a` and `b` are the same region (without building a tdl::Box
 /// from `b`).
 bool sameBox(const tdl::Box &a, const plan::Box &b) {

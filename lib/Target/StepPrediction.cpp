@@ -169,17 +169,19 @@ std::vector<std::vector<LevelBytes>> readLevels(const plan::Plan &plan,
     for (int32_t b : instr.inputs)
       if (b >= 0)
         out.push_back({d, b, double(buffers[b].bytes), true});
-    for (const plan::Piece &piece : instr.pieces) {
-      if (!sharedHost && piece.device != d)
-        continue; // over a link, not through this device's caches
-      const plan::Buffer &src =
-          plan.devices[piece.device].buffers[piece.buffer];
-      double elementBytes = src.region.numElements() > 0
-                                ? double(src.bytes) / src.region.numElements()
-                                : 0;
-      out.push_back({piece.device, piece.buffer,
-                     piece.region.numElements() * elementBytes, true});
-    }
+    if (instr.kind != plan::Instr::Kind::Compute)
+      plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
+        if (!sharedHost && piece.device != d)
+          return; // over a link, not through this device's caches
+        const plan::Buffer &src =
+            plan.devices[piece.device].buffers[piece.buffer];
+        double elementBytes =
+            src.region.numElements() > 0
+                ? double(src.bytes) / src.region.numElements()
+                : 0;
+        out.push_back({piece.device, piece.buffer,
+                       piece.region.numElements() * elementBytes, true});
+      });
     if (instr.dst >= 0)
       out.push_back({d, instr.dst, double(buffers[instr.dst].bytes),
                      instr.kind == plan::Instr::Kind::Reduce});

@@ -25,8 +25,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/PlanBuilder.h"
+#include "tofu/runtime/CollectivePieces.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <algorithm>
@@ -126,11 +128,11 @@ void updateParamsInPlace(plan::Plan &plan) {
       auto copy = copyInto.find(p), update = producer.find(u);
       if (copy == copyInto.end() || update == producer.end())
         continue;
-      const plan::Instr &copyInstr = program.instrs[copy->second];
-      if (copyInstr.pieces.size() != 1 ||
-          copyInstr.pieces[0].device != static_cast<int32_t>(d) ||
-          copyInstr.pieces[0].buffer != u ||
-          !sameRegion(copyInstr.pieces[0].region, ub.region))
+      std::vector<plan::Piece> pieces =
+          plan::derivePieces(plan, d, program.instrs[copy->second]);
+      if (pieces.size() != 1 ||
+          pieces[0].device != static_cast<int32_t>(d) ||
+          pieces[0].buffer != u || !sameRegion(pieces[0].region, ub.region))
         continue;
       if (!llvm::is_contained(kInPlaceKernels,
                               program.instrs[update->second].kernel))
@@ -156,6 +158,16 @@ void updateParamsInPlace(plan::Plan &plan) {
     byUpdated[candidates[c].device][candidates[c].updated] = c;
     byParam[candidates[c].device][candidates[c].param] = c;
   }
+  // A collective's source table (format 3.0) names one buffer per device;
+  // the pieces an instruction takes from it are derived on demand. A table
+  // naming a candidate's new value: its instructions' pieces are derived
+  // (only parameter-update copies read new values: each is one local
+  // piece). A table naming a parameter: read at that seq, without deriving
+  // (an all-gather of weights: k pieces on each of k devices), which at
+  // worst moves an update to the step's end.
+  llvm::DenseMap<const plan::CollectiveSources *, bool> namesNewValue;
+  llvm::DenseSet<std::pair<const plan::CollectiveSources *, int64_t>>
+      paramTablesSeen;
   for (size_t d = 0; d < k; ++d) {
     const auto &instrs = plan.devices[d].instrs;
     for (size_t i = 0; i < instrs.size(); ++i) {
@@ -189,8 +201,29 @@ void updateParamsInPlace(plan::Plan &plan) {
       if (instr.dst >= 0)
         // A reduction reads what it adds to.
         use(self, instr.dst, instr.kind == plan::Instr::Kind::Reduce);
-      for (const plan::Piece &piece : instr.pieces)
-        use(piece.device, piece.buffer, /*read=*/true);
+      if (instr.kind == plan::Instr::Kind::Compute)
+        continue;
+      if (!instr.sources || !instr.pieces.empty()) {
+        for (const plan::Piece &piece : instr.pieces)
+          use(piece.device, piece.buffer, /*read=*/true);
+        continue;
+      }
+      const plan::CollectiveSources *table = instr.sources.get();
+      auto [known, added] = namesNewValue.try_emplace(table, false);
+      if (added)
+        for (size_t e = 0; e < table->buffers.size() && e < k; ++e)
+          known->second = known->second ||
+                          byUpdated[e].count(table->buffers[e]) != 0;
+      if (known->second)
+        plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
+          use(piece.device, piece.buffer, /*read=*/true);
+        });
+      else if (paramTablesSeen.insert({table, instr.seq}).second)
+        for (size_t e = 0; e < table->buffers.size() && e < k; ++e)
+          if (auto it = byParam[e].find(table->buffers[e]);
+              it != byParam[e].end())
+            uses[it->second].lastParamRead =
+                std::max(uses[it->second].lastParamRead, instr.seq);
     }
   }
 

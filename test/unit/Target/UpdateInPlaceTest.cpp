@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/PlanBuilder.h"
+#include "tofu/runtime/CollectivePieces.h"
 
 #include <gtest/gtest.h>
 
@@ -144,6 +145,39 @@ TEST(UpdateInPlace, MovesTheUpdateWhenAnotherDeviceReadsTheParameterAfterIt) {
   EXPECT_FALSE(b.hasCopy(0));
   EXPECT_EQ(b.update(0).seq, 9);
   EXPECT_EQ(b.update(1).seq, 4);
+}
+
+TEST(UpdateInPlace, CollectivesNamedBySourceTables) {
+  // Plan format 3.0: the copies name the new value's owned tiles (one
+  // table, a buffer per device) instead of listing their pieces; device 1
+  // gathers W's tiles through W's table at seq 6, after the updates.
+  Builder b(2);
+  b.step(0);
+  b.step(1);
+  auto updatedTiles = tofu::plan::makeCollectiveSources(b.p, {2, 2});
+  auto paramTiles = tofu::plan::makeCollectiveSources(b.p, {0, 0});
+  for (auto &device : b.p.devices)
+    for (auto &instr : device.instrs)
+      if (instr.kind == plan::Instr::Kind::Fetch) {
+        instr.pieces.clear();
+        instr.sources = updatedTiles;
+      }
+  plan::Instr gather;
+  gather.kind = plan::Instr::Kind::Fetch;
+  gather.seq = 6;
+  gather.dst = 3;
+  gather.sources = paramTiles;
+  b.p.devices[1].instrs.insert(b.p.devices[1].instrs.begin() + 2, gather);
+  tofu::updateParamsInPlace(b.p);
+  EXPECT_FALSE(b.hasCopy(0));
+  // Device 1's own gather is a Fetch too: only its copy is gone.
+  size_t fetches = 0;
+  for (const plan::Instr &instr : b.p.devices[1].instrs)
+    fetches += instr.kind == plan::Instr::Kind::Fetch;
+  EXPECT_EQ(fetches, 1u);
+  // The table names W on both devices: both updates move after seq 6.
+  EXPECT_EQ(b.update(0).seq, 9);
+  EXPECT_EQ(b.update(1).seq, 9);
 }
 
 TEST(UpdateInPlace, KeepsTheCopyOfOtherKernels) {
