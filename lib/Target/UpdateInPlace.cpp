@@ -248,8 +248,11 @@ void updateParamsInPlace(plan::Plan &plan) {
   }
   for (size_t d = 0; d < k; ++d) {
     auto &instrs = plan.devices[d].instrs;
-    std::vector<plan::Instr> kept;
-    kept.reserve(instrs.size());
+    if (!moved && std::find(drop[d].begin(), drop[d].end(), true) ==
+                      drop[d].end())
+      continue; // nothing changes on this device
+    // In place: the dropped copies out, the order kept.
+    size_t out = 0;
     for (size_t i = 0; i < instrs.size(); ++i) {
       if (drop[d][i])
         continue;
@@ -259,13 +262,16 @@ void updateParamsInPlace(plan::Plan &plan) {
       if (moved && instrs[i].kind == plan::Instr::Kind::Fetch &&
           instrs[i].op == kParamUpdateOp)
         instrs[i].seq = endSeq + 1;
-      kept.push_back(std::move(instrs[i]));
+      if (out != i)
+        instrs[out] = std::move(instrs[i]);
+      ++out;
     }
-    std::stable_sort(kept.begin(), kept.end(),
-                     [](const plan::Instr &a, const plan::Instr &b) {
-                       return a.seq < b.seq;
-                     });
-    instrs = std::move(kept);
+    instrs.resize(out);
+    if (moved)
+      std::stable_sort(instrs.begin(), instrs.end(),
+                       [](const plan::Instr &a, const plan::Instr &b) {
+                         return a.seq < b.seq;
+                       });
   }
 }
 
