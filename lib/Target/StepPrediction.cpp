@@ -379,6 +379,9 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         if (!found.empty())
           for (int level = 0; level < 3; ++level)
             work.inputBytesByLevel[level] = found[d][index][level];
+        // tofu-run runs one virtual device's instructions one at a time;
+        // more devices' instructions run side by side on the host's threads.
+        work.alone = device.sharedHost && k == 1;
         time.compute = model.computeSeconds(work);
         byKernel[instr.kernel] += time.compute;
       } else {

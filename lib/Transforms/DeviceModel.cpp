@@ -408,7 +408,8 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
           {"format", "name", "description", "sources", "compute", "memory",
            "launch_seconds", "gemm_half_extent", "transcendental_flops",
            "step_overhead_seconds", "feed_seconds_per_element", "kernels",
-           "links", "shared_host"}))
+           "gemm_cold_seconds",
+           "links", "shared_host", "host_threads"}))
     return std::move(err);
   auto format = root->getString("format");
   if (!format)
@@ -579,6 +580,13 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
     model.transcendentalFlops = *flops;
   }
 
+  if (root->get("gemm_cold_seconds")) {
+    auto seconds = reader.positive(*root, "gemm_cold_seconds",
+                                   "gemm_cold_seconds", 1);
+    if (!seconds)
+      return seconds.takeError();
+    model.gemmColdSeconds = *seconds;
+  }
   if (root->get("step_overhead_seconds")) {
     auto seconds = reader.positive(*root, "step_overhead_seconds",
                                    "step_overhead_seconds", 1);
@@ -672,6 +680,21 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
                                             DescriptionReader::kindOf(*value));
     model.sharedHost = *shared;
   }
+  if (root->get("host_threads")) {
+    auto threads =
+        reader.positive(*root, "host_threads", "host_threads", 1024);
+    if (!threads)
+      return threads.takeError();
+    if (*threads != std::floor(*threads))
+      return reader.fail("host_threads",
+                         "expected a whole number of threads, got " +
+                             shortNumber(*threads));
+    if (!model.sharedHost)
+      return reader.fail("host_threads",
+                         "only means something with \"shared_host\": true "
+                         "(the threads virtual devices share)");
+    model.hostThreads = static_cast<unsigned>(*threads);
+  }
   return model;
 }
 
@@ -758,6 +781,10 @@ std::string formatDeviceDescription(const DeviceModel &model) {
     root["step_overhead_seconds"] = model.stepOverheadSeconds;
   if (model.feedSecondsPerElement > 0)
     root["feed_seconds_per_element"] = model.feedSecondsPerElement;
+  if (model.gemmColdSeconds > 0)
+    root["gemm_cold_seconds"] = model.gemmColdSeconds;
+  if (model.hostThreads > 1)
+    root["host_threads"] = static_cast<int64_t>(model.hostThreads);
   if (!model.description.empty())
     root["description"] = model.description;
   if (!model.sources.empty())

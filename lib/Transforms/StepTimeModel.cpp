@@ -113,6 +113,18 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
       double pixels = boxElements(rows) / rowChannels;
       work.columnElements = perChannel * pixels;
       work.columnFlops = 2 * channels * perChannel * pixels;
+      // The images x output pixels side: Y (Conv) or dY, copied between
+      // its tensor and one matrix when a chunk holds several images.
+      const double images =
+          std::max<int64_t>((*rows)[0].hi - (*rows)[0].lo, 1);
+      const double rowsBytes =
+          op.opName() == "Conv"
+              ? work.outputBytes
+              : boxElements(rows) * elementBytes(op.inputTypes()[0]->elem);
+      if (images > 1)
+        work.stagingBytes = 2 * rowsBytes;
+      if (gradInput)
+        work.stagingBytes += 3 * work.outputBytes;
       if (gradWeight)
         work.columnGemm[0] = channels, work.columnGemm[1] = perChannel,
         work.columnGemm[2] = pixels;
@@ -163,6 +175,18 @@ double StepTimeModel::gemmEfficiency(double m, double n, double k) const {
   return side(m) * side(n) * side(k);
 }
 
+double StepTimeModel::gemmThreadShare(double m, double n, double k) const {
+  if (!device.sharedHost || device.hostThreads <= 1)
+    return 1;
+  // Blas.cpp's blockedGemm: one thread under 2^20 FLOPs, else one block of
+  // at least 32 rows (columns) of C per thread, over the longer side.
+  double threads = device.hostThreads;
+  if (2 * m * n * k < double(1 << 20))
+    threads = 1;
+  threads = std::max(1.0, std::min(threads, std::floor(std::max(m, n) / 32)));
+  return threads / device.hostThreads;
+}
+
 double StepTimeModel::computeSeconds(const ShareWork &work,
                                      double fraction) const {
   if (work.empty)
@@ -176,10 +200,16 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   if (columns) {
     rate *= gemmEfficiency(work.columnGemm[0], work.columnGemm[1],
                            work.columnGemm[2]);
+    if (work.alone)
+      rate *= gemmThreadShare(work.columnGemm[0], work.columnGemm[1],
+                              work.columnGemm[2]);
     flops = std::min(flops, work.columnFlops * fraction);
   }
-  else if (work.kind == OpClass::Contraction)
+  else if (work.kind == OpClass::Contraction) {
     rate *= gemmEfficiency(work.m, work.n, work.k);
+    if (work.alone)
+      rate *= gemmThreadShare(work.m, work.n, work.k);
+  }
   else
     flops += work.transcendentals * work.outputElements * fraction *
              device.transcendentalFlops;
@@ -213,10 +243,14 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
           work.columnElements * fraction * elementBytes(work.dtype);
       const double chunk = std::min(columnBytes, 2.0 * (1 << 21) * 4);
       packing += 2 * columnBytes / levelBytesPerSecond(levelAfter(0, chunk));
+      const double staging = work.stagingBytes * fraction;
+      packing += staging / levelBytesPerSecond(levelAfter(0, staging));
     }
   }
   double seconds =
       device.launchSeconds + std::max(busy, traffic) + packing;
+  if (work.kind == OpClass::Contraction)
+    seconds += device.gemmColdSeconds;
   if (work.partial)
     // The partial tiles are summed into the owner's tile: one more kernel
     // call reading the received partial sum and updating the tile.

@@ -73,6 +73,7 @@
 #include <functional>
 #include <memory>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -100,6 +101,8 @@ struct Probe {
   double window = 0.1;
   /// Calls of the measured work per call of `body`.
   int calls = 1;
+  /// Run before every call of `body`, untimed (null: nothing).
+  std::function<void()> before;
   /// Per round: the median seconds per call.
   std::vector<double> rounds;
   /// The fastest round's median.
@@ -125,6 +128,8 @@ std::string runRound(Probe &probe) {
   while (times.size() < 3 ||
          std::chrono::duration<double>(Clock::now() - start).count() <
              probe.window) {
+    if (probe.before)
+      probe.before();
     const auto t0 = Clock::now();
     if (std::string err = probe.body(); !err.empty())
       return probe.name + ": " + err;
@@ -419,6 +424,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     bigRing.emplace_back(std::vector<int64_t>{1 << 20});
   }
   Tensor one1({1}), one2({1}), oneOut({1});
+  Tensor g64a({64, 64}), g64b({64, 64}), g64y({64, 64});
+  Tensor g128a({128, 128}), g128b({128, 128}), g128y({128, 128});
   Tensor dy({4096, 1024}), db({1024});
   std::vector<uint8_t> copySrc(64 << 20, 1), copyDst(64 << 20);
   // Per-kernel costs (kernels with the cost of each output element): at
@@ -486,7 +493,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   enum ProbeId {
     kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
     kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kCacheAdd, kL3Add,
-    kNumProbes
+    kGemm64, kGemm64Cold, kGemm128, kGemm128Cold, kNumProbes
   };
   std::vector<Probe> probes(kNumProbes);
   probes[kGemm] = kernelProbe("MatMul 1024x1024x1024", "MatMul", {&a, &b}, y,
@@ -542,6 +549,25 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
                   copySrc.data() + (copyDst[0] & 1), 64);
     return std::string();
   };
+  // Small GEMMs hot (in a loop) and as a step runs them: each call right
+  // after an Add of 1M floats on the 4 MiB ring (another kernel's data
+  // through the caches, the worker pool just used).
+  probes[kGemm64] = kernelProbe("MatMul 64x64x64 (hot)", "MatMul",
+                                {&g64a, &g64b}, g64y, none, 0.05, 16);
+  probes[kGemm64Cold] = kernelProbe("MatMul 64x64x64 after another kernel",
+                                    "MatMul", {&g64a, &g64b}, g64y, none,
+                                    0.05);
+  probes[kGemm128] = kernelProbe("MatMul 128x128x128 (hot)", "MatMul",
+                                 {&g128a, &g128b}, g128y, none, 0.05, 4);
+  probes[kGemm128Cold] = kernelProbe(
+      "MatMul 128x128x128 after another kernel", "MatMul", {&g128a, &g128b},
+      g128y, none, 0.05);
+  {
+    Probe neighbour = ringProbe("", bigRing, 0, 1);
+    probes[kGemm64Cold].before = probes[kGemm128Cold].before = [neighbour] {
+      (void)neighbour.body();
+    };
+  }
   if (!error.empty())
     return "--calibrate: " + error;
   // Two probes per kernel: small, large.
@@ -614,6 +640,22 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   half = std::clamp(half, 1.0, 4096.0);
   note("gemm_half_extent " + number(half) + " from the 16-row GEMM at " +
        number(r) + " of the large one's rate");
+
+  // What a GEMM call costs beyond its hot time when other kernels ran just
+  // before it, as in a step (its code, packing buffers and operands no
+  // longer in the caches): the mean of the two small GEMMs' differences.
+  const double cold64 = t(kGemm64Cold) - t(kGemm64);
+  const double cold128 = t(kGemm128Cold) - t(kGemm128);
+  const double gemmCold = std::max(0.0, (cold64 + cold128) / 2);
+  note("MatMul 64x64x64: " + number(t(kGemm64)) + " s hot, " +
+       number(t(kGemm64Cold)) + " s after another kernel" + spread(kGemm64) +
+       spread(kGemm64Cold));
+  note("MatMul 128x128x128: " + number(t(kGemm128)) + " s hot, " +
+       number(t(kGemm128Cold)) + " s after another kernel" +
+       spread(kGemm128) + spread(kGemm128Cold));
+  note("gemm_cold_seconds " + number(gemmCold) +
+       ": the mean of the two GEMMs' time after another kernel less their "
+       "hot time");
 
   const double convRate = 2.0 * 8 * 64 * 32 * 32 * 64 * 9 / t(kConv);
   note("Conv X [8,64,32,32] W [64,64,3,3] pads 1: " + number(t(kConv)) +
@@ -738,6 +780,13 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   }
   std::sort(kernelCosts.begin(), kernelCosts.end());
 
+  // The worker pool's threads (ParallelFor.cpp's parallelThreads): what
+  // the GEMM and convolution probes above ran on together.
+  const unsigned hostThreads =
+      std::min(16u, std::max(1u, std::thread::hardware_concurrency()));
+  note("host_threads " + std::to_string(hostThreads) +
+       ": the threads the kernels split their work over (the hardware's, at "
+       "most 16)");
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   uint64_t memoryBytes =
       pages > 0 && pageSize > 0 ? uint64_t(pages) * uint64_t(pageSize) : 0;
@@ -784,7 +833,10 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
          << ", \"inner_cache_bytes_per_second\": " << number(innerRate);
   json << "},\n"
        << "  \"launch_seconds\": " << number(launch) << ",\n"
-       << "  \"gemm_half_extent\": " << number(half) << ",\n"
+       << "  \"gemm_half_extent\": " << number(half) << ",\n";
+  if (gemmCold > 0)
+    json << "  \"gemm_cold_seconds\": " << number(gemmCold) << ",\n";
+  json
        << "  \"transcendental_flops\": " << number(transcendental) << ",\n"
        << "  \"step_overhead_seconds\": " << number(stepOverhead) << ",\n"
        << "  \"feed_seconds_per_element\": " << number(feed) << ",\n"
@@ -797,7 +849,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
        << "  \"links\": [{\"name\": \"memcpy\", \"gbps\": "
        << number(linkRate / 1e9)
        << ", \"latency_seconds\": " << number(linkLatency) << "}],\n"
-       << "  \"shared_host\": true\n}\n";
+       << "  \"shared_host\": true,\n"
+       << "  \"host_threads\": " << hostThreads << "\n}\n";
   std::string text = json.str();
   if (std::string err = writeFileAtomically(path, text.data(), text.size());
       !err.empty())

@@ -105,6 +105,11 @@ struct DeviceModel {
   /// The GEMM side (m, n or k) at which a contraction runs at half its
   /// peak: efficiency = Π x / (x + gemmHalfExtent) over its three sides.
   double gemmHalfExtent = 1;
+  /// What a GEMM call costs beyond its hot-loop time when other kernels
+  /// ran just before it, as in a training step (its code, packing buffers
+  /// and small operands evicted): added to every contraction (measured by
+  /// tofu-run --calibrate; 0 = none).
+  double gemmColdSeconds = 0;
   /// Fixed cost of one transfer when no link says otherwise.
   double messageLatencySeconds = 0;
   /// Interconnect levels, innermost (fastest) first; the last one also
@@ -113,6 +118,13 @@ struct DeviceModel {
   /// The k devices are virtual ones sharing one host (tofu-run's CPU
   /// backend): their work adds up instead of running side by side.
   bool sharedHost = false;
+  /// On a shared host: the hardware threads tofu-run's kernels split their
+  /// work over (its worker pool), whose combined rate the GEMM and
+  /// convolution rates are. The runtime runs a GEMM too small to split
+  /// (fewer than 2^20 FLOPs, or under 32 rows per thread: Blas.cpp) on
+  /// fewer threads; alone on the host, such a GEMM gets that share of the
+  /// rate. 1 (the default): every kernel gets the whole rate.
+  unsigned hostThreads = 1;
   /// Measured costs of named kernels, sorted by kernel name.
   std::vector<KernelCost> kernelCosts;
   /// The cost of `kernel`, or null.

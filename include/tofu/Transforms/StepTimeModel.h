@@ -103,6 +103,12 @@ struct ShareWork {
   /// level, in the cache level, and in memory. All < 0 (describeShare, the
   /// search): the rate the whole traffic's size gives (memorySeconds).
   double inputBytesByLevel[3] = {-1, -1, -1};
+  /// The kernel runs with no other device's work beside it (a shared
+  /// host's only virtual device, where instructions run one at a time):
+  /// a GEMM too small to split gets only the threads the runtime gives it
+  /// (DeviceModel::hostThreads). False (the search, k > 1): the other
+  /// devices' kernels use the rest of the host.
+  bool alone = false;
   bool levelsKnown() const { return inputBytesByLevel[0] >= 0; }
   /// A convolution (or gradient) as the CPU backend runs it: one GEMM over
   /// an im2col (or col2im) matrix of `columnElements` elements, of sides
@@ -114,7 +120,12 @@ struct ShareWork {
   double columnElements = 0;
   double columnGemm[3] = {1, 1, 1};
   double columnFlops = 0; ///< 2 x the GEMM's multiply-adds
-  
+  /// Bytes the CPU backend's convolution moves besides the im2col matrix
+  /// and the GEMM (KernelsConv.cpp): with more than one image, Conv stages
+  /// the GEMM's output and copies it into Y, and both gradients gather dY's
+  /// images into one matrix (each read and written once); ConvGradInput
+  /// also zeroes dX and col2im adds into it. 0 when not a convolution.
+  double stagingBytes = 0;
 };
 
 /// Where a buffer's bytes are found: the levels of DeviceModel's memory.
@@ -144,6 +155,10 @@ public:
   double flopsPerSecond(const ShareWork &work) const;
   /// The efficiency in (0, 1] a contraction of these GEMM sides runs at.
   double gemmEfficiency(double m, double n, double k) const;
+  /// The part of a shared host's threads (DeviceModel::hostThreads) the
+  /// CPU runtime runs a GEMM of these sides on: 1 when the host has one
+  /// thread or the GEMM is large enough to split over all of them.
+  double gemmThreadShare(double m, double n, double k) const;
   /// Seconds to stream `bytes` of traffic (read and written) through
   /// memory: at the cache's rate when the device has a cache level and they
   /// fit in it, else at the memory bandwidth.

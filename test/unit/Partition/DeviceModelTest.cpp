@@ -197,6 +197,28 @@ TEST(DeviceModel, StepOverheadAndFeedAreOptional) {
   EXPECT_GT(cpu.feedSecondsPerElement, 0);
 }
 
+TEST(DeviceModel, HostThreadsAndGemmColdStart) {
+  // Absent: one thread, no cold start; neither is written back.
+  auto old = parseDeviceDescription(minimal(), "t.json");
+  ASSERT_TRUE(bool(old)) << llvm::toString(old.takeError());
+  EXPECT_EQ(old->hostThreads, 1u);
+  EXPECT_EQ(old->gemmColdSeconds, 0);
+  std::string text = formatDeviceDescription(*old);
+  EXPECT_EQ(text.find("host_threads"), std::string::npos);
+  EXPECT_EQ(text.find("gemm_cold_seconds"), std::string::npos);
+  auto model = parseDeviceDescription(
+      minimal(R"(, "shared_host": true, "host_threads": 4, "gemm_cold_seconds": 7e-6)"),
+      "t.json");
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  EXPECT_EQ(model->hostThreads, 4u);
+  EXPECT_DOUBLE_EQ(model->gemmColdSeconds, 7e-6);
+  auto again =
+      parseDeviceDescription(formatDeviceDescription(*model), "again.json");
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_EQ(again->hostThreads, 4u);
+  EXPECT_DOUBLE_EQ(again->gemmColdSeconds, 7e-6);
+}
+
 TEST(DeviceModel, RateByElementTypeAndClass) {
   DeviceModel h100 = DeviceModel::h100();
   StepTimeModel model(h100);
@@ -249,6 +271,12 @@ TEST(DeviceModel, ErrorsNameTheField) {
       "feed_seconds_per_element: expected a positive finite number at most 0.001, got 0");
   has(errorOf(minimal(", \"step_overhead_seconds\": \"1 ms\"")),
       "step_overhead_seconds: expected a positive number, got a string");
+  has(errorOf(minimal(", \"shared_host\": true, \"host_threads\": 1.5")),
+      "host_threads: expected a whole number of threads, got 1.5");
+  has(errorOf(minimal(", \"host_threads\": 2")),
+      "host_threads: only means something with \"shared_host\": true");
+  has(errorOf(minimal(", \"gemm_cold_seconds\": 0")),
+      "gemm_cold_seconds: expected a positive finite number at most 1, got 0");
   // Deep nesting is refused before the recursive JSON parser sees it.
   has(errorOf(std::string(200000, '[') + std::string(200000, ']')),
       "(file): nested more than 32 levels deep");

@@ -260,11 +260,20 @@ TEST(StepTimeModel, ConvolutionsAsTheCpuBackendRunsThem) {
     ++i;
   }
   EXPECT_GT(describeShare(dx, 0, whole(dx)).flops, flops);
+  // Two images: Conv stages Y (2 x 1024 bytes), both gradients gather dY
+  // (2 x 1024); ConvGradInput also zeroes dX and adds into it (3 x 2400).
+  EXPECT_DOUBLE_EQ(describeShare(conv, 0, whole(conv)).stagingBytes, 2048);
+  EXPECT_DOUBLE_EQ(describeShare(dw, 0, whole(dw)).stagingBytes, 2048);
+  EXPECT_DOUBLE_EQ(describeShare(dx, 0, whole(dx)).stagingBytes,
+                   2048 + 3 * 2400);
+  // One image: nothing to stage or gather.
+  auto single = make("Conv", {f32({1, 3, 10, 10}), f32({8, 3, 3, 3})}, strided);
+  EXPECT_DOUBLE_EQ(describeShare(single, 0, whole(single)).stagingBytes, 0);
 
   // On a shared host, with the levels known: the column GEMM's FLOPs at
-  // its efficiency, plus reading the inputs (from memory here) and writing
+  // its efficiency, plus reading the inputs (from memory here), writing
   // and reading back the column matrix (its 3456 bytes fit the 4096-byte
-  // cache at 8e9).
+  // cache at 8e9) and the staging (9248 bytes: from memory).
   DeviceModel device = roundModel();
   device.sharedHost = true;
   device.cacheBytes = 4096;
@@ -278,7 +287,7 @@ TEST(StepTimeModel, ConvolutionsAsTheCpuBackendRunsThem) {
   const double traffic = 1000 / 1e9 + work.outputBytes / 1e9;
   EXPECT_DOUBLE_EQ(model.computeSeconds(work),
                    1e-6 + std::max(busy, traffic) + 1000 / 1e9 +
-                       2 * 27 * 32 * 4 / 8e9);
+                       2 * 27 * 32 * 4 / 8e9 + 9248 / 1e9);
   // Without the levels (the search), the TDL's FLOPs and sides as before.
   ShareWork plain = describeShare(dx, 0, whole(dx));
   EXPECT_GT(model.computeSeconds(plain), busy);
@@ -319,6 +328,51 @@ TEST(StepTimeModel, SkinnyGemmsAreSlowerPerFlop) {
   double squareRate = square.flops / model.computeSeconds(square);
   double skinnyRate = skinny.flops / model.computeSeconds(skinny);
   EXPECT_LT(skinnyRate, 0.3 * squareRate);
+}
+
+TEST(StepTimeModel, AGemmAloneGetsTheThreadsTheRuntimeGivesIt) {
+  // Blas.cpp: under 2^20 FLOPs one thread; else one block of at least 32
+  // rows (columns) of the longer side per thread.
+  DeviceModel device = roundModel();
+  device.sharedHost = true;
+  device.hostThreads = 2;
+  StepTimeModel model(device);
+  EXPECT_DOUBLE_EQ(model.gemmThreadShare(32, 32, 32), 0.5);     // 65536 FLOPs
+  EXPECT_DOUBLE_EQ(model.gemmThreadShare(512, 512, 512), 1.0);
+  EXPECT_DOUBLE_EQ(model.gemmThreadShare(16, 63, 4096), 0.5);   // 63 < 2 x 32
+  EXPECT_DOUBLE_EQ(model.gemmThreadShare(16, 64, 4096), 1.0);
+
+  ShareWork small;
+  small.kind = OpClass::Contraction;
+  small.m = small.n = small.k = 32;
+  small.flops = 2.0 * 32 * 32 * 32;
+  ShareWork alone = small;
+  alone.alone = true;
+  const double busy = small.flops / (1e9 * model.gemmEfficiency(32, 32, 32));
+  EXPECT_DOUBLE_EQ(model.computeSeconds(small), 1e-6 + busy);
+  EXPECT_DOUBLE_EQ(model.computeSeconds(alone), 1e-6 + 2 * busy);
+  // A host of one thread, or dedicated devices: no change.
+  device.hostThreads = 1;
+  EXPECT_DOUBLE_EQ(StepTimeModel(device).computeSeconds(alone), 1e-6 + busy);
+  device.hostThreads = 2;
+  device.sharedHost = false;
+  EXPECT_DOUBLE_EQ(StepTimeModel(device).computeSeconds(alone), 1e-6 + busy);
+}
+
+TEST(StepTimeModel, EveryContractionPaysTheColdStartOnce) {
+  DeviceModel device = roundModel();
+  device.gemmColdSeconds = 5e-6;
+  StepTimeModel model(device), hot(roundModel());
+  ShareWork gemm;
+  gemm.kind = OpClass::Contraction;
+  gemm.m = gemm.n = gemm.k = 64;
+  gemm.flops = 2.0 * 64 * 64 * 64;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(gemm), hot.computeSeconds(gemm) + 5e-6);
+  ShareWork add;
+  add.kind = OpClass::Elementwise;
+  add.flops = 1000;
+  add.bytes = 1e4;
+  EXPECT_DOUBLE_EQ(model.computeSeconds(add), hot.computeSeconds(add));
 }
 
 TEST(StepTimeModel, RooflineLaunchAndPartialPass) {

@@ -396,4 +396,44 @@ func.func @main() attributes {tofu.grid = array<i64: 1>} {
   EXPECT_NEAR(p->computeSeconds, 1e-6 + 8000 / 1e9, 1e-15);
 }
 
+TEST(PredictThreads, OneVirtualDeviceRunsASmallGemmOnOneThread) {
+  // Y [4, 6] = X [4, 8] · W [8, 6] (96 multiply-adds, far under the 2^20
+  // FLOPs Blas.cpp splits): alone on a 2-thread shared host it gets half
+  // the GEMM rate; on 2 virtual devices (PredictGemm) the other device's
+  // work runs beside it, so the rate is the whole host's.
+  MLIRContext context;
+  context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
+  auto module = parseSourceString<ModuleOp>(R"mlir(
+func.func @main() attributes {tofu.grid = array<i64: 1>} {
+  %w = tofu.param "w" {tofu.tilings = [#tofu.tiling<[]>], value = dense<1.0> : tensor<8x6xf32>} : tensor<8x6xf32>
+  %x = tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[]>]} : tensor<4x8xf32>
+  %y = tofu.compute "Gemm"(%x, %w) {attrs = {}, name = "mm", tofu.plan = [#tofu.strategy<split 0 dim 0>], tofu.tilings = [#tofu.tiling<[]>]} : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+  return
+}
+)mlir", &context);
+  ASSERT_TRUE(module);
+  auto func = *module->getOps<func::FuncOp>().begin();
+  auto plan = tofu::materialize(func);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  tofu::planMemory(*plan);
+  tofu::DeviceModel device = roundDevice();
+  device.sharedHost = true;
+  const double busy = 2.0 * 4 * 6 * 8 / (1e9 * (4.0 / 5) * (6.0 / 7) * (8.0 / 9));
+  auto p = tofu::predictStep(func, *plan, device, {});
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(p->computeSeconds, 1e-6 + busy, 1e-15);
+  device.hostThreads = 2;
+  p = tofu::predictStep(func, *plan, device, {});
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_NEAR(p->computeSeconds, 1e-6 + 2 * busy, 1e-15);
+}
+
+TEST_F(PredictGemm, DevicesSideBySideShareTheHostsThreads) {
+  tofu::DeviceModel device = roundDevice();
+  device.sharedHost = true;
+  device.hostThreads = 2;
+  tofu::StepPrediction p = predict(device);
+  EXPECT_NEAR(p.computeSeconds, 2 * kCompute, 1e-15);
+}
+
 } // namespace
