@@ -194,13 +194,19 @@ std::vector<std::vector<LevelBytes>> readLevels(const plan::Plan &plan,
     std::vector<size_t> base(k + 1, 0);
     for (size_t d = 0; d < k; ++d)
       base[d + 1] = base[d] + plan.devices[d].buffers.size();
-    std::vector<Access> accesses;
-    size_t total = 0;
+    // Every step's accesses, derived once for both passes: step i's are
+    // all[start[i], start[i + 1]).
+    std::vector<Access> all, accesses;
+    std::vector<size_t> start;
+    start.reserve(order.size() + 1);
     for (const Step &step : order) {
+      start.push_back(all.size());
       accessesOf(step.device, plan.devices[step.device].instrs[step.instr],
                  accesses);
-      total += accesses.size();
+      all.insert(all.end(), accesses.begin(), accesses.end());
     }
+    start.push_back(all.size());
+    const size_t total = all.size();
     // A Fenwick tree over access times holds each buffer's bytes at its
     // last access: the sum after that time is its stack distance.
     std::vector<double> tree(2 * total + 1, 0);
@@ -219,11 +225,11 @@ std::vector<std::vector<LevelBytes>> readLevels(const plan::Plan &plan,
     std::vector<double> held(base[k], 0);
     size_t time = 0;
     for (int pass = 0; pass < 2; ++pass)
-      for (const Step &step : order) {
-        accessesOf(step.device,
-                   plan.devices[step.device].instrs[step.instr], accesses);
+      for (size_t i = 0; i < order.size(); ++i) {
+        const Step &step = order[i];
         LevelBytes found = {0, 0, 0};
-        for (const Access &access : accesses) {
+        for (size_t a = start[i]; a < start[i + 1]; ++a) {
+          const Access &access = all[a];
           size_t id = base[access.device] + access.buffer;
           double bytes = double(
               plan.devices[access.device].buffers[access.buffer].bytes);
