@@ -41,6 +41,17 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
   ShareWork work;
   work.kind = classifyOp(op);
   work.kernel = op.opName();
+  // A batch norm in training mode makes more passes (the batch's mean and
+  // variance; its gradient's sums over the batch) than in inference mode:
+  // a measured cost of its own.
+  if (work.kernel == "BatchNormalization" ||
+      work.kernel == "BatchNormalizationGrad") {
+    auto mode = op.attrs().find("training_mode");
+    if (mode != op.attrs().end() && mode->second.i != 0)
+      work.kernel = work.kernel == "BatchNormalization"
+                        ? "BatchNormalization.training"
+                        : "BatchNormalizationGrad.training";
+  }
   work.convolution = work.kind == OpClass::Contraction &&
                      op.opName().starts_with("Conv");
   work.dtype = work.kind == OpClass::Contraction
@@ -215,7 +226,12 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
              device.transcendentalFlops;
   double busy = flops / rate;
   if (work.kind != OpClass::Contraction && !work.kernel.empty())
-    if (const DeviceModel::KernelCost *cost = device.kernelCost(work.kernel)) {
+    if (const DeviceModel::KernelCost *cost =
+            device.kernelCost(work.kernel)
+                ? device.kernelCost(work.kernel)
+                // A description without the training-mode cost: the
+                // kernel's other one.
+                : device.kernelCost(work.kernel.split('.').first)) {
       const double elements = work.largestElements * fraction;
       busy = elements * cost->secondsPerElement(elements);
     }

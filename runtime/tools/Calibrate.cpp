@@ -37,7 +37,9 @@
 //                      SoftmaxGrad, LayerNormalization, the softmax cross
 //                      entropy loss and its gradient, BiasGrad (rows of 128)
 //                      and ConvBiasGrad, BatchNormalization and its gradient
-//                      (inference mode; X [8, C, H, W]), at 16384 and 1M
+//                      (X [8, C, H, W]; inference mode, and training mode as
+//                      "BatchNormalization.training" and
+//                      "BatchNormalizationGrad.training"), at 16384 and 1M
 //                      elements
 //  (reduction)         BiasGrad kernel, [4096, 1024] -> [1024]: recorded in
 //                      the sources (vector work; not a separate class)
@@ -434,13 +436,19 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   Tensor scale({128}), bias({128}), mean({128}), var({128});
   for (float &v : var.data)
     v = 1.0f + v * v; // a variance: positive
-  const std::vector<plan::Attr> inference = {[] {
+  auto intAttr = [](const char *name, int64_t value) {
     plan::Attr attr;
-    attr.name = "training_mode";
+    attr.name = name;
     attr.kind = plan::Attr::Kind::Int;
-    attr.i = 0;
+    attr.i = value;
     return attr;
-  }()};
+  };
+  const std::vector<plan::Attr> inference = {intAttr("training_mode", 0)};
+  // Training mode; the forward kernel computes Y only (the running
+  // statistics are their own instructions in a plan).
+  const std::vector<plan::Attr> training = {intAttr("training_mode", 1),
+                                            intAttr("tofu.output", 0)};
+  const std::vector<plan::Attr> trainingGrad = {intAttr("training_mode", 1)};
   // Integer labels (classes < 128) and a scalar gradient for the losses.
   std::vector<int64_t> labels(8192);
   for (size_t i = 0; i < labels.size(); ++i)
@@ -457,6 +465,9 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     enum Extra { None, ChannelParams, RowParams, Labels, LossGrad } extra;
     enum Out { Same, Channels, Columns, Scalar } out;
     const std::vector<plan::Attr> *attrs;
+    /// The description's name for the cost (default: the kernel's).
+    const char *key = nullptr;
+    const char *name() const { return key ? key : kernel; }
   };
   const std::vector<KernelShape> kernelShapes = {
       {"Add", Layout::Flat, 2, KernelShape::None, KernelShape::Same, &none},
@@ -489,7 +500,11 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
       {"BatchNormalization", Layout::Image, 1, KernelShape::ChannelParams,
        KernelShape::Same, &inference},
       {"BatchNormalizationGrad", Layout::Image, 2, KernelShape::ChannelParams,
-       KernelShape::Same, &inference}};
+       KernelShape::Same, &inference},
+      {"BatchNormalization", Layout::Image, 1, KernelShape::ChannelParams,
+       KernelShape::Same, &training, "BatchNormalization.training"},
+      {"BatchNormalizationGrad", Layout::Image, 2, KernelShape::ChannelParams,
+       KernelShape::Same, &trainingGrad, "BatchNormalizationGrad.training"}};
   enum ProbeId {
     kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
     kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kCacheAdd, kL3Add,
@@ -609,7 +624,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
         output = viewAs(kOut, {shape[1]});
       if (k.out == KernelShape::Scalar)
         output = viewAs(kOut, {});
-      probes.push_back(viewProbe(std::string(k.kernel) + " " +
+      probes.push_back(viewProbe(std::string(k.name()) + " " +
                                      std::to_string(n) + " elements",
                                  k.kernel, std::move(inputs), output,
                                  *k.attrs, 0.05, small ? 8 : 1));
@@ -771,8 +786,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     const Probe &large = probes[firstKernelProbe + 2 * i + 1];
     const double perSmall = small.seconds() / kKernelSmallElements;
     const double perLarge = large.seconds() / kKernelLargeElements;
-    kernelCosts.push_back({kernelShapes[i].kernel, {perSmall, perLarge}});
-    note(std::string(kernelShapes[i].kernel) + ": " + number(perSmall) +
+    kernelCosts.push_back({kernelShapes[i].name(), {perSmall, perLarge}});
+    note(std::string(kernelShapes[i].name()) + ": " + number(perSmall) +
          " s per element at " + number(kKernelSmallElements) + " elements, " +
          number(perLarge) + " at " + number(kKernelLargeElements) +
          " (rounds spread " + number(100 * small.spread()) + "%, " +

@@ -139,6 +139,30 @@ TEST(StepTimeModel, MeasuredKernelCostReplacesTheFlops) {
   EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 1000 / 1e8);
 }
 
+TEST(StepTimeModel, BatchNormInTrainingModeHasItsOwnCost) {
+  auto norm = [](int64_t training) {
+    return make("BatchNormalization",
+                {f32({2, 4, 3, 3}), f32({4}), f32({4}), f32({4}), f32({4})},
+                {{"training_mode", tdl::AttrValue::ofInt(training)}});
+  };
+  auto inference = norm(0), training = norm(1);
+  EXPECT_EQ(describeShare(inference, 0, whole(inference)).kernel,
+            "BatchNormalization");
+  ShareWork work = describeShare(training, 0, whole(training));
+  EXPECT_EQ(work.kernel, "BatchNormalization.training");
+  // 72 elements: 1 ns each in inference mode, 3 ns in training mode; a
+  // description without the training-mode cost uses the other one.
+  DeviceModel device = roundModel();
+  device.memoryBytesPerSecond = 1e15; // the kernel cost decides
+  device.kernelCosts = {{"BatchNormalization", 1e-9, 1e-9},
+                        {"BatchNormalization.training", 3e-9, 3e-9}};
+  EXPECT_DOUBLE_EQ(StepTimeModel(device).computeSeconds(work),
+                   1e-6 + 72 * 3e-9);
+  device.kernelCosts.pop_back();
+  EXPECT_DOUBLE_EQ(StepTimeModel(device).computeSeconds(work),
+                   1e-6 + 72 * 1e-9);
+}
+
 TEST(StepTimeModel, StepOverheadIsFixedPlusFeedPerElement) {
   DeviceModel device = roundModel();
   // A description without the fields: nothing beyond the instructions.
