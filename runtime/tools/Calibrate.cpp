@@ -34,8 +34,9 @@
 //  kernels             per element of the largest operand, each of Add,
 //                      Mul, Sub, Relu, ReluGrad, Sigmoid, SigmoidGrad, Tanh,
 //                      TanhGrad, Gelu, GeluGrad, SGDUpdate (flat), Softmax,
-//                      SoftmaxGrad, LayerNormalization, the softmax cross
-//                      entropy loss and its gradient, BiasGrad (rows of 128)
+//                      SoftmaxGrad, LayerNormalization and its gradient, the
+//                      softmax cross entropy loss and its gradient, BiasGrad
+//                      (rows of 128)
 //                      and ConvBiasGrad, BatchNormalization and its gradient
 //                      (X [8, C, H, W]; inference mode, and training mode as
 //                      "BatchNormalization.training" and
@@ -436,6 +437,11 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   Tensor scale({128}), bias({128}), mean({128}), var({128});
   for (float &v : var.data)
     v = 1.0f + v * v; // a variance: positive
+  // Per row of 128 (at most 1M / 128 rows): a mean and an inverse standard
+  // deviation (positive).
+  Tensor rowMean({8192}), rowInvStd({8192});
+  for (float &v : rowInvStd.data)
+    v = 1.0f + v * v;
   auto intAttr = [](const char *name, int64_t value) {
     plan::Attr attr;
     attr.name = name;
@@ -462,7 +468,14 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     const char *kernel;
     Layout layout;
     int sameShape; ///< inputs of the largest operand's shape, first
-    enum Extra { None, ChannelParams, RowParams, Labels, LossGrad } extra;
+    enum Extra {
+      None,
+      ChannelParams,
+      RowParams,
+      RowStatistics, ///< LayerNormalizationGrad's Scale, Mean, InvStdDev
+      Labels,
+      LossGrad
+    } extra;
     enum Out { Same, Channels, Columns, Scalar } out;
     const std::vector<plan::Attr> *attrs;
     /// The description's name for the cost (default: the kernel's).
@@ -487,6 +500,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
       {"Softmax", Layout::Rows, 1, KernelShape::None, KernelShape::Same, &none},
       {"SoftmaxGrad", Layout::Rows, 2, KernelShape::None, KernelShape::Same,
        &none},
+      {"LayerNormalizationGrad", Layout::Rows, 2, KernelShape::RowStatistics,
+       KernelShape::Same, &none},
       {"LayerNormalization", Layout::Rows, 1, KernelShape::RowParams,
        KernelShape::Same, &none},
       {"SoftmaxCrossEntropyLoss", Layout::Rows, 1, KernelShape::Labels,
@@ -610,6 +625,11 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
           params = {&scale, &mean, &var};
         for (Tensor *param : params)
           inputs.push_back(viewAs(*param, {shape[1]}));
+      }
+      if (k.extra == KernelShape::RowStatistics) {
+        inputs.push_back(viewAs(scale, {128}));
+        inputs.push_back(viewAs(rowMean, {shape[0], 1}));
+        inputs.push_back(viewAs(rowInvStd, {shape[0], 1}));
       }
       if (k.extra == KernelShape::RowParams)
         for (Tensor *param : {&scale, &bias})
