@@ -4,17 +4,21 @@
 A small MLP (Linear, ReLU, Linear, Tanh, Linear, cross-entropy) is built in
 torch, converted with ``model.double()`` and exported to ONNX (every
 initializer, activation and the loss DOUBLE). For k in 1 and 2 it is compiled
-with ``tofuc --optimizer adam`` and run for 3 steps with ``tofu-run
---dump DIR --save trained.onnx --report r.json``. The reference replays the
-same batches in float64 torch: autograd gives each step's loss and gradients,
-and the update is ONNX's Adam written out in torch (as e2e.optimizers_vs_torch
-does). Proves that:
+with ``tofuc --optimizer adam``, and with plain SGD (whose updates tofuc
+computes in place: docs/Training.md, "Updates in place"), and run for 3 steps
+with ``tofu-run --dump DIR --save trained.onnx --report r.json``. The
+reference replays the same batches in float64 torch: autograd gives each
+step's loss and gradients, and the update is ONNX's Adam or SGD written out
+in torch (as e2e.optimizers_vs_torch does). Proves that:
 
+* SGD's plans update the parameters in place (no parameter copies in the
+  schedule; Adam's plans have them),
 * the plan keeps float64 end to end: the dumped weights, inputs and
   gradients are float64 arrays, and --save writes DOUBLE initializers,
 * step 1's gradients equal torch's in float64 (relative difference <= 1e-9,
   far below what float32 arithmetic could reach),
-* the trained weights after 3 Adam steps equal the reference's (<= 1e-9),
+* the trained weights after 3 Adam or SGD steps equal the reference's
+  (<= 1e-9),
   every step's loss too (<= 1e-9: the report prints 17 significant digits),
   and k = 2 gives the same weights as k = 1.
 
@@ -40,6 +44,7 @@ LOSS_TOL = 1e-9  # tofu-run's report prints losses with 17 significant digits
 K_TOL = 1e-12
 ADAM = dict(flags=["--optimizer", "adam", "--lr", "0.0625", "--beta1", "0.75",
                    "--beta2", "0.9375", "--epsilon", "1e-4", "--weight-decay", "0.015625"])
+SGD = dict(flags=["--lr", "0.125", "--weight-decay", "0.015625"])
 
 
 def export_model(path):
@@ -66,9 +71,21 @@ def main():
     for n, v in initial.items():
         E.check(v.dtype == np.float64, f"exported initializer {n} is {v.dtype}, not float64")
 
+    # The SGD plans update in place (no end-of-step copy of a new value into
+    # its parameter); Adam's keep the copies, so the check can tell.
+    for name, cfg, in_place in (("sgd", SGD, True), ("adam", ADAM, False)):
+        schedule = E.run_tool([env.tofuc, env.model, "--gpus", "2", "--compile-to=schedule",
+                               *[str(f) for f in cfg["flags"]]], quiet=True).stdout
+        copies = schedule.count("; param-update")
+        print(f"{name}: {copies} parameter copies at k=2")
+        E.check((copies == 0) == in_place,
+                f"{name}: {copies} parameter copies in the k=2 schedule; expected "
+                f"{'none (updates in place)' if in_place else 'some'}")
+
     results = {}
     for k in (1, 2):
         results[k] = O.run_config(env, model, "adam64", ADAM, k)
+        results["sgd", k] = O.run_config(env, model, "sgd64", SGD, k)
         d = os.path.join(env.path("adam64", f"k{k}"), "dump")
         for n in initial:
             for kind in ("param", "grad"):
@@ -94,23 +111,25 @@ def main():
         if diff > TOL:
             failures.append(f"gradient of {n} differs from torch float64: rel {diff:.2e} > {TOL}")
 
-    ref_losses, ref_params = O.reference(model, "adam", ADAM, results[1][2])
-    for k in (1, 2):
-        losses, trained, _ = results[k]
-        dl = E.rel_diff(losses, ref_losses)
-        print(f"k={k}: losses {losses} ref {ref_losses} rel {dl:.2e}")
-        if dl > LOSS_TOL:
-            failures.append(f"k={k}: losses differ from the reference (rel {dl:.2e})")
-        for n, ref in ref_params.items():
-            diff = E.rel_diff(trained[n], ref)
-            moved = E.rel_diff(ref, initial[n])
-            print(f"k={k}: trained {n:<14} rel {diff:.2e} (moved {moved:.2e})")
-            if diff > TOL:
-                failures.append(f"k={k}: trained {n} differs from the reference (rel {diff:.2e})")
-            if moved < 1e-6:
-                failures.append(f"k={k}: {n} did not move")
-            if k != 1 and E.rel_diff(trained[n], results[1][1][n]) > K_TOL:
-                failures.append(f"k={k}: trained {n} differs from k=1")
+    for name, cfg, key in (("adam", ADAM, lambda k: k), ("sgd", SGD, lambda k: ("sgd", k))):
+        ref_losses, ref_params = O.reference(model, name, cfg, results[key(1)][2])
+        for k in (1, 2):
+            losses, trained, _ = results[key(k)]
+            dl = E.rel_diff(losses, ref_losses)
+            print(f"{name} k={k}: losses {losses} ref {ref_losses} rel {dl:.2e}")
+            if dl > LOSS_TOL:
+                failures.append(f"{name} k={k}: losses differ from the reference (rel {dl:.2e})")
+            for n, ref in ref_params.items():
+                diff = E.rel_diff(trained[n], ref)
+                moved = E.rel_diff(ref, initial[n])
+                print(f"{name} k={k}: trained {n:<14} rel {diff:.2e} (moved {moved:.2e})")
+                if diff > TOL:
+                    failures.append(f"{name} k={k}: trained {n} differs from the reference "
+                                    f"(rel {diff:.2e})")
+                if moved < 1e-6:
+                    failures.append(f"{name} k={k}: {n} did not move")
+                if k != 1 and E.rel_diff(trained[n], results[key(1)][1][n]) > K_TOL:
+                    failures.append(f"{name} k={k}: trained {n} differs from k=1")
     E.check(not failures, "\n  " + "\n  ".join(failures))
 
 
