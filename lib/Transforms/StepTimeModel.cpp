@@ -136,6 +136,19 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
         work.stagingBytes = 2 * rowsBytes;
       if (gradInput)
         work.stagingBytes += 3 * work.outputBytes;
+      if (gradWeight) {
+        // dW is zeroed, then each chunk's GEMM adds into it (beta = 1):
+        // read and written once per chunk of images (KernelsConv.cpp's
+        // batchChunk: at most 2^21 elements in the larger matrix), beyond
+        // the one write the roofline's traffic counts.
+        const double perImage = pixels / images;
+        const double chunk = std::clamp(
+            std::floor(double(1 << 21) /
+                       (std::max(perChannel, channels) * perImage)),
+            1.0, images);
+        work.stagingBytes +=
+            2 * std::ceil(images / chunk) * work.outputBytes;
+      }
       if (gradWeight)
         work.columnGemm[0] = channels, work.columnGemm[1] = perChannel,
         work.columnGemm[2] = pixels;

@@ -124,7 +124,9 @@ struct ShareWork {
   /// and the GEMM (KernelsConv.cpp): with more than one image, Conv stages
   /// the GEMM's output and copies it into Y, and both gradients gather dY's
   /// images into one matrix (each read and written once); ConvGradInput
-  /// also zeroes dX and col2im adds into it. 0 when not a convolution.
+  /// also zeroes dX and col2im adds into it; ConvGradWeight zeroes dW and
+  /// each chunk's GEMM reads it back and adds into it. 0 when not a
+  /// convolution.
   double stagingBytes = 0;
 };
 

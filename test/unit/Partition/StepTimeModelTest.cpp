@@ -285,9 +285,20 @@ TEST(StepTimeModel, ConvolutionsAsTheCpuBackendRunsThem) {
   }
   EXPECT_GT(describeShare(dx, 0, whole(dx)).flops, flops);
   // Two images: Conv stages Y (2 x 1024 bytes), both gradients gather dY
-  // (2 x 1024); ConvGradInput also zeroes dX and adds into it (3 x 2400).
+  // (2 x 1024); ConvGradInput also zeroes dX and adds into it (3 x 2400),
+  // ConvGradWeight zeroes dW and its one chunk's GEMM reads it back
+  // (2 x 864).
   EXPECT_DOUBLE_EQ(describeShare(conv, 0, whole(conv)).stagingBytes, 2048);
-  EXPECT_DOUBLE_EQ(describeShare(dw, 0, whole(dw)).stagingBytes, 2048);
+  EXPECT_DOUBLE_EQ(describeShare(dw, 0, whole(dw)).stagingBytes, 2048 + 1728);
+  // 64 images of 128 x 128 output pixels: chunks of 4 images (27 x 4 x
+  // 16384 elements in the im2col matrix, at most 2^21), so dW is read and
+  // written back 16 times.
+  auto manyImages =
+      make("ConvGradWeight",
+           {f32({64, 8, 128, 128}), f32({64, 3, 130, 130}), f32({8, 3, 3, 3})});
+  EXPECT_DOUBLE_EQ(
+      describeShare(manyImages, 0, whole(manyImages)).stagingBytes,
+      2.0 * 64 * 8 * 128 * 128 * 4 + 2 * 16 * 864);
   EXPECT_DOUBLE_EQ(describeShare(dx, 0, whole(dx)).stagingBytes,
                    2048 + 3 * 2400);
   // One image: nothing to stage or gather.
