@@ -617,7 +617,8 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
       auto cost = reader.object(*kernels, kernel, path);
       if (!cost)
         return cost.takeError();
-      if (llvm::Error err = reader.onlyKnown(**cost, path, {"small", "large"}))
+      if (llvm::Error err =
+              reader.onlyKnown(**cost, path, {"small", "large", "row"}))
         return std::move(err);
       DeviceModel::KernelCost parsed;
       parsed.kernel = kernel;
@@ -629,6 +630,12 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
         return large.takeError();
       parsed.smallSecondsPerElement = *small;
       parsed.largeSecondsPerElement = *large;
+      if ((*cost)->get("row")) {
+        auto row = reader.positive(**cost, "row", path + ".row", 1e-3);
+        if (!row)
+          return row.takeError();
+        parsed.rowSeconds = *row;
+      }
       model.kernelCosts.push_back(std::move(parsed));
     }
   }
@@ -770,10 +777,13 @@ std::string formatDeviceDescription(const DeviceModel &model) {
                           {"shared_host", model.sharedHost}};
   if (!model.kernelCosts.empty()) {
     llvm::json::Object kernels;
-    for (const auto &cost : model.kernelCosts)
-      kernels[cost.kernel] =
-          llvm::json::Object{{"small", cost.smallSecondsPerElement},
-                             {"large", cost.largeSecondsPerElement}};
+    for (const auto &cost : model.kernelCosts) {
+      llvm::json::Object entry{{"small", cost.smallSecondsPerElement},
+                               {"large", cost.largeSecondsPerElement}};
+      if (cost.rowSeconds > 0)
+        entry["row"] = cost.rowSeconds;
+      kernels[cost.kernel] = std::move(entry);
+    }
     root["kernels"] = std::move(kernels);
   }
   // Absent = 0 (descriptions written before these fields existed).

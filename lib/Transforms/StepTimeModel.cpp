@@ -76,14 +76,37 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
   work.bytes = work.outputBytes;
   double inputElements = 0;
   work.largestElements = outputElements;
+  const tdl::Box *largest = &share.outputBox;
   for (auto [input, region] : llvm::enumerate(regions))
     if (region && op.inputTypes()[input]) {
       inputElements += numElements(*region);
+      if (static_cast<double>(numElements(*region)) > work.largestElements)
+        largest = &*region;
       work.largestElements = std::max(
           work.largestElements, static_cast<double>(numElements(*region)));
       work.bytes += static_cast<double>(numElements(*region)) *
                     elementBytes(op.inputTypes()[input]->elem);
     }
+  // Row-wise kernels: how many rows (planes) the largest operand holds.
+  static constexpr llvm::StringLiteral kPlaneKernels[] = {
+      "BatchNormalization", "BatchNormalizationGrad",
+      "BatchNormalizationNormalized"};
+  static constexpr llvm::StringLiteral kRowKernels[] = {
+      "Softmax", "SoftmaxGrad", "LogSoftmax", "LayerNormalization",
+      "LayerNormalizationGrad", "SoftmaxCrossEntropyLoss",
+      "SoftmaxCrossEntropyLossGrad"};
+  if (!largest->empty() && work.largestElements > 0) {
+    double inner = 1;
+    if (llvm::is_contained(kPlaneKernels, op.opName()) && largest->size() > 2)
+      for (size_t d = 2; d < largest->size(); ++d)
+        inner *= std::max<int64_t>((*largest)[d].hi - (*largest)[d].lo, 1);
+    else if (llvm::is_contained(kRowKernels, op.opName()))
+      inner = std::max<int64_t>(largest->back().hi - largest->back().lo, 1);
+    else
+      inner = 0;
+    if (inner > 0)
+      work.rows = work.largestElements / inner;
+  }
   if (work.kind != OpClass::Contraction) {
     // A TDL expression may recompute a reduction for every output element
     // (a softmax's or a loss's sum over the classes, a norm's mean), which
@@ -246,7 +269,8 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
                 // kernel's other one.
                 : device.kernelCost(work.kernel.split('.').first)) {
       const double elements = work.largestElements * fraction;
-      busy = elements * cost->secondsPerElement(elements);
+      busy = elements * cost->secondsPerElement(elements) +
+             work.rows * fraction * cost->rowSeconds;
     }
   double traffic = memorySeconds(bytes);
   double packing = 0;

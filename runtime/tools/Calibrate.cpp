@@ -434,7 +434,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   // Per-kernel costs (kernels with the cost of each output element): at
   // DeviceModel::kSmallElements and kLargeElements output elements.
   Tensor k1({1 << 20}), k2({1 << 20}), kOut({1 << 20});
-  Tensor scale({128}), bias({128}), mean({128}), var({128});
+  Tensor scale({2048}), bias({2048}), mean({2048}), var({2048});
   for (float &v : var.data)
     v = 1.0f + v * v; // a variance: positive
   // Per row of 128 (at most 1M / 128 rows): a mean and an inverse standard
@@ -458,7 +458,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   // Integer labels (classes < 128) and a scalar gradient for the losses.
   std::vector<int64_t> labels(8192);
   for (size_t i = 0; i < labels.size(); ++i)
-    labels[i] = static_cast<int64_t>((i * 37) % 128);
+    labels[i] = static_cast<int64_t>((i * 37) % 16); // rows of >= 16 classes
   float dloss = 1.0f;
   /// How a kernel's operands are laid out for a probe of `n` elements of
   /// its largest operand: [n] same-shape operands, rows of 128 (softmax,
@@ -600,18 +600,41 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   }
   if (!error.empty())
     return "--calibrate: " + error;
-  // Two probes per kernel: small, large.
-  const size_t firstKernelProbe = probes.size();
-  for (const KernelShape &k : kernelShapes)
-    for (int64_t n :
-         {int64_t(kKernelSmallElements), int64_t(kKernelLargeElements)}) {
-      const bool small = n == int64_t(kKernelSmallElements);
+  // Two probes per kernel: small, large; a row-wise kernel (a batch norm
+  // over planes, a softmax, norm or loss over rows) also a third of the
+  // small one's elements in short rows: rows of 16, planes of 4.
+  auto rowWise = [](const KernelShape &k) {
+    return k.layout != Layout::Flat && std::strcmp(k.kernel, "BiasGrad") &&
+           std::strcmp(k.kernel, "ConvBiasGrad");
+  };
+  /// The rows (planes) of a probe's largest operand.
+  auto rowsOf = [](const KernelShape &k, const std::vector<int64_t> &shape) {
+    return k.layout == Layout::Rows ? double(shape[0])
+                                    : double(shape[0] * shape[1]);
+  };
+  struct KernelProbes {
+    size_t small, large, shortRows; ///< probe indices (shortRows: or 0)
+    double smallRows, largeRows, shortRowsCount;
+  };
+  std::vector<KernelProbes> kernelProbes;
+  for (const KernelShape &k : kernelShapes) {
+    KernelProbes at{0, 0, 0, 0, 0, 0};
+    for (int variant = 0; variant < (rowWise(k) ? 3 : 2); ++variant) {
+      const bool small = variant != 1, shortRows = variant == 2;
+      const int64_t n = small ? int64_t(kKernelSmallElements)
+                              : int64_t(kKernelLargeElements);
       std::vector<int64_t> shape = {n};
       if (k.layout == Layout::Rows)
-        shape = {n / 128, 128};
+        shape = {n / (shortRows ? 16 : 128), shortRows ? 16 : 128};
       if (k.layout == Layout::Image)
-        shape = small ? std::vector<int64_t>{8, 32, 8, 8}
-                      : std::vector<int64_t>{8, 64, 32, 64};
+        shape = shortRows ? std::vector<int64_t>{8, 512, 2, 2}
+                : small   ? std::vector<int64_t>{8, 32, 8, 8}
+                          : std::vector<int64_t>{8, 64, 32, 64};
+      (variant == 0 ? at.small : variant == 1 ? at.large : at.shortRows) =
+          probes.size();
+      (variant == 0   ? at.smallRows
+       : variant == 1 ? at.largeRows
+                      : at.shortRowsCount) = rowsOf(k, shape);
       std::vector<TensorView> inputs;
       if (k.extra == KernelShape::LossGrad)
         inputs.push_back(TensorView::whole(&dloss, plan::DType::F32, {}));
@@ -627,13 +650,13 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
           inputs.push_back(viewAs(*param, {shape[1]}));
       }
       if (k.extra == KernelShape::RowStatistics) {
-        inputs.push_back(viewAs(scale, {128}));
+        inputs.push_back(viewAs(scale, {shape[1]}));
         inputs.push_back(viewAs(rowMean, {shape[0], 1}));
         inputs.push_back(viewAs(rowInvStd, {shape[0], 1}));
       }
       if (k.extra == KernelShape::RowParams)
         for (Tensor *param : {&scale, &bias})
-          inputs.push_back(viewAs(*param, {128}));
+          inputs.push_back(viewAs(*param, {shape[1]}));
       if (k.extra == KernelShape::Labels || k.extra == KernelShape::LossGrad)
         inputs.push_back(
             TensorView::whole(labels.data(), plan::DType::I64, {shape[0]}));
@@ -645,10 +668,13 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
       if (k.out == KernelShape::Scalar)
         output = viewAs(kOut, {});
       probes.push_back(viewProbe(std::string(k.name()) + " " +
-                                     std::to_string(n) + " elements",
+                                     std::to_string(n) + " elements" +
+                                     (shortRows ? " in short rows" : ""),
                                  k.kernel, std::move(inputs), output,
                                  *k.attrs, 0.05, small ? 8 : 1));
     }
+    kernelProbes.push_back(at);
+  }
 
   for (int round = 0; round < kRounds; ++round)
     for (Probe &probe : probes)
@@ -800,16 +826,36 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
 
   // Kernels by their cost per output element (sorted by name in the JSON
   // reader; written in this order).
-  std::vector<std::pair<std::string, std::pair<double, double>>> kernelCosts;
+  struct Cost {
+    std::string kernel;
+    double small, large, row;
+    bool operator<(const Cost &other) const { return kernel < other.kernel; }
+  };
+  std::vector<Cost> kernelCosts;
   for (size_t i = 0; i < kernelShapes.size(); ++i) {
-    const Probe &small = probes[firstKernelProbe + 2 * i];
-    const Probe &large = probes[firstKernelProbe + 2 * i + 1];
-    const double perSmall = small.seconds() / kKernelSmallElements;
-    const double perLarge = large.seconds() / kKernelLargeElements;
-    kernelCosts.push_back({kernelShapes[i].name(), {perSmall, perLarge}});
+    const KernelProbes &at = kernelProbes[i];
+    const Probe &small = probes[at.small];
+    const Probe &large = probes[at.large];
+    // A row-wise kernel: what each row costs beyond its elements, from the
+    // same elements in short rows; the per-element costs less their rows'.
+    double row = 0;
+    if (at.shortRows)
+      row = std::max(0.0, (probes[at.shortRows].seconds() - small.seconds()) /
+                              (at.shortRowsCount - at.smallRows));
+    const double perSmall =
+        std::max(small.seconds() - at.smallRows * row, 0.1 * small.seconds()) /
+        kKernelSmallElements;
+    const double perLarge =
+        std::max(large.seconds() - at.largeRows * row, 0.1 * large.seconds()) /
+        kKernelLargeElements;
+    kernelCosts.push_back({kernelShapes[i].name(), perSmall, perLarge, row});
     note(std::string(kernelShapes[i].name()) + ": " + number(perSmall) +
          " s per element at " + number(kKernelSmallElements) + " elements, " +
          number(perLarge) + " at " + number(kKernelLargeElements) +
+         (at.shortRows ? ", " + number(row) + " s per row (" +
+                             number(at.shortRowsCount) + " short rows: " +
+                             number(probes[at.shortRows].seconds()) + " s)"
+                       : std::string()) +
          " (rounds spread " + number(100 * small.spread()) + "%, " +
          number(100 * large.spread()) + "%)");
   }
@@ -876,10 +922,14 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
        << "  \"step_overhead_seconds\": " << number(stepOverhead) << ",\n"
        << "  \"feed_seconds_per_element\": " << number(feed) << ",\n"
        << "  \"kernels\": {";
-  for (size_t i = 0; i < kernelCosts.size(); ++i)
-    json << (i ? ",\n              " : "") << quoted(kernelCosts[i].first)
-         << ": {\"small\": " << number(kernelCosts[i].second.first)
-         << ", \"large\": " << number(kernelCosts[i].second.second) << "}";
+  for (size_t i = 0; i < kernelCosts.size(); ++i) {
+    json << (i ? ",\n              " : "") << quoted(kernelCosts[i].kernel)
+         << ": {\"small\": " << number(kernelCosts[i].small)
+         << ", \"large\": " << number(kernelCosts[i].large);
+    if (kernelCosts[i].row > 0)
+      json << ", \"row\": " << number(kernelCosts[i].row);
+    json << "}";
+  }
   json << "},\n"
        << "  \"links\": [{\"name\": \"memcpy\", \"gbps\": "
        << number(linkRate / 1e9)

@@ -55,9 +55,14 @@ struct DeviceModel {
   /// in cache; in between, interpolated in log(elements); outside, the
   /// nearer one. Replaces the roofline's FLOP term for that kernel (its
   /// memory term still bounds it: data that do not fit the cache).
+  /// A kernel that loops over rows (a softmax's or layer norm's normalized
+  /// rows, a loss's rows of classes, a batch norm's planes of one image and
+  /// channel) may also cost `rowSeconds` per row: what makes short rows
+  /// slower per element (0 = not measured).
   struct KernelCost {
     std::string kernel;
     double smallSecondsPerElement = 0, largeSecondsPerElement = 0;
+    double rowSeconds = 0;
     double secondsPerElement(double elements) const;
   };
   static constexpr double kSmallElements = 16384;

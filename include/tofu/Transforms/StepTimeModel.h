@@ -97,6 +97,11 @@ struct ShareWork {
   /// Elements of its largest operand (an input's required region or the
   /// output box): what a measured kernel cost is per.
   double largestElements = 0;
+  /// The rows a row-wise kernel loops over in its largest operand (see
+  /// DeviceModel::KernelCost::rowSeconds): a batch norm's planes (images x
+  /// channels), a softmax's, layer norm's or loss's rows along the last
+  /// dimension; 0 for other kernels.
+  double rows = 0;
   /// Where the bytes its inputs read come from in a step, when the caller
   /// knows (the step prediction follows each buffer's reuse distance in the
   /// executed order; StepPrediction.cpp): bytes found in the inner cache

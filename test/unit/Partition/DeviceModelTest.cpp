@@ -219,6 +219,29 @@ TEST(DeviceModel, HostThreadsAndGemmColdStart) {
   EXPECT_DOUBLE_EQ(again->gemmColdSeconds, 7e-6);
 }
 
+TEST(DeviceModel, KernelCostsPerRowAreOptional) {
+  auto model = parseDeviceDescription(
+      minimal(R"(, "kernels": {"Relu": {"small": 1e-9, "large": 2e-9}, "Softmax": {"small": 1e-9, "large": 1e-9, "row": 5e-8}})"),
+      "t.json");
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  ASSERT_EQ(model->kernelCosts.size(), 2u);
+  EXPECT_EQ(model->kernelCost("Relu")->rowSeconds, 0);
+  EXPECT_DOUBLE_EQ(model->kernelCost("Softmax")->rowSeconds, 5e-8);
+  std::string text = formatDeviceDescription(*model);
+  auto again = parseDeviceDescription(text, "again.json");
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_DOUBLE_EQ(again->kernelCost("Softmax")->rowSeconds, 5e-8);
+  EXPECT_EQ(again->kernelCost("Relu")->rowSeconds, 0);
+  std::string error = llvm::toString(
+      parseDeviceDescription(
+          minimal(R"(, "kernels": {"Softmax": {"small": 1e-9, "large": 1e-9, "row": -1}})"),
+          "t.json")
+          .takeError());
+  EXPECT_NE(error.find("kernels.Softmax.row: expected a positive finite number"),
+            std::string::npos)
+      << error;
+}
+
 TEST(DeviceModel, RateByElementTypeAndClass) {
   DeviceModel h100 = DeviceModel::h100();
   StepTimeModel model(h100);

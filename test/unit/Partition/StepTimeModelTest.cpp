@@ -163,6 +163,29 @@ TEST(StepTimeModel, BatchNormInTrainingModeHasItsOwnCost) {
                    1e-6 + 72 * 1e-9);
 }
 
+TEST(StepTimeModel, RowWiseKernelsPayPerRow) {
+  // A softmax over rows of 16: 64 rows of [64, 16]; a batch norm over
+  // planes of 3 x 3: 2 images x 4 channels.
+  auto softmax = make("Softmax", {f32({64, 16})});
+  ShareWork rows = describeShare(softmax, 0, whole(softmax));
+  EXPECT_DOUBLE_EQ(rows.rows, 64);
+  auto norm = make("BatchNormalization",
+                   {f32({2, 4, 3, 3}), f32({4}), f32({4}), f32({4}), f32({4})});
+  EXPECT_DOUBLE_EQ(describeShare(norm, 0, whole(norm)).rows, 8);
+  // Not row-wise: no rows.
+  auto relu = make("Relu", {f32({64, 16})});
+  EXPECT_DOUBLE_EQ(describeShare(relu, 0, whole(relu)).rows, 0);
+  // 1024 elements at 1 ns plus 64 rows at 50 ns.
+  DeviceModel device = roundModel();
+  device.memoryBytesPerSecond = 1e15; // the kernel cost decides
+  device.kernelCosts = {{"Softmax", 1e-9, 1e-9, 50e-9}};
+  EXPECT_DOUBLE_EQ(StepTimeModel(device).computeSeconds(rows),
+                   1e-6 + 1024 * 1e-9 + 64 * 50e-9);
+  // Half the share: half the rows.
+  EXPECT_DOUBLE_EQ(StepTimeModel(device).computeSeconds(rows, 0.5),
+                   1e-6 + 512 * 1e-9 + 32 * 50e-9);
+}
+
 TEST(StepTimeModel, StepOverheadIsFixedPlusFeedPerElement) {
   DeviceModel device = roundModel();
   // A description without the fields: nothing beyond the instructions.
