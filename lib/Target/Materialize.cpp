@@ -227,12 +227,11 @@ void Materializer::addCollective(
   instr.op = opName.str();
   instr.sources = std::move(sources);
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
-  uint64_t &comm = result.devices[device].commBytes;
-  plan::forEachPiece(result, device, instr, [&](const plan::Piece &piece) {
-    if (piece.device != device)
-      comm += piece.region.numElements() * elemBytes;
-  });
   result.devices[device].instrs.push_back(std::move(instr));
+  result.devices[device].commBytes +=
+      plan::remoteElements(result, device,
+                           result.devices[device].instrs.back()) *
+      elemBytes;
 }
 
 tdl::Box Materializer::ownedRegion(int32_t tensor, int64_t device) const {
