@@ -144,31 +144,42 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
 
 } // namespace
 
+namespace {
+
+/// Most bytes of `buffers` live at one moment over lifetimes `life`,
+/// leaving out the new values computed in place (`aliases`: they are in
+/// their parameter's bytes).
+uint64_t liveBound(const std::vector<plan::Buffer> &buffers,
+                   const std::vector<Lifetime> &life,
+                   const std::vector<int32_t> &aliases) {
+  // Sweep over lifetime ends: +bytes at `first`, -bytes after `last`.
+  std::vector<std::pair<int64_t, int64_t>> events;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    int64_t bytes = static_cast<int64_t>(buffers[b].bytes);
+    if (bytes == 0 || aliases[b] >= 0) // in its parameter's bytes
+      continue;
+    events.push_back({life[b].first, bytes});
+    if (life[b].last != kForever)
+      events.push_back({life[b].last + 1, -bytes});
+  }
+  // At equal times, ends (negative) before starts: [first, last] closed.
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, most = 0;
+  for (const auto &[time, delta] : events) {
+    live += delta;
+    most = std::max(most, live);
+  }
+  return static_cast<uint64_t>(most);
+}
+
+} // namespace
+
 std::vector<uint64_t> liveBytesLowerBound(const plan::Plan &plan) {
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
   std::vector<uint64_t> bound(plan.devices.size(), 0);
-  for (size_t d = 0; d < plan.devices.size(); ++d) {
-    // Sweep over lifetime ends: +bytes at `first`, -bytes after `last`.
-    std::vector<std::pair<int64_t, int64_t>> events;
-    const auto &buffers = plan.devices[d].buffers;
-    const std::vector<int32_t> aliases = inPlaceUpdatedBuffers(plan, d);
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      int64_t bytes = static_cast<int64_t>(buffers[b].bytes);
-      if (bytes == 0 || aliases[b] >= 0) // in its parameter's bytes
-        continue;
-      events.push_back({life[d][b].first, bytes});
-      if (life[d][b].last != kForever)
-        events.push_back({life[d][b].last + 1, -bytes});
-    }
-    // At equal times, ends (negative) before starts: [first, last] closed.
-    std::sort(events.begin(), events.end());
-    int64_t live = 0, most = 0;
-    for (const auto &[time, delta] : events) {
-      live += delta;
-      most = std::max(most, live);
-    }
-    bound[d] = static_cast<uint64_t>(most);
-  }
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    bound[d] = liveBound(plan.devices[d].buffers, life[d],
+                         inPlaceUpdatedBuffers(plan, d));
   return bound;
 }
 
@@ -461,7 +472,7 @@ std::vector<int64_t> placementInputs(const std::vector<plan::Buffer> &buffers,
 
 } // namespace
 
-void planMemory(plan::Plan &plan) {
+std::vector<uint64_t> planMemory(plan::Plan &plan) {
   size_t k = plan.devices.size();
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
   // A parameter's new value computed in place (updateParamsInPlace) has no
@@ -489,6 +500,7 @@ void planMemory(plan::Plan &plan) {
     Placement best;      ///< the smallest they reached
   };
   std::vector<PlacementClass> classes;
+  std::vector<uint64_t> bounds(k, 0);
   llvm::DenseMap<uint64_t, llvm::SmallVector<size_t, 1>> classesByHash;
   for (size_t d = 0; d < k; ++d) {
     auto &buffers = plan.devices[d].buffers;
@@ -525,7 +537,9 @@ void planMemory(plan::Plan &plan) {
         buffers[b].offset = buffers[aliases[d][b]].offset;
       }
     plan.devices[d].peakBytes = best.peak;
+    bounds[d] = liveBound(buffers, lifetimes, aliases[d]);
   }
+  return bounds;
 }
 
 } // namespace tofu
