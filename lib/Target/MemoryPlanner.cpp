@@ -228,11 +228,27 @@ std::vector<uint64_t> placeFirstFit(const std::vector<plan::Buffer> &buffers,
   std::vector<Placed> placed; // sorted by lo
   placed.reserve(buffers.size());
   peak = 0;
+  // While the order is by first use, a placed buffer that died before the
+  // current one's first use is dead for every later one too: such buffers
+  // are dropped from `placed` now and then (every kCompactEvery
+  // placements), so the scan meets mostly live ones. Any other order keeps
+  // them all.
+  constexpr size_t kCompactEvery = 64;
+  bool byFirstUse = true;
+  for (size_t i = 1; i < order.size() && byFirstUse; ++i)
+    byFirstUse = life[order[i - 1]].first <= life[order[i]].first;
+  size_t sinceCompact = 0;
   for (size_t b : order) {
     uint64_t size = alignUp(buffers[b].bytes);
     if (size == 0)
       continue;
     const int64_t first = life[b].first, last = life[b].last;
+    if (byFirstUse && ++sinceCompact >= kCompactEvery) {
+      sinceCompact = 0;
+      placed.erase(std::remove_if(placed.begin(), placed.end(),
+                                  [&](const Placed &p) { return p.last < first; }),
+                   placed.end());
+    }
     // The lowest offset whose [offset, offset + size) meets no range of a
     // buffer alive at the same time. Ranges with equal lo may come in any
     // order: each only raises the offset to its hi.
