@@ -731,11 +731,15 @@ llvm::Expected<plan::Plan> Materializer::run() {
   // Outputs of one op are materialized one after another; each device runs
   // its instructions in seq order (stable, so the order stays
   // deterministic).
+  // Most devices' instructions are in order already (only multi-output
+  // ops interleave): those are not sorted (a merge sort moves every
+  // instruction, a large record, through a buffer).
+  auto bySeq = [](const plan::Instr &a, const plan::Instr &b) {
+    return a.seq < b.seq;
+  };
   for (auto &device : result.devices)
-    std::stable_sort(device.instrs.begin(), device.instrs.end(),
-                     [](const plan::Instr &a, const plan::Instr &b) {
-                       return a.seq < b.seq;
-                     });
+    if (!std::is_sorted(device.instrs.begin(), device.instrs.end(), bySeq))
+      std::stable_sort(device.instrs.begin(), device.instrs.end(), bySeq);
   for (const auto &device : result.devices)
     result.commBytes += device.commBytes;
   for (const auto &tensor : result.tensors)
