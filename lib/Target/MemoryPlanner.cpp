@@ -73,6 +73,8 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
   struct CollectiveUse {
     std::vector<char> touched; ///< per device
     size_t untouched = 0;      ///< sources not touched yet
+    /// Per cell of the table's index: all its devices touched.
+    std::vector<char> cellDone;
   };
   llvm::DenseMap<std::pair<const plan::CollectiveSources *, int64_t>,
                  CollectiveUse>
@@ -102,15 +104,39 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
       }
       if (use.untouched == 0)
         continue;
-      plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
-        if (use.touched[piece.device])
+      const plan::CollectiveSources &table = *instr.sources;
+      auto touchSource = [&](size_t e) {
+        if (use.touched[e])
           return;
-        use.touched[piece.device] = 1;
+        use.touched[e] = 1;
         --use.untouched;
-        life[piece.device][piece.buffer].touch(instr.seq);
-      });
-      if (use.untouched == 0)
+        life[e][table.buffers[e]].touch(instr.seq);
+      };
+      // With the table's index, by whole cells (a cell of g replicas or
+      // partial sums is touched once, not by g pieces on every device that
+      // reduces from it); otherwise piece by piece.
+      bool byCells = plan::forEachSourceCell(
+          plan, d, instr,
+          [&](uint64_t cell) {
+            const plan::CollectiveSourceIndex &index = *table.index;
+            if (use.cellDone.empty())
+              use.cellDone.assign(index.cellStart.size() - 1, 0);
+            if (use.cellDone[cell])
+              return;
+            use.cellDone[cell] = 1;
+            for (uint32_t j = index.cellStart[cell];
+                 j < index.cellStart[cell + 1]; ++j)
+              touchSource(static_cast<size_t>(index.cellDevices[j]));
+          },
+          touchSource);
+      if (!byCells)
+        plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
+          touchSource(static_cast<size_t>(piece.device));
+        });
+      if (use.untouched == 0) {
         std::vector<char>().swap(use.touched);
+        std::vector<char>().swap(use.cellDone);
+      }
     }
     // A Relu right after the Gemm it reads from may run inside that GEMM
     // on the CUDA backend (cuBLASLt's ReLU epilogue, runtime/cuda

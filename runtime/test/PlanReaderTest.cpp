@@ -721,6 +721,23 @@ TEST(PlanCollectives, IndexGivesTheScansPieces) {
             }
             EXPECT_EQ(remoteElements(plan, d, in), remote)
                 << "device " << d << " dst " << b;
+            // The same sources by cells.
+            std::set<size_t> byCells, byPieces;
+            for (const Piece &piece : want)
+              byPieces.insert(static_cast<size_t>(piece.device));
+            const CollectiveSourceIndex &index = *table->index;
+            EXPECT_TRUE(forEachSourceCell(
+                plan, d, in,
+                [&](uint64_t cell) {
+                  for (uint32_t j = index.cellStart[cell];
+                       j < index.cellStart[cell + 1]; ++j)
+                    EXPECT_TRUE(byCells
+                                    .insert(static_cast<size_t>(
+                                        index.cellDevices[j]))
+                                    .second);
+                },
+                [&](size_t e) { EXPECT_TRUE(byCells.insert(e).second); }));
+            EXPECT_EQ(byCells, byPieces) << "device " << d << " dst " << b;
             ++compared;
           }
     }

@@ -195,6 +195,59 @@ void forEachPiece(const Plan &plan, size_t device, const Instr &in, Fn &&fn) {
       return;
 }
 
+/// The devices whose sources give Fetch/Reduce instruction `in` of device
+/// `device` a piece (forEachPiece's `piece.device`s), by cells of the
+/// table's index: `cellFn(c)` for each cell c all of whose devices
+/// (CollectiveSourceIndex::cellDevices) give one, or `deviceFn(e)` for the
+/// single device e that gives the only piece (a fetch that one source
+/// contains). Cheaper than forEachPiece where only the sources matter (a
+/// cell of g replicas or partial sums is one call). Returns false, calling
+/// neither, when `in` lists its pieces or its table has no index: then use
+/// forEachPiece.
+template <typename CellFn, typename DeviceFn>
+bool forEachSourceCell(const Plan &plan, size_t device, const Instr &in,
+                       CellFn &&cellFn, DeviceFn &&deviceFn) {
+  if (!in.sources || !in.pieces.empty() || !in.sources->index ||
+      in.sources->rank > CollectiveSourceIndex::kMaxRank)
+    return false;
+  const CollectiveSources &table = *in.sources;
+  const CollectiveSourceIndex &index = *table.index;
+  const Box &want = plan.devices[device].buffers[in.dst].region;
+  const size_t rank = table.rank;
+  uint32_t first[CollectiveSourceIndex::kMaxRank],
+      last[CollectiveSourceIndex::kMaxRank];
+  if (!detail::meetingRuns(index, rank, want, first, last))
+    return true;
+  // Every device of a cell in the product of the runs meets `want` (each
+  // of its ranges does). A fetch stops early only when one cell is left
+  // and its box contains `want`: then the device's own source if it is in
+  // the cell (forEachPiece visits it first), else the cell's first device.
+  bool single = true, contained = true;
+  uint64_t cell = 0;
+  for (size_t i = 0; i < rank; ++i) {
+    single = single && last[i] - first[i] == 1;
+    const size_t r = index.rangeStart[i] + first[i];
+    contained = contained && index.lo[r] <= want.lo[i] &&
+                index.hi[r] >= want.hi[i];
+    cell += first[i] * index.cellStride[i];
+  }
+  if (single && contained && in.kind == Instr::Kind::Fetch) {
+    const uint32_t begin = index.cellStart[cell], end = index.cellStart[cell + 1];
+    if (begin == end)
+      return true;
+    for (uint32_t j = begin; j < end; ++j)
+      if (static_cast<size_t>(index.cellDevices[j]) == device) {
+        deviceFn(device);
+        return true;
+      }
+    deviceFn(static_cast<size_t>(index.cellDevices[begin]));
+    return true;
+  }
+  detail::forEachCell(index, rank, first, last,
+                      [&](uint64_t c) { cellFn(c); });
+  return true;
+}
+
 /// The elements of the pieces of Fetch/Reduce instruction `in` of device
 /// `device` that lie on other devices (what it receives): the sum of
 /// `piece.region.numElements()` over forEachPiece's pieces with
