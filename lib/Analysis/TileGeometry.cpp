@@ -30,6 +30,7 @@ tdl::Range splitRange(tdl::Range range, int64_t parts, int64_t index) {
 
 tdl::Box fullBox(llvm::ArrayRef<int64_t> shape) {
   tdl::Box box;
+  box.reserve(shape.size());
   for (int64_t d : shape)
     box.push_back({0, d});
   return box;

@@ -251,7 +251,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     return llvm::Error::success();
   }
   updateParamsInPlace(*plan);
-  planMemory(*plan);
+  std::vector<uint64_t> liveBound = planMemory(*plan);
   mark("memory-plan");
   for (size_t d = 0; d < plan->devices.size(); ++d)
     if (plan->devices[d].peakBytes > plan::kMaxArenaBytes)
@@ -296,7 +296,11 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     mark("cuda");
   }
   // plan.bin holds no timing, so that it is byte-for-byte reproducible.
-  const PlanSummary summary = summarizePlan(func, *plan);
+  PlanSummary summary = summarizePlan(func, *plan);
+  // CUDA code generation may fuse instructions: then the bound is computed
+  // again from the plan as it is.
+  if (options.cudaArch.empty())
+    summary.liveBytesLowerBound = std::move(liveBound);
   plan->summary = formatPlanText(summary, *plan, /*withSearchTime=*/false);
   plan->searchSeconds = searchSeconds;
   // The prediction (--device, or --topology with the cpu description):

@@ -69,17 +69,6 @@ plan::Box toPlanBox(const tdl::Box &box) {
   return result;
 }
 
-/// True when `a` and `b` are the same region (without building a tdl::Box
-/// from `b`).
-bool sameBox(const tdl::Box &a, const plan::Box &b) {
-  if (a.size() != b.lo.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].lo != b.lo[i] || a[i].hi != b.hi[i])
-      return false;
-  return true;
-}
-
 bool contains(const tdl::Box &outer, const tdl::Box &inner) {
   return numElements(intersect(outer, inner)) == numElements(inner);
 }
@@ -185,11 +174,13 @@ private:
   void addFetchFromOwners(int64_t device, int32_t dst, const tdl::Box &region,
                           int32_t tensor, int64_t seq, StringRef opName);
   tdl::Box ownedRegion(int32_t tensor, int64_t device) const;
-  /// The region of `device`'s owned buffer of `tensor` (ownedRegion's, as
-  /// its buffer holds it): valid until the device gets another buffer.
-  const plan::Box &ownedBufferRegion(int32_t tensor, int64_t device) const {
-    return result.devices[device].buffers[ownedBuffer[device][tensor]].region;
-  }
+  /// True when `box` is `device`'s owned tile of `tensor` (ownedRegion's
+  /// box, which its owned buffer holds), computed from the tiling's cuts
+  /// without building the box or reading the buffer: at large k the plan's
+  /// buffers are far apart in memory, and this runs for every input of
+  /// every device's instruction.
+  bool isOwnedRegion(int32_t tensor, int64_t device,
+                     const tdl::Box &box) const;
 
   func::FuncOp func;
   const MaterializeOptions &options;
@@ -227,16 +218,37 @@ void Materializer::addCollective(
   instr.op = opName.str();
   instr.sources = std::move(sources);
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
-  uint64_t &comm = result.devices[device].commBytes;
-  plan::forEachPiece(result, device, instr, [&](const plan::Piece &piece) {
-    if (piece.device != device)
-      comm += piece.region.numElements() * elemBytes;
-  });
   result.devices[device].instrs.push_back(std::move(instr));
+  result.devices[device].commBytes +=
+      plan::remoteElements(result, device,
+                           result.devices[device].instrs.back()) *
+      elemBytes;
 }
 
 tdl::Box Materializer::ownedRegion(int32_t tensor, int64_t device) const {
   return ownedBox(grid, result.tensors[tensor].shape, tilings[tensor], device);
+}
+
+bool Materializer::isOwnedRegion(int32_t tensor, int64_t device,
+                                 const tdl::Box &box) const {
+  const std::vector<int64_t> &shape = result.tensors[tensor].shape;
+  if (box.size() != shape.size())
+    return false;
+  llvm::SmallVector<tdl::Range, 8> owned;
+  for (int64_t extent : shape)
+    owned.push_back({0, extent});
+  const std::vector<int64_t> &cuts = cutDims[tensor];
+  int64_t stride = k;
+  for (size_t step = 0; step < grid.steps.size(); ++step) {
+    stride /= grid.steps[step];
+    if (step < cuts.size() && cuts[step] >= 0)
+      owned[cuts[step]] = splitRange(owned[cuts[step]], grid.steps[step],
+                                     device / stride % grid.steps[step]);
+  }
+  for (size_t i = 0; i < box.size(); ++i)
+    if (box[i].lo != owned[i].lo || box[i].hi != owned[i].hi)
+      return false;
+  return true;
 }
 
 int32_t Materializer::addBuffer(int64_t device, int32_t tensor,
@@ -552,7 +564,7 @@ llvm::Error Materializer::addOutput(
       if (i >= needed.size() || !needed[i])
         return error(op, "interval analysis gave no region for input " +
                              llvm::Twine(i));
-      if (sameBox(*needed[i], ownedBufferRegion(tensor, d))) {
+      if (isOwnedRegion(tensor, d, *needed[i])) {
         compute.inputs.push_back(ownedBuffer[d][tensor]);
         continue;
       }
@@ -562,7 +574,7 @@ llvm::Error Materializer::addOutput(
     }
     producedBoxes[d] = shares[d].outputBox;
     if (!shares[d].partial &&
-        sameBox(shares[d].outputBox, ownedBufferRegion(out, d)))
+        isOwnedRegion(out, d, shares[d].outputBox))
       produced[d] = ownedBuffer[d][out];
     else
       produced[d] = addBuffer(d, out, shares[d].outputBox, shares[d].partial);
@@ -719,11 +731,15 @@ llvm::Expected<plan::Plan> Materializer::run() {
   // Outputs of one op are materialized one after another; each device runs
   // its instructions in seq order (stable, so the order stays
   // deterministic).
+  // Most devices' instructions are in order already (only multi-output
+  // ops interleave): those are not sorted (a merge sort moves every
+  // instruction, a large record, through a buffer).
+  auto bySeq = [](const plan::Instr &a, const plan::Instr &b) {
+    return a.seq < b.seq;
+  };
   for (auto &device : result.devices)
-    std::stable_sort(device.instrs.begin(), device.instrs.end(),
-                     [](const plan::Instr &a, const plan::Instr &b) {
-                       return a.seq < b.seq;
-                     });
+    if (!std::is_sorted(device.instrs.begin(), device.instrs.end(), bySeq))
+      std::stable_sort(device.instrs.begin(), device.instrs.end(), bySeq);
   for (const auto &device : result.devices)
     result.commBytes += device.commBytes;
   for (const auto &tensor : result.tensors)

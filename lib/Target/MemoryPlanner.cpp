@@ -73,6 +73,8 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
   struct CollectiveUse {
     std::vector<char> touched; ///< per device
     size_t untouched = 0;      ///< sources not touched yet
+    /// Per cell of the table's index: all its devices touched.
+    std::vector<char> cellDone;
   };
   llvm::DenseMap<std::pair<const plan::CollectiveSources *, int64_t>,
                  CollectiveUse>
@@ -102,15 +104,39 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
       }
       if (use.untouched == 0)
         continue;
-      plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
-        if (use.touched[piece.device])
+      const plan::CollectiveSources &table = *instr.sources;
+      auto touchSource = [&](size_t e) {
+        if (use.touched[e])
           return;
-        use.touched[piece.device] = 1;
+        use.touched[e] = 1;
         --use.untouched;
-        life[piece.device][piece.buffer].touch(instr.seq);
-      });
-      if (use.untouched == 0)
+        life[e][table.buffers[e]].touch(instr.seq);
+      };
+      // With the table's index, by whole cells (a cell of g replicas or
+      // partial sums is touched once, not by g pieces on every device that
+      // reduces from it); otherwise piece by piece.
+      bool byCells = plan::forEachSourceCell(
+          plan, d, instr,
+          [&](uint64_t cell) {
+            const plan::CollectiveSourceIndex &index = *table.index;
+            if (use.cellDone.empty())
+              use.cellDone.assign(index.cellStart.size() - 1, 0);
+            if (use.cellDone[cell])
+              return;
+            use.cellDone[cell] = 1;
+            for (uint32_t j = index.cellStart[cell];
+                 j < index.cellStart[cell + 1]; ++j)
+              touchSource(static_cast<size_t>(index.cellDevices[j]));
+          },
+          touchSource);
+      if (!byCells)
+        plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
+          touchSource(static_cast<size_t>(piece.device));
+        });
+      if (use.untouched == 0) {
         std::vector<char>().swap(use.touched);
+        std::vector<char>().swap(use.cellDone);
+      }
     }
     // A Relu right after the Gemm it reads from may run inside that GEMM
     // on the CUDA backend (cuBLASLt's ReLU epilogue, runtime/cuda
@@ -144,31 +170,42 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
 
 } // namespace
 
+namespace {
+
+/// Most bytes of `buffers` live at one moment over lifetimes `life`,
+/// leaving out the new values computed in place (`aliases`: they are in
+/// their parameter's bytes).
+uint64_t liveBound(const std::vector<plan::Buffer> &buffers,
+                   const std::vector<Lifetime> &life,
+                   const std::vector<int32_t> &aliases) {
+  // Sweep over lifetime ends: +bytes at `first`, -bytes after `last`.
+  std::vector<std::pair<int64_t, int64_t>> events;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    int64_t bytes = static_cast<int64_t>(buffers[b].bytes);
+    if (bytes == 0 || aliases[b] >= 0) // in its parameter's bytes
+      continue;
+    events.push_back({life[b].first, bytes});
+    if (life[b].last != kForever)
+      events.push_back({life[b].last + 1, -bytes});
+  }
+  // At equal times, ends (negative) before starts: [first, last] closed.
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, most = 0;
+  for (const auto &[time, delta] : events) {
+    live += delta;
+    most = std::max(most, live);
+  }
+  return static_cast<uint64_t>(most);
+}
+
+} // namespace
+
 std::vector<uint64_t> liveBytesLowerBound(const plan::Plan &plan) {
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
   std::vector<uint64_t> bound(plan.devices.size(), 0);
-  for (size_t d = 0; d < plan.devices.size(); ++d) {
-    // Sweep over lifetime ends: +bytes at `first`, -bytes after `last`.
-    std::vector<std::pair<int64_t, int64_t>> events;
-    const auto &buffers = plan.devices[d].buffers;
-    const std::vector<int32_t> aliases = inPlaceUpdatedBuffers(plan, d);
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      int64_t bytes = static_cast<int64_t>(buffers[b].bytes);
-      if (bytes == 0 || aliases[b] >= 0) // in its parameter's bytes
-        continue;
-      events.push_back({life[d][b].first, bytes});
-      if (life[d][b].last != kForever)
-        events.push_back({life[d][b].last + 1, -bytes});
-    }
-    // At equal times, ends (negative) before starts: [first, last] closed.
-    std::sort(events.begin(), events.end());
-    int64_t live = 0, most = 0;
-    for (const auto &[time, delta] : events) {
-      live += delta;
-      most = std::max(most, live);
-    }
-    bound[d] = static_cast<uint64_t>(most);
-  }
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    bound[d] = liveBound(plan.devices[d].buffers, life[d],
+                         inPlaceUpdatedBuffers(plan, d));
   return bound;
 }
 
@@ -217,11 +254,27 @@ std::vector<uint64_t> placeFirstFit(const std::vector<plan::Buffer> &buffers,
   std::vector<Placed> placed; // sorted by lo
   placed.reserve(buffers.size());
   peak = 0;
+  // While the order is by first use, a placed buffer that died before the
+  // current one's first use is dead for every later one too: such buffers
+  // are dropped from `placed` now and then (every kCompactEvery
+  // placements), so the scan meets mostly live ones. Any other order keeps
+  // them all.
+  constexpr size_t kCompactEvery = 64;
+  bool byFirstUse = true;
+  for (size_t i = 1; i < order.size() && byFirstUse; ++i)
+    byFirstUse = life[order[i - 1]].first <= life[order[i]].first;
+  size_t sinceCompact = 0;
   for (size_t b : order) {
     uint64_t size = alignUp(buffers[b].bytes);
     if (size == 0)
       continue;
     const int64_t first = life[b].first, last = life[b].last;
+    if (byFirstUse && ++sinceCompact >= kCompactEvery) {
+      sinceCompact = 0;
+      placed.erase(std::remove_if(placed.begin(), placed.end(),
+                                  [&](const Placed &p) { return p.last < first; }),
+                   placed.end());
+    }
     // The lowest offset whose [offset, offset + size) meets no range of a
     // buffer alive at the same time. Ranges with equal lo may come in any
     // order: each only raises the offset to its hi.
@@ -461,7 +514,7 @@ std::vector<int64_t> placementInputs(const std::vector<plan::Buffer> &buffers,
 
 } // namespace
 
-void planMemory(plan::Plan &plan) {
+std::vector<uint64_t> planMemory(plan::Plan &plan) {
   size_t k = plan.devices.size();
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
   // A parameter's new value computed in place (updateParamsInPlace) has no
@@ -489,6 +542,7 @@ void planMemory(plan::Plan &plan) {
     Placement best;      ///< the smallest they reached
   };
   std::vector<PlacementClass> classes;
+  std::vector<uint64_t> bounds(k, 0);
   llvm::DenseMap<uint64_t, llvm::SmallVector<size_t, 1>> classesByHash;
   for (size_t d = 0; d < k; ++d) {
     auto &buffers = plan.devices[d].buffers;
@@ -525,7 +579,9 @@ void planMemory(plan::Plan &plan) {
         buffers[b].offset = buffers[aliases[d][b]].offset;
       }
     plan.devices[d].peakBytes = best.peak;
+    bounds[d] = liveBound(buffers, lifetimes, aliases[d]);
   }
+  return bounds;
 }
 
 } // namespace tofu

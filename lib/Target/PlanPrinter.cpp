@@ -484,7 +484,10 @@ std::string formatPlanJson(const PlanSummary &summary, const plan::Plan &plan,
                            {"comm_bytes_per_link", ints(row.bytesPerLink)}});
   }
   llvm::json::Array liveBound;
-  for (uint64_t bytes : liveBytesLowerBound(plan))
+  for (uint64_t bytes :
+       summary.liveBytesLowerBound.size() == plan.devices.size()
+           ? summary.liveBytesLowerBound
+           : liveBytesLowerBound(plan))
     liveBound.push_back(static_cast<int64_t>(bytes));
   llvm::json::Object root{
       {"devices", static_cast<int64_t>(plan.numDevices)},

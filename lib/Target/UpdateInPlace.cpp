@@ -104,17 +104,23 @@ void updateParamsInPlace(plan::Plan &plan) {
   const size_t k = plan.devices.size();
   // The candidates, device by device.
   std::vector<Candidate> candidates;
+  std::vector<size_t> producer, copyInto;
   for (size_t d = 0; d < k; ++d) {
     plan::DeviceProgram &program = plan.devices[d];
     std::vector<int32_t> owned = ownedBuffers(plan, program);
-    // The producer (single-output compute) and the final copy of each buffer.
-    llvm::DenseMap<int32_t, size_t> producer, copyInto;
+    // The producer (single-output compute) and the final copy of each
+    // buffer (the last one; kNone: none), indexed by buffer id: a map
+    // insert per instruction was a tenth of this pass.
+    constexpr size_t kNone = std::numeric_limits<size_t>::max();
+    producer.assign(program.buffers.size(), kNone);
+    copyInto.assign(program.buffers.size(), kNone);
     for (size_t i = 0; i < program.instrs.size(); ++i) {
       const plan::Instr &instr = program.instrs[i];
       if (instr.kind == plan::Instr::Kind::Compute &&
           instr.outputs.size() == 1 && instr.outputs[0] >= 0)
         producer[instr.outputs[0]] = i;
-      if (instr.kind == plan::Instr::Kind::Fetch && instr.op == kParamUpdateOp)
+      if (instr.kind == plan::Instr::Kind::Fetch && instr.dst >= 0 &&
+          instr.op == kParamUpdateOp)
         copyInto[instr.dst] = i;
     }
     for (const auto &[param, updated] : plan.paramUpdates) {
@@ -125,20 +131,18 @@ void updateParamsInPlace(plan::Plan &plan) {
       if (pb.bytes == 0 || pb.bytes != ub.bytes ||
           !sameRegion(pb.region, ub.region))
         continue;
-      auto copy = copyInto.find(p), update = producer.find(u);
-      if (copy == copyInto.end() || update == producer.end())
+      const size_t copy = copyInto[p], update = producer[u];
+      if (copy == kNone || update == kNone)
         continue;
       std::vector<plan::Piece> pieces =
-          plan::derivePieces(plan, d, program.instrs[copy->second]);
+          plan::derivePieces(plan, d, program.instrs[copy]);
       if (pieces.size() != 1 ||
           pieces[0].device != static_cast<int32_t>(d) ||
           pieces[0].buffer != u || !sameRegion(pieces[0].region, ub.region))
         continue;
-      if (!llvm::is_contained(kInPlaceKernels,
-                              program.instrs[update->second].kernel))
+      if (!llvm::is_contained(kInPlaceKernels, program.instrs[update].kernel))
         continue;
-      candidates.push_back({static_cast<int32_t>(d), p, u, copy->second,
-                            update->second});
+      candidates.push_back({static_cast<int32_t>(d), p, u, copy, update});
     }
   }
   if (candidates.empty())

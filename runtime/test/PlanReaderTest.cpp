@@ -612,6 +612,157 @@ TEST(PlanCollectives, DamagedTablesAreRejected) {
   }
 }
 
+/// A plan of k devices whose buffer 0 holds device e's tile of a tensor of
+/// `shape` cut at each grid step s (k = product of `steps`) along `cuts[s]`
+/// (-1: replicated) into balanced parts, as tofuc's tilings do.
+Plan gridPlan(const std::vector<int64_t> &shape,
+              const std::vector<int64_t> &steps,
+              const std::vector<int64_t> &cuts) {
+  Plan plan;
+  TensorInfo tensor;
+  tensor.name = "t";
+  tensor.shape = shape;
+  plan.tensors.push_back(tensor);
+  size_t k = 1;
+  for (int64_t s : steps)
+    k *= static_cast<size_t>(s);
+  plan.numDevices = static_cast<uint32_t>(k);
+  plan.devices.resize(k);
+  for (size_t e = 0; e < k; ++e) {
+    Buffer tile;
+    tile.tensor = 0;
+    tile.region.lo.assign(shape.size(), 0);
+    tile.region.hi = shape;
+    size_t stride = k;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      stride /= static_cast<size_t>(steps[s]);
+      int64_t coord = static_cast<int64_t>(e / stride) % steps[s];
+      if (cuts[s] < 0)
+        continue;
+      int64_t lo = tile.region.lo[cuts[s]], size = tile.region.hi[cuts[s]] - lo;
+      tile.region.lo[cuts[s]] = lo + size * coord / steps[s];
+      tile.region.hi[cuts[s]] = lo + size * (coord + 1) / steps[s];
+    }
+    plan.devices[e].buffers.push_back(tile);
+  }
+  return plan;
+}
+
+/// Pieces by the plain scan of every source (the table without its index).
+std::vector<Piece> scannedPieces(const Plan &plan, size_t device, Instr in) {
+  auto plain = std::make_shared<CollectiveSources>(*in.sources);
+  plain->index = nullptr;
+  in.sources = plain;
+  return derivePieces(plan, device, in);
+}
+
+/// The index of a source table (CollectiveSourceIndex) gives the pieces of
+/// the scan of every source, in the same order, and remoteElements their
+/// remote elements, for tables of tilings with uneven, empty and replicated
+/// parts, sources missing (-1), and destinations of every kind: inside one
+/// tile, across tiles, empty, outside the tensor.
+TEST(PlanCollectives, IndexGivesTheScansPieces) {
+  struct Case {
+    std::vector<int64_t> shape, steps, cuts;
+  };
+  const Case cases[] = {
+      {{12, 10}, {4, 2}, {0, 1}},       {{7, 5, 3}, {2, 3, 2}, {0, 0, 1}},
+      {{3, 8}, {4, 2}, {0, 1}},         {{16}, {2, 2, 2, 2}, {0, -1, 0, 0}},
+      {{9, 9}, {3, 3}, {-1, 1}},        {{5, 6, 7}, {2, 2, 2}, {2, 1, 0}},
+      {{}, {2, 2}, {-1, -1}},           {{6, 4}, {8}, {0}},
+  };
+  uint64_t seed = 12345;
+  auto next = [&](int64_t bound) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>((seed >> 33) % static_cast<uint64_t>(bound));
+  };
+  size_t indexed = 0, compared = 0;
+  for (const Case &c : cases) {
+    for (int missing = 0; missing < 2; ++missing) {
+      Plan plan = gridPlan(c.shape, c.steps, c.cuts);
+      const size_t k = plan.devices.size(), rank = c.shape.size();
+      std::vector<int32_t> buffers(k, 0);
+      if (missing)
+        buffers[next(static_cast<int64_t>(k))] = -1;
+      // Destinations: random boxes (some empty or outside), one per device
+      // and try, as buffer 1.. of the device.
+      for (size_t d = 0; d < k; ++d)
+        for (int t = 0; t < 12; ++t) {
+          Buffer dst;
+          dst.tensor = 0;
+          for (size_t i = 0; i < rank; ++i) {
+            int64_t a = next(c.shape[i] + 2) - 1, b = next(c.shape[i] + 2) - 1;
+            dst.region.lo.push_back(std::min(a, b));
+            dst.region.hi.push_back(std::max(a, b) + (t % 3 == 0 ? 0 : 1));
+          }
+          plan.devices[d].buffers.push_back(dst);
+        }
+      // Owned tiles themselves as destinations too (buffer 0).
+      auto table = makeCollectiveSources(plan, buffers);
+      indexed += table->index != nullptr;
+      for (size_t d = 0; d < k; ++d)
+        for (int32_t b = 0; b < static_cast<int32_t>(plan.devices[d].buffers.size()); ++b)
+          for (Instr::Kind kind : {Instr::Kind::Fetch, Instr::Kind::Reduce}) {
+            Instr in;
+            in.kind = kind;
+            in.dst = b;
+            in.sources = table;
+            std::vector<Piece> got = derivePieces(plan, d, in);
+            std::vector<Piece> want = scannedPieces(plan, d, in);
+            ASSERT_EQ(got.size(), want.size()) << "device " << d << " dst " << b;
+            uint64_t remote = 0;
+            for (size_t p = 0; p < want.size(); ++p) {
+              EXPECT_EQ(got[p].device, want[p].device);
+              EXPECT_EQ(got[p].buffer, want[p].buffer);
+              EXPECT_EQ(got[p].region.lo, want[p].region.lo);
+              EXPECT_EQ(got[p].region.hi, want[p].region.hi);
+              if (static_cast<size_t>(want[p].device) != d)
+                remote += static_cast<uint64_t>(want[p].region.numElements());
+            }
+            EXPECT_EQ(remoteElements(plan, d, in), remote)
+                << "device " << d << " dst " << b;
+            // The same sources by cells.
+            std::set<size_t> byCells, byPieces;
+            for (const Piece &piece : want)
+              byPieces.insert(static_cast<size_t>(piece.device));
+            const CollectiveSourceIndex &index = *table->index;
+            EXPECT_TRUE(forEachSourceCell(
+                plan, d, in,
+                [&](uint64_t cell) {
+                  for (uint32_t j = index.cellStart[cell];
+                       j < index.cellStart[cell + 1]; ++j)
+                    EXPECT_TRUE(byCells
+                                    .insert(static_cast<size_t>(
+                                        index.cellDevices[j]))
+                                    .second);
+                },
+                [&](size_t e) { EXPECT_TRUE(byCells.insert(e).second); }));
+            EXPECT_EQ(byCells, byPieces) << "device " << d << " dst " << b;
+            ++compared;
+          }
+    }
+  }
+  EXPECT_EQ(indexed, 2 * std::size(cases)); // every tiling is a grid
+  EXPECT_GT(compared, 1000u);
+}
+
+/// Sources whose ranges overlap in a dimension are no grid: no index, and
+/// the scan gives the pieces.
+TEST(PlanCollectives, OverlappingSourcesAreScanned) {
+  Plan plan = gridPlan({8}, {2}, {0});
+  plan.devices[1].buffers[0].region.lo = {2}; // [2, 8) overlaps [0, 4)
+  auto table = makeCollectiveSources(plan, {0, 0});
+  EXPECT_EQ(table->index, nullptr);
+  Instr in;
+  in.kind = Instr::Kind::Reduce;
+  in.dst = 0;
+  in.sources = table;
+  std::vector<Piece> pieces = derivePieces(plan, 0, in);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[1].region.lo, std::vector<int64_t>{2});
+  EXPECT_EQ(remoteElements(plan, 0, in), 2u);
+}
+
 /// Every bit flip of a PLAN section with collectives, re-signed: rejected
 /// or read, never a crash.
 TEST(PlanCollectives, ResignedDamageNeverCrashes) {

@@ -64,8 +64,10 @@ std::vector<int32_t> inPlaceUpdatedBuffers(const plan::Plan &plan,
 /// search over perturbed first-fit orders) wins. Devices with equal buffer
 /// sizes and lifetimes share the search-free placements, and past the 16th
 /// device of such a class the best placement its searched devices found.
-/// Deterministic.
-void planMemory(plan::Plan &plan);
+/// Deterministic. Returns what liveBytesLowerBound would return for the
+/// planned plan, from the lifetimes it computed (so that the JSON summary
+/// need not compute them again).
+std::vector<uint64_t> planMemory(plan::Plan &plan);
 
 /// Per device, the most bytes of its buffers live at one moment (over the
 /// same lifetimes planMemory uses, without alignment): no placement of those

@@ -71,6 +71,10 @@ struct PlanSummary {
   std::vector<double> stepCommSeconds;
   /// predictedComputeSeconds + Σ stepCommSeconds (no overlap).
   double predictedStepSeconds() const;
+  /// Per device, liveBytesLowerBound of the plan when already known (what
+  /// planMemory returned); empty: formatPlanJson computes it (a pass over
+  /// every device's instructions and pieces).
+  std::vector<uint64_t> liveBytesLowerBound;
 };
 
 /// Collects the summary of the partitioned, materialized training step

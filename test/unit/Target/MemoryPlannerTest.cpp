@@ -96,7 +96,7 @@ bool liveTogether(const BufferLife &a, const BufferLife &b) {
 
 TEST(MemoryPlanner, PacksTheMlpDeviceAtTheLivenessBound) {
   plan::Plan p = planFromLifetimes();
-  tofu::planMemory(p);
+  std::vector<uint64_t> bound = tofu::planMemory(p);
   const auto &buffers = p.devices[0].buffers;
   constexpr size_t n = std::size(kMlpDevice0);
   ASSERT_EQ(buffers.size(), n);
@@ -127,6 +127,8 @@ TEST(MemoryPlanner, PacksTheMlpDeviceAtTheLivenessBound) {
   EXPECT_EQ(alignedBound, 105472u);
   EXPECT_EQ(p.devices[0].peakBytes, alignedBound);
   EXPECT_EQ(tofu::liveBytesLowerBound(p), std::vector<uint64_t>{105360});
+  // planMemory returns the same bound from its own lifetimes.
+  EXPECT_EQ(bound, std::vector<uint64_t>{105360});
 }
 
 TEST(MemoryPlanner, IsDeterministic) {
@@ -329,6 +331,42 @@ TEST(MemoryPlanner, FirstFitEqualsTheReferencePlacement) {
   bool firstUseWins = peakByFirstUse <= peakBySize;
   const std::vector<uint64_t> &expected = firstUseWins ? a : b;
   EXPECT_EQ(p.devices[0].peakBytes, firstUseWins ? peakByFirstUse : peakBySize);
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(p.devices[0].buffers[i].offset, expected[i]) << "buffer " << i;
+}
+
+// First fit in order of first use drops buffers dead before the current
+// one's first use from its scan: with equal sizes both first-fit orders
+// are by first use, and the plan must still equal the reference placement
+// (which scans every placed buffer).
+TEST(MemoryPlanner, FirstFitByFirstUseEqualsTheReferencePlacement) {
+  constexpr size_t n = 8300;
+  std::vector<BufferLife> life;
+  uint64_t state = 777;
+  auto next = [&](uint64_t bound) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % bound;
+  };
+  for (size_t b = 0; b < n; ++b) {
+    if (next(50) == 0) {
+      life.push_back({4096, -1, -2});
+      continue;
+    }
+    int64_t first = static_cast<int64_t>(next(20000));
+    int64_t span = next(4) == 0 ? static_cast<int64_t>(next(10000))
+                                : static_cast<int64_t>(next(40));
+    life.push_back({4096, first, first + span});
+  }
+  plan::Plan p = planFromDevices({life});
+  tofu::planMemory(p);
+  auto first = [&](size_t b) { return life[b].last == -2 ? -1 : life[b].first; };
+  std::vector<size_t> byFirstUse(n);
+  std::iota(byFirstUse.begin(), byFirstUse.end(), size_t{0});
+  std::stable_sort(byFirstUse.begin(), byFirstUse.end(),
+                   [&](size_t a, size_t b) { return first(a) < first(b); });
+  uint64_t peak = 0;
+  std::vector<uint64_t> expected = referenceFirstFit(life, byFirstUse, peak);
+  EXPECT_EQ(p.devices[0].peakBytes, peak);
   for (size_t i = 0; i < n; ++i)
     ASSERT_EQ(p.devices[0].buffers[i].offset, expected[i]) << "buffer " << i;
 }

@@ -106,7 +106,9 @@ TEST(UpdateInPlace, DropsTheCopyAndSharesTheParametersBytes) {
   EXPECT_EQ(b.update(0).seq, 4); // stays: nothing reads W after it
   EXPECT_EQ(tofu::inPlaceUpdatedBuffers(b.p, 0),
             (std::vector<int32_t>{-1, -1, 0, -1}));
-  tofu::planMemory(b.p);
+  // The bound planMemory returns leaves W' out (in W's bytes), as
+  // liveBytesLowerBound does.
+  EXPECT_EQ(tofu::planMemory(b.p), tofu::liveBytesLowerBound(b.p));
   const auto &buffers = b.p.devices[0].buffers;
   EXPECT_EQ(buffers[2].offset, buffers[0].offset);
   EXPECT_EQ(buffers[2].bytes, 64u);

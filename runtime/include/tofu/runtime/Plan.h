@@ -307,6 +307,7 @@ struct Piece {
 /// then 0, 1, ... (skipping d), with a source buffer whose region meets
 /// dst's region, the piece (e, buffer, intersection); a Fetch stops after
 /// the first source whose region contains dst's whole region.
+struct CollectiveSourceIndex;
 struct CollectiveSources {
   std::vector<int32_t> buffers; ///< per device: source buffer id, or -1
   /// The source buffers' regions, flattened (device e's box is
@@ -315,6 +316,13 @@ struct CollectiveSources {
   /// deriving pieces scans one array instead of k devices' buffers.
   size_t rank = 0;
   std::vector<int64_t> lo, hi;
+  /// Where the sources lie (CollectivePieces.h), so that deriving the pieces
+  /// of one destination visits the sources that meet it instead of all k:
+  /// made by `makeCollectiveSources` when the boxes form a grid, as the
+  /// tiles of a tiling do; null: derivation scans every source. Derived
+  /// from buffers/lo/hi: a table changed afterwards needs a new index
+  /// (makeCollectiveSources again) or none.
+  std::shared_ptr<const CollectiveSourceIndex> index;
 };
 
 /// What the Compute instructions of one op output share on every device
