@@ -52,8 +52,12 @@
 // interleaved (round 1 of every probe, then round 2, ...: a busy spell
 // slows one round of several probes, not every round of one); a round is
 // the median of repeated calls over at least its window, after a warm-up
-// call; the value kept is the fastest round's median (the machine as it
-// runs when nothing else does), and the spread of the rounds is logged.
+// call; the value kept is the median round's (the machine as it typically
+// runs), and the spread of the rounds is logged. (It was the fastest
+// round's, the machine as it runs when nothing else does; but this VM's
+// speed varies by up to 2x over seconds even when idle, rounds spread
+// 60-90%, so the fastest round predicted every median step low:
+// bench/simulate.md.)
 // Calls far shorter than the clock's resolution are timed in batches.
 //
 // Kernel calls go through lookupKernel, as tofu-run's executor makes them
@@ -108,9 +112,14 @@ struct Probe {
   std::function<void()> before;
   /// Per round: the median seconds per call.
   std::vector<double> rounds;
-  /// The fastest round's median.
+  /// The median round's median: the machine as it typically runs, which
+  /// is what a median step measures (see the file comment).
   double seconds() const {
-    return rounds.empty() ? 0 : *std::min_element(rounds.begin(), rounds.end());
+    if (rounds.empty())
+      return 0;
+    std::vector<double> sorted = rounds;
+    std::sort(sorted.begin(), sorted.end());
+    return sorted[sorted.size() / 2];
   }
   /// (slowest round - fastest round) / fastest round.
   double spread() const {
@@ -684,7 +693,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   auto spread = [&](ProbeId id) {
     return ", rounds spread " + number(100 * probes[id].spread()) + "%";
   };
-  note("each number: the fastest of " + std::to_string(kRounds) +
+  note("each number: the median of " + std::to_string(kRounds) +
        " interleaved rounds' medians");
 
   // GEMM: large and skinny.
