@@ -302,7 +302,13 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   }
   double seconds =
       device.launchSeconds + std::max(busy, traffic) + packing;
-  if (work.kind == OpClass::Contraction)
+  // The cold start as --calibrate measures it: a GEMM after another
+  // kernel and a hand-over to the worker pool, tofu-run's in-order
+  // schedule of one virtual device. With more devices their instructions
+  // run in waves, each GEMM on one thread right after that thread's
+  // previous kernel: not cold (mlp at k = 4: 32 tiny GEMM shares traced at
+  // 0.31 ms, 0.48-0.51 predicted with it; bench/simulate.md).
+  if (work.kind == OpClass::Contraction && work.alone)
     seconds += device.gemmColdSeconds;
   if (work.partial)
     // The partial tiles are summed into the owner's tile: one more kernel
