@@ -111,25 +111,10 @@ def main():
         if diff > TOL:
             failures.append(f"gradient of {n} differs from torch float64: rel {diff:.2e} > {TOL}")
 
-    for name, cfg, key in (("adam", ADAM, lambda k: k), ("sgd", SGD, lambda k: ("sgd", k))):
-        ref_losses, ref_params = O.reference(model, name, cfg, results[key(1)][2])
-        for k in (1, 2):
-            losses, trained, _ = results[key(k)]
-            dl = E.rel_diff(losses, ref_losses)
-            print(f"{name} k={k}: losses {losses} ref {ref_losses} rel {dl:.2e}")
-            if dl > LOSS_TOL:
-                failures.append(f"{name} k={k}: losses differ from the reference (rel {dl:.2e})")
-            for n, ref in ref_params.items():
-                diff = E.rel_diff(trained[n], ref)
-                moved = E.rel_diff(ref, initial[n])
-                print(f"{name} k={k}: trained {n:<14} rel {diff:.2e} (moved {moved:.2e})")
-                if diff > TOL:
-                    failures.append(f"{name} k={k}: trained {n} differs from the reference "
-                                    f"(rel {diff:.2e})")
-                if moved < 1e-6:
-                    failures.append(f"{name} k={k}: {n} did not move")
-                if k != 1 and E.rel_diff(trained[n], results[key(1)][1][n]) > K_TOL:
-                    failures.append(f"{name} k={k}: trained {n} differs from k=1")
+    for name, cfg, runs in (("adam", ADAM, {k: results[k] for k in (1, 2)}),
+                            ("sgd", SGD, {k: results["sgd", k] for k in (1, 2)})):
+        failures += O.compare_with_reference(name, model, cfg, runs, initial, loss_tol=LOSS_TOL,
+                                             tol=TOL, k_tol=K_TOL, min_moved=1e-6)
     E.check(not failures, "\n  " + "\n  ".join(failures))
 
 

@@ -113,6 +113,35 @@ def reference(model, name, cfg, batches):
     return np.asarray(losses), {n: p.numpy() for n, p in params.items()}
 
 
+def compare_with_reference(name, model, cfg, results, initial, loss_tol, tol, k_tol, min_moved):
+    """The failures of ``results`` (k -> run_config's result; k = 1 first) against
+    the reference replay of k = 1's batches: every step's loss within loss_tol,
+    every trained weight within tol and moved by at least min_moved, and every
+    k's weights within k_tol of k = 1's."""
+    ref_losses, ref_params = reference(model, name, cfg, results[1][2])
+    failures = []
+    for k, (losses, trained, _) in results.items():
+        dl = E.rel_diff(losses, ref_losses)
+        print(f"{name} k={k}: losses {np.round(losses, 6)} ref {np.round(ref_losses, 6)} rel {dl:.2e}")
+        if dl > loss_tol:
+            failures.append(f"{name} k={k}: losses differ from the reference (rel {dl:.2e})")
+        for n, ref in ref_params.items():
+            d = E.rel_diff(trained[n], ref)
+            moved = E.rel_diff(ref, initial[n])
+            print(f"{name} k={k}: {n:<14} rel {d:.2e} (moved {moved:.2e})")
+            if d > tol:
+                failures.append(f"{name} k={k}: {n} after {STEPS} steps differs from the "
+                                f"reference (rel {d:.2e} > {tol})")
+            if moved < min_moved:
+                failures.append(f"{name}: {n} did not move ({moved:.2e})")
+            if k != 1:
+                dk = E.rel_diff(trained[n], results[1][1][n])
+                if dk > k_tol:
+                    failures.append(f"{name}: k={k} and k=1 trained {n} differently "
+                                    f"(rel {dk:.2e} > {k_tol})")
+    return failures
+
+
 def main():
     env = E.parse_args(__doc__.splitlines()[1])
     env.require_tools()
@@ -126,27 +155,8 @@ def main():
             for s in range(STEPS):
                 E.check(np.array_equal(b1[s][0], bk[s][0]) and np.array_equal(b1[s][1], bk[s][1]),
                         f"{name}: k={k} saw a different batch at step {s + 1} than k=1")
-        ref_losses, ref_params = reference(model, name, cfg, results[1][2])
-        for k in (1, 4):
-            losses, trained, _ = results[k]
-            dl = E.rel_diff(losses, ref_losses)
-            print(f"{name} k={k}: losses {np.round(losses, 6)} ref {np.round(ref_losses, 6)} rel {dl:.2e}")
-            if dl > TOL:
-                failures.append(f"{name} k={k}: losses differ from the reference (rel {dl:.2e})")
-            for n, ref in ref_params.items():
-                d = E.rel_diff(trained[n], ref)
-                moved = E.rel_diff(ref, initial[n])
-                print(f"{name} k={k}: {n:<14} rel {d:.2e} (moved {moved:.2e})")
-                if d > TOL:
-                    failures.append(f"{name} k={k}: {n} after {STEPS} steps differs from the "
-                                    f"reference (rel {d:.2e} > {TOL})")
-                if moved < 1e-4:
-                    failures.append(f"{name}: {n} did not move ({moved:.2e})")
-                if k != 1:
-                    dk = E.rel_diff(trained[n], results[1][1][n])
-                    if dk > K_TOL:
-                        failures.append(f"{name}: k={k} and k=1 trained {n} differently "
-                                        f"(rel {dk:.2e} > {K_TOL})")
+        failures += compare_with_reference(name, model, cfg, results, initial, loss_tol=TOL,
+                                           tol=TOL, k_tol=K_TOL, min_moved=1e-4)
     E.check(not failures, "\n  " + "\n  ".join(failures))
 
 
