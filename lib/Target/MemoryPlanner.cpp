@@ -32,6 +32,7 @@
 #include "tofu/runtime/CollectivePieces.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/xxhash.h"
 
@@ -172,17 +173,15 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
 
 namespace {
 
-/// Most bytes of `buffers` live at one moment over lifetimes `life`,
-/// leaving out the new values computed in place (`aliases`: they are in
-/// their parameter's bytes).
-uint64_t liveBound(const std::vector<plan::Buffer> &buffers,
-                   const std::vector<Lifetime> &life,
-                   const std::vector<int32_t> &aliases) {
-  // Sweep over lifetime ends: +bytes at `first`, -bytes after `last`.
+/// Most of `bytesOf(b)` (0: left out) live at one moment over lifetimes
+/// `life`: a sweep over lifetime ends, +bytes at `first`, -bytes after
+/// `last`.
+uint64_t peakLiveBytes(const std::vector<Lifetime> &life,
+                       llvm::function_ref<int64_t(size_t)> bytesOf) {
   std::vector<std::pair<int64_t, int64_t>> events;
-  for (size_t b = 0; b < buffers.size(); ++b) {
-    int64_t bytes = static_cast<int64_t>(buffers[b].bytes);
-    if (bytes == 0 || aliases[b] >= 0) // in its parameter's bytes
+  for (size_t b = 0; b < life.size(); ++b) {
+    int64_t bytes = bytesOf(b);
+    if (bytes == 0)
       continue;
     events.push_back({life[b].first, bytes});
     if (life[b].last != kForever)
@@ -196,6 +195,17 @@ uint64_t liveBound(const std::vector<plan::Buffer> &buffers,
     most = std::max(most, live);
   }
   return static_cast<uint64_t>(most);
+}
+
+/// Most bytes of `buffers` live at one moment over lifetimes `life`,
+/// leaving out the new values computed in place (`aliases`: they are in
+/// their parameter's bytes).
+uint64_t liveBound(const std::vector<plan::Buffer> &buffers,
+                   const std::vector<Lifetime> &life,
+                   const std::vector<int32_t> &aliases) {
+  return peakLiveBytes(life, [&](size_t b) -> int64_t {
+    return aliases[b] >= 0 ? 0 : static_cast<int64_t>(buffers[b].bytes);
+  });
 }
 
 } // namespace
@@ -215,22 +225,9 @@ namespace {
 /// placement of these lifetimes can beat (the search below stops there).
 uint64_t alignedLiveBound(const std::vector<plan::Buffer> &buffers,
                           const std::vector<Lifetime> &life) {
-  std::vector<std::pair<int64_t, int64_t>> events;
-  for (size_t b = 0; b < buffers.size(); ++b) {
-    int64_t bytes = static_cast<int64_t>(alignUp(buffers[b].bytes));
-    if (bytes == 0)
-      continue;
-    events.push_back({life[b].first, bytes});
-    if (life[b].last != kForever)
-      events.push_back({life[b].last + 1, -bytes});
-  }
-  std::sort(events.begin(), events.end());
-  int64_t live = 0, most = 0;
-  for (const auto &[time, delta] : events) {
-    live += delta;
-    most = std::max(most, live);
-  }
-  return static_cast<uint64_t>(most);
+  return peakLiveBytes(life, [&](size_t b) -> int64_t {
+    return static_cast<int64_t>(alignUp(buffers[b].bytes));
+  });
 }
 
 /// First-fit placement of a device's buffers in `order`: each at the lowest
