@@ -122,11 +122,11 @@ uint64_t remoteElements(const Plan &plan, size_t device, const Instr &in) {
     });
     return elements;
   };
-  if (!in.sources || !in.pieces.empty() || !in.sources->index ||
-      in.sources->rank > CollectiveSourceIndex::kMaxRank)
+  const CollectiveSourceIndex *indexed = detail::usableIndex(in);
+  if (!indexed)
     return bySum();
   const CollectiveSources &table = *in.sources;
-  const CollectiveSourceIndex &index = *table.index;
+  const CollectiveSourceIndex &index = *indexed;
   const Box &want = plan.devices[device].buffers[in.dst].region;
   const size_t rank = table.rank;
   uint32_t first[CollectiveSourceIndex::kMaxRank],

@@ -58,6 +58,16 @@ std::shared_ptr<const CollectiveSources>
 makeCollectiveSources(const Plan &plan, std::vector<int32_t> buffers);
 
 namespace detail {
+/// The index of `in`'s source table when its pieces are derived from one
+/// (no explicit pieces) and the table has an index of at most kMaxRank
+/// dimensions; else null.
+inline const CollectiveSourceIndex *usableIndex(const Instr &in) {
+  if (!in.sources || !in.pieces.empty() || !in.sources->index ||
+      in.sources->rank > CollectiveSourceIndex::kMaxRank)
+    return nullptr;
+  return in.sources->index.get();
+}
+
 /// The runs of `index`'s ranges that meet `want` (rank `rank`): per
 /// dimension i, positions [first[i], last[i]) within the dimension. False
 /// when no source meets `want`.
@@ -207,11 +217,11 @@ void forEachPiece(const Plan &plan, size_t device, const Instr &in, Fn &&fn) {
 template <typename CellFn, typename DeviceFn>
 bool forEachSourceCell(const Plan &plan, size_t device, const Instr &in,
                        CellFn &&cellFn, DeviceFn &&deviceFn) {
-  if (!in.sources || !in.pieces.empty() || !in.sources->index ||
-      in.sources->rank > CollectiveSourceIndex::kMaxRank)
+  const CollectiveSourceIndex *indexed = detail::usableIndex(in);
+  if (!indexed)
     return false;
   const CollectiveSources &table = *in.sources;
-  const CollectiveSourceIndex &index = *table.index;
+  const CollectiveSourceIndex &index = *indexed;
   const Box &want = plan.devices[device].buffers[in.dst].region;
   const size_t rank = table.rank;
   uint32_t first[CollectiveSourceIndex::kMaxRank],
