@@ -331,6 +331,32 @@ struct ProgramBuilder {
   }
 };
 
+/// A partitioned IR parsed, materialized and memory-planned; `error` says
+/// what failed (empty: `func` and `plan` are ready).
+struct CompiledIR {
+  explicit CompiledIR(const char *text) {
+    context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
+    module = parseSourceString<ModuleOp>(text, &context);
+    if (!module) {
+      error = "the IR does not parse";
+      return;
+    }
+    func = *module->getOps<func::FuncOp>().begin();
+    auto built = tofu::materialize(func);
+    if (!built) {
+      error = llvm::toString(built.takeError());
+      return;
+    }
+    plan = std::move(*built);
+    tofu::planMemory(plan);
+  }
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp func;
+  tofu::plan::Plan plan;
+  std::string error;
+};
+
 TEST(PredictTranscendentals, EachNodeOncePerIndexItDependsOn) {
   using tofu::plan::BinaryOp;
   using tofu::plan::Function;
@@ -370,20 +396,16 @@ TEST(PredictTranscendentals, EachNodeOncePerIndexItDependsOn) {
 TEST(PredictTranscendentals, TanhCostsTranscendentalFlops) {
   // One device, Y = Tanh(X) on 1000 floats: 1000 FLOPs plus one tanh per
   // element at 9 FLOPs each, at 1e9 FLOP/s (the 8000 bytes take 8e-6 s).
-  MLIRContext context;
-  context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
-  auto module = parseSourceString<ModuleOp>(R"mlir(
+  CompiledIR ir(R"mlir(
 func.func @main() attributes {tofu.grid = array<i64: 1>} {
   %x = tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[]>]} : tensor<1000xf32>
   %y = tofu.compute "Tanh"(%x) {attrs = {}, name = "t", tofu.plan = [#tofu.strategy<split 0 dim 0>], tofu.tilings = [#tofu.tiling<[]>]} : (tensor<1000xf32>) -> tensor<1000xf32>
   return
 }
-)mlir", &context);
-  ASSERT_TRUE(module);
-  auto func = *module->getOps<func::FuncOp>().begin();
-  auto plan = tofu::materialize(func);
-  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
-  tofu::planMemory(*plan);
+)mlir");
+  ASSERT_TRUE(ir.error.empty()) << ir.error;
+  auto &func = ir.func;
+  auto *plan = &ir.plan;
   tofu::DeviceModel device = roundDevice();
   device.transcendentalFlops = 9;
   auto p = tofu::predictStep(func, *plan, device, {});
@@ -401,21 +423,17 @@ TEST(PredictThreads, OneVirtualDeviceRunsASmallGemmOnOneThread) {
   // FLOPs Blas.cpp splits): alone on a 2-thread shared host it gets half
   // the GEMM rate; on 2 virtual devices (PredictGemm) the other device's
   // work runs beside it, so the rate is the whole host's.
-  MLIRContext context;
-  context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
-  auto module = parseSourceString<ModuleOp>(R"mlir(
+  CompiledIR ir(R"mlir(
 func.func @main() attributes {tofu.grid = array<i64: 1>} {
   %w = tofu.param "w" {tofu.tilings = [#tofu.tiling<[]>], value = dense<1.0> : tensor<8x6xf32>} : tensor<8x6xf32>
   %x = tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[]>]} : tensor<4x8xf32>
   %y = tofu.compute "Gemm"(%x, %w) {attrs = {}, name = "mm", tofu.plan = [#tofu.strategy<split 0 dim 0>], tofu.tilings = [#tofu.tiling<[]>]} : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
   return
 }
-)mlir", &context);
-  ASSERT_TRUE(module);
-  auto func = *module->getOps<func::FuncOp>().begin();
-  auto plan = tofu::materialize(func);
-  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
-  tofu::planMemory(*plan);
+)mlir");
+  ASSERT_TRUE(ir.error.empty()) << ir.error;
+  auto &func = ir.func;
+  auto *plan = &ir.plan;
   tofu::DeviceModel device = roundDevice();
   device.sharedHost = true;
   const double busy = 2.0 * 4 * 6 * 8 / (1e9 * (4.0 / 5) * (6.0 / 7) * (8.0 / 9));
