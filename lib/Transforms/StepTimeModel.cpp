@@ -261,17 +261,17 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
     flops += work.transcendentals * work.outputElements * fraction *
              device.transcendentalFlops;
   double busy = flops / rate;
-  if (work.kind != OpClass::Contraction && !work.kernel.empty())
-    if (const DeviceModel::KernelCost *cost =
-            device.kernelCost(work.kernel)
-                ? device.kernelCost(work.kernel)
-                // A description without the training-mode cost: the
-                // kernel's other one.
-                : device.kernelCost(work.kernel.split('.').first)) {
-      const double elements = work.largestElements * fraction;
-      busy = elements * cost->secondsPerElement(elements) +
-             work.rows * fraction * cost->rowSeconds;
-    }
+  const DeviceModel::KernelCost *cost = nullptr;
+  if (work.kind != OpClass::Contraction && !work.kernel.empty()) {
+    cost = device.kernelCost(work.kernel);
+    if (!cost) // a description without the training-mode cost: the other
+      cost = device.kernelCost(work.kernel.split('.').first);
+  }
+  if (cost) {
+    const double elements = work.largestElements * fraction;
+    busy = elements * cost->secondsPerElement(elements) +
+           work.rows * fraction * cost->rowSeconds;
+  }
   double traffic = memorySeconds(bytes);
   double packing = 0;
   if (work.levelsKnown()) {
