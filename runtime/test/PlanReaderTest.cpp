@@ -554,6 +554,41 @@ TEST(PlanCollectives, DerivedPiecesRoundTrip) {
   EXPECT_EQ(again, bytes);
 }
 
+/// hasUnexpandedCollectives asks whether some collective lacks the pieces its
+/// table gives it, not whether its list is empty: a Fetch into a buffer of
+/// no elements (tofuc's one-device plans have dozens) derives none, and a
+/// plan whose only such collective is that one is expanded. Run 15 on an
+/// H200 had the CUDA executor refuse every tofuc plan with collectives
+/// because the test was the latter.
+TEST(PlanCollectives, ACollectiveThatDerivesNoPieceIsExpanded) {
+  Plan plan = makeTwoDevicePlan();
+  ASSERT_FALSE(hasUnexpandedCollectives(plan)); // explicit pieces only
+  // Device 0 fetches labels into an empty buffer of the label tensor.
+  Buffer none = plan.devices[0].buffers[kBufL];
+  none.region = Box{{2}, {2}};
+  none.bytes = 0;
+  none.owned = false;
+  const int32_t noneId = static_cast<int32_t>(plan.devices[0].buffers.size());
+  plan.devices[0].buffers.push_back(none);
+  Instr fetch;
+  fetch.kind = Instr::Kind::Fetch;
+  fetch.seq = 2;
+  fetch.dst = noneId;
+  fetch.sources = makeCollectiveSources(plan, {kBufL, kBufL});
+  ASSERT_TRUE(derivePieces(plan, 0, fetch).empty());
+  plan.devices[0].instrs.push_back(fetch);
+  EXPECT_FALSE(hasUnexpandedCollectives(plan));
+  EXPECT_EQ(expandedCopy(plan), nullptr);
+  // The same table into the whole label buffer derives pieces: unexpanded
+  // until expandCollectives fills them.
+  fetch.dst = kBufLFull;
+  plan.devices[0].instrs.push_back(fetch);
+  EXPECT_TRUE(hasUnexpandedCollectives(plan));
+  expandCollectives(plan);
+  EXPECT_FALSE(hasUnexpandedCollectives(plan));
+  EXPECT_EQ(plan.devices[0].instrs.back().pieces.size(), 2u);
+}
+
 /// A fetch stops at the first source that holds its whole region (the
 /// device's own first): the same rule as materialize's explicit pieces.
 TEST(PlanCollectives, FetchStopsAtAWholeSource) {

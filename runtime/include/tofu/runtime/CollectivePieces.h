@@ -276,10 +276,12 @@ std::vector<Piece> derivePieces(const Plan &plan, size_t device,
 /// stay, so writePlan still writes the compact form.
 void expandCollectives(Plan &plan);
 
-/// True when some Fetch/Reduce names a source table but lists no pieces
-/// (a plan as tofuc's materialize makes it, or read with
-/// ReadOptions::expandCollectives off): code that reads `pieces` directly
-/// would see none. The executors expand or refuse such a plan.
+/// True when some Fetch/Reduce names a source table but lists none of the
+/// pieces the table gives it (a plan as tofuc's materialize makes it, or
+/// read with ReadOptions::expandCollectives off): code that reads `pieces`
+/// directly would see none. A collective that derives no piece (its
+/// destination has no element any source holds) is expanded as it is. The
+/// executors expand or refuse a plan for which this is true.
 bool hasUnexpandedCollectives(const Plan &plan);
 
 /// A copy of `plan` with its collectives expanded when it has unexpanded
