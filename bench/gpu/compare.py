@@ -158,12 +158,15 @@ def main():
         nolt = load(os.path.join(args.outdir, "runs", name + ".nolt.json"))
         if isinstance(nolt, dict):
             separate = losses(nolt)[:steps]
+            # The same rule as the plan's own run: a chaotic model's
+            # separate-call losses are held to step 1 only.
+            compared = 1 if row.get("chaotic") else len(want)
             row["no_lt"] = {
                 "gpu_losses": separate,
                 "gpu_step_seconds": step_seconds(nolt, steps),
                 "losses_match": bool(separate) and len(separate) == len(want) and all(
                     g is not None and abs(g - w) <= atol + rtol * abs(w)
-                    for g, w in zip(separate, want))}
+                    for g, w in list(zip(separate, want))[:compared])}
         row["gpu_step_seconds"] = step_seconds(run, steps)
         row["cpu_step_seconds"] = step_seconds(ref, 1)
         dump = load(os.path.join(args.outdir, "runs", name + ".dump.json"))
@@ -279,7 +282,8 @@ def main():
             lines.append(
                 f"| {p['name']} | {fmt(p['gpu_step_seconds'] and p['gpu_step_seconds'] * 1e3)} "
                 f"| {fmt(n['gpu_step_seconds'] and n['gpu_step_seconds'] * 1e3)} "
-                f"| {'yes' if n['losses_match'] else 'NO'} |")
+                f"| {'yes' if n['losses_match'] else 'NO'}"
+                f"{' (step 1: chaotic)' if p.get('chaotic') else ''} |")
     if gemm_summary:
         lines += ["", "## cuBLAS alone against the same GEMMs inside the step (k = 1)", "",
                   "in step: --trace (events around each instruction, eager issue, median "
