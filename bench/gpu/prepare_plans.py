@@ -201,6 +201,37 @@ def round_weights_bf16(onnx):
     O.save(model, onnx)
 
 
+def model_names():
+    """Every model of the bundle, in its order: the examples, the real
+    models, the float64 twins."""
+    return list(EXAMPLES) + list(REAL_MODELS) + [m + "-f64" for m in FLOAT64_MODELS]
+
+
+def model_onnx(name, folder):
+    """Writes model ``name`` of model_names() into ``folder`` as the bundle
+    compiles it; (onnx path, data folder or None, tofuc flags). The MLP is the
+    committed examples/mlp/mlp.onnx (not in ``folder``)."""
+    base = name[:-4] if name.endswith("-f64") else name
+    if name not in EXAMPLES:
+        return export_real_model(base, folder, float64=name != base)
+    gen = EXAMPLES[name]
+    onnx = os.path.join(ROOT, "examples", name, name + ".onnx")
+    if gen == "wresnet":
+        onnx = os.path.join(folder, name + ".onnx")
+        make_small_wresnet(onnx)
+        if name.endswith("-f64"):
+            run([sys.executable, os.path.join(ROOT, "bench", "to_float64.py"), onnx,
+                 onnx], os.path.join(folder, name + ".f64.log"))
+    elif gen:
+        onnx = os.path.join(folder, name + ".onnx")
+        script, *gen_args = gen.split()
+        run([sys.executable, os.path.join(ROOT, "examples", script), *gen_args,
+             "-o", onnx], os.path.join(folder, name + ".gen.log"))
+    if name in BF16_WEIGHTS:
+        round_weights_bf16(onnx)
+    return onnx, None, EXAMPLE_FLAGS.get(name, [])
+
+
 def cpu_dump(bin_dir, plan, folder, data_flags, log):
     """The CPU backend's --dump of step 1 into ``folder``."""
     import shutil
@@ -254,31 +285,12 @@ def main():
     os.makedirs(plans, exist_ok=True)
     wanted = set(filter(None, args.models.split(",")))
     index = []
-    for name in list(EXAMPLES) + list(REAL_MODELS) + [m + "-f64" for m in FLOAT64_MODELS]:
+    for name in model_names():
         if wanted and name not in wanted:
             continue
         base = name[:-4] if name.endswith("-f64") else name
         print(f"prepare_plans: {name}", flush=True)
-        flags, data = [], None
-        if name in EXAMPLES:
-            gen = EXAMPLES[name]
-            onnx = os.path.join(ROOT, "examples", name, name + ".onnx")
-            if gen == "wresnet":
-                onnx = os.path.join(plans, name + ".onnx")
-                make_small_wresnet(onnx)
-                if name.endswith("-f64"):
-                    run([sys.executable, os.path.join(ROOT, "bench", "to_float64.py"), onnx,
-                         onnx], os.path.join(plans, name + ".f64.log"))
-            elif gen:
-                onnx = os.path.join(plans, name + ".onnx")
-                script, *gen_args = gen.split()
-                run([sys.executable, os.path.join(ROOT, "examples", script), *gen_args,
-                     "-o", onnx], os.path.join(plans, name + ".gen.log"))
-            if name in BF16_WEIGHTS:
-                round_weights_bf16(onnx)
-            flags = EXAMPLE_FLAGS.get(name, [])
-        else:
-            onnx, data, flags = export_real_model(base, plans, float64=name != base)
+        onnx, data, flags = model_onnx(name, plans)
         data_flags = ["--data", data] if data else []
         dumps = {}
         for k in EXAMPLE_KS.get(name, KS):
