@@ -7,7 +7,12 @@ does not change it), runs ``tofu-run --steps N --report`` and compares
 ``predicted.step_seconds`` with the median measured step (step 1, the
 warm-up, left out). The built-in ``cpu`` description's prediction is shown
 beside it. The load average is recorded before every run: the numbers mean
-little when the machine is busy.
+little when the machine is busy. With ``--rounds R`` the whole of it
+(calibration, then every row) runs R times, interleaved, and each row
+compares the median of its R predictions with the median of its R measured
+medians: this machine's speed moves by up to 2x from minute to minute
+(bench/simulate.md), so one calibration and one measurement minutes apart
+may see two different machines.
 
     /usr/bin/python3 bench/simulate.py --build build --work /tmp/simulate --steps 20
 
@@ -90,6 +95,11 @@ def main():
     parser.add_argument("--extra", action="append", default=[],
                         help="NAME=PATH: another ONNX model (e.g. one that "
                              "bench/cpu_step_vs_torch.py --keep DIR kept)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="calibrate and measure every row this many times, "
+                             "interleaved, and compare the median prediction "
+                             "with the median measurement (this machine's speed "
+                             "moves by up to 2x from minute to minute)")
     parser.add_argument("--per-kernel", action="store_true",
                         help="also trace each plan (tofu-run --trace, 4 steps) "
                              "and print, per row, the kernels whose predicted "
@@ -102,13 +112,8 @@ def main():
     tofuc = os.path.join(build, "bin", "tofuc")
     tofu_run = os.path.join(build, "bin", "tofu-run")
     os.makedirs(args.work, exist_ok=True)
-    device = os.path.join(args.work, "calibrated.json")
-    print(f"load average before calibrating: {load_average()}", file=sys.stderr)
-    cal = run([tofu_run, "--calibrate", device])
-    print(cal.stderr, file=sys.stderr, end="")
-
-    rows, misses = [], []
     names = [n for n in args.models.split(",") if n] + [e.split("=", 1)[0] for e in args.extra]
+    paths = {}
     for name in names:
         generator, path = MODELS[name]
         if generator:
@@ -117,40 +122,71 @@ def main():
                 run(generator + ["-o", path])
         else:
             path = os.path.join(ROOT, path)
-        for k in [int(x) for x in args.k.split(",")]:
-            plan = os.path.join(args.work, f"{name}-k{k}.bin")
-            dump = json.loads(run([tofuc, path, "--gpus", str(k), "--lr", "0.01",
-                                   "--device", device, "--dump-plan=json",
-                                   "-o", plan]).stdout)
-            builtin = json.loads(run([tofuc, path, "--gpus", str(k), "--lr", "0.01",
-                                      "--device", "cpu", "--dump-plan=json"]).stdout)
-            report = os.path.join(args.work, f"{name}-k{k}.json")
-            load = load_average()
-            env = dict(os.environ, TOFU_LOG_INTERPRETED="1")
-            result = run([tofu_run, plan, "--steps", str(args.steps), "--report",
-                          report, "--quiet"], env=env)
-            interpreted = sum(1 for line in result.stderr.splitlines()
-                              if "interpret" in line)
-            with open(report) as f:
-                steps = [s["seconds"] for s in json.load(f)["steps"]]
-            measured = statistics.median(steps[1:] if len(steps) > 1 else steps)
-            predicted = dump["predicted"]["step_seconds"]
-            if args.per_kernel:
-                misses.append((name, k, kernel_misses(tofu_run, plan, dump, args.work)))
-            rows.append((name, k, dump["batch_size"], dump["comm_bytes"], predicted,
-                         builtin["predicted"]["step_seconds"], measured,
-                         predicted / measured, load, interpreted))
-            print(f"{name} k={k}: predicted {predicted * 1e3:.2f} ms, measured "
-                  f"{measured * 1e3:.2f} ms (load {load})", file=sys.stderr)
+        paths[name] = path
+    ks = [int(x) for x in args.k.split(",")]
 
+    # Round r: calibrate, then predict and measure every row. Rows of a
+    # round follow their calibration by seconds to minutes; several rounds
+    # spread each row's measurements over the run.
+    by_row, misses = {}, []
+    for r in range(args.rounds):
+        device = os.path.join(args.work, "calibrated.json" if r == 0
+                              else f"calibrated-{r}.json")
+        print(f"round {r + 1}: load average before calibrating: {load_average()}",
+              file=sys.stderr)
+        cal = run([tofu_run, "--calibrate", device])
+        print(cal.stderr, file=sys.stderr, end="")
+        for name in names:
+            for k in ks:
+                plan = os.path.join(args.work, f"{name}-k{k}.bin")
+                dump = json.loads(run([tofuc, paths[name], "--gpus", str(k), "--lr", "0.01",
+                                       "--device", device, "--dump-plan=json",
+                                       "-o", plan]).stdout)
+                row = by_row.setdefault((name, k), {"batch": dump["batch_size"],
+                                                    "comm": dump["comm_bytes"],
+                                                    "predicted": [], "measured": [],
+                                                    "load": [], "interpreted": 0})
+                if r == 0:
+                    row["builtin"] = json.loads(run(
+                        [tofuc, paths[name], "--gpus", str(k), "--lr", "0.01", "--device",
+                         "cpu", "--dump-plan=json"]).stdout)["predicted"]["step_seconds"]
+                report = os.path.join(args.work, f"{name}-k{k}.json")
+                load = load_average()
+                env = dict(os.environ, TOFU_LOG_INTERPRETED="1")
+                result = run([tofu_run, plan, "--steps", str(args.steps), "--report",
+                              report, "--quiet"], env=env)
+                row["interpreted"] = max(row["interpreted"], sum(
+                    1 for line in result.stderr.splitlines() if "interpret" in line))
+                with open(report) as f:
+                    steps = [s["seconds"] for s in json.load(f)["steps"]]
+                measured = statistics.median(steps[1:] if len(steps) > 1 else steps)
+                predicted = dump["predicted"]["step_seconds"]
+                row["predicted"].append(predicted)
+                row["measured"].append(measured)
+                row["load"].append(load)
+                if args.per_kernel and r == args.rounds - 1:
+                    misses.append((name, k, kernel_misses(tofu_run, plan, dump, args.work)))
+                print(f"round {r + 1}: {name} k={k}: predicted {predicted * 1e3:.2f} ms, "
+                      f"measured {measured * 1e3:.2f} ms (load {load})", file=sys.stderr)
+
+    rounds = args.rounds > 1
     print("| model | k | batch | comm bytes | predicted (calibrated) | predicted "
-          "(built-in cpu) | measured median | predicted / measured | load before "
-          "| interpreted ops |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for (name, k, batch, comm, pred, builtin, meas, ratio, load, interp) in rows:
-        print(f"| {name} | {k} | {batch} | {comm} | {pred * 1e3:.2f} ms | "
-              f"{builtin * 1e3:.2f} ms | {meas * 1e3:.2f} ms | {ratio:.2f} | {load} "
-              f"| {interp} |")
+          "(built-in cpu) | measured median | predicted / measured |"
+          + (" each round |" if rounds else "") + " load before | interpreted ops |")
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if rounds else "") + "---|---|")
+    within = 0
+    for (name, k), row in by_row.items():
+        # Over rounds: the median prediction against the median measurement.
+        pred = statistics.median(row["predicted"])
+        meas = statistics.median(row["measured"])
+        within += abs(pred / meas - 1) <= 0.25
+        each = " ".join(f"{p / m:.2f}" for p, m in zip(row["predicted"], row["measured"]))
+        load = " ".join(f"{x}" for x in row["load"])
+        print(f"| {name} | {k} | {row['batch']} | {row['comm']} | {pred * 1e3:.2f} ms | "
+              f"{row['builtin'] * 1e3:.2f} ms | {meas * 1e3:.2f} ms | {pred / meas:.2f} |"
+              + (f" {each} |" if rounds else "") + f" {load} | {row['interpreted']} |")
+    print(f"\n{within} of {len(by_row)} rows within 25%"
+          + (f" (medians over {args.rounds} rounds)" if rounds else ""))
     if misses:
         print()
         print("| model | k | traced kernels | predicted compute + copies | "
