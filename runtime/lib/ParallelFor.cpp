@@ -7,10 +7,25 @@
 // the caller and the workers then claim tasks one at a time, and the caller
 // waits (spinning briefly, then sleeping) for the claimed ones to finish.
 //
+// Where the process may run on more CPUs than the pool has threads, the
+// thread that starts the pool (tofu-run's main thread) is pinned to the
+// first allowed CPU and worker w to the (w + 2)-th. Left to the scheduler,
+// a worker woken by the main thread was often placed on the main thread's
+// CPU and stayed there for about 100 ms: transformer_encoder at k = 4 ran
+// its first 10 steps concurrently at 8-10 ms, then 5 ms once a worker had
+// moved, and `--cpu-schedule auto`, which decides on steps 2-7, kept the
+// in-order schedule (bench/simulate.md). setThreadPinning(false) (tofu-run
+// with one process per device, or TOFU_NO_PIN=1) leaves the threads to the
+// scheduler.
+//
 //===----------------------------------------------------------------------===//
 #include "ParallelFor.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -70,11 +85,39 @@ struct Ticket {
   static uint64_t next(uint64_t t) { return t & 0xffff; }
 };
 
+/// Pins `thread` to `cpu`; false when the system refuses.
+bool pinToCpu(pthread_t thread, int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return pthread_setaffinity_np(thread, sizeof(one), &one) == 0;
+}
+
+/// Whether the pool, when it starts, pins its threads (setThreadPinning).
+std::atomic<bool> pinningWanted{true};
+/// The CPUs the pool pinned its threads to: the starting thread's first
+/// (empty when it did not pin). Written once, before the pool is published.
+std::vector<int> pinnedCpus;
+
 class WorkerPool {
 public:
   explicit WorkerPool(unsigned workers) {
-    for (unsigned w = 0; w < workers; ++w)
-      std::thread([this] { work(); }).detach();
+    std::vector<int> cpus;
+    cpu_set_t allowed;
+    if (workers > 0 && pinningWanted.load() && !std::getenv("TOFU_NO_PIN") &&
+        sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+      for (int c = 0; c < CPU_SETSIZE && cpus.size() <= workers; ++c)
+        if (CPU_ISSET(c, &allowed))
+          cpus.push_back(c);
+    const bool pin = cpus.size() > workers && pinToCpu(pthread_self(), cpus[0]);
+    if (pin)
+      pinnedCpus.push_back(cpus[0]);
+    for (unsigned w = 0; w < workers; ++w) {
+      std::thread thread([this] { work(); });
+      if (pin && pinToCpu(thread.native_handle(), cpus[w + 1]))
+        pinnedCpus.push_back(cpus[w + 1]);
+      thread.detach();
+    }
   }
 
   /// Runs task(0..count-1); false (nothing run) when the pool is in use.
@@ -164,7 +207,21 @@ private:
   bool callerSleeping = false;       ///< under `mutex`
 };
 
+/// The one pool, started on first use. Leaked on purpose: detached workers
+/// may still be parked at exit.
+WorkerPool &thePool() {
+  static WorkerPool *pool = new WorkerPool(parallelThreads() - 1);
+  return *pool;
+}
+
 } // namespace
+
+void tofu::runtime::setThreadPinning(bool pin) { pinningWanted.store(pin); }
+
+std::vector<int> tofu::runtime::poolPinnedCpus() {
+  thePool();
+  return pinnedCpus;
+}
 
 unsigned tofu::runtime::parallelThreads() {
   static const unsigned threads =
@@ -174,9 +231,7 @@ unsigned tofu::runtime::parallelThreads() {
 
 void tofu::runtime::runOnPool(unsigned count,
                               const std::function<void(unsigned)> &task) {
-  // Leaked on purpose: detached workers may still be parked at exit.
-  static WorkerPool *pool = new WorkerPool(parallelThreads() - 1);
-  if (count > 1 && !inPoolTask && pool->run(count, task))
+  if (count > 1 && !inPoolTask && thePool().run(count, task))
     return;
   for (unsigned t = 0; t < count; ++t)
     task(t);

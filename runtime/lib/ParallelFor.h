@@ -16,12 +16,24 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace tofu::runtime {
 
 /// The number of threads a parallelFor may use: the machine's hardware
 /// threads, at most 16.
 unsigned parallelThreads();
+
+/// Whether the worker pool pins its threads to distinct CPUs when it starts
+/// (ParallelFor.cpp; the default, where the process may use more CPUs than
+/// the pool has threads): call before the first runOnPool/parallelFor.
+/// tofu-run turns it off with one process per device, whose processes
+/// would otherwise all pin their main threads to the same CPU.
+void setThreadPinning(bool pin);
+
+/// The CPUs the pool pinned its threads to, the starting thread's first
+/// (empty when it did not pin); starts the pool.
+std::vector<int> poolPinnedCpus();
 
 /// Runs `task(t)` for every t in [0, count) concurrently on the calling
 /// thread and the process's worker pool (each thread claims the next task

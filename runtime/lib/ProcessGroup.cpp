@@ -1,6 +1,7 @@
 //===- ProcessGroup.cpp - One process per device: launch and gathers ------===//
 
 #include "tofu/runtime/ProcessGroup.h"
+#include "ParallelFor.h"
 
 #include <cerrno>
 #include <csignal>
@@ -102,6 +103,11 @@ ProcessGroup::~ProcessGroup() {
 
 std::string ProcessGroup::start(int &argc, char **&argv,
                                 double timeoutSeconds) {
+  // One process per device: the processes share the host's CPUs, and each
+  // pinning its threads to the first allowed ones would stack them there
+  // (ParallelFor.h).
+  if (mpiLaunchVariable() || env("RANK") || env("WORLD_SIZE"))
+    setThreadPinning(false);
   if (const char *var = mpiLaunchVariable()) {
     launchedBy = "mpirun";
 #ifdef TOFU_HAVE_MPI
