@@ -156,7 +156,7 @@ private:
                    int32_t tensor, llvm::ArrayRef<int64_t> candidates,
                    llvm::function_ref<int32_t(int64_t)> sourceOf,
                    llvm::function_ref<tdl::Box(int64_t)> boxOf, bool reduce,
-                   int64_t seq, StringRef opName);
+                   int64_t seq, const plan::SharedName &opName);
   /// Fills buffer `dst` on `device` from the collective whose sources are
   /// `sources` (plan::CollectiveSources): the pieces are derived from the
   /// table (plan::forEachPiece), which gives the ones addAssembly would list
@@ -165,14 +165,15 @@ private:
   void addCollective(int64_t device, int32_t dst,
                      std::shared_ptr<const plan::CollectiveSources> sources,
                      int32_t tensor, bool reduce, int64_t seq,
-                     StringRef opName);
+                     const plan::SharedName &opName);
   /// The source table of `tensor`'s owned tiles (made on first use, shared
   /// by every fetch from them).
   std::shared_ptr<const plan::CollectiveSources> ownedSources(int32_t tensor);
   /// Fills buffer `dst` on `device`, holding `region` of `tensor`, from the
   /// owned tiles of `tensor` on the devices whose tile meets it.
   void addFetchFromOwners(int64_t device, int32_t dst, const tdl::Box &region,
-                          int32_t tensor, int64_t seq, StringRef opName);
+                          int32_t tensor, int64_t seq,
+                          const plan::SharedName &opName);
   tdl::Box ownedRegion(int32_t tensor, int64_t device) const;
   /// True when `box` is `device`'s owned tile of `tensor` (ownedRegion's
   /// box, which its owned buffer holds), computed from the tiling's cuts
@@ -210,12 +211,12 @@ Materializer::ownedSources(int32_t tensor) {
 void Materializer::addCollective(
     int64_t device, int32_t dst,
     std::shared_ptr<const plan::CollectiveSources> sources, int32_t tensor,
-    bool reduce, int64_t seq, StringRef opName) {
+    bool reduce, int64_t seq, const plan::SharedName &opName) {
   plan::Instr instr;
   instr.kind = reduce ? plan::Instr::Kind::Reduce : plan::Instr::Kind::Fetch;
   instr.seq = seq;
   instr.dst = dst;
-  instr.op = opName.str();
+  instr.op = opName;
   instr.sources = std::move(sources);
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
   result.devices[device].instrs.push_back(std::move(instr));
@@ -269,12 +270,13 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
                                llvm::ArrayRef<int64_t> candidates,
                                llvm::function_ref<int32_t(int64_t)> sourceOf,
                                llvm::function_ref<tdl::Box(int64_t)> boxOf,
-                               bool reduce, int64_t seq, StringRef opName) {
+                               bool reduce, int64_t seq,
+                               const plan::SharedName &opName) {
   plan::Instr instr;
   instr.kind = reduce ? plan::Instr::Kind::Reduce : plan::Instr::Kind::Fetch;
   instr.seq = seq;
   instr.dst = dst;
-  instr.op = opName.str();
+  instr.op = opName;
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
   // The device's own data first, then the others in device order.
   std::vector<int64_t> order;
@@ -306,7 +308,8 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
 
 void Materializer::addFetchFromOwners(int64_t device, int32_t dst,
                                       const tdl::Box &region, int32_t tensor,
-                                      int64_t seq, StringRef opName) {
+                                      int64_t seq,
+                                      const plan::SharedName &opName) {
   if (!options.explicitPieces) {
     addCollective(device, dst, ownedSources(tensor), tensor, /*reduce=*/false,
                   seq, opName);
@@ -536,8 +539,9 @@ llvm::Error Materializer::addOutput(
   else if (!programs.empty())
     spec->programs.push_back(programs[output]);
   std::shared_ptr<const plan::OpSpec> sharedSpec = std::move(spec);
-  std::string kernel = op.getSpec().str();
-  std::string opName = op.getName().str();
+  // One name for every device's instructions of this output.
+  plan::SharedName kernel = op.getSpec().str();
+  plan::SharedName opName = op.getName().str();
 
   std::vector<int32_t> produced(k);
   std::vector<tdl::Box> producedBoxes(k);
@@ -569,7 +573,7 @@ llvm::Error Materializer::addOutput(
         continue;
       }
       int32_t local = addBuffer(d, tensor, *needed[i], false);
-      addFetchFromOwners(d, local, *needed[i], tensor, seq, op.getName());
+      addFetchFromOwners(d, local, *needed[i], tensor, seq, opName);
       compute.inputs.push_back(local);
     }
     producedBoxes[d] = shares[d].outputBox;
@@ -596,14 +600,14 @@ llvm::Error Materializer::addOutput(
     if (produced[d] >= 0 && outputCoveredLocally(shares[d], owned)) {
       int64_t self[] = {d};
       addAssembly(d, ownedBuffer[d][out], owned, out, self, producedOf,
-                  producedBoxOf, /*reduce=*/false, seq + 2, op.getName());
+                  producedBoxOf, /*reduce=*/false, seq + 2, opName);
       continue;
     }
     if (!options.explicitPieces) {
       if (!producedSources)
         producedSources = plan::makeCollectiveSources(result, produced);
       addCollective(d, ownedBuffer[d][out], producedSources, out,
-                    /*reduce=*/shares[d].partial, seq + 2, op.getName());
+                    /*reduce=*/shares[d].partial, seq + 2, opName);
       continue;
     }
     // The devices whose produced box (their share's output box) meets the
@@ -612,16 +616,17 @@ llvm::Error Materializer::addOutput(
         devicesMeeting(grid, outputWhole, producedCuts, owned);
     addAssembly(d, ownedBuffer[d][out], owned, out, producers, producedOf,
                 producedBoxOf, /*reduce=*/shares[d].partial, seq + 2,
-                op.getName());
+                opName);
   }
   return llvm::Error::success();
 }
 
 void Materializer::addParamUpdates(int64_t seq) {
+  const plan::SharedName opName = "param-update";
   for (auto [param, updated] : result.paramUpdates)
     for (int64_t d = 0; d < k; ++d)
       addFetchFromOwners(d, ownedBuffer[d][param], ownedRegion(param, d),
-                         updated, seq, "param-update");
+                         updated, seq, opName);
 }
 
 llvm::Expected<plan::Plan> Materializer::run() {

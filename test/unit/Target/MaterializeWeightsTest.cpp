@@ -4,7 +4,8 @@
 // whose tile is one contiguous run of the parameter's value at those bytes
 // and copies the others: every buffer's initial contents must equal the
 // copying materialize's, the borrowed ones exactly the contiguous tiles, and
-// the written plan.bin must be byte-identical.
+// the written plan.bin must be byte-identical. Every device's instructions
+// of one op share the op's name and kernel name (plan::SharedName).
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Dialect/TdlInstance.h"
@@ -120,6 +121,38 @@ TEST(MaterializeWeights, BorrowsContiguousTilesAndCopiesTheOthers) {
   ASSERT_EQ(tofu::plan::writePlanBytes(*copied, a), "");
   ASSERT_EQ(tofu::plan::writePlanBytes(*borrowed, b), "");
   EXPECT_EQ(a, b);
+}
+
+/// The instructions of one op on every device share one op name and one
+/// kernel name (plan::SharedName): at k = 1024 a string per instruction
+/// was a tenth of tofuc's memory (bench/compile_scale.md).
+TEST(MaterializeNames, EveryDeviceSharesTheOpsNames) {
+  MLIRContext context;
+  context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
+  auto module = parseSourceString<ModuleOp>(ir(), &context);
+  ASSERT_TRUE(module) << "the hand-written IR does not parse";
+  auto plan = tofu::materialize(*module->getOps<func::FuncOp>().begin());
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  ASSERT_EQ(plan->devices.size(), 4u);
+  std::map<std::string, tofu::plan::SharedName> ops, kernels;
+  std::map<std::string, int> computes;
+  for (const auto &device : plan->devices)
+    for (const auto &instr : device.instrs) {
+      ASSERT_FALSE(instr.op.empty());
+      auto op = ops.emplace(instr.op.str(), instr.op).first;
+      EXPECT_TRUE(op->second.sharesWith(instr.op)) << instr.op;
+      if (instr.kind != tofu::plan::Instr::Kind::Compute)
+        continue;
+      ++computes[instr.op];
+      // One kernel name per op output (ra, rb and rc each have their own
+      // "Relu").
+      EXPECT_EQ(instr.kernel, "Relu");
+      auto kernel = kernels.emplace(instr.op.str(), instr.kernel).first;
+      EXPECT_TRUE(kernel->second.sharesWith(instr.kernel))
+          << instr.op << " " << instr.kernel;
+    }
+  EXPECT_EQ(computes, (std::map<std::string, int>{{"ra", 4}, {"rb", 4},
+                                                  {"rc", 4}}));
 }
 
 } // namespace
