@@ -183,10 +183,36 @@ private:
   bool isOwnedRegion(int32_t tensor, int64_t device,
                      const tdl::Box &box) const;
 
+  /// Makes room for one more record in a device's `records` (its
+  /// instructions or buffers) before a push_back. Doubling left up to half
+  /// of every device's two vectors unused: ~3.6 GB of address space for
+  /// GPT-3 at k = 1024 (bench/compile_scale.md). Instead a full vector
+  /// grows to the size the ops materialized so far predict for the whole
+  /// program (plus 5%), at least by a quarter and at most twice (amortized
+  /// O(1) per record as with doubling). `before` records were there before
+  /// the first op (a device's owned buffers).
+  template <typename T>
+  void reserveOneMore(std::vector<T> &records, size_t before = 0) const {
+    size_t size = records.size();
+    if (size < records.capacity())
+      return;
+    size_t least = size + size / 4 + 16, most = 2 * size + 16;
+    size_t predicted = most;
+    if (opsDone > 0 && size >= before)
+      predicted = before + static_cast<size_t>(
+                               static_cast<double>(size - before) * 1.05 *
+                               static_cast<double>(numOps) /
+                               static_cast<double>(opsDone));
+    records.reserve(std::clamp(predicted, least, most));
+  }
+
   func::FuncOp func;
   const MaterializeOptions &options;
   DeviceGrid grid;
   int64_t k = 1;
+  /// Steps of the program (the compute ops, then the parameter updates)
+  /// and those materialized so far, for reserveOneMore.
+  size_t numOps = 1, opsDone = 0;
   plan::Plan result;
   llvm::DenseMap<Value, int32_t> tensorOf;
   std::vector<TilingAttr> tilings;               // per tensor
@@ -219,6 +245,7 @@ void Materializer::addCollective(
   instr.op = opName;
   instr.sources = std::move(sources);
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
+  reserveOneMore(result.devices[device].instrs);
   result.devices[device].instrs.push_back(std::move(instr));
   result.devices[device].commBytes +=
       plan::remoteElements(result, device,
@@ -261,6 +288,7 @@ int32_t Materializer::addBuffer(int64_t device, int32_t tensor,
   buffer.bytes =
       numElements(region) * plan::dtypeSize(result.tensors[tensor].dtype);
   auto &buffers = result.devices[device].buffers;
+  reserveOneMore(buffers, result.tensors.size());
   buffers.push_back(std::move(buffer));
   return static_cast<int32_t>(buffers.size() - 1);
 }
@@ -303,6 +331,7 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
     if (!reduce && contains(box, region))
       break;
   }
+  reserveOneMore(result.devices[device].instrs);
   result.devices[device].instrs.push_back(std::move(instr));
 }
 
@@ -583,6 +612,7 @@ llvm::Error Materializer::addOutput(
     else
       produced[d] = addBuffer(d, out, shares[d].outputBox, shares[d].partial);
     compute.outputs.push_back(produced[d]);
+    reserveOneMore(result.devices[d].instrs);
     result.devices[d].instrs.push_back(std::move(compute));
   }
   // Bring produced tiles to their owners.
@@ -643,11 +673,13 @@ llvm::Expected<plan::Plan> Materializer::run() {
   // Every device owns one buffer per tensor: its tile.
   ownedBuffer.assign(k, std::vector<int32_t>(result.tensors.size(), -1));
   ownedTables.assign(result.tensors.size(), nullptr);
-  for (int64_t d = 0; d < k; ++d)
+  for (int64_t d = 0; d < k; ++d) {
+    result.devices[d].buffers.reserve(result.tensors.size());
     for (size_t t = 0; t < result.tensors.size(); ++t) {
       ownedBuffer[d][t] = addBuffer(d, t, ownedRegion(t, d), false);
       result.devices[d].buffers[ownedBuffer[d][t]].owned = true;
     }
+  }
 
   // Initial weights of each device's parameter tiles.
   for (ParamOp param : func.getOps<ParamOp>()) {
@@ -727,10 +759,13 @@ llvm::Expected<plan::Plan> Materializer::run() {
   }
 
   int64_t seq = 0;
+  numOps = 1 + std::distance(func.getOps<ComputeOp>().begin(),
+                             func.getOps<ComputeOp>().end());
   for (ComputeOp op : func.getOps<ComputeOp>()) {
     if (llvm::Error err = addCompute(op, seq))
       return std::move(err);
     seq += 3;
+    ++opsDone;
   }
   addParamUpdates(seq);
   // Outputs of one op are materialized one after another; each device runs
