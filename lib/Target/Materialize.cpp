@@ -156,7 +156,7 @@ private:
                    int32_t tensor, llvm::ArrayRef<int64_t> candidates,
                    llvm::function_ref<int32_t(int64_t)> sourceOf,
                    llvm::function_ref<tdl::Box(int64_t)> boxOf, bool reduce,
-                   int64_t seq, StringRef opName);
+                   int64_t seq, const plan::SharedName &opName);
   /// Fills buffer `dst` on `device` from the collective whose sources are
   /// `sources` (plan::CollectiveSources): the pieces are derived from the
   /// table (plan::forEachPiece), which gives the ones addAssembly would list
@@ -165,14 +165,15 @@ private:
   void addCollective(int64_t device, int32_t dst,
                      std::shared_ptr<const plan::CollectiveSources> sources,
                      int32_t tensor, bool reduce, int64_t seq,
-                     StringRef opName);
+                     const plan::SharedName &opName);
   /// The source table of `tensor`'s owned tiles (made on first use, shared
   /// by every fetch from them).
   std::shared_ptr<const plan::CollectiveSources> ownedSources(int32_t tensor);
   /// Fills buffer `dst` on `device`, holding `region` of `tensor`, from the
   /// owned tiles of `tensor` on the devices whose tile meets it.
   void addFetchFromOwners(int64_t device, int32_t dst, const tdl::Box &region,
-                          int32_t tensor, int64_t seq, StringRef opName);
+                          int32_t tensor, int64_t seq,
+                          const plan::SharedName &opName);
   tdl::Box ownedRegion(int32_t tensor, int64_t device) const;
   /// True when `box` is `device`'s owned tile of `tensor` (ownedRegion's
   /// box, which its owned buffer holds), computed from the tiling's cuts
@@ -182,10 +183,36 @@ private:
   bool isOwnedRegion(int32_t tensor, int64_t device,
                      const tdl::Box &box) const;
 
+  /// Makes room for one more record in a device's `records` (its
+  /// instructions or buffers) before a push_back. Doubling left up to half
+  /// of every device's two vectors unused: ~3.6 GB of address space for
+  /// GPT-3 at k = 1024 (bench/compile_scale.md). Instead a full vector
+  /// grows to the size the ops materialized so far predict for the whole
+  /// program (plus 5%), at least by a quarter and at most twice (amortized
+  /// O(1) per record as with doubling). `before` records were there before
+  /// the first op (a device's owned buffers).
+  template <typename T>
+  void reserveOneMore(std::vector<T> &records, size_t before = 0) const {
+    size_t size = records.size();
+    if (size < records.capacity())
+      return;
+    size_t least = size + size / 4 + 16, most = 2 * size + 16;
+    size_t predicted = most;
+    if (opsDone > 0 && size >= before)
+      predicted = before + static_cast<size_t>(
+                               static_cast<double>(size - before) * 1.05 *
+                               static_cast<double>(numOps) /
+                               static_cast<double>(opsDone));
+    records.reserve(std::clamp(predicted, least, most));
+  }
+
   func::FuncOp func;
   const MaterializeOptions &options;
   DeviceGrid grid;
   int64_t k = 1;
+  /// Steps of the program (the compute ops, then the parameter updates)
+  /// and those materialized so far, for reserveOneMore.
+  size_t numOps = 1, opsDone = 0;
   plan::Plan result;
   llvm::DenseMap<Value, int32_t> tensorOf;
   std::vector<TilingAttr> tilings;               // per tensor
@@ -210,14 +237,15 @@ Materializer::ownedSources(int32_t tensor) {
 void Materializer::addCollective(
     int64_t device, int32_t dst,
     std::shared_ptr<const plan::CollectiveSources> sources, int32_t tensor,
-    bool reduce, int64_t seq, StringRef opName) {
+    bool reduce, int64_t seq, const plan::SharedName &opName) {
   plan::Instr instr;
   instr.kind = reduce ? plan::Instr::Kind::Reduce : plan::Instr::Kind::Fetch;
   instr.seq = seq;
   instr.dst = dst;
-  instr.op = opName.str();
+  instr.op = opName;
   instr.sources = std::move(sources);
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
+  reserveOneMore(result.devices[device].instrs);
   result.devices[device].instrs.push_back(std::move(instr));
   result.devices[device].commBytes +=
       plan::remoteElements(result, device,
@@ -260,6 +288,7 @@ int32_t Materializer::addBuffer(int64_t device, int32_t tensor,
   buffer.bytes =
       numElements(region) * plan::dtypeSize(result.tensors[tensor].dtype);
   auto &buffers = result.devices[device].buffers;
+  reserveOneMore(buffers, result.tensors.size());
   buffers.push_back(std::move(buffer));
   return static_cast<int32_t>(buffers.size() - 1);
 }
@@ -269,12 +298,13 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
                                llvm::ArrayRef<int64_t> candidates,
                                llvm::function_ref<int32_t(int64_t)> sourceOf,
                                llvm::function_ref<tdl::Box(int64_t)> boxOf,
-                               bool reduce, int64_t seq, StringRef opName) {
+                               bool reduce, int64_t seq,
+                               const plan::SharedName &opName) {
   plan::Instr instr;
   instr.kind = reduce ? plan::Instr::Kind::Reduce : plan::Instr::Kind::Fetch;
   instr.seq = seq;
   instr.dst = dst;
-  instr.op = opName.str();
+  instr.op = opName;
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
   // The device's own data first, then the others in device order.
   std::vector<int64_t> order;
@@ -301,12 +331,14 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
     if (!reduce && contains(box, region))
       break;
   }
+  reserveOneMore(result.devices[device].instrs);
   result.devices[device].instrs.push_back(std::move(instr));
 }
 
 void Materializer::addFetchFromOwners(int64_t device, int32_t dst,
                                       const tdl::Box &region, int32_t tensor,
-                                      int64_t seq, StringRef opName) {
+                                      int64_t seq,
+                                      const plan::SharedName &opName) {
   if (!options.explicitPieces) {
     addCollective(device, dst, ownedSources(tensor), tensor, /*reduce=*/false,
                   seq, opName);
@@ -536,8 +568,9 @@ llvm::Error Materializer::addOutput(
   else if (!programs.empty())
     spec->programs.push_back(programs[output]);
   std::shared_ptr<const plan::OpSpec> sharedSpec = std::move(spec);
-  std::string kernel = op.getSpec().str();
-  std::string opName = op.getName().str();
+  // One name for every device's instructions of this output.
+  plan::SharedName kernel = op.getSpec().str();
+  plan::SharedName opName = op.getName().str();
 
   std::vector<int32_t> produced(k);
   std::vector<tdl::Box> producedBoxes(k);
@@ -569,7 +602,7 @@ llvm::Error Materializer::addOutput(
         continue;
       }
       int32_t local = addBuffer(d, tensor, *needed[i], false);
-      addFetchFromOwners(d, local, *needed[i], tensor, seq, op.getName());
+      addFetchFromOwners(d, local, *needed[i], tensor, seq, opName);
       compute.inputs.push_back(local);
     }
     producedBoxes[d] = shares[d].outputBox;
@@ -579,6 +612,7 @@ llvm::Error Materializer::addOutput(
     else
       produced[d] = addBuffer(d, out, shares[d].outputBox, shares[d].partial);
     compute.outputs.push_back(produced[d]);
+    reserveOneMore(result.devices[d].instrs);
     result.devices[d].instrs.push_back(std::move(compute));
   }
   // Bring produced tiles to their owners.
@@ -596,14 +630,14 @@ llvm::Error Materializer::addOutput(
     if (produced[d] >= 0 && outputCoveredLocally(shares[d], owned)) {
       int64_t self[] = {d};
       addAssembly(d, ownedBuffer[d][out], owned, out, self, producedOf,
-                  producedBoxOf, /*reduce=*/false, seq + 2, op.getName());
+                  producedBoxOf, /*reduce=*/false, seq + 2, opName);
       continue;
     }
     if (!options.explicitPieces) {
       if (!producedSources)
         producedSources = plan::makeCollectiveSources(result, produced);
       addCollective(d, ownedBuffer[d][out], producedSources, out,
-                    /*reduce=*/shares[d].partial, seq + 2, op.getName());
+                    /*reduce=*/shares[d].partial, seq + 2, opName);
       continue;
     }
     // The devices whose produced box (their share's output box) meets the
@@ -612,16 +646,17 @@ llvm::Error Materializer::addOutput(
         devicesMeeting(grid, outputWhole, producedCuts, owned);
     addAssembly(d, ownedBuffer[d][out], owned, out, producers, producedOf,
                 producedBoxOf, /*reduce=*/shares[d].partial, seq + 2,
-                op.getName());
+                opName);
   }
   return llvm::Error::success();
 }
 
 void Materializer::addParamUpdates(int64_t seq) {
+  const plan::SharedName opName = "param-update";
   for (auto [param, updated] : result.paramUpdates)
     for (int64_t d = 0; d < k; ++d)
       addFetchFromOwners(d, ownedBuffer[d][param], ownedRegion(param, d),
-                         updated, seq, "param-update");
+                         updated, seq, opName);
 }
 
 llvm::Expected<plan::Plan> Materializer::run() {
@@ -638,11 +673,13 @@ llvm::Expected<plan::Plan> Materializer::run() {
   // Every device owns one buffer per tensor: its tile.
   ownedBuffer.assign(k, std::vector<int32_t>(result.tensors.size(), -1));
   ownedTables.assign(result.tensors.size(), nullptr);
-  for (int64_t d = 0; d < k; ++d)
+  for (int64_t d = 0; d < k; ++d) {
+    result.devices[d].buffers.reserve(result.tensors.size());
     for (size_t t = 0; t < result.tensors.size(); ++t) {
       ownedBuffer[d][t] = addBuffer(d, t, ownedRegion(t, d), false);
       result.devices[d].buffers[ownedBuffer[d][t]].owned = true;
     }
+  }
 
   // Initial weights of each device's parameter tiles.
   for (ParamOp param : func.getOps<ParamOp>()) {
@@ -722,10 +759,13 @@ llvm::Expected<plan::Plan> Materializer::run() {
   }
 
   int64_t seq = 0;
+  numOps = 1 + std::distance(func.getOps<ComputeOp>().begin(),
+                             func.getOps<ComputeOp>().end());
   for (ComputeOp op : func.getOps<ComputeOp>()) {
     if (llvm::Error err = addCompute(op, seq))
       return std::move(err);
     seq += 3;
+    ++opsDone;
   }
   addParamUpdates(seq);
   // Outputs of one op are materialized one after another; each device runs

@@ -356,7 +356,7 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
       InstrTime time;
       time.comm.assign(numSteps, 0);
       if (instr.kind == plan::Instr::Kind::Compute) {
-        auto it = ops.find(instr.op);
+        auto it = ops.find(instr.op.str());
         if (it == ops.end())
           return failure("instruction of op '" + instr.op +
                          "' has no op of that name");
@@ -461,7 +461,7 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         level.assign(k, InstrTime{0, 0, std::vector<double>(numSteps, 0)});
       InstrTime &sum = level[d];
       if (!sum.op)
-        sum.op = &instr.op;
+        sum.op = &instr.op.str();
       sum.compute += time.compute;
       sum.copy += time.copy;
       for (size_t s = 0; s < numSteps; ++s)

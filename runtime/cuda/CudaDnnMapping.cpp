@@ -399,7 +399,7 @@ bool tofu::cuda::isDnnKernel(const std::string &k) {
 
 std::string tofu::cuda::mapDnn(const Plan &plan, int32_t d, const Instr &in,
                                std::vector<CudaOp> &ops) {
-  if (in.kernel.rfind("BatchNormalization", 0) == 0)
+  if (in.kernel.str().rfind("BatchNormalization", 0) == 0)
     return mapBatchNorm(plan, d, in, ops);
   if (isDnnKernel(in.kernel))
     return mapPool(plan, d, in, ops);

@@ -1090,7 +1090,7 @@ TEST(CudaSchedule, PoolingAndBatchNormGoToCudnnOrTheirGeneratedKernel) {
       std::string why = mapDnn(plan, e.device, in, ops);
       EXPECT_EQ(why.empty(), dnn) << name << " " << in.kernel << ": " << why;
       // Whether the device's X holds what cuDNN needs, read from the plan.
-      const bool batchNorm = in.kernel.rfind("BatchNormalization", 0) == 0;
+      const bool batchNorm = in.kernel.str().rfind("BatchNormalization", 0) == 0;
       // (AveragePoolGrad does not read X: its dX box counts.)
       const bool gradOut = in.kernel == "AveragePoolGrad";
       const size_t xPos = in.kernel == "BatchNormalizationGrad" ||

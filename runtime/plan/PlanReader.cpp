@@ -30,6 +30,7 @@
 #include <functional>
 #include <new>
 #include <sstream>
+#include <unordered_map>
 
 using namespace tofu::plan;
 namespace fbs = tofu::plan::fb;
@@ -114,9 +115,23 @@ private:
   /// instruction that names one its table (format 3.0).
   std::string decodeCollectives();
 
+  /// The name stored at `s` (null: empty), shared by every instruction
+  /// that names the same stored string: writePlan stores each op and
+  /// kernel name once (CreateSharedString), so that a plan of k devices
+  /// holds each name once in memory too.
+  SharedName sharedName(const flatbuffers::String *s) {
+    if (!s || s->size() == 0)
+      return SharedName();
+    SharedName &name = names[s];
+    if (name.empty())
+      name = s->str();
+    return name;
+  }
+
   const fbs::Plan &root;
   ShardLoader loadShard;
   Plan &plan;
+  std::unordered_map<const flatbuffers::String *, SharedName> names;
   /// Plan.op_specs, decoded; instructions share these.
   std::vector<std::shared_ptr<const OpSpec>> specs;
   /// Per spec: the input and output ranks its programs were verified
@@ -355,8 +370,8 @@ std::string PlanDecoder::decodeInstr(size_t d, size_t i, const fbs::Instr &in,
     return where + ": unknown instruction kind " + std::to_string(in.kind());
   out.kind = static_cast<Instr::Kind>(in.kind());
   out.seq = in.seq();
-  out.kernel = toStr(in.kernel());
-  out.op = toStr(in.op());
+  out.kernel = sharedName(in.kernel());
+  out.op = sharedName(in.op());
   out.inputs = toVec(in.inputs());
   out.outputs = toVec(in.outputs());
   if (in.spec() != -1) {

@@ -226,11 +226,11 @@ flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
   }
   // Every device's instructions of an op carry the same names: store each
   // distinct name once.
-  auto kernel = fbb.CreateSharedString(in.kernel);
+  auto kernel = fbb.CreateSharedString(in.kernel.str());
   auto inputs = fbb.CreateVector(in.inputs);
   auto outputs = fbb.CreateVector(in.outputs);
   auto pieceVec = fbb.CreateVector(pieces);
-  auto op = fbb.CreateSharedString(in.op);
+  auto op = fbb.CreateSharedString(in.op.str());
   int32_t spec = in.spec ? specIndex.at(in.spec.get()) : -1;
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::Ranges>>>
       rangeVec;

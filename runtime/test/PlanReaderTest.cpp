@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 using namespace tofu::plan;
@@ -473,6 +474,63 @@ Plan withCollectives() {
         in.pieces.clear();
     }
   return plan;
+}
+
+/// SharedName: copies share one block, compare by contents, read as
+/// std::string; the empty name holds nothing.
+TEST(PlanNames, CopiesShareOneString) {
+  SharedName a = std::string("layer0.attention.query.MatMul");
+  SharedName b = a;
+  SharedName c = "layer0.attention.query.MatMul";
+  EXPECT_TRUE(a.sharesWith(b));
+  EXPECT_FALSE(a.sharesWith(c));
+  EXPECT_EQ(a, c);
+  EXPECT_EQ(a, "layer0.attention.query.MatMul");
+  EXPECT_EQ(std::string("layer0.attention.query.MatMul"), a);
+  EXPECT_NE(a, "layer0");
+  EXPECT_EQ(a.str().data(), b.str().data());
+  EXPECT_EQ("op " + a + ".", "op layer0.attention.query.MatMul.");
+  SharedName moved = std::move(b);
+  EXPECT_TRUE(moved.sharesWith(a));
+  EXPECT_TRUE(b.empty());
+  a = SharedName();
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(a.str(), "");
+  EXPECT_EQ(moved, "layer0.attention.query.MatMul"); // still held by `moved`
+  EXPECT_TRUE(SharedName("").empty());
+}
+
+/// The reader shares the op and kernel names that plan.bin stores once
+/// among all the instructions that name them (so that a plan of k devices
+/// holds each name once in memory), and writing what it read gives the
+/// same bytes.
+TEST(PlanNames, ReaderSharesEqualNames) {
+  Plan plan = makeTwoDevicePlan();
+  std::vector<uint8_t> bytes = bytesOf(plan);
+  Plan back;
+  ASSERT_EQ(readPlanBytes(bytes, back), "");
+  std::map<std::string, SharedName> first;
+  size_t shared = 0;
+  for (size_t d = 0; d < back.devices.size(); ++d)
+    for (size_t i = 0; i < back.devices[d].instrs.size(); ++i) {
+      const Instr &in = back.devices[d].instrs[i];
+      EXPECT_EQ(in.op, plan.devices[d].instrs[i].op);
+      EXPECT_EQ(in.kernel, plan.devices[d].instrs[i].kernel);
+      for (const SharedName *name : {&in.op, &in.kernel}) {
+        if (name->empty())
+          continue;
+        auto [it, added] = first.emplace(name->str(), *name);
+        if (!added) {
+          EXPECT_TRUE(it->second.sharesWith(*name))
+              << "device " << d << " instruction " << i << ": " << *name;
+          ++shared;
+        }
+      }
+    }
+  EXPECT_GT(shared, 4u); // both devices run the same ops
+  std::vector<uint8_t> again;
+  ASSERT_EQ(writePlanBytes(back, again), "");
+  EXPECT_EQ(again, bytes);
 }
 
 /// The pieces of each collective are derived from its table in the order

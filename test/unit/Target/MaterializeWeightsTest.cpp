@@ -4,7 +4,9 @@
 // whose tile is one contiguous run of the parameter's value at those bytes
 // and copies the others: every buffer's initial contents must equal the
 // copying materialize's, the borrowed ones exactly the contiguous tiles, and
-// the written plan.bin must be byte-identical.
+// the written plan.bin must be byte-identical. Every device's instructions
+// of one op share the op's name and kernel name (plan::SharedName), and a
+// device's instruction vector is not left up to half empty by doubling.
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Dialect/TdlInstance.h"
@@ -120,6 +122,71 @@ TEST(MaterializeWeights, BorrowsContiguousTilesAndCopiesTheOthers) {
   ASSERT_EQ(tofu::plan::writePlanBytes(*copied, a), "");
   ASSERT_EQ(tofu::plan::writePlanBytes(*borrowed, b), "");
   EXPECT_EQ(a, b);
+}
+
+/// The instructions of one op on every device share one op name and one
+/// kernel name (plan::SharedName): at k = 1024 a string per instruction
+/// was a tenth of tofuc's memory (bench/compile_scale.md).
+TEST(MaterializeNames, EveryDeviceSharesTheOpsNames) {
+  MLIRContext context;
+  context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
+  auto module = parseSourceString<ModuleOp>(ir(), &context);
+  ASSERT_TRUE(module) << "the hand-written IR does not parse";
+  auto plan = tofu::materialize(*module->getOps<func::FuncOp>().begin());
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  ASSERT_EQ(plan->devices.size(), 4u);
+  std::map<std::string, tofu::plan::SharedName> ops, kernels;
+  std::map<std::string, int> computes;
+  for (const auto &device : plan->devices)
+    for (const auto &instr : device.instrs) {
+      ASSERT_FALSE(instr.op.empty());
+      auto op = ops.emplace(instr.op.str(), instr.op).first;
+      EXPECT_TRUE(op->second.sharesWith(instr.op)) << instr.op;
+      if (instr.kind != tofu::plan::Instr::Kind::Compute)
+        continue;
+      ++computes[instr.op];
+      // One kernel name per op output (ra, rb and rc each have their own
+      // "Relu").
+      EXPECT_EQ(instr.kernel, "Relu");
+      auto kernel = kernels.emplace(instr.op.str(), instr.kernel).first;
+      EXPECT_TRUE(kernel->second.sharesWith(instr.kernel))
+          << instr.op << " " << instr.kernel;
+    }
+  EXPECT_EQ(computes, (std::map<std::string, int>{{"ra", 4}, {"rb", 4},
+                                                  {"rc", 4}}));
+}
+
+/// A device's instructions are not left in a vector up to twice their
+/// number (doubling): materialize grows it towards the size the ops done so
+/// far predict. 600 Relus in a chain, each one instruction per device:
+/// doubling leaves 1024 slots, the prediction at most 1.25 x 600 + 16.
+TEST(MaterializeGrowth, InstructionsFillTheirVector) {
+  constexpr int kOps = 600;
+  std::string text = R"mlir(
+func.func @main() attributes {tofu.grid = array<i64: 2, 2>} {
+  %r0 = tofu.param "x" {tofu.tilings = [#tofu.tiling<[(0, 2), (0, 2)]>], value = )mlir" +
+                     denseValue({8, 6}) +
+                     " : tensor<8x6xf32>} : tensor<8x6xf32>\n";
+  for (int i = 1; i <= kOps; ++i)
+    text += "  %r" + std::to_string(i) + " = tofu.compute \"Relu\"(%r" +
+            std::to_string(i - 1) + ") {attrs = {}, name = \"r" +
+            std::to_string(i) +
+            "\", tofu.plan = [#tofu.strategy<split 0 dim 0>, "
+            "#tofu.strategy<split 0 dim 0>], tofu.tilings = "
+            "[#tofu.tiling<[(0, 2), (0, 2)]>]} : (tensor<8x6xf32>) -> "
+            "tensor<8x6xf32>\n";
+  text += "  return\n}\n";
+  MLIRContext context;
+  context.loadDialect<tofu::TofuDialect, func::FuncDialect>();
+  auto module = parseSourceString<ModuleOp>(text, &context);
+  ASSERT_TRUE(module) << "the generated IR does not parse";
+  auto plan = tofu::materialize(*module->getOps<func::FuncOp>().begin());
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  for (const auto &device : plan->devices) {
+    ASSERT_EQ(device.instrs.size(), static_cast<size_t>(kOps));
+    EXPECT_LE(device.instrs.capacity(), kOps + kOps / 4 + 16);
+    EXPECT_EQ(device.buffers.size(), device.buffers.capacity());
+  }
 }
 
 } // namespace

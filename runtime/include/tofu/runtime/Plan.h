@@ -14,14 +14,109 @@
 #ifndef TOFU_RUNTIME_PLAN_H
 #define TOFU_RUNTIME_PLAN_H
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace tofu::plan {
+
+/// An immutable string that its copies share (one reference count, one
+/// heap block): the op and kernel names of instructions, which every
+/// device's instructions of one op carry. As one std::string per
+/// instruction they were 32 bytes each plus a heap copy for names over 15
+/// characters (~11% of tofuc's memory for GPT-3 at k = 256,
+/// bench/compile_scale.md); a SharedName is one pointer. It reads as a
+/// `const std::string &` (str(), or the conversion); plan.bin stores it as
+/// any string. The empty name holds no block.
+class SharedName {
+public:
+  SharedName() = default;
+  SharedName(std::string text)
+      : rep(text.empty() ? nullptr : new Rep{{1}, std::move(text)}) {}
+  SharedName(const char *text) : SharedName(std::string(text)) {}
+  SharedName(const SharedName &other) noexcept : rep(other.rep) {
+    if (rep)
+      rep->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  SharedName(SharedName &&other) noexcept : rep(other.rep) {
+    other.rep = nullptr;
+  }
+  SharedName &operator=(SharedName other) noexcept {
+    std::swap(rep, other.rep);
+    return *this;
+  }
+  ~SharedName() {
+    if (rep && rep->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      delete rep;
+  }
+
+  const std::string &str() const { return rep ? rep->text : emptyString(); }
+  operator const std::string &() const { return str(); }
+  bool empty() const { return !rep; }
+  size_t size() const { return str().size(); }
+  const char *c_str() const { return str().c_str(); }
+  const char *data() const { return str().data(); }
+  /// True when `other` shares this name's block (both empty included).
+  bool sharesWith(const SharedName &other) const { return rep == other.rep; }
+
+  friend bool operator==(const SharedName &a, const SharedName &b) {
+    return a.rep == b.rep || a.str() == b.str();
+  }
+  friend bool operator==(const SharedName &a, const std::string &b) {
+    return a.str() == b;
+  }
+  friend bool operator==(const SharedName &a, std::string_view b) {
+    return std::string_view(a.str()) == b;
+  }
+  friend bool operator==(const SharedName &a, const char *b) {
+    return a.str() == b;
+  }
+  template <typename T>
+  friend bool operator==(const T &a, const SharedName &b) {
+    return b == a;
+  }
+  template <typename T>
+  friend bool operator!=(const SharedName &a, const T &b) {
+    return !(a == b);
+  }
+  template <typename T>
+  friend bool operator!=(const T &a, const SharedName &b) {
+    return !(b == a);
+  }
+  friend std::string operator+(const std::string &a, const SharedName &b) {
+    return a + b.str();
+  }
+  friend std::string operator+(const char *a, const SharedName &b) {
+    return a + b.str();
+  }
+  friend std::string operator+(const SharedName &a, const std::string &b) {
+    return a.str() + b;
+  }
+  friend std::string operator+(const SharedName &a, const char *b) {
+    return a.str() + b;
+  }
+  template <typename Stream>
+  friend auto operator<<(Stream &os, const SharedName &name)
+      -> decltype(os << name.str()) {
+    return os << name.str();
+  }
+
+private:
+  struct Rep {
+    std::atomic<uint64_t> refs;
+    std::string text;
+  };
+  static const std::string &emptyString() {
+    static const std::string empty;
+    return empty;
+  }
+  Rep *rep = nullptr;
+};
 
 /// Element type of a tensor. Bool is stored as one byte (0 or 1); F16 is
 /// IEEE 754 binary16, BF16 the upper half of a binary32. All types are stored
@@ -184,14 +279,15 @@ struct TensorInfo {
 /// A buffer on one device: a box of one tensor, at an offset in the device's
 /// static arena.
 struct Buffer {
+  // (The small fields first: a plan at k = 1024 holds ~20 M buffers.)
   int32_t tensor = -1;  ///< index into Plan::tensors
-  Box region;           ///< global coordinates of the data it holds
   bool partial = false; ///< holds a partial sum (to be reduced), not final data
   /// The device's canonical copy of its tile of the tensor (the region its
   /// tiling assigns to this device). Each tensor has exactly one owned buffer
   /// per device; the owned buffers of all devices together cover the tensor
   /// (a scalar is owned by every device). --save and --dump read these.
   bool owned = false;
+  Box region;           ///< global coordinates of the data it holds
   /// Byte offset in the device arena; a multiple of the element size, and
   /// offset + bytes <= the device's peakBytes (readPlan checks both).
   uint64_t offset = 0;
@@ -357,15 +453,16 @@ struct Instr {
     /// communication. Reduce-scatter and all-reduce are sets of these.
     Reduce = 2,
   };
+  // (The small fields first: a plan at k = 1024 holds ~20 M instructions.)
   Kind kind = Kind::Compute;
+  int32_t dst = -1;             ///< Fetch/Reduce: destination buffer id
   /// Global sequence number: the CPU backend runs the instructions of all
   /// devices in increasing `seq`; instructions with equal `seq` are
   /// independent of each other.
   int64_t seq = 0;
-  std::string kernel;           ///< Compute: kernel name (= TDL op name)
+  SharedName kernel;            ///< Compute: kernel name (= TDL op name)
   std::vector<int32_t> inputs;  ///< Compute: buffer ids (-1 = absent optional)
   std::vector<int32_t> outputs; ///< Compute: buffer ids
-  int32_t dst = -1;             ///< Fetch/Reduce: destination buffer id
   /// Fetch/Reduce: sources, listed explicitly. Empty when `sources` is set
   /// (tofuc's plans); readPlan fills them from `sources` unless told not to
   /// (ReadOptions::expandCollectives), so the runtimes read `pieces` only.
@@ -375,7 +472,9 @@ struct Instr {
   /// derived from it (derivePieces, forEachPiece in CollectivePieces.h).
   /// Null = `pieces` are explicit.
   std::shared_ptr<const CollectiveSources> sources;
-  std::string op;               ///< name of the graph op it came from (traces)
+  /// Name of the graph op it came from (traces); shared by the
+  /// instructions of one op on every device.
+  SharedName op;
   /// Compute: the op-level part, shared with the other devices' instructions
   /// of the same op output (null = no attributes, shapes or programs). Read
   /// it through attrs(), inputGlobalShapes(), outputGlobalShapes() and
