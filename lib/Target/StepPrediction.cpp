@@ -41,6 +41,10 @@ llvm::Error failure(const llvm::Twine &message) {
 struct InstrTime {
   double compute = 0, copy = 0;
   std::vector<double> comm; ///< per recursion step
+  /// On a shared host with several virtual devices: the part of `compute`
+  /// that runs on one host thread (a small kernel, every kernel call's
+  /// launch), which the devices of a level run side by side.
+  double oneThreadCompute = 0;
   /// The op of the first instruction added up here (the plan's string).
   const std::string *op = nullptr;
   double total() const {
@@ -389,6 +393,11 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         // more devices' instructions run side by side on the host's threads.
         work.alone = device.sharedHost && k == 1;
         time.compute = model.computeSeconds(work);
+        if (device.sharedHost && k > 1)
+          time.oneThreadCompute = model.runsOnOneThread(work)
+                                      ? time.compute
+                                      : std::min(time.compute,
+                                                 device.launchSeconds);
         byKernel[instr.kernel] += time.compute;
       } else {
         bool reduce = instr.kind == plan::Instr::Kind::Reduce;
@@ -463,6 +472,7 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
       if (!sum.op)
         sum.op = &instr.op.str();
       sum.compute += time.compute;
+      sum.oneThreadCompute += time.oneThreadCompute;
       sum.copy += time.copy;
       for (size_t s = 0; s < numSteps; ++s)
         sum.comm[s] += time.comm[s];
@@ -495,10 +505,28 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
   };
   for (const auto &[seq, times] : levels) {
     if (device.sharedHost) {
+      // tofu-run runs a level's instructions of different devices side by
+      // side, one list of devices per host thread (--cpu-schedule): what
+      // each runs on one thread (small kernels, launches, copies and
+      // transfers, which are memcpys) takes 1 / (threads in use) of its
+      // time; a kernel that would use every thread alone runs on one
+      // beside the others, at no gain.
+      size_t active = 0;
+      for (const InstrTime &time : times)
+        active += time.total() > 0;
+      const double side = std::min<double>(std::max(device.hostThreads, 1u),
+                                           std::max<size_t>(active, 1));
       for (size_t d = 0; d < times.size(); ++d) {
-        add(times[d]);
-        addSpan(seq, static_cast<int64_t>(d), times[d]);
-        clock += times[d].total();
+        InstrTime time = times[d];
+        if (side > 1) {
+          time.compute -= time.oneThreadCompute * (1 - 1 / side);
+          time.copy /= side;
+          for (double &c : time.comm)
+            c /= side;
+        }
+        add(time);
+        addSpan(seq, static_cast<int64_t>(d), time);
+        clock += time.total();
       }
       continue;
     }

@@ -234,6 +234,11 @@ double StepTimeModel::gemmThreadShare(double m, double n, double k) const {
   return threads / device.hostThreads;
 }
 
+bool StepTimeModel::runsOnOneThread(const ShareWork &work) const {
+  return work.kind != OpClass::Contraction &&
+         work.largestElements < kOneThreadElements;
+}
+
 double StepTimeModel::computeSeconds(const ShareWork &work,
                                      double fraction) const {
   if (work.empty)

@@ -166,6 +166,15 @@ public:
   /// CPU runtime runs a GEMM of these sides on: 1 when the host has one
   /// thread or the GEMM is large enough to split over all of them.
   double gemmThreadShare(double m, double n, double k) const;
+  /// Whether `work` is a vector kernel the CPU runtime runs on one thread
+  /// even when nothing runs beside it (under kOneThreadElements elements):
+  /// its time, a one-thread time, is what virtual devices side by side run
+  /// on separate threads. (A contraction beside other devices' work is
+  /// already timed at the whole host's rate: work.alone is false.)
+  bool runsOnOneThread(const ShareWork &work) const;
+  /// The executor's size under which a kernel runs on one thread
+  /// (runtime/lib/CpuBackend.cpp, planWaves).
+  static constexpr double kOneThreadElements = 1 << 16;
   /// Seconds to stream `bytes` of traffic (read and written) through
   /// memory: at the cache's rate when the device has a cache level and they
   /// fit in it, else at the memory bandwidth.

@@ -447,11 +447,49 @@ func.func @main() attributes {tofu.grid = array<i64: 1>} {
 }
 
 TEST_F(PredictGemm, DevicesSideBySideShareTheHostsThreads) {
+  // Two devices on a 2-thread host run each level side by side, one device
+  // a thread. Each small GEMM runs on one thread at half the host's GEMM
+  // rate, beside the other: the FLOPs take what they take at the whole
+  // rate, twice, and the two launches run at once. The fetches are memcpys
+  // on one thread each: the level takes one device's copy and transfer.
   tofu::DeviceModel device = roundDevice();
   device.sharedHost = true;
   device.hostThreads = 2;
   tofu::StepPrediction p = predict(device);
+  EXPECT_NEAR(p.computeSeconds, 2 * kCompute - 1e-6, 1e-15);
+  EXPECT_NEAR(p.copySeconds, kCopy, 1e-15);
+  EXPECT_NEAR(p.commSeconds(), kComm, 1e-15);
+  // One thread: one device after the other, as SharedHostAddsDevicesUp.
+  device.hostThreads = 1;
+  p = predict(device);
   EXPECT_NEAR(p.computeSeconds, 2 * kCompute, 1e-15);
+  EXPECT_NEAR(p.copySeconds, 2 * kCopy, 1e-15);
+}
+
+TEST(PredictThreads, SmallVectorKernelsOfDevicesSideBySideRunOnTheirOwnThreads) {
+  // A Relu of 4 x 6 elements per device (far under the executor's 2^16 for
+  // one thread): on a 2-thread shared host the two devices' Relus run at
+  // once, so the level takes one of them.
+  CompiledIR ir(R"mlir(
+func.func @main() attributes {tofu.grid = array<i64: 2>} {
+  %x = tofu.input "x" "features" {tofu.tilings = [#tofu.tiling<[(0, 2)]>]} : tensor<8x6xf32>
+  %y = tofu.compute "Relu"(%x) {attrs = {}, name = "relu", tofu.plan = [#tofu.strategy<split 0 dim 0>], tofu.tilings = [#tofu.tiling<[(0, 2)]>]} : (tensor<8x6xf32>) -> tensor<8x6xf32>
+  return
+}
+)mlir");
+  ASSERT_TRUE(ir.error.empty()) << ir.error;
+  tofu::DeviceModel device = roundDevice();
+  device.sharedHost = true;
+  auto one = tofu::predictStep(ir.func, ir.plan, device, {});
+  ASSERT_TRUE(static_cast<bool>(one)) << llvm::toString(one.takeError());
+  device.hostThreads = 2;
+  auto two = tofu::predictStep(ir.func, ir.plan, device, {});
+  ASSERT_TRUE(static_cast<bool>(two)) << llvm::toString(two.takeError());
+  ASSERT_GT(one->computeSeconds, 0);
+  EXPECT_NEAR(two->computeSeconds, one->computeSeconds / 2, 1e-15);
+  // Each device's own busy time is its work, whatever runs beside it.
+  EXPECT_NEAR(two->devices[0].computeSeconds, one->devices[0].computeSeconds,
+              1e-15);
 }
 
 } // namespace
