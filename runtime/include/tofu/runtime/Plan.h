@@ -100,9 +100,11 @@ public:
   friend std::string operator+(const SharedName &a, const char *b) {
     return a.str() + b;
   }
+  // The return type names std::string, not `name`: SharedName is
+  // incomplete inside its own class (clang rejects the member access).
   template <typename Stream>
   friend auto operator<<(Stream &os, const SharedName &name)
-      -> decltype(os << name.str()) {
+      -> decltype(os << std::declval<const std::string &>()) {
     return os << name.str();
   }
 
