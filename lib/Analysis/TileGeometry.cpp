@@ -239,40 +239,43 @@ OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
 }
 
 
-int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
-                        unsigned output, llvm::ArrayRef<StrategyAttr> plan,
-                        llvm::ArrayRef<TilingAttr> inputTilings,
-                        TilingAttr outputTiling) {
-  int64_t k = grid.numDevices();
-  int64_t bytes = 0;
+OutputShares::OutputShares(const DeviceGrid &grid, const tdl::OpInstance &op,
+                           unsigned output, llvm::ArrayRef<StrategyAttr> plan)
+    : grid(grid), numDevices(grid.numDevices()) {
   const auto &inputTypes = op.inputTypes();
   const tdl::TensorType &out = op.outputTypes()[output];
+  outputShape = out.dims;
+  outputElementBytes = elementBytes(out.elem);
+  for (const auto &type : inputTypes) {
+    inputShapes.push_back(type ? type->dims : std::vector<int64_t>{});
+    inputElementBytes.push_back(type ? elementBytes(type->elem) : 0);
+  }
   llvm::SmallVector<StrategyAttr> steps = planOfOutput(plan, output);
   tdl::Box outputBox = fullBox(out.dims);
   std::vector<tdl::Range> reductionRanges;
   for (const auto &var : op.reductionVars(output))
     reductionRanges.push_back({0, var.extent});
-  std::vector<std::vector<int64_t>> coords(k);
-  std::vector<OpShare> shares;
-  shares.reserve(k);
-  for (int64_t d = 0; d < k; ++d) {
-    coords[d] = grid.coordinates(d);
-    shares.push_back(
-        opShareAt(grid, outputBox, reductionRanges, steps, coords[d]));
+  size_t numSteps = grid.steps.size();
+  coords.reserve(numDevices * numSteps);
+  shares.reserve(numDevices);
+  for (int64_t d = 0; d < numDevices; ++d) {
+    std::vector<int64_t> c = grid.coordinates(d);
+    coords.insert(coords.end(), c.begin(), c.end());
+    shares.push_back(opShareAt(grid, outputBox, reductionRanges, steps, c));
   }
-  for (int64_t d = 0; d < k; ++d) {
+  for (int64_t d = 0; d < numDevices; ++d) {
     if (isEmptyShare(shares[d]))
       continue;
-    auto needed = op.requiredRegions(output, shares[d].outputBox,
-                                     shares[d].reductionRanges);
-    for (size_t i = 0; i < needed.size() && i < inputTilings.size(); ++i) {
-      if (!needed[i] || !inputTypes[i])
+    auto regions = op.requiredRegions(output, shares[d].outputBox,
+                                      shares[d].reductionRanges);
+    for (size_t i = 0; i < regions.size(); ++i) {
+      if (!regions[i] || i >= inputTypes.size() || !inputTypes[i])
         continue;
-      tdl::Box owned =
-          ownedBoxAt(grid, inputTypes[i]->dims, inputTilings[i], coords[d]);
-      int64_t missing =
-          numElements(*needed[i]) - intersectionElements(*needed[i], owned);
-      bytes = addSat(bytes, mulSat(missing, elementBytes(inputTypes[i]->elem)));
+      if (needed.size() <= i)
+        needed.resize(i + 1);
+      if (needed[i].empty())
+        needed[i].resize(numDevices);
+      needed[i][d] = std::move(regions[i]);
     }
   }
   // Output conversion: an owner d whose tile its own share does not cover
@@ -283,24 +286,61 @@ int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
   // devices per split tile (O(k) instead of O(k^2) box intersections; the
   // per-pair sum is in outputCommBytesByStep).
   int64_t splitTiles = 1;
-  for (size_t step = 0; step < steps.size() && step < grid.steps.size();
-       ++step)
+  for (size_t step = 0; step < steps.size() && step < numSteps; ++step)
     if (steps[step].getKind().getValue() == "split")
       splitTiles *= grid.steps[step];
   int64_t computing = 0;
-  for (int64_t d = 0; d < k; ++d)
+  for (int64_t d = 0; d < numDevices; ++d)
     computing += !hasEmptyReduction(shares[d]);
-  int64_t repeats = computing / splitTiles;
-  for (int64_t d = 0; d < k; ++d) {
-    tdl::Box owned = ownedBoxAt(grid, out.dims, outputTiling, coords[d]);
-    if (!isEmptyShare(shares[d]) && outputCoveredLocally(shares[d], owned))
+  repeats = computing / splitTiles;
+}
+
+int64_t OutputShares::inputFetchBytes(unsigned input, TilingAttr tiling) const {
+  if (input >= needed.size() || needed[input].empty())
+    return 0;
+  size_t numSteps = grid.steps.size();
+  int64_t bytes = 0;
+  for (int64_t d = 0; d < numDevices; ++d) {
+    const std::optional<tdl::Box> &region = needed[input][d];
+    if (!region)
       continue;
-    int64_t received = mulSat(numElements(owned), repeats);
-    if (!hasEmptyReduction(shares[d]))
-      received -= intersectionElements(owned, shares[d].outputBox);
-    bytes = addSat(bytes, mulSat(received, elementBytes(out.elem)));
+    tdl::Box owned =
+        ownedBoxAt(grid, inputShapes[input], tiling,
+                   llvm::ArrayRef<int64_t>(coords).slice(d * numSteps, numSteps));
+    int64_t missing =
+        numElements(*region) - intersectionElements(*region, owned);
+    bytes = addSat(bytes, mulSat(missing, inputElementBytes[input]));
   }
   return bytes;
+}
+
+int64_t OutputShares::conversionBytes(TilingAttr outputTiling) const {
+  size_t numSteps = grid.steps.size();
+  int64_t bytes = 0;
+  for (int64_t d = 0; d < numDevices; ++d) {
+    tdl::Box owned =
+        ownedBoxAt(grid, outputShape, outputTiling,
+                   llvm::ArrayRef<int64_t>(coords).slice(d * numSteps, numSteps));
+    const OpShare &share = shares[d];
+    if (!isEmptyShare(share) && outputCoveredLocally(share, owned))
+      continue;
+    int64_t received = mulSat(numElements(owned), repeats);
+    if (!hasEmptyReduction(share))
+      received -= intersectionElements(owned, share.outputBox);
+    bytes = addSat(bytes, mulSat(received, outputElementBytes));
+  }
+  return bytes;
+}
+
+int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
+                        unsigned output, llvm::ArrayRef<StrategyAttr> plan,
+                        llvm::ArrayRef<TilingAttr> inputTilings,
+                        TilingAttr outputTiling) {
+  OutputShares shares(grid, op, output, plan);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < shares.numInputs() && i < inputTilings.size(); ++i)
+    bytes = addSat(bytes, shares.inputFetchBytes(i, inputTilings[i]));
+  return addSat(bytes, shares.conversionBytes(outputTiling));
 }
 
 int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,

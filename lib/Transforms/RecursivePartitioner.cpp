@@ -293,6 +293,14 @@ private:
   std::vector<std::vector<std::vector<int>>> choices;
   std::unordered_map<std::string, OpCost> memo;
   std::string keyBuffer;
+  /// outputCost's terms (`OutputShares`), keyed by the output's signature,
+  /// number of steps and strategies, then the input (or the output) and its
+  /// cuts: a cost table prices every combination of its groups' options,
+  /// but each term depends on one group's option only.
+  std::unordered_map<std::string, int64_t> termMemo;
+  /// The shares of the plans whose terms were priced last (bounded: a
+  /// share list holds k devices' boxes).
+  std::unordered_map<std::string, std::unique_ptr<OutputShares>> sharesMemo;
 };
 
 llvm::Error Partitioner::buildGraph() {
@@ -457,25 +465,75 @@ Partitioner::strategiesOf(int op, unsigned output,
   return plan;
 }
 
-int64_t Partitioner::outputCost(int op, unsigned output, size_t numSteps,
-                                llvm::ArrayRef<std::vector<int64_t>> inputCuts,
-                                llvm::ArrayRef<int64_t> outputCuts,
-                                llvm::ArrayRef<int> strategyPerStep) {
-  const Signature &signature = signatures[ops[op].signature];
-  DeviceGrid grid{std::vector<int64_t>(steps.begin(),
-                                       steps.begin() + numSteps)};
-  SmallVector<TilingAttr> inputTilings;
-  for (const auto &cutList : inputCuts)
-    inputTilings.push_back(tilingOf(cutList, numSteps));
-  SmallVector<StrategyAttr> plan = strategiesOf(op, output, strategyPerStep);
-  return outputCommBytes(grid, signature.instance, output, plan, inputTilings,
-                         tilingOf(outputCuts, numSteps));
-}
-
 /// Appends the raw bytes of `value` to a memo key.
 template <typename T> void appendKey(std::string &key, T value) {
   key.append(reinterpret_cast<const char *>(&value), sizeof(value));
 }
+
+int64_t Partitioner::outputCost(int op, unsigned output, size_t numSteps,
+                                llvm::ArrayRef<std::vector<int64_t>> inputCuts,
+                                llvm::ArrayRef<int64_t> outputCuts,
+                                llvm::ArrayRef<int> strategyPerStep) {
+  constexpr size_t kMaxCachedShares = 64;
+  std::string planKey;
+  appendKey(planKey, ops[op].signature);
+  appendKey(planKey, output);
+  appendKey(planKey, numSteps);
+  for (int index : strategyPerStep.take_front(numSteps))
+    appendKey(planKey, static_cast<int16_t>(index));
+  OutputShares *shares = nullptr;
+  auto sharesOfPlan = [&]() -> OutputShares & {
+    if (shares)
+      return *shares;
+    auto found = sharesMemo.find(planKey);
+    if (found == sharesMemo.end()) {
+      if (sharesMemo.size() >= kMaxCachedShares)
+        sharesMemo.clear();
+      DeviceGrid grid{std::vector<int64_t>(steps.begin(),
+                                           steps.begin() + numSteps)};
+      found = sharesMemo
+                  .try_emplace(planKey, std::make_unique<OutputShares>(
+                                            grid,
+                                            signatures[ops[op].signature]
+                                                .instance,
+                                            output,
+                                            strategiesOf(op, output,
+                                                         strategyPerStep)))
+                  .first;
+    }
+    shares = found->second.get();
+    return *shares;
+  };
+  // One term: `tag` and `index` name the input (or the output), `cutList`
+  // its cuts per step.
+  std::string key;
+  auto term = [&](char tag, unsigned index, llvm::ArrayRef<int64_t> cutList,
+                  auto compute) {
+    key = planKey;
+    appendKey(key, tag);
+    appendKey(key, index);
+    for (int64_t cut : cutList.take_front(numSteps))
+      appendKey(key, static_cast<int8_t>(cut));
+    auto [it, inserted] = termMemo.try_emplace(key, 0);
+    if (inserted)
+      it->second = compute(tilingOf(cutList, numSteps));
+    return it->second;
+  };
+  int64_t bytes = 0;
+  auto add = [&](int64_t term) {
+    if (__builtin_add_overflow(bytes, term, &bytes))
+      bytes = std::numeric_limits<int64_t>::max();
+  };
+  for (auto [i, cutList] : llvm::enumerate(inputCuts))
+    add(term('i', i, cutList, [&](TilingAttr tiling) {
+      return sharesOfPlan().inputFetchBytes(i, tiling);
+    }));
+  add(term('o', output, outputCuts, [&](TilingAttr tiling) {
+    return sharesOfPlan().conversionBytes(tiling);
+  }));
+  return bytes;
+}
+
 
 const OpCost &
 Partitioner::stepCost(int op, size_t step,

@@ -14,6 +14,7 @@
 #include "tofu/TDL/TDL.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace tofu {
@@ -114,6 +115,49 @@ int64_t outputCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,
                         unsigned output, llvm::ArrayRef<StrategyAttr> plan,
                         llvm::ArrayRef<TilingAttr> inputTilings,
                         TilingAttr outputTiling);
+
+/// The shares of one op output that the devices of a grid compute under one
+/// plan, with the input regions each share needs: the part of
+/// `outputCommBytes` that does not depend on the tilings. Those bytes are a
+/// sum of one term per input, which depends on that input's tiling only
+/// (`inputFetchBytes`), and the output conversion, which depends on the
+/// output's tiling only (`conversionBytes`); a caller that prices many tiling
+/// combinations under one plan (the partitioner's cost tables) evaluates
+/// each term once per tiling instead of the interval analysis of every
+/// device once per combination. Byte counts saturate at INT64_MAX, as
+/// `outputCommBytes` does.
+class OutputShares {
+public:
+  OutputShares(const DeviceGrid &grid, const tdl::OpInstance &op,
+               unsigned output, llvm::ArrayRef<StrategyAttr> plan);
+
+  /// Bytes of input `input` that the devices with a non-empty share need
+  /// and do not own under `tiling` (0 for an input the output does not read).
+  int64_t inputFetchBytes(unsigned input, TilingAttr tiling) const;
+  /// Bytes that assemble each device's owned tile of the output under
+  /// `outputTiling` from the produced boxes (copies or partial-sum
+  /// reductions), for the owners whose own share does not cover their tile.
+  int64_t conversionBytes(TilingAttr outputTiling) const;
+  /// The number of input terms: `inputFetchBytes` is 0 from here on.
+  unsigned numInputs() const { return needed.size(); }
+
+private:
+  DeviceGrid grid;
+  int64_t numDevices;
+  /// Grid coordinates of every device, `grid.steps.size()` per device.
+  std::vector<int64_t> coords;
+  /// Each device's share (`opShare`).
+  std::vector<OpShare> shares;
+  /// needed[i][d]: the box of input i that device d's share reads (nullopt
+  /// for a device with an empty share, or an input it does not read).
+  std::vector<std::vector<std::optional<tdl::Box>>> needed;
+  std::vector<std::vector<int64_t>> inputShapes;
+  std::vector<int64_t> inputElementBytes;
+  std::vector<int64_t> outputShape;
+  int64_t outputElementBytes;
+  /// Devices with a non-empty reduction part per tile of the split steps.
+  int64_t repeats;
+};
 
 /// Bytes moved per step by the whole op: the sum over its outputs.
 int64_t opCommBytes(const DeviceGrid &grid, const tdl::OpInstance &op,

@@ -6,8 +6,19 @@
 // all k would find, in increasing order. Checked against that scan on
 // random grids (with uneven and empty parts), cuts and regions.
 //
+// OutputShares splits an op output's bytes into one term per input tiling
+// and one per output tiling (the partitioner prices each term once per
+// option instead of once per combination of options); the terms must add
+// up to the per-pair count of outputCommBytesByStep, an independent
+// implementation, for every plan and every combination of tilings.
+//
 //===----------------------------------------------------------------------===//
 #include "tofu/Analysis/TileGeometry.h"
+#include "tofu/Dialect/Tofu.h"
+#include "tofu/TDL/TDL.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
 
@@ -68,6 +79,138 @@ TEST(TileGeometry, DevicesMeetingEqualsAScanOverAllDevices) {
   // The random regions must exercise both outcomes.
   EXPECT_GT(nonEmptyAnswers, 500);
   EXPECT_LT(nonEmptyAnswers, 2000);
+}
+
+/// Every tiling of a tensor of rank `rank` on `steps` steps: replicated, or
+/// one cut dimension per step.
+std::vector<tofu::TilingAttr> allTilings(mlir::MLIRContext &ctx, size_t rank,
+                                         const std::vector<int64_t> &steps) {
+  std::vector<tofu::TilingAttr> tilings{tofu::TilingAttr::get(&ctx, {}, {})};
+  if (rank == 0)
+    return tilings;
+  std::vector<int64_t> dims(steps.size(), 0);
+  while (true) {
+    tilings.push_back(tofu::TilingAttr::get(&ctx, dims, steps));
+    size_t s = 0;
+    for (; s < dims.size(); ++s) {
+      if (++dims[s] < static_cast<int64_t>(rank))
+        break;
+      dims[s] = 0;
+    }
+    if (s == dims.size())
+      return tilings;
+  }
+}
+
+TEST(TileGeometry, OutputSharesTermsAddUpToThePerPairBytes) {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<tofu::TofuDialect>();
+  const auto &lib = tofu::tdl::SpecLibrary::builtin();
+  auto f32 = [](std::vector<int64_t> dims) {
+    return std::optional<tofu::tdl::TensorType>(
+        tofu::tdl::TensorType{std::move(dims), tofu::tdl::ElemType::F32});
+  };
+  using AttrValue = tofu::tdl::AttrValue;
+  struct Case {
+    const char *op;
+    std::vector<std::optional<tofu::tdl::TensorType>> inputs;
+    tofu::tdl::AttrMap attrs;
+  };
+  // Uneven extents on uneven grids; the convolution reads halos (3x3 with
+  // padding 1) and has reduction strategies, as MatMul does.
+  const std::vector<Case> cases = {
+      {"MatMul", {f32({7, 5}), f32({5, 6})}, {}},
+      {"Conv",
+       {f32({2, 3, 7, 5}), f32({4, 3, 3, 3})},
+       {{"kernel_shape", AttrValue::ofInts({3, 3})},
+        {"pads", AttrValue::ofInts({1, 1, 1, 1})}}},
+      {"Add", {f32({5, 1}), f32({3})}, {}},
+  };
+  const std::vector<std::vector<int64_t>> grids = {{3, 2}, {2, 2}, {4}};
+  int64_t checked = 0, nonZero = 0;
+  for (const Case &c : cases) {
+    auto instance =
+        tofu::tdl::instantiate(*lib.lookup(c.op), c.inputs, c.attrs);
+    ASSERT_TRUE(static_cast<bool>(instance))
+        << llvm::toString(instance.takeError());
+    auto strategies = tofu::tdl::analyzeStrategies(*instance);
+    ASSERT_TRUE(static_cast<bool>(strategies))
+        << llvm::toString(strategies.takeError());
+    std::vector<tofu::StrategyAttr> options;
+    for (const auto &strategy : *strategies) {
+      bool split = strategy.kind == tofu::tdl::Strategy::Kind::SplitOutput;
+      options.push_back(tofu::StrategyAttr::get(
+          &ctx, mlir::StringAttr::get(&ctx, split ? "split" : "reduce"),
+          strategy.output,
+          split ? strategy.dim : static_cast<int64_t>(strategy.reductionIndex),
+          mlir::StringAttr::get(&ctx, strategy.reduction),
+          mlir::ArrayAttr::get(&ctx, {})));
+    }
+    ASSERT_GE(options.size(), 2u) << c.op;
+    for (const std::vector<int64_t> &steps : grids) {
+      tofu::DeviceGrid grid{steps};
+      // Plans: computed whole, or one strategy per step.
+      std::vector<std::vector<tofu::StrategyAttr>> plans{{}};
+      std::vector<size_t> pick(steps.size(), 0);
+      while (true) {
+        std::vector<tofu::StrategyAttr> plan;
+        for (size_t p : pick)
+          plan.push_back(options[p]);
+        plans.push_back(plan);
+        size_t s = 0;
+        for (; s < pick.size(); ++s) {
+          if (++pick[s] < options.size())
+            break;
+          pick[s] = 0;
+        }
+        if (s == pick.size())
+          break;
+      }
+      const auto &inputTypes = instance->inputTypes();
+      std::vector<std::vector<tofu::TilingAttr>> inputOptions;
+      for (const auto &type : inputTypes)
+        inputOptions.push_back(allTilings(ctx, type->dims.size(), steps));
+      std::vector<tofu::TilingAttr> outputOptions = allTilings(
+          ctx, instance->outputTypes()[0].dims.size(), steps);
+      for (const auto &plan : plans) {
+        tofu::OutputShares shares(grid, *instance, 0, plan);
+        // Every combination of the inputs' and the output's tilings.
+        std::vector<size_t> choice(inputTypes.size() + 1, 0);
+        while (true) {
+          std::vector<tofu::TilingAttr> inputs;
+          int64_t terms = 0;
+          for (size_t i = 0; i < inputTypes.size(); ++i) {
+            inputs.push_back(inputOptions[i][choice[i]]);
+            terms += shares.inputFetchBytes(i, inputs.back());
+          }
+          tofu::TilingAttr output = outputOptions[choice.back()];
+          terms += shares.conversionBytes(output);
+          std::vector<int64_t> perStep = tofu::outputCommBytesByStep(
+              grid, *instance, 0, plan, inputs, output);
+          int64_t pairs = 0;
+          for (int64_t bytes : perStep)
+            pairs += bytes;
+          ASSERT_EQ(terms, pairs)
+              << c.op << " on " << steps.size() << " steps, plan of "
+              << plan.size() << " strategies, combination " << checked;
+          ++checked;
+          nonZero += terms > 0;
+          size_t i = 0;
+          for (; i < choice.size(); ++i) {
+            size_t limit = i < inputTypes.size() ? inputOptions[i].size()
+                                                 : outputOptions.size();
+            if (++choice[i] < limit)
+              break;
+            choice[i] = 0;
+          }
+          if (i == choice.size())
+            break;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000);
+  EXPECT_GT(nonZero, checked / 2);
 }
 
 } // namespace
