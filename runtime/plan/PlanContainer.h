@@ -17,8 +17,10 @@ namespace tofu::plan::container {
 inline constexpr char kMagic[8] = {'T', 'O', 'F', 'U', 'P', 'L', 'A', 'N'};
 /// Format version written by this runtime. A reader accepts any minor up to
 /// its own of its own major and rejects an older or a newer major.
-inline constexpr uint16_t kMajor = 3;
-/// Major history: 3.0 stores a collective's Fetch/Reduce sources once per
+inline constexpr uint16_t kMajor = 4;
+/// Major history: 4.0 stores each class of devices' buffers and
+/// instructions once (Plan.programs), each device only its regions and
+/// reduction bounds (issue 20); 3.0 stores a collective's Fetch/Reduce sources once per
 /// collective (Plan.collectives, a buffer id per device) instead of as
 /// pieces on every device's instruction (issue 20); 2.0 stores the attributes, global shapes and expression
 /// programs of Compute instructions once per op output (Plan.op_specs)

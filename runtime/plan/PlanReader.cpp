@@ -150,6 +150,10 @@ private:
   };
   std::vector<SourcesUse> sourcesUses;
   bool expand;
+  /// The device being decoded: its reduction bounds (format 4.0) and the
+  /// next one its instructions take.
+  const flatbuffers::Vector<int64_t> *bounds = nullptr;
+  size_t boundsAt = 0;
 };
 
 std::string PlanDecoder::decodeCollectives() {
@@ -424,7 +428,7 @@ std::string PlanDecoder::decodeInstr(size_t d, size_t i, const fbs::Instr &in,
              std::to_string(out.outputs.size()) + " outputs";
     return decodePrograms(d, in, out, where + " (" + out.kernel + ")");
   }
-  if (in.spec() != -1 || in.reduction_ranges())
+  if (in.spec() != -1 || in.reduction_range_sizes())
     return where + ": an op spec or reduction ranges on a non-compute "
                    "instruction";
   if (!validBuffer(out.dst))
@@ -444,19 +448,21 @@ std::string PlanDecoder::decodePrograms(size_t d, const fbs::Instr &in,
     return where + ": " + std::to_string(programs.size()) +
            " expression programs for " + std::to_string(out.outputs.size()) +
            " outputs";
-  if (in.reduction_ranges()) {
-    if (in.reduction_ranges()->size() != programs.size())
-      return where + ": " + std::to_string(in.reduction_ranges()->size()) +
+  if (const auto *sizes = in.reduction_range_sizes()) {
+    if (sizes->size() != programs.size())
+      return where + ": " + std::to_string(sizes->size()) +
              " reduction range lists for " +
              std::to_string(programs.size()) + " expression programs";
-    for (const fbs::Ranges *fr : *in.reduction_ranges()) {
-      std::vector<int64_t> lo = toVec(fr->lo()), hi = toVec(fr->hi());
-      if (lo.size() != hi.size())
-        return where + ": reduction ranges have " + std::to_string(lo.size()) +
-               " lower and " + std::to_string(hi.size()) + " upper bounds";
+    size_t available = bounds ? bounds->size() : 0;
+    for (int32_t n : *sizes) {
+      if (n < 0 || static_cast<uint64_t>(n) * 2 > available - boundsAt)
+        return where + ": " + std::to_string(n) + " reduction ranges, but " +
+               "the device's reduction_bounds hold " +
+               std::to_string((available - boundsAt) / 2) + " more";
       std::vector<std::pair<int64_t, int64_t>> list;
-      for (size_t r = 0; r < lo.size(); ++r)
-        list.emplace_back(lo[r], hi[r]);
+      list.reserve(n);
+      for (int32_t r = 0; r < n; ++r, boundsAt += 2)
+        list.emplace_back(bounds->Get(boundsAt), bounds->Get(boundsAt + 1));
       out.reductionRanges.push_back(std::move(list));
     }
   }
@@ -557,10 +563,22 @@ std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
     return err;
   dev.weightsFile = toStr(fd.weights_file());
 
-  size_t nb = fd.buffers() ? fd.buffers()->size() : 0;
+  // Format 4.0: the buffers and instructions are the program's (shared
+  // with the devices of its class), the regions and reduction bounds the
+  // device's own.
+  size_t numPrograms = root.programs() ? root.programs()->size() : 0;
+  if (fd.program() < 0 || static_cast<size_t>(fd.program()) >= numPrograms)
+    return where + ": program " + std::to_string(fd.program()) +
+           " does not exist (plan has " + std::to_string(numPrograms) +
+           " programs)";
+  const fbs::Program &fp = *root.programs()->Get(fd.program());
+  const flatbuffers::Vector<int64_t> *regions = fd.regions();
+  const size_t numRegionValues = regions ? regions->size() : 0;
+  size_t regionsAt = 0;
+  size_t nb = fp.buffers() ? fp.buffers()->size() : 0;
   dev.buffers.resize(nb);
   for (size_t b = 0; b < nb; ++b) {
-    const fbs::Buffer *fb = fd.buffers()->Get(b);
+    const fbs::Buffer *fb = fp.buffers()->Get(b);
     Buffer &buf = dev.buffers[b];
     std::string bw = where + " buffer " + std::to_string(b);
     buf.tensor = fb->tensor();
@@ -568,7 +586,17 @@ std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
       return bw + ": tensor id " + std::to_string(buf.tensor) +
              " is out of range (plan has " +
              std::to_string(plan.tensors.size()) + " tensors)";
-    buf.region = {toVec(fb->lo()), toVec(fb->hi())};
+    size_t rank = plan.tensors[buf.tensor].shape.size();
+    if (2 * rank > numRegionValues - regionsAt)
+      return bw + ": the device's regions end before this buffer's (" +
+             std::to_string(numRegionValues) + " values)";
+    buf.region.lo.resize(rank);
+    buf.region.hi.resize(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      buf.region.lo[i] = regions->Get(regionsAt + i);
+      buf.region.hi[i] = regions->Get(regionsAt + rank + i);
+    }
+    regionsAt += 2 * rank;
     if (std::string err = checkBox(buf.region, buf.tensor, bw); !err.empty())
       return err;
     buf.partial = fb->partial();
@@ -603,10 +631,16 @@ std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
     }
   }
 
-  size_t ni = fd.instrs() ? fd.instrs()->size() : 0;
+  if (regionsAt != numRegionValues)
+    return where + ": its regions hold " + std::to_string(numRegionValues) +
+           " values, its program's buffers need " + std::to_string(regionsAt);
+
+  bounds = fd.reduction_bounds();
+  boundsAt = 0;
+  size_t ni = fp.instrs() ? fp.instrs()->size() : 0;
   dev.instrs.resize(ni);
   for (size_t i = 0; i < ni; ++i) {
-    if (std::string err = decodeInstr(d, i, *fd.instrs()->Get(i), dev.instrs[i]);
+    if (std::string err = decodeInstr(d, i, *fp.instrs()->Get(i), dev.instrs[i]);
         !err.empty())
       return err;
     if (i > 0 && dev.instrs[i].seq < dev.instrs[i - 1].seq)
@@ -615,6 +649,11 @@ std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
              "instruction's seq " + std::to_string(dev.instrs[i - 1].seq) +
              " (instructions must be in increasing seq)";
   }
+  size_t numBounds = bounds ? bounds->size() : 0;
+  if (boundsAt != numBounds)
+    return where + ": its reduction_bounds hold " + std::to_string(numBounds) +
+           " values, its program's instructions take " +
+           std::to_string(boundsAt);
   return "";
 }
 
@@ -656,6 +695,7 @@ std::string PlanDecoder::decode() {
     return "the plan says it has " + std::to_string(plan.numDevices) +
            " devices but holds " + std::to_string(nd) + " device programs";
   plan.devices.resize(nd);
+  plan.storedPrograms = root.programs() ? root.programs()->size() : 0;
   for (size_t d = 0; d < nd; ++d)
     if (std::string err = decodeDevice(d, *root.devices()->Get(d));
         !err.empty())
@@ -846,8 +886,8 @@ std::string readContainer(PlanInput &in, Plan &plan) {
     return "plan.bin format " + std::to_string(major) + "." +
            std::to_string(minor) + " is older than this tofu-run supports (" +
            std::to_string(ct::kMajor) +
-           ".x: format 3.0 stores each collective's sources once for all "
-           "devices); recompile the plan with this tofuc";
+           ".x: format 4.0 stores each class of devices' program once); "
+           "recompile the plan with this tofuc";
   if (size < ct::kFixedHeaderBytes)
     return "file is " + std::to_string(size) +
            " bytes, shorter than the plan.bin header (" +

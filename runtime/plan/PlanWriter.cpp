@@ -82,6 +82,84 @@ std::string externalShardName(uint64_t checksum) {
   return buf;
 }
 
+/// True when two buffers are the same in a shared program (format 4.0):
+/// everything but their regions, which each device stores.
+bool sameInProgram(const Buffer &a, const Buffer &b) {
+  return a.tensor == b.tensor && a.partial == b.partial &&
+         a.owned == b.owned && a.offset == b.offset && a.bytes == b.bytes &&
+         a.hasInit() == b.hasInit();
+}
+
+/// True when two instructions are the same in a shared program (format
+/// 4.0): everything but the bounds of their reduction ranges, which each
+/// device stores. Op specs and source tables are the same objects (one
+/// stored entry each); pieces count only without a source table (with one,
+/// the file does not hold them).
+bool sameInProgram(const Instr &a, const Instr &b) {
+  if (a.kind != b.kind || a.seq != b.seq || a.dst != b.dst ||
+      a.inputs != b.inputs || a.outputs != b.outputs ||
+      a.spec.get() != b.spec.get() || a.sources.get() != b.sources.get() ||
+      !(a.kernel == b.kernel) || !(a.op == b.op) ||
+      a.reductionRanges.size() != b.reductionRanges.size())
+    return false;
+  for (size_t r = 0; r < a.reductionRanges.size(); ++r)
+    if (a.reductionRanges[r].size() != b.reductionRanges[r].size())
+      return false;
+  if (a.sources)
+    return true;
+  if (a.pieces.size() != b.pieces.size())
+    return false;
+  for (size_t p = 0; p < a.pieces.size(); ++p)
+    if (a.pieces[p].device != b.pieces[p].device ||
+        a.pieces[p].buffer != b.pieces[p].buffer ||
+        a.pieces[p].region.lo != b.pieces[p].region.lo ||
+        a.pieces[p].region.hi != b.pieces[p].region.hi)
+      return false;
+  return true;
+}
+
+bool sameProgram(const DeviceProgram &a, const DeviceProgram &b) {
+  if (a.buffers.size() != b.buffers.size() ||
+      a.instrs.size() != b.instrs.size())
+    return false;
+  for (size_t i = 0; i < a.buffers.size(); ++i)
+    if (!sameInProgram(a.buffers[i], b.buffers[i]))
+      return false;
+  for (size_t i = 0; i < a.instrs.size(); ++i)
+    if (!sameInProgram(a.instrs[i], b.instrs[i]))
+      return false;
+  return true;
+}
+
+/// A hash of what sameProgram compares (equal programs hash equally; the
+/// value only buckets candidates, it never reaches the file).
+uint64_t programHash(const DeviceProgram &dev) {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  mix(dev.buffers.size());
+  for (const Buffer &b : dev.buffers) {
+    mix(static_cast<uint64_t>(b.tensor));
+    mix(b.offset ^ (b.bytes << 1) ^ (uint64_t{b.partial} << 62) ^
+        (uint64_t{b.owned} << 61) ^ (uint64_t{b.hasInit()} << 60));
+  }
+  mix(dev.instrs.size());
+  for (const Instr &in : dev.instrs) {
+    mix(static_cast<uint64_t>(in.kind) ^ (static_cast<uint64_t>(in.seq) << 8));
+    mix(static_cast<uint64_t>(in.dst));
+    for (int32_t b : in.inputs)
+      mix(static_cast<uint64_t>(b));
+    for (int32_t b : in.outputs)
+      mix(static_cast<uint64_t>(b) << 1);
+    mix(reinterpret_cast<uintptr_t>(in.spec.get()));
+    mix(reinterpret_cast<uintptr_t>(in.sources.get()));
+    if (!in.sources)
+      mix(in.pieces.size());
+  }
+  return h;
+}
+
 /// Serializes the in-memory plan into FlatBuffers; `weights` receives the
 /// WEIGHTS section (each device's init bytes contiguous, in buffer order) as
 /// pieces pointing into the plan's buffers, or, with `external`, each
@@ -232,26 +310,30 @@ flatbuffers::Offset<fbs::Instr> PlanSerializer::instr(const Instr &in) {
   auto pieceVec = fbb.CreateVector(pieces);
   auto op = fbb.CreateSharedString(in.op.str());
   int32_t spec = in.spec ? specIndex.at(in.spec.get()) : -1;
-  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fbs::Ranges>>>
-      rangeVec;
+  // The bounds are the device's (Device.reduction_bounds): only the number
+  // of ranges per list is shared.
+  flatbuffers::Offset<flatbuffers::Vector<int32_t>> rangeSizes;
   if (!in.reductionRanges.empty()) {
-    std::vector<flatbuffers::Offset<fbs::Ranges>> ranges;
-    for (const auto &list : in.reductionRanges) {
-      std::vector<int64_t> lo, hi;
-      for (const auto &[l, h] : list) {
-        lo.push_back(l);
-        hi.push_back(h);
-      }
-      auto loVec = longs(lo);
-      auto hiVec = longs(hi);
-      ranges.push_back(fbs::CreateRanges(fbb, loVec, hiVec));
-    }
-    rangeVec = fbb.CreateVector(ranges);
+    std::vector<int32_t> sizes;
+    for (const auto &list : in.reductionRanges)
+      sizes.push_back(static_cast<int32_t>(list.size()));
+    rangeSizes = fbb.CreateVector(sizes);
   }
   int32_t sources = in.sources ? sourcesIndex.at(in.sources.get()) : -1;
-  return fbs::CreateInstr(fbb, static_cast<uint8_t>(in.kind), in.seq, kernel,
-                          inputs, outputs, in.dst, pieceVec, op, spec,
-                          rangeVec, sources);
+  fbs::InstrBuilder b(fbb);
+  b.add_kind(static_cast<uint8_t>(in.kind));
+  b.add_seq(in.seq);
+  b.add_kernel(kernel);
+  b.add_inputs(inputs);
+  b.add_outputs(outputs);
+  b.add_dst(in.dst);
+  b.add_pieces(pieceVec);
+  b.add_op(op);
+  b.add_spec(spec);
+  b.add_sources(sources);
+  if (!in.reductionRanges.empty())
+    b.add_reduction_range_sizes(rangeSizes);
+  return b.Finish();
 }
 
 std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
@@ -263,12 +345,61 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
   auto specVec = opSpecs();
   auto collectiveVec = collectives();
 
+  // Format 4.0: devices whose programs are the same up to regions and
+  // reduction bounds share one stored Program, numbered in order of their
+  // first device.
+  std::vector<int32_t> programOf(plan.devices.size(), -1);
+  std::vector<size_t> firstDevice;
+  {
+    std::unordered_map<uint64_t, std::vector<int32_t>> byHash;
+    for (size_t d = 0; d < plan.devices.size(); ++d) {
+      std::vector<int32_t> &candidates = byHash[programHash(plan.devices[d])];
+      for (int32_t p : candidates)
+        if (sameProgram(plan.devices[firstDevice[p]], plan.devices[d])) {
+          programOf[d] = p;
+          break;
+        }
+      if (programOf[d] < 0) {
+        programOf[d] = static_cast<int32_t>(firstDevice.size());
+        candidates.push_back(programOf[d]);
+        firstDevice.push_back(d);
+      }
+    }
+  }
+  std::vector<flatbuffers::Offset<fbs::Program>> programs;
+  for (size_t d : firstDevice) {
+    const DeviceProgram &dev = plan.devices[d];
+    std::vector<flatbuffers::Offset<fbs::Buffer>> buffers;
+    uint64_t initOffset = 0; // the same on every device of the program
+    for (const Buffer &buf : dev.buffers) {
+      bool hasInit = buf.hasInit();
+      fbs::BufferBuilder b(fbb);
+      b.add_tensor(buf.tensor);
+      b.add_partial(buf.partial);
+      b.add_owned(buf.owned);
+      b.add_offset(buf.offset);
+      b.add_bytes(buf.bytes);
+      b.add_has_init(hasInit);
+      b.add_init_offset(hasInit ? initOffset : 0);
+      buffers.push_back(b.Finish());
+      initOffset += buf.initSize();
+    }
+    std::vector<flatbuffers::Offset<fbs::Instr>> instrs;
+    for (const Instr &in : dev.instrs)
+      instrs.push_back(instr(in));
+    auto bufVec = fbb.CreateVector(buffers);
+    auto instrVec = fbb.CreateVector(instrs);
+    programs.push_back(fbs::CreateProgram(fbb, bufVec, instrVec));
+  }
+  auto programVec = fbb.CreateVector(programs);
+
   std::vector<flatbuffers::Offset<fbs::Device>> devices;
   ct::ContentHasher weightsHash; // of the WEIGHTS section, shard by shard
+  std::vector<int64_t> regions, bounds;
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DeviceProgram &dev = plan.devices[d];
     Chunks shard;
-    std::vector<flatbuffers::Offset<fbs::Buffer>> buffers;
+    regions.clear();
     for (size_t b = 0; b < dev.buffers.size(); ++b) {
       const Buffer &buf = dev.buffers[b];
       bool hasInit = buf.hasInit();
@@ -276,19 +407,21 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
         return "device " + std::to_string(d) + " buffer " + std::to_string(b) +
                ": init holds " + std::to_string(buf.initSize()) +
                " bytes but the buffer has " + std::to_string(buf.bytes);
-      uint64_t initOffset = shard.size;
       shard.add(buf.initData(), buf.initSize());
-      auto lo = longs(buf.region.lo);
-      auto hi = longs(buf.region.hi);
-      buffers.push_back(fbs::CreateBuffer(fbb, buf.tensor, lo, hi, buf.partial,
-                                          buf.owned, buf.offset, buf.bytes,
-                                          hasInit, hasInit ? initOffset : 0));
+      regions.insert(regions.end(), buf.region.lo.begin(),
+                     buf.region.lo.end());
+      regions.insert(regions.end(), buf.region.hi.begin(),
+                     buf.region.hi.end());
     }
-    std::vector<flatbuffers::Offset<fbs::Instr>> instrs;
+    bounds.clear();
     for (const Instr &in : dev.instrs)
-      instrs.push_back(instr(in));
-    auto bufVec = fbb.CreateVector(buffers);
-    auto instrVec = fbb.CreateVector(instrs);
+      for (const auto &list : in.reductionRanges)
+        for (const auto &[lo, hi] : list) {
+          bounds.push_back(lo);
+          bounds.push_back(hi);
+        }
+    auto regionVec = longs(regions);
+    auto boundVec = longs(bounds);
     const bool inWeights = !(external && shard.size);
     const uint64_t checksum =
         shardChecksum(shard, inWeights ? &weightsHash : nullptr);
@@ -306,9 +439,17 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
         weights.add(data, bytes);
     }
     auto fileName = fbb.CreateString(file);
-    devices.push_back(fbs::CreateDevice(fbb, bufVec, instrVec, dev.peakBytes,
-                                        dev.commBytes, weightsOffset,
-                                        shard.size, checksum, fileName));
+    fbs::DeviceBuilder b(fbb);
+    b.add_peak_bytes(dev.peakBytes);
+    b.add_comm_bytes(dev.commBytes);
+    b.add_weights_offset(weightsOffset);
+    b.add_weights_size(shard.size);
+    b.add_weights_checksum(checksum);
+    b.add_weights_file(fileName);
+    b.add_program(programOf[d]);
+    b.add_regions(regionVec);
+    b.add_reduction_bounds(boundVec);
+    devices.push_back(b.Finish());
   }
   weights.knownChecksum = weightsHash.digest();
 
@@ -327,7 +468,8 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
       fbb, producer, plan.modelFingerprint, plan.numDevices, plan.batchSize,
       partitioner, plan.searchSeconds, plan.commBytes, optKind,
       plan.optimizer.learningRate, tensorVec, plan.lossTensor, updateVec,
-      deviceVec, summary, plan.withoutWeights, specVec, collectiveVec);
+      deviceVec, summary, plan.withoutWeights, specVec, collectiveVec,
+      programVec);
   fbs::FinishPlanBuffer(fbb, root);
   planBytes.assign(fbb.GetBufferPointer(),
                    fbb.GetBufferPointer() + fbb.GetSize());

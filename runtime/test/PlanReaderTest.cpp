@@ -181,10 +181,10 @@ TEST(PlanFormat, ResignedPlanSectionDamageNeverCrashes) {
 
 TEST(PlanFormat, NewerMajorVersion) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
-  ct::storeLE(&bytes[ct::kOffMajor], 4, 2);
+  ct::storeLE(&bytes[ct::kOffMajor], 5, 2);
   ct::storeLE(&bytes[ct::kOffMinor], 0, 2);
   EXPECT_EQ(readError(bytes),
-            "plan.bin format 4.0 is newer than this tofu-run supports (3.x); "
+            "plan.bin format 5.0 is newer than this tofu-run supports (4.x); "
             "rebuild tofu-run or recompile the plan");
 }
 
@@ -195,8 +195,8 @@ TEST(PlanFormat, NewerMinorVersionIsRefused) {
   ct::storeLE(&bytes[ct::kOffMinor], ct::kMinor + 1, 2);
   resignHeader(bytes);
   EXPECT_EQ(readError(bytes),
-            "plan.bin format 3." + std::to_string(ct::kMinor + 1) +
-                " is newer than this tofu-run reads (3." +
+            "plan.bin format 4." + std::to_string(ct::kMinor + 1) +
+                " is newer than this tofu-run reads (4." +
                 std::to_string(ct::kMinor) +
                 "): it may use features this tofu-run would ignore; rebuild "
                 "tofu-run or recompile the plan with this tofuc");
@@ -205,10 +205,11 @@ TEST(PlanFormat, NewerMinorVersionIsRefused) {
 /// Format 1.x stored every device's copy of an op's programs in its
 /// instructions (issue 20 moved them into Plan.op_specs, with new field
 /// ids), and 2.x every device's pieces of a collective (3.0: one source
-/// table per collective): older plans are refused by their version before
-/// their schema is read.
+/// table per collective), and 3.x every device's buffers and instructions
+/// (4.0: one program per class of devices): older plans are refused by
+/// their version before their schema is read.
 TEST(PlanFormat, OlderMajorIsRefused) {
-  for (auto [major, minor] : {std::pair<int, int>{1, 9}, {2, 0}}) {
+  for (auto [major, minor] : {std::pair<int, int>{1, 9}, {2, 0}, {3, 0}}) {
     std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
     ct::storeLE(&bytes[ct::kOffMajor], major, 2);
     ct::storeLE(&bytes[ct::kOffMinor], minor, 2);
@@ -216,9 +217,9 @@ TEST(PlanFormat, OlderMajorIsRefused) {
     EXPECT_EQ(readError(bytes),
               "plan.bin format " + std::to_string(major) + "." +
                   std::to_string(minor) +
-                  " is older than this tofu-run supports (3.x: format 3.0 "
-                  "stores each collective's sources once for all devices); "
-                  "recompile the plan with this tofuc");
+                  " is older than this tofu-run supports (4.x: format 4.0 "
+                  "stores each class of devices' program once); recompile "
+                  "the plan with this tofuc");
   }
 }
 
@@ -331,11 +332,91 @@ TEST(PlanIndices, BufferBeyondPeak) {
   expectInvalid(plan, "exceed the device arena");
 }
 
+/// Format 4.0 stores a device's regions in one table whose layout follows
+/// the ranks of its buffers' tensors: a region of another rank leaves the
+/// table too short or too long for the program.
 TEST(PlanIndices, BoxRankDiffersFromTensorRank) {
+  // The last buffer: L, rank 1.
   Plan plan = makeTwoDevicePlan();
-  plan.devices[0].buffers[kBufX].region = {{0}, {2}};
-  plan.devices[0].buffers[kBufX].bytes = 8;
-  expectInvalid(plan, "region has rank 1/1 but tensor 'X' has rank 2");
+  ASSERT_EQ(plan.devices[0].buffers.size(), kBufLFull + 1u);
+  plan.devices[0].buffers[kBufLFull].region = {{}, {}};
+  expectInvalid(plan, "device 0 buffer 10: the device's regions end before "
+                      "this buffer's");
+  plan = makeTwoDevicePlan();
+  Box &region = plan.devices[0].buffers[kBufLFull].region;
+  // Read as rank 1, its first two values are the right region; two are
+  // left over.
+  region = {{region.lo[0], region.hi[0]}, {9, 9}};
+  expectInvalid(plan, "device 0: its regions hold");
+}
+
+/// Format 4.0: devices whose buffers and instructions are the same up to
+/// regions and reduction bounds share one stored program, and each gets its
+/// own regions and bounds back; any other difference gives a program of its
+/// own.
+TEST(PlanPrograms, DevicesOfAClassShareOneProgram) {
+  Plan plan = makeTwoDevicePlan();
+  Plan back;
+  ASSERT_EQ(readPlanBytes(bytesOf(plan), back), "");
+  EXPECT_EQ(back.storedPrograms, 2u); // the two devices differ
+  // Two devices that each run the one-device plan's program: the same
+  // buffers and instructions (device 1's pieces read device 0's buffers,
+  // which have the same ids and regions); device 1's X buffer holds other
+  // rows and its reduction bounds differ.
+  plan = withProgramsOnly(makeOneDevicePlan());
+  // A reduction: device 0 takes its whole ranges, device 1 the upper halves.
+  size_t reducing = 0;
+  for (; reducing < plan.devices[0].instrs.size(); ++reducing) {
+    const Instr &instr = plan.devices[0].instrs[reducing];
+    if (instr.kind == Instr::Kind::Compute && instr.programs().size() == 1 &&
+        !instr.programs()[0].topReductionVars.empty())
+      break;
+  }
+  ASSERT_LT(reducing, plan.devices[0].instrs.size());
+  const ExprProgram &reduction = plan.devices[0].instrs[reducing].programs()[0];
+  std::vector<std::pair<int64_t, int64_t>> whole, upper;
+  for (int var : reduction.topReductionVars) {
+    int64_t extent = reduction.varExtents[var];
+    whole.push_back({0, extent});
+    upper.push_back({extent / 2, extent});
+  }
+  plan.devices[0].instrs[reducing].reductionRanges = {whole};
+  plan.numDevices = 2;
+  plan.devices.push_back(plan.devices[0]);
+  Buffer &x = plan.devices[1].buffers[kBufX];
+  ASSERT_FALSE(x.hasInit());
+  x.region.lo[1] = 2; // columns [2, 4) of rows [0, 4): a 4x2 tile
+  x.bytes /= 2;
+  plan.devices[0].buffers[kBufX].region.hi[1] = 2;
+  plan.devices[0].buffers[kBufX].bytes /= 2;
+  plan.devices[1].instrs[reducing].reductionRanges = {upper};
+  back = Plan();
+  ASSERT_EQ(readPlanBytes(bytesOf(plan), back), "");
+  EXPECT_EQ(back.storedPrograms, 1u);
+  for (size_t d = 0; d < 2; ++d) {
+    ASSERT_EQ(back.devices[d].buffers.size(), plan.devices[d].buffers.size());
+    for (size_t b = 0; b < plan.devices[d].buffers.size(); ++b) {
+      EXPECT_EQ(back.devices[d].buffers[b].region.lo,
+                plan.devices[d].buffers[b].region.lo);
+      EXPECT_EQ(back.devices[d].buffers[b].region.hi,
+                plan.devices[d].buffers[b].region.hi);
+    }
+    for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i)
+      EXPECT_EQ(back.devices[d].instrs[i].reductionRanges,
+                plan.devices[d].instrs[i].reductionRanges);
+  }
+  EXPECT_NE(back.devices[0].buffers[kBufX].region.lo,
+            back.devices[1].buffers[kBufX].region.lo);
+  // A different arena offset, or one more reduction range, is another
+  // program.
+  Plan offset = plan;
+  offset.devices[1].buffers[kBufY].offset += 64;
+  offset.devices[1].peakBytes += 64;
+  back = Plan();
+  ASSERT_EQ(readPlanBytes(bytesOf(offset), back), "");
+  EXPECT_EQ(back.storedPrograms, 2u);
+  EXPECT_EQ(back.devices[1].buffers[kBufY].offset,
+            offset.devices[1].buffers[kBufY].offset);
 }
 
 TEST(PlanIndices, ComputeBufferOutOfRange) {
@@ -443,9 +524,9 @@ TEST(PlanPrograms, RoundTrip) {
             (std::vector<std::vector<std::pair<int64_t, int64_t>>>{{{2, 4}}}));
 }
 
-TEST(PlanPrograms, VersionIsThreeZero) {
+TEST(PlanPrograms, VersionIsFourZero) {
   std::vector<uint8_t> bytes = bytesOf(makeTwoDevicePlan());
-  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 3u);
+  EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMajor], 2), 4u);
   EXPECT_EQ(ct::loadLE(&bytes[ct::kOffMinor], 2), 0u);
 }
 

@@ -656,6 +656,9 @@ int run(int argc, char **argv) {
       std::fputs(plan.summary.c_str(), stdout);
     if (!plan.summary.empty() && plan.summary.back() != '\n')
       std::fputc('\n', stdout);
+    std::printf("stored programs: %u for %zu devices (devices of a class "
+                "share their buffers and instructions)\n",
+                plan.storedPrograms, plan.devices.size());
     printCudaSummary(plan.cuda);
     return group.finish().empty() ? 0 : 1;
   }

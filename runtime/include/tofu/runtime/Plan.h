@@ -643,6 +643,10 @@ struct Plan {
   /// local Fetch instructions by the compiler, listed here for --save).
   std::vector<std::pair<int32_t, int32_t>> paramUpdates;
   std::vector<DeviceProgram> devices;
+  /// Set by readPlan: how many programs plan.bin stores for `devices`
+  /// (format 4.0: devices whose buffers and instructions are the same up to
+  /// regions and reduction bounds share one); 0 for a plan not read.
+  uint32_t storedPrograms = 0;
   /// The original ONNX model (serialized ModelProto), used by --save to write
   /// the trained weights back. May be empty.
   std::vector<uint8_t> onnxModel;
