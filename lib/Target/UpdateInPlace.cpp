@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 namespace tofu {
 namespace {
@@ -158,9 +159,17 @@ void updateParamsInPlace(plan::Plan &plan) {
   };
   std::vector<Uses> uses(candidates.size());
   std::vector<llvm::DenseMap<int32_t, size_t>> byUpdated(k), byParam(k);
+  // Per device, the buffers either map holds: most buffer uses are of
+  // other buffers, and a bit test is cheaper than two hash lookups.
+  std::vector<std::vector<bool>> inMaps(k);
+  for (size_t d = 0; d < k; ++d)
+    inMaps[d].assign(plan.devices[d].buffers.size(), false);
   for (size_t c = 0; c < candidates.size(); ++c) {
-    byUpdated[candidates[c].device][candidates[c].updated] = c;
-    byParam[candidates[c].device][candidates[c].param] = c;
+    const Candidate &cand = candidates[c];
+    byUpdated[cand.device][cand.updated] = c;
+    byParam[cand.device][cand.param] = c;
+    inMaps[cand.device][cand.updated] = true;
+    inMaps[cand.device][cand.param] = true;
   }
   // A collective's source table (format 3.0) names one buffer per device;
   // the pieces an instruction takes from it are derived on demand. A table
@@ -177,6 +186,8 @@ void updateParamsInPlace(plan::Plan &plan) {
     for (size_t i = 0; i < instrs.size(); ++i) {
       const plan::Instr &instr = instrs[i];
       auto use = [&](int32_t device, int32_t buffer, bool read) {
+        if (!inMaps[device][buffer])
+          return;
         if (auto it = byUpdated[device].find(buffer);
             it != byUpdated[device].end()) {
           const Candidate &c = candidates[it->second];
@@ -271,11 +282,24 @@ void updateParamsInPlace(plan::Plan &plan) {
       ++out;
     }
     instrs.resize(out);
-    if (moved)
-      std::stable_sort(instrs.begin(), instrs.end(),
-                       [](const plan::Instr &a, const plan::Instr &b) {
-                         return a.seq < b.seq;
+    auto bySeq = [](const plan::Instr &a, const plan::Instr &b) {
+      return a.seq < b.seq;
+    };
+    if (moved && !std::is_sorted(instrs.begin(), instrs.end(), bySeq)) {
+      // A stable sort by seq that moves each instruction once (a stable
+      // sort of the instructions themselves moved them log n times).
+      std::vector<uint32_t> order(instrs.size());
+      std::iota(order.begin(), order.end(), 0u);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t a, uint32_t b) {
+                         return instrs[a].seq < instrs[b].seq;
                        });
+      std::vector<plan::Instr> sorted;
+      sorted.reserve(instrs.size());
+      for (uint32_t i : order)
+        sorted.push_back(std::move(instrs[i]));
+      instrs.swap(sorted);
+    }
   }
 }
 
