@@ -81,7 +81,17 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
                  CollectiveUse>
       uses;
   for (size_t d = 0; d < k; ++d) {
-    for (const plan::Instr &instr : plan.devices[d].instrs) {
+    const std::vector<plan::Instr> &program = plan.devices[d].instrs;
+    for (size_t i = 0; i < program.size(); ++i) {
+      const plan::Instr &instr = program[i];
+      // Each instruction's operand lists are their own allocations: ask for
+      // those of a later instruction while this one is processed (the loop
+      // waited on each list's first load).
+      constexpr size_t kAhead = 8;
+      if (i + kAhead < program.size()) {
+        __builtin_prefetch(program[i + kAhead].inputs.data());
+        __builtin_prefetch(program[i + kAhead].outputs.data());
+      }
       for (int32_t b : instr.inputs)
         if (b >= 0)
           life[d][b].touch(instr.seq);

@@ -44,6 +44,10 @@ constexpr llvm::StringLiteral kInPlaceKernels[] = {"SGDUpdate"};
 
 constexpr llvm::StringLiteral kParamUpdateOp = "param-update";
 
+/// How many instructions ahead the passes over a program prefetch operand
+/// lists (each is its own allocation; a pass otherwise waits on each).
+constexpr size_t kPrefetchAhead = 8;
+
 /// The owned buffer of each tensor on a device (-1: none).
 std::vector<int32_t> ownedBuffers(const plan::Plan &plan,
                                   const plan::DeviceProgram &device) {
@@ -117,6 +121,9 @@ void updateParamsInPlace(plan::Plan &plan) {
     copyInto.assign(program.buffers.size(), kNone);
     for (size_t i = 0; i < program.instrs.size(); ++i) {
       const plan::Instr &instr = program.instrs[i];
+      // Operand lists are separate allocations: load a later one's early.
+      if (i + kPrefetchAhead < program.instrs.size())
+        __builtin_prefetch(program.instrs[i + kPrefetchAhead].outputs.data());
       if (instr.kind == plan::Instr::Kind::Compute &&
           instr.outputs.size() == 1 && instr.outputs[0] >= 0)
         producer[instr.outputs[0]] = i;
@@ -185,6 +192,10 @@ void updateParamsInPlace(plan::Plan &plan) {
     const auto &instrs = plan.devices[d].instrs;
     for (size_t i = 0; i < instrs.size(); ++i) {
       const plan::Instr &instr = instrs[i];
+      if (i + kPrefetchAhead < instrs.size()) {
+        __builtin_prefetch(instrs[i + kPrefetchAhead].inputs.data());
+        __builtin_prefetch(instrs[i + kPrefetchAhead].outputs.data());
+      }
       auto use = [&](int32_t device, int32_t buffer, bool read) {
         if (!inMaps[device][buffer])
           return;
