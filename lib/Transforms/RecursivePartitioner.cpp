@@ -534,7 +534,6 @@ int64_t Partitioner::outputCost(int op, unsigned output, size_t numSteps,
   return bytes;
 }
 
-
 const OpCost &
 Partitioner::stepCost(int op, size_t step,
                       llvm::function_ref<int64_t(int)> candidate) {

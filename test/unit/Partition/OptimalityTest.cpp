@@ -366,6 +366,29 @@ TEST_F(PartitionOptimality, TimeObjectiveStepsAreExact) {
               differ);
 }
 
+// An op with several outputs (LayerNormalization: Y, mean, inverse standard
+// deviation) has one strategy list and one cost per output: the search's
+// memoized cost terms must keep the outputs apart, or its cost stops being
+// the program's traffic (the check inside `partition`).
+TEST_F(PartitionOptimality, MultiOutputOpCostsAreThePrograms) {
+  const std::string ir = R"(func.func @main() {
+  %x = tofu.input "x" "features" : tensor<8x12xf32>
+  %w = tofu.param "w" {value = dense<0.5> : tensor<12x8xf32>} : tensor<12x8xf32>
+  %g = tofu.param "g" {value = dense<1.0> : tensor<8xf32>} : tensor<8xf32>
+  %b = tofu.param "b" {value = dense<0.0> : tensor<8xf32>} : tensor<8xf32>
+  %h = tofu.compute "MatMul"(%x, %w) {attrs = {}, name = "mm"} : (tensor<8x12xf32>, tensor<12x8xf32>) -> tensor<8x8xf32>
+  %n:3 = tofu.compute "LayerNormalization"(%h, %g, %b) {attrs = {axis = -1 : i64, epsilon = 1.0e-5 : f64}, name = "ln"} : (tensor<8x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8x8xf32>, tensor<8x1xf32>, tensor<8x1xf32>)
+  %loss = tofu.compute "ReduceSum"(%n#0) {attrs = {keepdims = 0 : i64}, name = "loss"} : (tensor<8x8xf32>) -> tensor<f32>
+  tofu.loss %loss : tensor<f32>
+  return
+}
+)";
+  OwningOpRef<ModuleOp> module = prepare(ir);
+  ASSERT_TRUE(module) << "the model does not compile";
+  for (int64_t devices : {2, 4, 6, 8})
+    EXPECT_GT(partition(*module, "tofu", devices), 0) << "k = " << devices;
+}
+
 TEST(PartitionSteps, FactorsLargestFirst) {
   auto steps = tofu::planSteps(12, "");
   ASSERT_TRUE(static_cast<bool>(steps));
