@@ -92,10 +92,19 @@ makeIndex(const CollectiveSources &table) {
 
 std::shared_ptr<const CollectiveSources>
 makeCollectiveSources(const Plan &plan, std::vector<int32_t> buffers) {
+  return makeCollectiveSources(
+      std::move(buffers), [&plan](size_t e, int32_t buffer) {
+        return bufferRegion(plan, e, static_cast<size_t>(buffer));
+      });
+}
+
+std::shared_ptr<const CollectiveSources> makeCollectiveSources(
+    std::vector<int32_t> buffers,
+    const std::function<BoxView(size_t, int32_t)> &regionOf) {
   auto table = std::make_shared<CollectiveSources>();
   for (size_t e = 0; e < buffers.size(); ++e)
     if (buffers[e] >= 0) {
-      table->rank = plan.devices[e].buffers[buffers[e]].region.lo.size();
+      table->rank = regionOf(e, buffers[e]).rank;
       break;
     }
   const size_t rank = table->rank;
@@ -104,9 +113,9 @@ makeCollectiveSources(const Plan &plan, std::vector<int32_t> buffers) {
   for (size_t e = 0; e < buffers.size(); ++e) {
     if (buffers[e] < 0)
       continue;
-    const Box &region = plan.devices[e].buffers[buffers[e]].region;
-    std::copy(region.lo.begin(), region.lo.end(), table->lo.begin() + e * rank);
-    std::copy(region.hi.begin(), region.hi.end(), table->hi.begin() + e * rank);
+    const BoxView region = regionOf(e, buffers[e]);
+    std::copy(region.lo, region.lo + rank, table->lo.begin() + e * rank);
+    std::copy(region.hi, region.hi + rank, table->hi.begin() + e * rank);
   }
   table->buffers = std::move(buffers);
   table->index = makeIndex(*table);
@@ -114,9 +123,20 @@ makeCollectiveSources(const Plan &plan, std::vector<int32_t> buffers) {
 }
 
 uint64_t remoteElements(const Plan &plan, size_t device, const Instr &in) {
+  if (!in.sources || !in.pieces.empty()) {
+    uint64_t elements = 0;
+    for (const Piece &piece : in.pieces)
+      if (static_cast<size_t>(piece.device) != device)
+        elements += static_cast<uint64_t>(piece.region.numElements());
+    return elements;
+  }
+  return remoteElements(bufferRegion(plan, device, in.dst), device, in);
+}
+
+uint64_t remoteElements(BoxView want, size_t device, const Instr &in) {
   auto bySum = [&] {
     uint64_t elements = 0;
-    forEachPiece(plan, device, in, [&](const Piece &piece) {
+    forEachPiece(want, device, in, [&](const Piece &piece) {
       if (static_cast<size_t>(piece.device) != device)
         elements += static_cast<uint64_t>(piece.region.numElements());
     });
@@ -127,7 +147,6 @@ uint64_t remoteElements(const Plan &plan, size_t device, const Instr &in) {
     return bySum();
   const CollectiveSources &table = *in.sources;
   const CollectiveSourceIndex &index = *indexed;
-  const Box &want = plan.devices[device].buffers[in.dst].region;
   const size_t rank = table.rank;
   uint32_t first[CollectiveSourceIndex::kMaxRank],
       last[CollectiveSourceIndex::kMaxRank];

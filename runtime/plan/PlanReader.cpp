@@ -95,9 +95,9 @@ using ShardLoader = std::function<std::string(
 class PlanDecoder {
 public:
   PlanDecoder(const fbs::Plan &root, ShardLoader loadShard, Plan &plan,
-              bool expandCollectives)
+              bool expandCollectives, bool sharePrograms)
       : root(root), loadShard(std::move(loadShard)), plan(plan),
-        expand(expandCollectives) {}
+        expand(expandCollectives), share(sharePrograms && !expandCollectives) {}
 
   std::string decode();
 
@@ -111,6 +111,9 @@ private:
   std::string decodePrograms(size_t d, const fbs::Instr &in, Instr &out,
                              const std::string &where);
   std::string checkPieces(size_t d, size_t i, const Instr &in);
+  /// Makes decoded device `d` share the program of device `owner`, which
+  /// runs the same stored program (ReadOptions::sharePrograms).
+  void shareProgram(size_t d, size_t owner);
   /// Checks Plan.collectives against the decoded buffers and gives each
   /// instruction that names one its table (format 3.0).
   std::string decodeCollectives();
@@ -150,6 +153,10 @@ private:
   };
   std::vector<SourcesUse> sourcesUses;
   bool expand;
+  /// ReadOptions::sharePrograms, and per stored program the first device
+  /// that runs it (-1: none yet).
+  bool share;
+  std::vector<int32_t> ownerOfProgram;
   /// The device being decoded: its reduction bounds (format 4.0) and the
   /// next one its instructions take.
   const flatbuffers::Vector<int64_t> *bounds = nullptr;
@@ -174,16 +181,17 @@ std::string PlanDecoder::decodeCollectives() {
       int32_t b = buffers[e];
       if (b == -1)
         continue;
-      const auto &devBuffers = plan.devices[e].buffers;
+      const auto &devBuffers = buffersOf(plan, e);
       if (b < 0 || static_cast<size_t>(b) >= devBuffers.size())
         return where + ": buffer " + std::to_string(b) +
                " does not exist on device " + std::to_string(e) + " (it has " +
                std::to_string(devBuffers.size()) + " buffers)";
       const Buffer &src = devBuffers[b];
+      const size_t srcRank = bufferRegion(plan, e, b).rank;
       if (rank == -1) {
-        rank = static_cast<int64_t>(src.region.lo.size());
+        rank = static_cast<int64_t>(srcRank);
         tensor = src.tensor;
-      } else if (src.region.lo.size() != static_cast<size_t>(rank) ||
+      } else if (srcRank != static_cast<size_t>(rank) ||
                  plan.tensors[src.tensor].dtype != plan.tensors[tensor].dtype) {
         return where + ": the source buffers of devices differ in rank or "
                        "element type (device " + std::to_string(e) + ")";
@@ -198,6 +206,7 @@ std::string PlanDecoder::decodeCollectives() {
       return where + ": collective " + std::to_string(use.table) +
              " does not exist (plan has " + std::to_string(n) +
              " collectives)";
+    // (Only devices that own their program record uses.)
     Instr &in = plan.devices[use.device].instrs[use.instr];
     const CollectiveSources &table = *tables[use.table];
     const Buffer &dst = plan.devices[use.device].buffers[in.dst];
@@ -207,7 +216,7 @@ std::string PlanDecoder::decodeCollectives() {
       if (table.buffers[e] >= 0)
         first = static_cast<int32_t>(e);
     if (first >= 0) {
-      const Buffer &src = plan.devices[first].buffers[table.buffers[first]];
+      const Buffer &src = buffersOf(plan, first)[table.buffers[first]];
       if (table.rank != dst.region.lo.size())
         return where + ": collective " + std::to_string(use.table) +
                " has rank " + std::to_string(table.rank) +
@@ -510,7 +519,8 @@ std::string PlanDecoder::checkPieces(size_t d, size_t i, const Instr &in) {
     return "";
   std::string where =
       "device " + std::to_string(d) + " instruction " + std::to_string(i);
-  const Buffer &dst = plan.devices[d].buffers[in.dst];
+  const Buffer &dst = buffersOf(plan, d)[in.dst];
+  const BoxView dstRegion = bufferRegion(plan, d, in.dst);
   const TensorInfo &dstT = plan.tensors[dst.tensor];
   for (size_t p = 0; p < in.pieces.size(); ++p) {
     const Piece &piece = in.pieces[p];
@@ -520,11 +530,12 @@ std::string PlanDecoder::checkPieces(size_t d, size_t i, const Instr &in) {
       return pw + ": device " + std::to_string(piece.device) +
              " does not exist (plan has " +
              std::to_string(plan.devices.size()) + " devices)";
-    const auto &srcBuffers = plan.devices[piece.device].buffers;
+    const auto &srcBuffers = buffersOf(plan, piece.device);
     if (piece.buffer < 0 || static_cast<size_t>(piece.buffer) >= srcBuffers.size())
       return pw + ": buffer " + std::to_string(piece.buffer) +
              " does not exist on device " + std::to_string(piece.device);
     const Buffer &src = srcBuffers[piece.buffer];
+    const BoxView srcRegion = bufferRegion(plan, piece.device, piece.buffer);
     const TensorInfo &srcT = plan.tensors[src.tensor];
     if (srcT.dtype != dstT.dtype)
       return pw + ": source tensor '" + srcT.name +
@@ -533,17 +544,17 @@ std::string PlanDecoder::checkPieces(size_t d, size_t i, const Instr &in) {
     if (std::string err = checkBox(piece.region, src.tensor, pw); !err.empty())
       return err;
     for (size_t k = 0; k < piece.region.lo.size(); ++k) {
-      if (piece.region.lo[k] < src.region.lo[k] ||
-          piece.region.hi[k] > src.region.hi[k])
+      if (piece.region.lo[k] < srcRegion.lo[k] ||
+          piece.region.hi[k] > srcRegion.hi[k])
         return pw + ": region is not inside its source buffer's region "
                     "(dimension " + std::to_string(k) + ")";
-      if (dst.region.lo.size() != piece.region.lo.size() ||
-          piece.region.lo[k] < dst.region.lo[k] ||
-          piece.region.hi[k] > dst.region.hi[k])
+      if (dstRegion.rank != piece.region.lo.size() ||
+          piece.region.lo[k] < dstRegion.lo[k] ||
+          piece.region.hi[k] > dstRegion.hi[k])
         return pw + ": region is not inside the destination buffer's region "
                     "(dimension " + std::to_string(k) + ")";
     }
-    if (dst.region.lo.size() != piece.region.lo.size())
+    if (dstRegion.rank != piece.region.lo.size())
       return pw + ": rank differs from the destination buffer's rank";
   }
   return "";
@@ -551,6 +562,7 @@ std::string PlanDecoder::checkPieces(size_t d, size_t i, const Instr &in) {
 
 std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
   DeviceProgram &dev = plan.devices[d];
+  const size_t usesBefore = sourcesUses.size();
   std::string where = "device " + std::to_string(d);
   dev.peakBytes = fd.peak_bytes();
   if (dev.peakBytes > kMaxArenaBytes)
@@ -654,7 +666,47 @@ std::string PlanDecoder::decodeDevice(size_t d, const fbs::Device &fd) {
     return where + ": its reduction_bounds hold " + std::to_string(numBounds) +
            " values, its program's instructions take " +
            std::to_string(boundsAt);
+  if (share) {
+    int32_t &owner = ownerOfProgram[fd.program()];
+    if (owner < 0) {
+      owner = static_cast<int32_t>(d);
+    } else {
+      // Its instructions are the owner's: their table uses are the owner's.
+      sourcesUses.resize(usesBefore);
+      shareProgram(d, static_cast<size_t>(owner));
+    }
+  }
   return "";
+}
+
+void PlanDecoder::shareProgram(size_t d, size_t owner) {
+  DeviceProgram &dev = plan.devices[d];
+  DeviceProgram &own = plan.devices[owner];
+  if (own.regionStarts.empty()) {
+    own.regionStarts.reserve(own.buffers.size() + 1);
+    own.regionStarts.push_back(0);
+    for (const Buffer &buf : own.buffers)
+      own.regionStarts.push_back(own.regionStarts.back() +
+                                 2 * buf.region.lo.size());
+  }
+  dev.sharedRegions.reserve(own.regionStarts.back());
+  for (size_t b = 0; b < dev.buffers.size(); ++b) {
+    Buffer &buf = dev.buffers[b];
+    dev.sharedRegions.insert(dev.sharedRegions.end(), buf.region.lo.begin(),
+                             buf.region.lo.end());
+    dev.sharedRegions.insert(dev.sharedRegions.end(), buf.region.hi.begin(),
+                             buf.region.hi.end());
+    if (buf.hasInit())
+      dev.sharedInits.push_back(
+          {static_cast<int32_t>(b), std::move(buf.init), nullptr});
+  }
+  for (const Instr &in : dev.instrs)
+    for (const auto &list : in.reductionRanges)
+      dev.sharedReductionRanges.insert(dev.sharedReductionRanges.end(),
+                                       list.begin(), list.end());
+  std::vector<Buffer>().swap(dev.buffers);
+  std::vector<Instr>().swap(dev.instrs);
+  dev.programOf = static_cast<int32_t>(owner);
 }
 
 std::string PlanDecoder::decode() {
@@ -696,6 +748,7 @@ std::string PlanDecoder::decode() {
            " devices but holds " + std::to_string(nd) + " device programs";
   plan.devices.resize(nd);
   plan.storedPrograms = root.programs() ? root.programs()->size() : 0;
+  ownerOfProgram.assign(plan.storedPrograms, -1);
   for (size_t d = 0; d < nd; ++d)
     if (std::string err = decodeDevice(d, *root.devices()->Get(d));
         !err.empty())
@@ -704,11 +757,12 @@ std::string PlanDecoder::decode() {
   // all are decoded.
   if (std::string err = decodeCollectives(); !err.empty())
     return err;
-  for (size_t d = 0; d < nd; ++d)
-    for (size_t i = 0; i < plan.devices[d].instrs.size(); ++i)
-      if (std::string err = checkPieces(d, i, plan.devices[d].instrs[i]);
-          !err.empty())
+  for (size_t d = 0; d < nd; ++d) {
+    const std::vector<Instr> &instrs = instrsOf(plan, d);
+    for (size_t i = 0; i < instrs.size(); ++i)
+      if (std::string err = checkPieces(d, i, instrs[i]); !err.empty())
         return err;
+  }
   return "";
 }
 
@@ -760,7 +814,10 @@ std::string decodeCudaModule(const fbs::CudaModule &root, Plan &plan) {
           static_cast<size_t>(launch.device) >= plan.devices.size())
         return where + " is on device " + std::to_string(launch.device) +
                ", which the plan does not have";
-      const DeviceProgram &dev = plan.devices[launch.device];
+      struct {
+        const std::vector<Instr> &instrs;
+        const std::vector<Buffer> &buffers;
+      } dev{instrsOf(plan, launch.device), buffersOf(plan, launch.device)};
       if (launch.firstInstr < 0 || launch.numInstrs < 1 ||
           static_cast<int64_t>(launch.firstInstr) + launch.numInstrs >
               static_cast<int64_t>(dev.instrs.size()))
@@ -1085,7 +1142,8 @@ std::string readContainer(PlanInput &in, Plan &plan) {
     return "";
   };
   if (std::string err = PlanDecoder(*root, loadShard, plan,
-                                          in.options.expandCollectives)
+                                          in.options.expandCollectives,
+                                          in.options.sharePrograms)
                                   .decode();
       !err.empty())
     return "invalid plan: " + err +

@@ -10,6 +10,7 @@
 
 #include "tofu/runtime/Plan.h"
 #include "tofu/runtime/AtomicFile.h"
+#include "tofu/runtime/SharedPrograms.h"
 
 #include "PlanContainer.h"
 #include "cuda_kernels_generated.h"
@@ -80,42 +81,6 @@ std::string externalShardName(uint64_t checksum) {
   std::snprintf(buf, sizeof(buf), "%016llx.tofu-weights",
                 static_cast<unsigned long long>(checksum));
   return buf;
-}
-
-/// True when two buffers are the same in a shared program (format 4.0):
-/// everything but their regions, which each device stores.
-bool sameInProgram(const Buffer &a, const Buffer &b) {
-  return a.tensor == b.tensor && a.partial == b.partial &&
-         a.owned == b.owned && a.offset == b.offset && a.bytes == b.bytes &&
-         a.hasInit() == b.hasInit();
-}
-
-/// True when two instructions are the same in a shared program (format
-/// 4.0): everything but the bounds of their reduction ranges, which each
-/// device stores. Op specs and source tables are the same objects (one
-/// stored entry each); pieces count only without a source table (with one,
-/// the file does not hold them).
-bool sameInProgram(const Instr &a, const Instr &b) {
-  if (a.kind != b.kind || a.seq != b.seq || a.dst != b.dst ||
-      a.inputs != b.inputs || a.outputs != b.outputs ||
-      a.spec.get() != b.spec.get() || a.sources.get() != b.sources.get() ||
-      !(a.kernel == b.kernel) || !(a.op == b.op) ||
-      a.reductionRanges.size() != b.reductionRanges.size())
-    return false;
-  for (size_t r = 0; r < a.reductionRanges.size(); ++r)
-    if (a.reductionRanges[r].size() != b.reductionRanges[r].size())
-      return false;
-  if (a.sources)
-    return true;
-  if (a.pieces.size() != b.pieces.size())
-    return false;
-  for (size_t p = 0; p < a.pieces.size(); ++p)
-    if (a.pieces[p].device != b.pieces[p].device ||
-        a.pieces[p].buffer != b.pieces[p].buffer ||
-        a.pieces[p].region.lo != b.pieces[p].region.lo ||
-        a.pieces[p].region.hi != b.pieces[p].region.hi)
-      return false;
-  return true;
 }
 
 bool sameProgram(const DeviceProgram &a, const DeviceProgram &b) {
@@ -348,22 +313,32 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
   // Format 4.0: devices whose programs are the same up to regions and
   // reduction bounds share one stored Program, numbered in order of their
   // first device.
+  // A device that shares another's program in memory (SharedPrograms.h)
+  // gets that device's stored program.
   std::vector<int32_t> programOf(plan.devices.size(), -1);
-  std::vector<size_t> firstDevice;
+  std::vector<size_t> firstDevice; // per stored program: a device owning it
   {
     std::unordered_map<uint64_t, std::vector<int32_t>> byHash;
     for (size_t d = 0; d < plan.devices.size(); ++d) {
-      std::vector<int32_t> &candidates = byHash[programHash(plan.devices[d])];
-      for (int32_t p : candidates)
-        if (sameProgram(plan.devices[firstDevice[p]], plan.devices[d])) {
-          programOf[d] = p;
-          break;
+      size_t owner = plan.devices[d].programOf < 0
+                         ? d
+                         : static_cast<size_t>(plan.devices[d].programOf);
+      if (programOf[owner] < 0) {
+        std::vector<int32_t> &candidates =
+            byHash[programHash(plan.devices[owner])];
+        for (int32_t p : candidates)
+          if (sameProgram(plan.devices[firstDevice[p]],
+                          plan.devices[owner])) {
+            programOf[owner] = p;
+            break;
+          }
+        if (programOf[owner] < 0) {
+          programOf[owner] = static_cast<int32_t>(firstDevice.size());
+          candidates.push_back(programOf[owner]);
+          firstDevice.push_back(owner);
         }
-      if (programOf[d] < 0) {
-        programOf[d] = static_cast<int32_t>(firstDevice.size());
-        candidates.push_back(programOf[d]);
-        firstDevice.push_back(d);
       }
+      programOf[d] = programOf[owner];
     }
   }
   std::vector<flatbuffers::Offset<fbs::Program>> programs;
@@ -400,6 +375,43 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
     const DeviceProgram &dev = plan.devices[d];
     Chunks shard;
     regions.clear();
+    bounds.clear();
+    if (dev.programOf >= 0) {
+      // Its own regions, bounds and initial contents, laid out as stored.
+      const std::vector<Buffer> &program = buffersOf(plan, d);
+      size_t next = 0;
+      for (size_t b = 0; b < program.size(); ++b) {
+        if (!program[b].hasInit())
+          continue;
+        if (next >= dev.sharedInits.size() ||
+            dev.sharedInits[next].buffer != static_cast<int32_t>(b))
+          return "device " + std::to_string(d) + " buffer " +
+                 std::to_string(b) +
+                 ": its shared program has initial contents, the device "
+                 "none";
+        const SharedInit &init = dev.sharedInits[next++];
+        if (init.borrowedInit) {
+          shard.add(init.borrowedInit, program[b].bytes);
+        } else if (init.init.size() == program[b].bytes) {
+          shard.add(init.init.data(), init.init.size());
+        } else {
+          return "device " + std::to_string(d) + " buffer " +
+                 std::to_string(b) + ": init holds " +
+                 std::to_string(init.init.size()) +
+                 " bytes but the buffer has " +
+                 std::to_string(program[b].bytes);
+        }
+      }
+      if (next != dev.sharedInits.size())
+        return "device " + std::to_string(d) +
+               ": initial contents for buffers its shared program has none "
+               "for";
+      regions = dev.sharedRegions;
+      for (const auto &[lo, hi] : dev.sharedReductionRanges) {
+        bounds.push_back(lo);
+        bounds.push_back(hi);
+      }
+    }
     for (size_t b = 0; b < dev.buffers.size(); ++b) {
       const Buffer &buf = dev.buffers[b];
       bool hasInit = buf.hasInit();
@@ -413,7 +425,6 @@ std::string PlanSerializer::build(std::vector<uint8_t> &planBytes,
       regions.insert(regions.end(), buf.region.hi.begin(),
                      buf.region.hi.end());
     }
-    bounds.clear();
     for (const Instr &in : dev.instrs)
       for (const auto &list : in.reductionRanges)
         for (const auto &[lo, hi] : list) {
@@ -523,9 +534,15 @@ struct Container {
 std::string layOut(const Plan &plan, const WriteOptions &options,
                    Container &c) {
   uint64_t initBytes = 0;
-  for (const DeviceProgram &dev : plan.devices)
+  for (const DeviceProgram &dev : plan.devices) {
     for (const Buffer &buf : dev.buffers)
       initBytes += buf.initSize();
+    for (const SharedInit &init : dev.sharedInits)
+      initBytes += init.borrowedInit ? plan.devices[dev.programOf]
+                                           .buffers[init.buffer]
+                                           .bytes
+                                     : init.init.size();
+  }
   const bool external =
       options.externalWeightsAbove == 0 ||
       initBytes > options.externalWeightsAbove;

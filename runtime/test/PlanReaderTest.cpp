@@ -9,6 +9,7 @@
 #include "TestPlans.h"
 #include "tofu/runtime/Plan.h"
 #include "tofu/runtime/CollectivePieces.h"
+#include "tofu/runtime/SharedPrograms.h"
 
 #include "../plan/PlanContainer.h"
 
@@ -417,6 +418,59 @@ TEST(PlanPrograms, DevicesOfAClassShareOneProgram) {
   EXPECT_EQ(back.storedPrograms, 2u);
   EXPECT_EQ(back.devices[1].buffers[kBufY].offset,
             offset.devices[1].buffers[kBufY].offset);
+}
+
+/// ReadOptions::sharePrograms: device 1 runs device 0's stored program in
+/// memory too (SharedPrograms.h), with its own regions, bounds and weight
+/// tiles; expanded, the plan is the one read without sharing, and written
+/// again it gives the same bytes.
+TEST(PlanPrograms, ReadSharedProgramsExpandToTheSamePlan) {
+  Plan plan = withProgramsOnly(makeOneDevicePlan());
+  plan.numDevices = 2;
+  plan.devices.push_back(plan.devices[0]);
+  Buffer &x = plan.devices[1].buffers[kBufX];
+  x.region.lo[1] = 2;
+  x.bytes /= 2;
+  plan.devices[0].buffers[kBufX].region.hi[1] = 2;
+  plan.devices[0].buffers[kBufX].bytes /= 2;
+  size_t withInit = 0;
+  for (Buffer &buf : plan.devices[1].buffers)
+    if (!buf.init.empty()) {
+      buf.init[0] ^= 0x5a; // device 1's weights are its own
+      ++withInit;
+    }
+  ASSERT_GT(withInit, 0u);
+  const std::string path = ::testing::TempDir() + "/shared.plan.bin";
+  ASSERT_EQ(writePlan(plan, path), "");
+  ReadOptions copies, shared;
+  copies.expandCollectives = shared.expandCollectives = false;
+  shared.sharePrograms = true;
+  Plan want, got;
+  ASSERT_EQ(readPlan(path, want, copies), "");
+  ASSERT_EQ(readPlan(path, got, shared), "");
+  EXPECT_EQ(want.devices[1].programOf, -1);
+  ASSERT_EQ(got.devices[1].programOf, 0);
+  EXPECT_TRUE(got.devices[1].buffers.empty());
+  EXPECT_EQ(bufferRegion(got, 1, kBufX).lo[1], 2);
+  EXPECT_EQ(got.devices[1].sharedInits.size(), withInit);
+  std::vector<uint8_t> wantBytes, gotBytes;
+  ASSERT_EQ(writePlanBytes(want, wantBytes), "");
+  ASSERT_EQ(writePlanBytes(got, gotBytes), "");
+  EXPECT_TRUE(wantBytes == gotBytes);
+  expandSharedPrograms(got);
+  for (size_t d = 0; d < 2; ++d) {
+    ASSERT_EQ(got.devices[d].buffers.size(), want.devices[d].buffers.size());
+    for (size_t b = 0; b < want.devices[d].buffers.size(); ++b) {
+      const Buffer &w = want.devices[d].buffers[b], &g = got.devices[d].buffers[b];
+      EXPECT_EQ(g.region.lo, w.region.lo);
+      EXPECT_EQ(g.region.hi, w.region.hi);
+      EXPECT_EQ(g.init, w.init);
+    }
+    ASSERT_EQ(got.devices[d].instrs.size(), want.devices[d].instrs.size());
+    for (size_t i = 0; i < want.devices[d].instrs.size(); ++i)
+      EXPECT_EQ(got.devices[d].instrs[i].reductionRanges,
+                want.devices[d].instrs[i].reductionRanges);
+  }
 }
 
 TEST(PlanIndices, ComputeBufferOutOfRange) {

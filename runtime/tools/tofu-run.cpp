@@ -650,6 +650,8 @@ int run(int argc, char **argv) {
     // k = 1024 did not fit in 24 GB with them).
     read.loadModel = false;
     read.expandCollectives = false;
+    // Nor a copy of each stored program per device.
+    read.sharePrograms = true;
   }
   if (std::string err = readPlan(opts.planPath, plan, read); !err.empty())
     return fail(err);

@@ -15,6 +15,7 @@
 #include "tofu/runtime/Plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -57,6 +58,12 @@ struct CollectiveSourceIndex {
 std::shared_ptr<const CollectiveSources>
 makeCollectiveSources(const Plan &plan, std::vector<int32_t> buffers);
 
+/// makeCollectiveSources with each source's region given by
+/// `regionOf(e, buffers[e])`.
+std::shared_ptr<const CollectiveSources> makeCollectiveSources(
+    std::vector<int32_t> buffers,
+    const std::function<BoxView(size_t, int32_t)> &regionOf);
+
 namespace detail {
 /// The index of `in`'s source table when its pieces are derived from one
 /// (no explicit pieces) and the table has an index of at most kMaxRank
@@ -72,7 +79,7 @@ inline const CollectiveSourceIndex *usableIndex(const Instr &in) {
 /// dimension i, positions [first[i], last[i]) within the dimension. False
 /// when no source meets `want`.
 inline bool meetingRuns(const CollectiveSourceIndex &index, size_t rank,
-                        const Box &want, uint32_t *first, uint32_t *last) {
+                        BoxView want, uint32_t *first, uint32_t *last) {
   if (index.cellDevices.empty())
     return false; // no source with a non-empty box
   for (size_t i = 0; i < rank; ++i) {
@@ -125,14 +132,18 @@ void forEachCell(const CollectiveSourceIndex &index, size_t rank,
 /// sources in the cells that meet the destination are visited, in the same
 /// order, so the pieces are the same as a scan's.
 template <typename Fn>
-void forEachPiece(const Plan &plan, size_t device, const Instr &in, Fn &&fn) {
+void forEachPiece(const Plan &plan, size_t device, const Instr &in, Fn &&fn);
+
+/// forEachPiece for a destination region given as `want` (the region of
+/// `in.dst` on `device`; a table's pieces need nothing else of the plan).
+template <typename Fn>
+void forEachPiece(BoxView want, size_t device, const Instr &in, Fn &&fn) {
   if (!in.sources || !in.pieces.empty()) {
     for (const Piece &piece : in.pieces)
       fn(piece);
     return;
   }
   const CollectiveSources &table = *in.sources;
-  const Box &want = plan.devices[device].buffers[in.dst].region;
   const size_t rank = table.rank;
   const bool fetch = in.kind == Instr::Kind::Fetch;
   Piece piece;
@@ -205,6 +216,17 @@ void forEachPiece(const Plan &plan, size_t device, const Instr &in, Fn &&fn) {
       return;
 }
 
+template <typename Fn>
+void forEachPiece(const Plan &plan, size_t device, const Instr &in, Fn &&fn) {
+  if (!in.sources || !in.pieces.empty()) {
+    for (const Piece &piece : in.pieces)
+      fn(piece);
+    return;
+  }
+  forEachPiece(bufferRegion(plan, device, in.dst), device, in,
+               std::forward<Fn>(fn));
+}
+
 /// The devices whose sources give Fetch/Reduce instruction `in` of device
 /// `device` a piece (forEachPiece's `piece.device`s), by cells of the
 /// table's index: `cellFn(c)` for each cell c all of whose devices
@@ -222,7 +244,7 @@ bool forEachSourceCell(const Plan &plan, size_t device, const Instr &in,
     return false;
   const CollectiveSources &table = *in.sources;
   const CollectiveSourceIndex &index = *indexed;
-  const Box &want = plan.devices[device].buffers[in.dst].region;
+  const BoxView want = bufferRegion(plan, device, in.dst);
   const size_t rank = table.rank;
   uint32_t first[CollectiveSourceIndex::kMaxRank],
       last[CollectiveSourceIndex::kMaxRank];
@@ -265,6 +287,10 @@ bool forEachSourceCell(const Plan &plan, size_t device, const Instr &in,
 /// size this is computed per dimension, without listing the pieces (an
 /// all-gather over k devices costs O(rank log k), not O(k)).
 uint64_t remoteElements(const Plan &plan, size_t device, const Instr &in);
+
+/// remoteElements for a destination region given as `want` (the region of
+/// `in.dst` on `device`).
+uint64_t remoteElements(BoxView want, size_t device, const Instr &in);
 
 /// The pieces of instruction `in` of device `device` (forEachPiece's), as
 /// a list.
