@@ -1,5 +1,6 @@
 //===- CompilerPipeline.cpp - tofuc's phases ------------------------------===//
 #include "tofu/Pipelines/CompilerPipeline.h"
+#include "tofu/runtime/SharedPrograms.h"
 #include "tofu/Target/CudaKernelGenerator.h"
 #include "tofu/Import/OnnxImporter.h"
 #include "tofu/Target/PlanBuilder.h"
@@ -236,6 +237,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
   MaterializeOptions materializeOptions;
   materializeOptions.borrowWeights = true;
   materializeOptions.explicitPieces = options.explicitPieces;
+  materializeOptions.sharePrograms = true;
   auto plan = materialize(func, materializeOptions);
   if (!plan)
     return fail(options.inputPath + ": " + llvm::toString(plan.takeError()));
@@ -246,7 +248,10 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     return fail(options.inputPath +
                 ": a parameter has no initial value; a plan needs weights");
   plan->partitioner = options.partitioner;
+  // Devices share programs (SharedPrograms.h) through memory planning and
+  // writing; what lists or times every device's program expands them.
   if (options.stopAfter == Phase::Materialize) {
+    plan::expandSharedPrograms(*plan);
     printDevicePrograms(*plan, os);
     return llvm::Error::success();
   }
@@ -261,6 +266,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
                   " bytes, over the limit of " +
                   llvm::Twine(plan::kMaxArenaBytes) + " (docs/Errors.md)");
   if (options.stopAfter == Phase::Schedule) {
+    plan::expandSharedPrograms(*plan);
     printDevicePrograms(*plan, os);
     return llvm::Error::success();
   }
@@ -291,6 +297,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     cudagen::CudaCodegenOptions cuda;
     cuda.arch = options.cudaArch;
     cuda.nvccPath = options.nvccPath;
+    plan::expandSharedPrograms(*plan);
     if (llvm::Error err = cudagen::generateCudaKernels(*plan, cuda))
       return fail(options.inputPath + ": " + llvm::toString(std::move(err)));
     mark("cuda");
@@ -324,6 +331,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
       predict.topologyLinks = steps->links;
       predict.topologyGbps = steps->gbps;
     }
+    plan::expandSharedPrograms(*plan);
     auto predicted = predictStep(func, *plan, *device, predict);
     if (predicted)
       prediction = std::move(*predicted);

@@ -16,6 +16,7 @@
 #include "tofu/TDL/ProgramLowering.h"
 #include "tofu/Target/PlanBuilder.h"
 #include "tofu/runtime/CollectivePieces.h"
+#include "tofu/runtime/SharedPrograms.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
@@ -23,6 +24,8 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
+#include <iterator>
+#include <unordered_map>
 #include <cstring>
 #include <memory>
 
@@ -146,8 +149,25 @@ private:
                         const std::vector<plan::ExprProgram> &programs,
                         int64_t seq);
   void addParamUpdates(int64_t seq);
+  /// Adds a buffer to `device`'s pending records; returns its id.
   int32_t addBuffer(int64_t device, int32_t tensor, const tdl::Box &region,
-                    bool partial);
+                    bool partial, bool owned = false);
+  /// The region of buffer `buffer` of `device`, committed or pending.
+  plan::BoxView regionOf(int64_t device, int32_t buffer) const;
+  /// Appends every device's pending records (one op's, sorted by seq) to
+  /// its program: to the program it owns, or, when it shares one, its
+  /// regions and reduction bounds to its own tables. Devices of a class
+  /// whose records differ get programs of their own first (splitClasses).
+  void commitPending();
+  /// Splits every class of devices sharing a program into the groups whose
+  /// pending records are the same (sameInProgram); the first device of each
+  /// new group gets its own copy of the program, the others share it.
+  void splitClasses();
+  /// True when two devices' pending records are the same in a shared
+  /// program.
+  bool samePending(int64_t a, int64_t b) const;
+  /// A hash of what samePending compares (buckets candidates only).
+  uint64_t pendingHash(int64_t device) const;
   /// Fills buffer `dst` on `device` (holding `region` of `tensor`) from
   /// the source buffers `sourceOf(e)` (-1: none) holding `boxOf(e)`, for
   /// the devices e in `candidates` (increasing; every device whose box
@@ -183,20 +203,25 @@ private:
   bool isOwnedRegion(int32_t tensor, int64_t device,
                      const tdl::Box &box) const;
 
-  /// Makes room for one more record in a device's `records` (its
-  /// instructions or buffers) before a push_back. Doubling left up to half
-  /// of every device's two vectors unused: ~3.6 GB of address space for
-  /// GPT-3 at k = 1024 (bench/compile_scale.md). Instead a full vector
-  /// grows to the size the ops materialized so far predict for the whole
-  /// program (plus 5%), at least by a quarter and at most twice (amortized
-  /// O(1) per record as with doubling). `before` records were there before
-  /// the first op (a device's owned buffers).
+  /// Makes room for `more` records in a device's `records` (its
+  /// instructions, buffers or region table) before appending them.
+  /// Doubling left up to half of every device's two vectors unused: ~3.6
+  /// GB of address space for GPT-3 at k = 1024 (bench/compile_scale.md).
+  /// Instead a full vector grows to the size the ops materialized so far
+  /// predict for the whole program (plus 5%), at least by a quarter and at
+  /// most twice (amortized O(1) per record as with doubling). `before`
+  /// records were there before the first op (a device's owned buffers).
   template <typename T>
-  void reserveOneMore(std::vector<T> &records, size_t before = 0) const {
+  void reserveMore(std::vector<T> &records, size_t more,
+                   size_t before = 0) const {
     size_t size = records.size();
-    if (size < records.capacity())
+    if (size + more <= records.capacity())
       return;
-    size_t least = size + size / 4 + 16, most = 2 * size + 16;
+    if (size == 0) { // the first records (a device's owned buffers): exact
+      records.reserve(more);
+      return;
+    }
+    size_t least = size + more + size / 4 + 16, most = 2 * (size + more) + 16;
     size_t predicted = most;
     if (opsDone > 0 && size >= before)
       predicted = before + static_cast<size_t>(
@@ -211,7 +236,7 @@ private:
   DeviceGrid grid;
   int64_t k = 1;
   /// Steps of the program (the compute ops, then the parameter updates)
-  /// and those materialized so far, for reserveOneMore.
+  /// and those materialized so far, for reserveMore.
   size_t numOps = 1, opsDone = 0;
   plan::Plan result;
   llvm::DenseMap<Value, int32_t> tensorOf;
@@ -220,7 +245,156 @@ private:
   std::vector<std::vector<int32_t>> ownedBuffer; // [device][tensor]
   /// Per tensor: ownedSources' table, null until first used.
   std::vector<std::shared_ptr<const plan::CollectiveSources>> ownedTables;
+  /// Whether devices share programs (MaterializeOptions::sharePrograms).
+  bool share = false;
+  /// Per device: the records of the op being materialized, not yet in its
+  /// program (commitPending).
+  std::vector<std::vector<plan::Buffer>> pendingBuffers;
+  std::vector<std::vector<plan::Instr>> pendingInstrs;
+  /// Per device that owns a program: the devices running it, increasing
+  /// (itself first); empty for the others.
+  std::vector<std::vector<int32_t>> classMembers;
 };
+
+plan::BoxView Materializer::regionOf(int64_t device, int32_t buffer) const {
+  size_t committed = plan::buffersOf(result, device).size();
+  if (static_cast<size_t>(buffer) >= committed)
+    return plan::BoxView(pendingBuffers[device][buffer - committed].region);
+  return plan::bufferRegion(result, device, buffer);
+}
+
+bool Materializer::samePending(int64_t a, int64_t b) const {
+  const auto &ba = pendingBuffers[a], &bb = pendingBuffers[b];
+  const auto &ia = pendingInstrs[a], &ib = pendingInstrs[b];
+  if (ba.size() != bb.size() || ia.size() != ib.size())
+    return false;
+  for (size_t i = 0; i < ba.size(); ++i)
+    if (!plan::sameInProgram(ba[i], bb[i]))
+      return false;
+  for (size_t i = 0; i < ia.size(); ++i)
+    if (!plan::sameInProgram(ia[i], ib[i]))
+      return false;
+  return true;
+}
+
+uint64_t Materializer::pendingHash(int64_t device) const {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  mix(pendingBuffers[device].size());
+  for (const plan::Buffer &b : pendingBuffers[device])
+    mix(static_cast<uint64_t>(b.tensor) ^ (b.bytes << 20) ^
+        (uint64_t{b.partial} << 62) ^ (uint64_t{b.owned} << 61));
+  mix(pendingInstrs[device].size());
+  for (const plan::Instr &in : pendingInstrs[device]) {
+    mix(static_cast<uint64_t>(in.kind) ^ (static_cast<uint64_t>(in.dst) << 8));
+    for (int32_t b : in.inputs)
+      mix(static_cast<uint64_t>(b));
+    for (int32_t b : in.outputs)
+      mix(static_cast<uint64_t>(b) << 1);
+    mix(in.pieces.size());
+    for (const plan::Piece &piece : in.pieces)
+      mix(static_cast<uint64_t>(piece.device));
+  }
+  return h;
+}
+
+void Materializer::splitClasses() {
+  for (int64_t r = 0; r < k; ++r) {
+    if (result.devices[r].programOf >= 0 || classMembers[r].size() <= 1)
+      continue;
+    std::vector<int32_t> &members = classMembers[r];
+    // The groups of equal records, the owner's first; the others bucketed
+    // by hash.
+    std::vector<std::vector<int32_t>> groups{{static_cast<int32_t>(r)}};
+    std::unordered_map<uint64_t, std::vector<size_t>> byHash;
+    for (size_t i = 1; i < members.size(); ++i) {
+      int32_t d = members[i];
+      if (samePending(r, d)) {
+        groups[0].push_back(d);
+        continue;
+      }
+      std::vector<size_t> &candidates = byHash[pendingHash(d)];
+      bool placed = false;
+      for (size_t g : candidates)
+        if (samePending(groups[g][0], d)) {
+          groups[g].push_back(d);
+          placed = true;
+          break;
+        }
+      if (!placed) {
+        candidates.push_back(groups.size());
+        groups.push_back({d});
+      }
+    }
+    if (groups.size() == 1)
+      continue;
+    for (size_t g = 1; g < groups.size(); ++g) {
+      int32_t leader = groups[g][0];
+      plan::detachSharedProgram(result, leader);
+      for (size_t i = 1; i < groups[g].size(); ++i)
+        result.devices[groups[g][i]].programOf = leader;
+      classMembers[leader] = std::move(groups[g]);
+    }
+    members = std::move(groups[0]);
+  }
+}
+
+void Materializer::commitPending() {
+  // Outputs of one op are materialized one after another: each device runs
+  // its instructions in seq order (stable, so the order stays
+  // deterministic; seqs grow from op to op, so sorting each op's records
+  // sorts the program). Most are in order already (only multi-output ops
+  // interleave).
+  auto bySeq = [](const plan::Instr &a, const plan::Instr &b) {
+    return a.seq < b.seq;
+  };
+  for (auto &instrs : pendingInstrs)
+    if (!std::is_sorted(instrs.begin(), instrs.end(), bySeq))
+      std::stable_sort(instrs.begin(), instrs.end(), bySeq);
+  if (share)
+    splitClasses();
+  for (int64_t d = 0; d < k; ++d) {
+    plan::DeviceProgram &dev = result.devices[d];
+    std::vector<plan::Buffer> &buffers = pendingBuffers[d];
+    std::vector<plan::Instr> &instrs = pendingInstrs[d];
+    if (dev.programOf < 0) {
+      if (share) {
+        if (dev.regionStarts.empty())
+          dev.regionStarts.push_back(0);
+        reserveMore(dev.regionStarts, buffers.size(), result.tensors.size());
+        for (const plan::Buffer &buffer : buffers)
+          dev.regionStarts.push_back(dev.regionStarts.back() +
+                                     2 * buffer.region.lo.size());
+      }
+      reserveMore(dev.buffers, buffers.size(), result.tensors.size());
+      std::move(buffers.begin(), buffers.end(),
+                std::back_inserter(dev.buffers));
+      reserveMore(dev.instrs, instrs.size());
+      std::move(instrs.begin(), instrs.end(), std::back_inserter(dev.instrs));
+    } else {
+      size_t coords = 0;
+      for (const plan::Buffer &buffer : buffers)
+        coords += 2 * buffer.region.lo.size();
+      reserveMore(dev.sharedRegions, coords, 2 * result.tensors.size());
+      for (const plan::Buffer &buffer : buffers) {
+        dev.sharedRegions.insert(dev.sharedRegions.end(),
+                                 buffer.region.lo.begin(),
+                                 buffer.region.lo.end());
+        dev.sharedRegions.insert(dev.sharedRegions.end(),
+                                 buffer.region.hi.begin(),
+                                 buffer.region.hi.end());
+      }
+      for (const plan::Instr &in : instrs)
+        for (const auto &list : in.reductionRanges)
+          dev.sharedReductionRanges.insert(dev.sharedReductionRanges.end(),
+                                           list.begin(), list.end());
+    }
+    buffers.clear();
+    instrs.clear();
+  }
+}
 
 std::shared_ptr<const plan::CollectiveSources>
 Materializer::ownedSources(int32_t tensor) {
@@ -229,7 +403,10 @@ Materializer::ownedSources(int32_t tensor) {
     std::vector<int32_t> buffers(k);
     for (int64_t e = 0; e < k; ++e)
       buffers[e] = ownedBuffer[e][tensor];
-    table = plan::makeCollectiveSources(result, std::move(buffers));
+    table = plan::makeCollectiveSources(
+        std::move(buffers), [this](size_t e, int32_t buffer) {
+          return regionOf(static_cast<int64_t>(e), buffer);
+        });
   }
   return table;
 }
@@ -245,12 +422,9 @@ void Materializer::addCollective(
   instr.op = opName;
   instr.sources = std::move(sources);
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
-  reserveOneMore(result.devices[device].instrs);
-  result.devices[device].instrs.push_back(std::move(instr));
   result.devices[device].commBytes +=
-      plan::remoteElements(result, device,
-                           result.devices[device].instrs.back()) *
-      elemBytes;
+      plan::remoteElements(regionOf(device, dst), device, instr) * elemBytes;
+  pendingInstrs[device].push_back(std::move(instr));
 }
 
 tdl::Box Materializer::ownedRegion(int32_t tensor, int64_t device) const {
@@ -280,17 +454,19 @@ bool Materializer::isOwnedRegion(int32_t tensor, int64_t device,
 }
 
 int32_t Materializer::addBuffer(int64_t device, int32_t tensor,
-                                const tdl::Box &region, bool partial) {
+                                const tdl::Box &region, bool partial,
+                                bool owned) {
   plan::Buffer buffer;
   buffer.tensor = tensor;
   buffer.region = toPlanBox(region);
   buffer.partial = partial;
+  buffer.owned = owned;
   buffer.bytes =
       numElements(region) * plan::dtypeSize(result.tensors[tensor].dtype);
-  auto &buffers = result.devices[device].buffers;
-  reserveOneMore(buffers, result.tensors.size());
+  auto &buffers = pendingBuffers[device];
   buffers.push_back(std::move(buffer));
-  return static_cast<int32_t>(buffers.size() - 1);
+  return static_cast<int32_t>(plan::buffersOf(result, device).size() +
+                              buffers.size() - 1);
 }
 
 void Materializer::addAssembly(int64_t device, int32_t dst,
@@ -331,8 +507,7 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
     if (!reduce && contains(box, region))
       break;
   }
-  reserveOneMore(result.devices[device].instrs);
-  result.devices[device].instrs.push_back(std::move(instr));
+  pendingInstrs[device].push_back(std::move(instr));
 }
 
 void Materializer::addFetchFromOwners(int64_t device, int32_t dst,
@@ -612,8 +787,7 @@ llvm::Error Materializer::addOutput(
     else
       produced[d] = addBuffer(d, out, shares[d].outputBox, shares[d].partial);
     compute.outputs.push_back(produced[d]);
-    reserveOneMore(result.devices[d].instrs);
-    result.devices[d].instrs.push_back(std::move(compute));
+    pendingInstrs[d].push_back(std::move(compute));
   }
   // Bring produced tiles to their owners.
   std::vector<int64_t> producedCuts =
@@ -635,7 +809,10 @@ llvm::Error Materializer::addOutput(
     }
     if (!options.explicitPieces) {
       if (!producedSources)
-        producedSources = plan::makeCollectiveSources(result, produced);
+        producedSources = plan::makeCollectiveSources(
+            produced, [this](size_t e, int32_t buffer) {
+              return regionOf(static_cast<int64_t>(e), buffer);
+            });
       addCollective(d, ownedBuffer[d][out], producedSources, out,
                     /*reduce=*/shares[d].partial, seq + 2, opName);
       continue;
@@ -669,17 +846,30 @@ llvm::Expected<plan::Plan> Materializer::run() {
   result.devices.resize(k);
   if (llvm::Error err = addTensors())
     return std::move(err);
+  pendingBuffers.resize(k);
+  pendingInstrs.resize(k);
+  // (Explicit pieces name devices: every device's differ.)
+  share = options.sharePrograms && !options.explicitPieces && k > 1;
+  if (share) {
+    // One class to begin with, split as the devices' records differ.
+    classMembers.resize(k);
+    for (int64_t d = 0; d < k; ++d) {
+      classMembers[0].push_back(static_cast<int32_t>(d));
+      if (d > 0)
+        result.devices[d].programOf = 0;
+    }
+  }
 
   // Every device owns one buffer per tensor: its tile.
   ownedBuffer.assign(k, std::vector<int32_t>(result.tensors.size(), -1));
   ownedTables.assign(result.tensors.size(), nullptr);
   for (int64_t d = 0; d < k; ++d) {
-    result.devices[d].buffers.reserve(result.tensors.size());
-    for (size_t t = 0; t < result.tensors.size(); ++t) {
-      ownedBuffer[d][t] = addBuffer(d, t, ownedRegion(t, d), false);
-      result.devices[d].buffers[ownedBuffer[d][t]].owned = true;
-    }
+    pendingBuffers[d].reserve(result.tensors.size());
+    for (size_t t = 0; t < result.tensors.size(); ++t)
+      ownedBuffer[d][t] = addBuffer(d, t, ownedRegion(t, d), false,
+                                    /*owned=*/true);
   }
+  commitPending();
 
   // Initial weights of each device's parameter tiles.
   for (ParamOp param : func.getOps<ParamOp>()) {
@@ -713,31 +903,31 @@ llvm::Expected<plan::Plan> Materializer::run() {
     }
     const auto &shape = result.tensors[tensor].shape;
     uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
-    for (int64_t d = 0; d < k; ++d) {
-      plan::Buffer &buffer = result.devices[d].buffers[ownedBuffer[d][tensor]];
-      tdl::Box box = ownedRegion(tensor, d);
+    // The tile of device d's owned buffer: in the buffer when d owns its
+    // program, else in d's sharedInits.
+    auto fill = [&](plan::Buffer &buffer, const tdl::Box &box) {
       if (options.borrowWeights && !isSplat && buffer.bytes > 0)
         if (std::optional<int64_t> first = contiguousStart(box, shape)) {
           buffer.borrowedInit =
               reinterpret_cast<const uint8_t *>(raw.data()) +
               *first * elemBytes;
-          continue;
+          return;
         }
       buffer.init.resize(buffer.bytes);
       if (isSplat) {
         for (uint64_t off = 0; off < buffer.bytes; off += elemBytes)
           std::memcpy(buffer.init.data() + off, raw.data(), elemBytes);
-        continue;
+        return;
       }
       // Copy the box row by row: the last dimension is contiguous in both
       // the value and the tile.
       int64_t rank = shape.size();
       int64_t count = numElements(box);
       if (count == 0)
-        continue;
+        return;
       if (rank == 0) {
         std::memcpy(buffer.init.data(), raw.data(), elemBytes);
-        continue;
+        return;
       }
       int64_t rowElems = box[rank - 1].hi - box[rank - 1].lo;
       std::vector<int64_t> index(rank);
@@ -755,8 +945,28 @@ llvm::Expected<plan::Plan> Materializer::run() {
           index[i] = box[i].lo;
         }
       }
+    };
+    for (int64_t d = 0; d < k; ++d) {
+      plan::DeviceProgram &dev = result.devices[d];
+      int32_t id = ownedBuffer[d][tensor];
+      tdl::Box box = ownedRegion(tensor, d);
+      if (dev.programOf < 0) {
+        fill(dev.buffers[id], box);
+        continue;
+      }
+      plan::Buffer scratch;
+      scratch.bytes = result.devices[dev.programOf].buffers[id].bytes;
+      fill(scratch, box);
+      if (scratch.hasInit())
+        dev.sharedInits.push_back(
+            {id, std::move(scratch.init), scratch.borrowedInit});
     }
   }
+  for (plan::DeviceProgram &dev : result.devices)
+    std::stable_sort(dev.sharedInits.begin(), dev.sharedInits.end(),
+                     [](const plan::SharedInit &a, const plan::SharedInit &b) {
+                       return a.buffer < b.buffer;
+                     });
 
   int64_t seq = 0;
   numOps = 1 + std::distance(func.getOps<ComputeOp>().begin(),
@@ -764,22 +974,12 @@ llvm::Expected<plan::Plan> Materializer::run() {
   for (ComputeOp op : func.getOps<ComputeOp>()) {
     if (llvm::Error err = addCompute(op, seq))
       return std::move(err);
+    commitPending();
     seq += 3;
     ++opsDone;
   }
   addParamUpdates(seq);
-  // Outputs of one op are materialized one after another; each device runs
-  // its instructions in seq order (stable, so the order stays
-  // deterministic).
-  // Most devices' instructions are in order already (only multi-output
-  // ops interleave): those are not sorted (a merge sort moves every
-  // instruction, a large record, through a buffer).
-  auto bySeq = [](const plan::Instr &a, const plan::Instr &b) {
-    return a.seq < b.seq;
-  };
-  for (auto &device : result.devices)
-    if (!std::is_sorted(device.instrs.begin(), device.instrs.end(), bySeq))
-      std::stable_sort(device.instrs.begin(), device.instrs.end(), bySeq);
+  commitPending();
   for (const auto &device : result.devices)
     result.commBytes += device.commBytes;
   for (const auto &tensor : result.tensors)

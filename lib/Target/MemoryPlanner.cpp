@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/PlanBuilder.h"
+#include "tofu/runtime/SharedPrograms.h"
 #include "tofu/runtime/CollectivePieces.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -64,7 +65,7 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
   size_t k = plan.devices.size();
   std::vector<std::vector<Lifetime>> life(k);
   for (size_t d = 0; d < k; ++d)
-    life[d].resize(plan.devices[d].buffers.size());
+    life[d].resize(plan::buffersOf(plan, d).size());
   // The instructions of one collective (one source table) at one seq touch
   // each source buffer at that seq; a buffer touched by one of them needs no
   // touch by the others. So each (table, seq) remembers which devices'
@@ -81,7 +82,7 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
                  CollectiveUse>
       uses;
   for (size_t d = 0; d < k; ++d) {
-    const std::vector<plan::Instr> &program = plan.devices[d].instrs;
+    const std::vector<plan::Instr> &program = plan::instrsOf(plan, d);
     for (size_t i = 0; i < program.size(); ++i) {
       const plan::Instr &instr = program[i];
       // Each instruction's operand lists are their own allocations: ask for
@@ -153,7 +154,7 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
     // on the CUDA backend (cuBLASLt's ReLU epilogue, runtime/cuda
     // CudaSchedule.cpp): its output must not take the place of the Gemm's
     // operands, so it is live from the Gemm on.
-    const auto &instrs = plan.devices[d].instrs;
+    const auto &instrs = program;
     for (size_t i = 0; i + 1 < instrs.size(); ++i) {
       const plan::Instr &gemm = instrs[i], &relu = instrs[i + 1];
       if (gemm.kind == plan::Instr::Kind::Compute && gemm.kernel == "Gemm" &&
@@ -165,7 +166,7 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
     }
   }
   for (size_t d = 0; d < k; ++d) {
-    const auto &buffers = plan.devices[d].buffers;
+    const auto &buffers = plan::buffersOf(plan, d);
     for (size_t b = 0; b < buffers.size(); ++b) {
       plan::TensorRole role = plan.tensors[buffers[b].tensor].role;
       bool persistent = buffers[b].owned && (role == plan::TensorRole::Param ||
@@ -224,7 +225,7 @@ std::vector<uint64_t> liveBytesLowerBound(const plan::Plan &plan) {
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
   std::vector<uint64_t> bound(plan.devices.size(), 0);
   for (size_t d = 0; d < plan.devices.size(); ++d)
-    bound[d] = liveBound(plan.devices[d].buffers, life[d],
+    bound[d] = liveBound(plan::buffersOf(plan, d), life[d],
                          inPlaceUpdatedBuffers(plan, d));
   return bound;
 }
@@ -526,11 +527,22 @@ std::vector<uint64_t> planMemory(plan::Plan &plan) {
   std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
   // A parameter's new value computed in place (updateParamsInPlace) has no
   // bytes of its own: it is placed at the parameter's offset below, and
-  // takes no room meanwhile (placement skips buffers of 0 bytes).
+  // takes no room meanwhile (placement skips buffers of 0 bytes). Devices
+  // that share a program (SharedPrograms.h) and differ in these get
+  // programs of their own first.
   std::vector<std::vector<int32_t>> aliases(k);
+  {
+    std::vector<std::vector<int64_t>> keys(k);
+    for (size_t d = 0; d < k; ++d) {
+      aliases[d] = inPlaceUpdatedBuffers(plan, d);
+      keys[d].assign(aliases[d].begin(), aliases[d].end());
+    }
+    plan::splitSharedPrograms(plan, keys);
+  }
   std::vector<std::vector<uint64_t>> aliasBytes(k);
   for (size_t d = 0; d < k; ++d) {
-    aliases[d] = inPlaceUpdatedBuffers(plan, d);
+    if (plan.devices[d].programOf >= 0)
+      continue; // its program's owner's
     auto &buffers = plan.devices[d].buffers;
     aliasBytes[d].assign(buffers.size(), 0);
     for (size_t b = 0; b < buffers.size(); ++b)
@@ -551,8 +563,13 @@ std::vector<uint64_t> planMemory(plan::Plan &plan) {
   std::vector<PlacementClass> classes;
   std::vector<uint64_t> bounds(k, 0);
   llvm::DenseMap<uint64_t, llvm::SmallVector<size_t, 1>> classesByHash;
+  // The offsets of each device that owns its program, and of each device
+  // sharing one whose offsets differ from its owner's (which then gets a
+  // program of its own); empty otherwise.
+  std::vector<std::vector<uint64_t>> offsets(k);
+  std::vector<std::vector<int64_t>> keys(k);
   for (size_t d = 0; d < k; ++d) {
-    auto &buffers = plan.devices[d].buffers;
+    const auto &buffers = plan::buffersOf(plan, d);
     const std::vector<Lifetime> &lifetimes = life[d];
     std::vector<int64_t> inputs = placementInputs(buffers, lifetimes);
     uint64_t hash = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
@@ -578,15 +595,31 @@ std::vector<uint64_t> planMemory(plan::Plan &plan) {
     } else {
       best = same->best;
     }
-    for (size_t b = 0; b < buffers.size(); ++b)
-      buffers[b].offset = best.offsets[b];
-    for (size_t b = 0; b < buffers.size(); ++b)
-      if (aliases[d][b] >= 0) {
-        buffers[b].bytes = aliasBytes[d][b];
-        buffers[b].offset = buffers[aliases[d][b]].offset;
-      }
     plan.devices[d].peakBytes = best.peak;
     bounds[d] = liveBound(buffers, lifetimes, aliases[d]);
+    const int32_t owner = plan.devices[d].programOf;
+    if (owner < 0) {
+      offsets[d] = std::move(best.offsets);
+    } else if (best.offsets != offsets[owner]) {
+      keys[d].assign(best.offsets.begin(), best.offsets.end());
+      offsets[d] = std::move(best.offsets);
+    }
+  }
+  for (size_t d = 0; d < k; ++d)
+    if (plan.devices[d].programOf < 0)
+      for (size_t b = 0; b < aliasBytes[d].size(); ++b)
+        if (aliases[d][b] >= 0)
+          plan.devices[d].buffers[b].bytes = aliasBytes[d][b];
+  plan::splitSharedPrograms(plan, keys);
+  for (size_t d = 0; d < k; ++d) {
+    if (plan.devices[d].programOf >= 0)
+      continue;
+    auto &buffers = plan.devices[d].buffers;
+    for (size_t b = 0; b < buffers.size(); ++b)
+      buffers[b].offset = offsets[d][b];
+    for (size_t b = 0; b < buffers.size(); ++b)
+      if (aliases[d][b] >= 0)
+        buffers[b].offset = buffers[aliases[d][b]].offset;
   }
   return bounds;
 }

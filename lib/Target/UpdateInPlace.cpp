@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/PlanBuilder.h"
 #include "tofu/runtime/CollectivePieces.h"
+#include "tofu/runtime/SharedPrograms.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -50,16 +51,17 @@ constexpr size_t kPrefetchAhead = 8;
 
 /// The owned buffer of each tensor on a device (-1: none).
 std::vector<int32_t> ownedBuffers(const plan::Plan &plan,
-                                  const plan::DeviceProgram &device) {
+                                  const std::vector<plan::Buffer> &buffers) {
   std::vector<int32_t> owned(plan.tensors.size(), -1);
-  for (size_t b = 0; b < device.buffers.size(); ++b)
-    if (device.buffers[b].owned)
-      owned[device.buffers[b].tensor] = static_cast<int32_t>(b);
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (buffers[b].owned)
+      owned[buffers[b].tensor] = static_cast<int32_t>(b);
   return owned;
 }
 
-bool sameRegion(const plan::Box &a, const plan::Box &b) {
-  return a.lo == b.lo && a.hi == b.hi;
+bool sameRegion(plan::BoxView a, plan::BoxView b) {
+  return a.rank == b.rank && std::equal(a.lo, a.lo + a.rank, b.lo) &&
+         std::equal(a.hi, a.hi + a.rank, b.hi);
 }
 
 /// One parameter tile that may be updated in place.
@@ -75,13 +77,13 @@ struct Candidate {
 
 std::vector<int32_t> inPlaceUpdatedBuffers(const plan::Plan &plan,
                                            size_t device) {
-  const plan::DeviceProgram &program = plan.devices[device];
-  std::vector<int32_t> alias(program.buffers.size(), -1);
+  const std::vector<plan::Buffer> &buffers = plan::buffersOf(plan, device);
+  std::vector<int32_t> alias(buffers.size(), -1);
   if (plan.paramUpdates.empty())
     return alias;
-  std::vector<int32_t> owned = ownedBuffers(plan, program);
-  std::vector<bool> written(program.buffers.size(), false);
-  for (const plan::Instr &instr : program.instrs) {
+  std::vector<int32_t> owned = ownedBuffers(plan, buffers);
+  std::vector<bool> written(buffers.size(), false);
+  for (const plan::Instr &instr : plan::instrsOf(plan, device)) {
     for (int32_t b : instr.outputs)
       if (b >= 0)
         written[b] = true;
@@ -96,8 +98,9 @@ std::vector<int32_t> inPlaceUpdatedBuffers(const plan::Plan &plan,
     int32_t p = owned[param], u = owned[updated];
     if (p < 0 || u < 0 || written[p] || !written[u])
       continue;
-    const plan::Buffer &pb = program.buffers[p], &ub = program.buffers[u];
-    if (pb.bytes == ub.bytes && sameRegion(pb.region, ub.region))
+    if (buffers[p].bytes == buffers[u].bytes &&
+        sameRegion(plan::bufferRegion(plan, device, p),
+                   plan::bufferRegion(plan, device, u)))
       alias[u] = p;
   }
   return alias;
@@ -110,45 +113,57 @@ void updateParamsInPlace(plan::Plan &plan) {
   // The candidates, device by device.
   std::vector<Candidate> candidates;
   std::vector<size_t> producer, copyInto;
+  // Devices that share a program (SharedPrograms.h) share the producers
+  // and copies found in it; their regions are their own.
+  int32_t scannedOwner = -1;
   for (size_t d = 0; d < k; ++d) {
-    plan::DeviceProgram &program = plan.devices[d];
-    std::vector<int32_t> owned = ownedBuffers(plan, program);
+    const std::vector<plan::Buffer> &buffers = plan::buffersOf(plan, d);
+    const std::vector<plan::Instr> &instrs = plan::instrsOf(plan, d);
+    std::vector<int32_t> owned = ownedBuffers(plan, buffers);
     // The producer (single-output compute) and the final copy of each
     // buffer (the last one; kNone: none), indexed by buffer id: a map
     // insert per instruction was a tenth of this pass.
     constexpr size_t kNone = std::numeric_limits<size_t>::max();
-    producer.assign(program.buffers.size(), kNone);
-    copyInto.assign(program.buffers.size(), kNone);
-    for (size_t i = 0; i < program.instrs.size(); ++i) {
-      const plan::Instr &instr = program.instrs[i];
-      // Operand lists are separate allocations: load a later one's early.
-      if (i + kPrefetchAhead < program.instrs.size())
-        __builtin_prefetch(program.instrs[i + kPrefetchAhead].outputs.data());
-      if (instr.kind == plan::Instr::Kind::Compute &&
-          instr.outputs.size() == 1 && instr.outputs[0] >= 0)
-        producer[instr.outputs[0]] = i;
-      if (instr.kind == plan::Instr::Kind::Fetch && instr.dst >= 0 &&
-          instr.op == kParamUpdateOp)
-        copyInto[instr.dst] = i;
+    const int32_t owner = plan.devices[d].programOf < 0
+                              ? static_cast<int32_t>(d)
+                              : plan.devices[d].programOf;
+    if (owner != scannedOwner) {
+      scannedOwner = owner;
+      producer.assign(buffers.size(), kNone);
+      copyInto.assign(buffers.size(), kNone);
+      for (size_t i = 0; i < instrs.size(); ++i) {
+        const plan::Instr &instr = instrs[i];
+        // Operand lists are separate allocations: load a later one's early.
+        if (i + kPrefetchAhead < instrs.size())
+          __builtin_prefetch(instrs[i + kPrefetchAhead].outputs.data());
+        if (instr.kind == plan::Instr::Kind::Compute &&
+            instr.outputs.size() == 1 && instr.outputs[0] >= 0)
+          producer[instr.outputs[0]] = i;
+        if (instr.kind == plan::Instr::Kind::Fetch && instr.dst >= 0 &&
+            instr.op == kParamUpdateOp)
+          copyInto[instr.dst] = i;
+      }
     }
     for (const auto &[param, updated] : plan.paramUpdates) {
       int32_t p = owned[param], u = owned[updated];
       if (p < 0 || u < 0)
         continue;
-      const plan::Buffer &pb = program.buffers[p], &ub = program.buffers[u];
+      const plan::Buffer &pb = buffers[p], &ub = buffers[u];
+      const plan::BoxView updatedRegion = plan::bufferRegion(plan, d, u);
       if (pb.bytes == 0 || pb.bytes != ub.bytes ||
-          !sameRegion(pb.region, ub.region))
+          !sameRegion(plan::bufferRegion(plan, d, p), updatedRegion))
         continue;
       const size_t copy = copyInto[p], update = producer[u];
       if (copy == kNone || update == kNone)
         continue;
       std::vector<plan::Piece> pieces =
-          plan::derivePieces(plan, d, program.instrs[copy]);
+          plan::derivePieces(plan, d, instrs[copy]);
       if (pieces.size() != 1 ||
           pieces[0].device != static_cast<int32_t>(d) ||
-          pieces[0].buffer != u || !sameRegion(pieces[0].region, ub.region))
+          pieces[0].buffer != u ||
+          !sameRegion(plan::BoxView(pieces[0].region), updatedRegion))
         continue;
-      if (!llvm::is_contained(kInPlaceKernels, program.instrs[update].kernel))
+      if (!llvm::is_contained(kInPlaceKernels, instrs[update].kernel))
         continue;
       candidates.push_back({static_cast<int32_t>(d), p, u, copy, update});
     }
@@ -170,7 +185,7 @@ void updateParamsInPlace(plan::Plan &plan) {
   // other buffers, and a bit test is cheaper than two hash lookups.
   std::vector<std::vector<bool>> inMaps(k);
   for (size_t d = 0; d < k; ++d)
-    inMaps[d].assign(plan.devices[d].buffers.size(), false);
+    inMaps[d].assign(plan::buffersOf(plan, d).size(), false);
   for (size_t c = 0; c < candidates.size(); ++c) {
     const Candidate &cand = candidates[c];
     byUpdated[cand.device][cand.updated] = c;
@@ -189,7 +204,7 @@ void updateParamsInPlace(plan::Plan &plan) {
   llvm::DenseSet<std::pair<const plan::CollectiveSources *, int64_t>>
       paramTablesSeen;
   for (size_t d = 0; d < k; ++d) {
-    const auto &instrs = plan.devices[d].instrs;
+    const auto &instrs = plan::instrsOf(plan, d);
     for (size_t i = 0; i < instrs.size(); ++i) {
       const plan::Instr &instr = instrs[i];
       if (i + kPrefetchAhead < instrs.size()) {
@@ -256,31 +271,42 @@ void updateParamsInPlace(plan::Plan &plan) {
   // The step's end: where the copies are.
   int64_t endSeq = std::numeric_limits<int64_t>::min();
   for (const Candidate &c : candidates)
-    endSeq = std::max(endSeq, plan.devices[c.device].instrs[c.copy].seq);
-  std::vector<std::vector<bool>> drop(k);
-  for (size_t d = 0; d < k; ++d)
-    drop[d].assign(plan.devices[d].instrs.size(), false);
+    endSeq = std::max(endSeq, plan::instrsOf(plan, c.device)[c.copy].seq);
+  // Per device, what changes: the copies dropped (their index) and the
+  // updates moved to the end (-1 - their index), in candidate order.
+  std::vector<std::vector<int64_t>> edits(k);
   bool moved = false;
   for (size_t c = 0; c < candidates.size(); ++c) {
     const Candidate &cand = candidates[c];
     if (uses[c].otherUses != 0)
       continue;
-    plan::Instr &update = plan.devices[cand.device].instrs[cand.update];
-    drop[cand.device][cand.copy] = true;
-    if (uses[c].lastParamRead >= update.seq) {
-      update.seq = endSeq;
+    edits[cand.device].push_back(static_cast<int64_t>(cand.copy));
+    if (uses[c].lastParamRead >=
+        plan::instrsOf(plan, cand.device)[cand.update].seq) {
+      edits[cand.device].push_back(-1 - static_cast<int64_t>(cand.update));
       moved = true;
     }
   }
+  // Devices sharing a program whose edits differ get programs of their own.
+  plan::splitSharedPrograms(plan, edits);
   for (size_t d = 0; d < k; ++d) {
-    auto &instrs = plan.devices[d].instrs;
-    if (!moved && std::find(drop[d].begin(), drop[d].end(), true) ==
-                      drop[d].end())
+    if (plan.devices[d].programOf >= 0)
+      continue; // edited with its program's owner
+    if (!moved && edits[d].empty())
       continue; // nothing changes on this device
-    // In place: the dropped copies out, the order kept.
-    size_t out = 0;
+    auto &instrs = plan.devices[d].instrs;
+    std::vector<bool> drop(instrs.size(), false);
+    for (int64_t edit : edits[d]) {
+      if (edit >= 0)
+        drop[edit] = true;
+      else
+        instrs[-1 - edit].seq = endSeq;
+    }
+    // The dropped copies out, the order kept.
+    std::vector<uint32_t> order;
+    order.reserve(instrs.size());
     for (size_t i = 0; i < instrs.size(); ++i) {
-      if (drop[d][i])
+      if (drop[i])
         continue;
       // The copies that remain overwrite other parameters, which a moved
       // update may read (a learning rate, a step count): they run after
@@ -288,29 +314,14 @@ void updateParamsInPlace(plan::Plan &plan) {
       if (moved && instrs[i].kind == plan::Instr::Kind::Fetch &&
           instrs[i].op == kParamUpdateOp)
         instrs[i].seq = endSeq + 1;
-      if (out != i)
-        instrs[out] = std::move(instrs[i]);
-      ++out;
+      order.push_back(static_cast<uint32_t>(i));
     }
-    instrs.resize(out);
-    auto bySeq = [](const plan::Instr &a, const plan::Instr &b) {
-      return a.seq < b.seq;
-    };
-    if (moved && !std::is_sorted(instrs.begin(), instrs.end(), bySeq)) {
-      // A stable sort by seq that moves each instruction once (a stable
-      // sort of the instructions themselves moved them log n times).
-      std::vector<uint32_t> order(instrs.size());
-      std::iota(order.begin(), order.end(), 0u);
-      std::stable_sort(order.begin(), order.end(),
-                       [&](uint32_t a, uint32_t b) {
-                         return instrs[a].seq < instrs[b].seq;
-                       });
-      std::vector<plan::Instr> sorted;
-      sorted.reserve(instrs.size());
-      for (uint32_t i : order)
-        sorted.push_back(std::move(instrs[i]));
-      instrs.swap(sorted);
-    }
+    // A stable sort by seq (moved updates), of the order, so that each
+    // instruction moves once.
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return instrs[a].seq < instrs[b].seq;
+    });
+    plan::reorderProgramInstrs(plan, d, order);
   }
 }
 

@@ -35,6 +35,12 @@ struct MaterializeOptions {
   /// table (plan::Instr::sources): O(k^2) pieces per all-gather. For tests
   /// that compare the two forms (tofuc --explicit-pieces).
   bool explicitPieces = false;
+  /// Keep one program per class of devices whose programs are the same up
+  /// to regions and reduction bounds (DeviceProgram::programOf,
+  /// tofu/runtime/SharedPrograms.h) instead of one per device. Only for
+  /// plans without weights (each device's weight tiles are its own) and
+  /// without explicit pieces; ignored otherwise.
+  bool sharePrograms = false;
 };
 
 /// Builds the per-device programs of a partitioned training step (`func` must
@@ -46,7 +52,9 @@ llvm::Expected<plan::Plan> materialize(mlir::func::FuncOp func,
 /// end-of-step copy of a parameter tile's new value onto the tile when an
 /// element-wise update kernel on the same device computes it, and lets that
 /// new value share the parameter's bytes (moving the update to the end of
-/// the step if the parameter is read after it). Deterministic.
+/// the step if the parameter is read after it). Deterministic. Decides per
+/// device; a device that shares a program (SharedPrograms.h) and decides
+/// otherwise than its program's owner gets a program of its own.
 /// lib/Target/UpdateInPlace.cpp.
 void updateParamsInPlace(plan::Plan &plan);
 
@@ -64,7 +72,9 @@ std::vector<int32_t> inPlaceUpdatedBuffers(const plan::Plan &plan,
 /// search over perturbed first-fit orders) wins. Devices with equal buffer
 /// sizes and lifetimes share the search-free placements, and past the 16th
 /// device of such a class the best placement its searched devices found.
-/// Deterministic. Returns what liveBytesLowerBound would return for the
+/// A device that shares a program (SharedPrograms.h) and gets other offsets
+/// than its program's owner gets a program of its own. Deterministic.
+/// Returns what liveBytesLowerBound would return for the
 /// planned plan, from the lifetimes it computed (so that the JSON summary
 /// need not compute them again).
 std::vector<uint64_t> planMemory(plan::Plan &plan);

@@ -5,11 +5,13 @@
 // end-of-step copy and shares the parameter's bytes; the update moves to
 // the step's end when the parameter is read after it; and every case that
 // would not give the same values (another kernel, a copy from another
-// device, another reader of the new value) keeps the copy.
+// device, another reader of the new value) keeps the copy, also for a
+// device that shares its program with one that drops it.
 //
 //===----------------------------------------------------------------------===//
 #include "tofu/Target/PlanBuilder.h"
 #include "tofu/runtime/CollectivePieces.h"
+#include "tofu/runtime/SharedPrograms.h"
 
 #include <gtest/gtest.h>
 
@@ -209,6 +211,43 @@ TEST(UpdateInPlace, KeepsTheCopyWhenTheNewValueHasAnotherReader) {
   b.p.devices[0].instrs.push_back(b.compute("Use", 7, {2}, 3));
   tofu::updateParamsInPlace(b.p);
   EXPECT_TRUE(b.hasCopy(0));
+}
+
+/// Devices 0 and 1 run one shared program (SharedPrograms.h); device 2
+/// reads device 1's new value W', so only device 0 may drop its copy: the
+/// shared program must not decide for device 1.
+TEST(UpdateInPlace, DevicesSharingAProgramDecideEachForItself) {
+  Builder b(3);
+  // The copies take W' from a source table, as tofuc's do.
+  auto table = plan::makeCollectiveSources(b.p, {2, 2, 2});
+  for (int d : {0, 2}) {
+    b.step(d);
+    plan::Instr &copy = b.p.devices[d].instrs.back();
+    copy.pieces.clear();
+    copy.sources = table;
+  }
+  plan::Instr read;
+  read.kind = plan::Instr::Kind::Fetch;
+  read.seq = 6;
+  read.dst = 3;
+  read.pieces.push_back({1, 2, plan::Box{{0}, {16}}});
+  b.p.devices[2].instrs.insert(b.p.devices[2].instrs.begin() + 2, read);
+  b.p.devices[0].regionStarts = {0, 2, 4, 6, 8};
+  b.p.devices[1].buffers.clear();
+  b.p.devices[1].programOf = 0;
+  b.p.devices[1].sharedRegions = {0, 16, 0, 16, 0, 16, 0, 16};
+
+  tofu::updateParamsInPlace(b.p);
+  tofu::planMemory(b.p);
+  plan::expandSharedPrograms(b.p);
+  EXPECT_FALSE(b.hasCopy(0));
+  EXPECT_TRUE(b.hasCopy(1));
+  EXPECT_EQ(tofu::inPlaceUpdatedBuffers(b.p, 0),
+            (std::vector<int32_t>{-1, -1, 0, -1}));
+  EXPECT_EQ(tofu::inPlaceUpdatedBuffers(b.p, 1),
+            (std::vector<int32_t>{-1, -1, -1, -1}));
+  EXPECT_NE(b.p.devices[1].buffers[2].offset,
+            b.p.devices[1].buffers[0].offset);
 }
 
 } // namespace
