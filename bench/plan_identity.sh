@@ -4,6 +4,7 @@
 # that two tofuc builds can be compared for byte-identical plans (issue 20:
 # bench/compile_scale.md).
 # Usage: bench/plan_identity.sh TOFUC OUT.txt; then diff two OUT files.
+# TOFUC_FLAGS: more tofuc flags for every compile (e.g. --no-weights).
 set -u
 cd "$(dirname "$0")/.."
 tofuc=$1; out=$2
@@ -24,7 +25,7 @@ for model in mlp cnn cnn_bn rnn_s gpt_s gpt_m wres rnn_f; do
   for k in 1 2 3 4 6 8 16 65; do
     case $model in wres|rnn_f) [ $k -gt 8 ] && continue;; esac
     for p in tofu data-parallel; do
-      "$tofuc" $m/$model.onnx --gpus $k --partitioner=$p -o $w/p.bin --dump-plan=json \
+      "$tofuc" $m/$model.onnx --gpus $k --partitioner=$p ${TOFUC_FLAGS:-} -o $w/p.bin --dump-plan=json \
           > $w/p.json 2> $w/err; rc=$?
       echo "$model k=$k $p rc=$rc $(sha256sum < $w/p.bin | cut -c1-16)" \
            "$(grep -v search_seconds $w/p.json | sha256sum | cut -c1-16)" >> "$out"
