@@ -767,6 +767,7 @@ llvm::Error Materializer::addOutput(
       for (const tdl::Range &range : shares[d].reductionRanges)
         ranges.push_back({range.lo, range.hi});
     compute.reductionRanges.push_back(std::move(ranges));
+    compute.inputs.reserve(op.getInputs().size());
     for (auto [i, input] : llvm::enumerate(op.getInputs())) {
       int32_t tensor = tensorOf.lookup(input);
       if (i >= needed.size() || !needed[i])

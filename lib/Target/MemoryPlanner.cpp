@@ -59,13 +59,59 @@ uint64_t alignUp(uint64_t value) {
   return (value + kAlignment - 1) / kAlignment * kAlignment;
 }
 
+/// The lifetimes of the buffers of one program from its own instructions'
+/// uses (operands and destinations), without other devices' reads.
+std::vector<Lifetime> ownLifetimes(const std::vector<plan::Instr> &program,
+                                   size_t numBuffers) {
+  std::vector<Lifetime> life(numBuffers);
+  for (size_t i = 0; i < program.size(); ++i) {
+    const plan::Instr &instr = program[i];
+    // Each instruction's operand lists are their own allocations: ask for
+    // those of a later instruction while this one is processed (the loop
+    // waited on each list's first load).
+    constexpr size_t kAhead = 8;
+    if (i + kAhead < program.size()) {
+      __builtin_prefetch(program[i + kAhead].inputs.data());
+      __builtin_prefetch(program[i + kAhead].outputs.data());
+    }
+    for (int32_t b : instr.inputs)
+      if (b >= 0)
+        life[b].touch(instr.seq);
+    for (int32_t b : instr.outputs)
+      life[b].touch(instr.seq);
+    if (instr.dst >= 0)
+      life[instr.dst].touch(instr.seq);
+  }
+  // A Relu right after the Gemm it reads from may run inside that GEMM
+  // on the CUDA backend (cuBLASLt's ReLU epilogue, runtime/cuda
+  // CudaSchedule.cpp): its output must not take the place of the Gemm's
+  // operands, so it is live from the Gemm on.
+  for (size_t i = 0; i + 1 < program.size(); ++i) {
+    const plan::Instr &gemm = program[i], &relu = program[i + 1];
+    if (gemm.kind == plan::Instr::Kind::Compute &&
+        relu.kind == plan::Instr::Kind::Compute && gemm.outputs.size() == 1 &&
+        relu.inputs.size() == 1 && relu.outputs.size() == 1 &&
+        relu.inputs[0] == gemm.outputs[0] && relu.outputs[0] >= 0 &&
+        gemm.kernel == "Gemm" && relu.kernel == "Relu")
+      life[relu.outputs[0]].touch(gemm.seq);
+  }
+  return life;
+}
+
 /// Every buffer's lifetime in `seq` units; persistent and never-used
 /// buffers live for the whole step ({-1, kForever}).
 std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
   size_t k = plan.devices.size();
   std::vector<std::vector<Lifetime>> life(k);
+  // A device's own uses are its program's: found once per program for the
+  // devices that share it (SharedPrograms.h).
   for (size_t d = 0; d < k; ++d)
-    life[d].resize(plan::buffersOf(plan, d).size());
+    if (plan.devices[d].programOf < 0)
+      life[d] = ownLifetimes(plan.devices[d].instrs,
+                             plan.devices[d].buffers.size());
+  for (size_t d = 0; d < k; ++d)
+    if (plan.devices[d].programOf >= 0)
+      life[d] = life[plan.devices[d].programOf];
   // The instructions of one collective (one source table) at one seq touch
   // each source buffer at that seq; a buffer touched by one of them needs no
   // touch by the others. So each (table, seq) remembers which devices'
@@ -79,41 +125,53 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
     std::vector<char> cellDone;
   };
   llvm::DenseMap<std::pair<const plan::CollectiveSources *, int64_t>,
-                 CollectiveUse>
-      uses;
+                 uint32_t>
+      useIndex;
+  std::vector<CollectiveUse> uses;
+  // Per program (by its owner): its Fetch/Reduce instructions and the
+  // index of each one's use (-1: explicit pieces), found at the first
+  // device that runs it.
+  struct ProgramCollectives {
+    bool found = false;
+    std::vector<std::pair<uint32_t, int32_t>> instrs;
+  };
+  std::vector<ProgramCollectives> collectivesOf(k);
   for (size_t d = 0; d < k; ++d) {
     const std::vector<plan::Instr> &program = plan::instrsOf(plan, d);
-    for (size_t i = 0; i < program.size(); ++i) {
-      const plan::Instr &instr = program[i];
-      // Each instruction's operand lists are their own allocations: ask for
-      // those of a later instruction while this one is processed (the loop
-      // waited on each list's first load).
-      constexpr size_t kAhead = 8;
-      if (i + kAhead < program.size()) {
-        __builtin_prefetch(program[i + kAhead].inputs.data());
-        __builtin_prefetch(program[i + kAhead].outputs.data());
+    const size_t owner = plan.devices[d].programOf < 0
+                             ? d
+                             : static_cast<size_t>(plan.devices[d].programOf);
+    ProgramCollectives &collectives = collectivesOf[owner];
+    if (!collectives.found) {
+      collectives.found = true;
+      for (size_t i = 0; i < program.size(); ++i) {
+        const plan::Instr &instr = program[i];
+        if (instr.kind == plan::Instr::Kind::Compute)
+          continue;
+        int32_t index = -1;
+        if (instr.sources && instr.pieces.empty()) {
+          auto [it, added] = useIndex.try_emplace(
+              {instr.sources.get(), instr.seq},
+              static_cast<uint32_t>(uses.size()));
+          if (added) {
+            uses.emplace_back();
+            uses.back().touched.assign(k, 0);
+            for (int32_t b : instr.sources->buffers)
+              uses.back().untouched += b >= 0;
+          }
+          index = static_cast<int32_t>(it->second);
+        }
+        collectives.instrs.push_back({static_cast<uint32_t>(i), index});
       }
-      for (int32_t b : instr.inputs)
-        if (b >= 0)
-          life[d][b].touch(instr.seq);
-      for (int32_t b : instr.outputs)
-        life[d][b].touch(instr.seq);
-      if (instr.dst >= 0)
-        life[d][instr.dst].touch(instr.seq);
-      if (instr.kind == plan::Instr::Kind::Compute)
-        continue;
-      if (!instr.sources || !instr.pieces.empty()) {
+    }
+    for (const auto &[i, index] : collectives.instrs) {
+      const plan::Instr &instr = program[i];
+      if (index < 0) {
         for (const plan::Piece &piece : instr.pieces)
           life[piece.device][piece.buffer].touch(instr.seq);
         continue;
       }
-      auto [it, added] = uses.try_emplace({instr.sources.get(), instr.seq});
-      CollectiveUse &use = it->second;
-      if (added) {
-        use.touched.assign(k, 0);
-        for (int32_t b : instr.sources->buffers)
-          use.untouched += b >= 0;
-      }
+      CollectiveUse &use = uses[index];
       if (use.untouched == 0)
         continue;
       const plan::CollectiveSources &table = *instr.sources;
@@ -149,20 +207,6 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
         std::vector<char>().swap(use.touched);
         std::vector<char>().swap(use.cellDone);
       }
-    }
-    // A Relu right after the Gemm it reads from may run inside that GEMM
-    // on the CUDA backend (cuBLASLt's ReLU epilogue, runtime/cuda
-    // CudaSchedule.cpp): its output must not take the place of the Gemm's
-    // operands, so it is live from the Gemm on.
-    const auto &instrs = program;
-    for (size_t i = 0; i + 1 < instrs.size(); ++i) {
-      const plan::Instr &gemm = instrs[i], &relu = instrs[i + 1];
-      if (gemm.kind == plan::Instr::Kind::Compute && gemm.kernel == "Gemm" &&
-          relu.kind == plan::Instr::Kind::Compute && relu.kernel == "Relu" &&
-          gemm.outputs.size() == 1 && relu.inputs.size() == 1 &&
-          relu.outputs.size() == 1 && relu.inputs[0] == gemm.outputs[0] &&
-          relu.outputs[0] >= 0)
-        life[d][relu.outputs[0]].touch(gemm.seq);
     }
   }
   for (size_t d = 0; d < k; ++d) {
