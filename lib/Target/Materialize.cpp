@@ -247,10 +247,60 @@ private:
   std::vector<std::shared_ptr<const plan::CollectiveSources>> ownedTables;
   /// Whether devices share programs (MaterializeOptions::sharePrograms).
   bool share = false;
-  /// Per device: the records of the op being materialized, not yet in its
-  /// program (commitPending).
-  std::vector<std::vector<plan::Buffer>> pendingBuffers;
-  std::vector<std::vector<plan::Instr>> pendingInstrs;
+  /// One device's records of the op being materialized, not yet in its
+  /// program (commitPending): the first numBuffers and numInstrs. The
+  /// slots after them keep their allocations for the next op: a device
+  /// that shares its class's program only compares its records and keeps
+  /// their regions, so reusing the slots spares it an allocation per
+  /// region and operand list.
+  struct PendingRecords {
+    std::vector<plan::Buffer> buffers;
+    std::vector<plan::Instr> instrs;
+    size_t numBuffers = 0, numInstrs = 0;
+    plan::Buffer &newBuffer() {
+      if (numBuffers == buffers.size())
+        buffers.emplace_back();
+      return buffers[numBuffers++];
+    }
+    /// A slot for an instruction, every field reset.
+    plan::Instr &newInstr() {
+      if (numInstrs == instrs.size())
+        instrs.emplace_back();
+      plan::Instr &in = instrs[numInstrs++];
+      resetInstr(in);
+      return in;
+    }
+    llvm::MutableArrayRef<plan::Buffer> bufferList() {
+      return {buffers.data(), numBuffers};
+    }
+    llvm::ArrayRef<plan::Buffer> bufferList() const {
+      return {buffers.data(), numBuffers};
+    }
+    llvm::MutableArrayRef<plan::Instr> instrList() {
+      return {instrs.data(), numInstrs};
+    }
+    llvm::ArrayRef<plan::Instr> instrList() const {
+      return {instrs.data(), numInstrs};
+    }
+  };
+  /// Resets every field of `in` to a new instruction's, keeping the
+  /// allocations of its lists.
+  static void resetInstr(plan::Instr &in) {
+    in.kind = plan::Instr::Kind::Compute;
+    in.dst = -1;
+    in.seq = 0;
+    in.kernel = plan::SharedName();
+    in.inputs.clear();
+    in.outputs.clear();
+    in.pieces.clear();
+    in.sources.reset();
+    in.op = plan::SharedName();
+    in.spec.reset();
+    in.reductionRanges.clear();
+  }
+  std::vector<PendingRecords> pending;
+  /// The compute instruction being built (its operand lists reused).
+  plan::Instr computeScratch;
   /// Per device that owns a program: the devices running it, increasing
   /// (itself first); empty for the others.
   std::vector<std::vector<int32_t>> classMembers;
@@ -259,13 +309,15 @@ private:
 plan::BoxView Materializer::regionOf(int64_t device, int32_t buffer) const {
   size_t committed = plan::buffersOf(result, device).size();
   if (static_cast<size_t>(buffer) >= committed)
-    return plan::BoxView(pendingBuffers[device][buffer - committed].region);
+    return plan::BoxView(pending[device].buffers[buffer - committed].region);
   return plan::bufferRegion(result, device, buffer);
 }
 
 bool Materializer::samePending(int64_t a, int64_t b) const {
-  const auto &ba = pendingBuffers[a], &bb = pendingBuffers[b];
-  const auto &ia = pendingInstrs[a], &ib = pendingInstrs[b];
+  llvm::ArrayRef<plan::Buffer> ba = pending[a].bufferList(),
+                               bb = pending[b].bufferList();
+  llvm::ArrayRef<plan::Instr> ia = pending[a].instrList(),
+                              ib = pending[b].instrList();
   if (ba.size() != bb.size() || ia.size() != ib.size())
     return false;
   for (size_t i = 0; i < ba.size(); ++i)
@@ -282,12 +334,12 @@ uint64_t Materializer::pendingHash(int64_t device) const {
   auto mix = [&h](uint64_t v) {
     h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   };
-  mix(pendingBuffers[device].size());
-  for (const plan::Buffer &b : pendingBuffers[device])
+  mix(pending[device].numBuffers);
+  for (const plan::Buffer &b : pending[device].bufferList())
     mix(static_cast<uint64_t>(b.tensor) ^ (b.bytes << 20) ^
         (uint64_t{b.partial} << 62) ^ (uint64_t{b.owned} << 61));
-  mix(pendingInstrs[device].size());
-  for (const plan::Instr &in : pendingInstrs[device]) {
+  mix(pending[device].numInstrs);
+  for (const plan::Instr &in : pending[device].instrList()) {
     mix(static_cast<uint64_t>(in.kind) ^ (static_cast<uint64_t>(in.dst) << 8));
     for (int32_t b : in.inputs)
       mix(static_cast<uint64_t>(b));
@@ -350,15 +402,17 @@ void Materializer::commitPending() {
   auto bySeq = [](const plan::Instr &a, const plan::Instr &b) {
     return a.seq < b.seq;
   };
-  for (auto &instrs : pendingInstrs)
+  for (PendingRecords &records : pending) {
+    llvm::MutableArrayRef<plan::Instr> instrs = records.instrList();
     if (!std::is_sorted(instrs.begin(), instrs.end(), bySeq))
       std::stable_sort(instrs.begin(), instrs.end(), bySeq);
+  }
   if (share)
     splitClasses();
   for (int64_t d = 0; d < k; ++d) {
     plan::DeviceProgram &dev = result.devices[d];
-    std::vector<plan::Buffer> &buffers = pendingBuffers[d];
-    std::vector<plan::Instr> &instrs = pendingInstrs[d];
+    llvm::MutableArrayRef<plan::Buffer> buffers = pending[d].bufferList();
+    llvm::MutableArrayRef<plan::Instr> instrs = pending[d].instrList();
     if (dev.programOf < 0) {
       if (share) {
         if (dev.regionStarts.empty())
@@ -391,8 +445,7 @@ void Materializer::commitPending() {
           dev.sharedReductionRanges.insert(dev.sharedReductionRanges.end(),
                                            list.begin(), list.end());
     }
-    buffers.clear();
-    instrs.clear();
+    pending[d].numBuffers = pending[d].numInstrs = 0;
   }
 }
 
@@ -415,7 +468,7 @@ void Materializer::addCollective(
     int64_t device, int32_t dst,
     std::shared_ptr<const plan::CollectiveSources> sources, int32_t tensor,
     bool reduce, int64_t seq, const plan::SharedName &opName) {
-  plan::Instr instr;
+  plan::Instr &instr = pending[device].newInstr();
   instr.kind = reduce ? plan::Instr::Kind::Reduce : plan::Instr::Kind::Fetch;
   instr.seq = seq;
   instr.dst = dst;
@@ -424,7 +477,6 @@ void Materializer::addCollective(
   uint64_t elemBytes = plan::dtypeSize(result.tensors[tensor].dtype);
   result.devices[device].commBytes +=
       plan::remoteElements(regionOf(device, dst), device, instr) * elemBytes;
-  pendingInstrs[device].push_back(std::move(instr));
 }
 
 tdl::Box Materializer::ownedRegion(int32_t tensor, int64_t device) const {
@@ -456,17 +508,23 @@ bool Materializer::isOwnedRegion(int32_t tensor, int64_t device,
 int32_t Materializer::addBuffer(int64_t device, int32_t tensor,
                                 const tdl::Box &region, bool partial,
                                 bool owned) {
-  plan::Buffer buffer;
+  plan::Buffer &buffer = pending[device].newBuffer();
   buffer.tensor = tensor;
-  buffer.region = toPlanBox(region);
+  buffer.region.lo.resize(region.size());
+  buffer.region.hi.resize(region.size());
+  for (size_t i = 0; i < region.size(); ++i) {
+    buffer.region.lo[i] = region[i].lo;
+    buffer.region.hi[i] = region[i].hi;
+  }
   buffer.partial = partial;
   buffer.owned = owned;
+  buffer.offset = 0;
   buffer.bytes =
       numElements(region) * plan::dtypeSize(result.tensors[tensor].dtype);
-  auto &buffers = pendingBuffers[device];
-  buffers.push_back(std::move(buffer));
+  buffer.init.clear();
+  buffer.borrowedInit = nullptr;
   return static_cast<int32_t>(plan::buffersOf(result, device).size() +
-                              buffers.size() - 1);
+                              pending[device].numBuffers - 1);
 }
 
 void Materializer::addAssembly(int64_t device, int32_t dst,
@@ -476,7 +534,7 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
                                llvm::function_ref<tdl::Box(int64_t)> boxOf,
                                bool reduce, int64_t seq,
                                const plan::SharedName &opName) {
-  plan::Instr instr;
+  plan::Instr &instr = pending[device].newInstr();
   instr.kind = reduce ? plan::Instr::Kind::Reduce : plan::Instr::Kind::Fetch;
   instr.seq = seq;
   instr.dst = dst;
@@ -507,7 +565,6 @@ void Materializer::addAssembly(int64_t device, int32_t dst,
     if (!reduce && contains(box, region))
       break;
   }
-  pendingInstrs[device].push_back(std::move(instr));
 }
 
 void Materializer::addFetchFromOwners(int64_t device, int32_t dst,
@@ -756,17 +813,19 @@ llvm::Error Materializer::addOutput(
     }
     auto needed = instance.requiredRegions(output, shares[d].outputBox,
                                            shares[d].reductionRanges);
-    plan::Instr compute;
+    // Built aside (the fetches of its inputs add pending instructions),
+    // then copied into its slot, each keeping its lists' allocations.
+    plan::Instr &compute = computeScratch;
+    resetInstr(compute);
     compute.kind = plan::Instr::Kind::Compute;
     compute.seq = seq + 1;
     compute.kernel = kernel;
     compute.op = opName;
     compute.spec = sharedSpec;
-    std::vector<std::pair<int64_t, int64_t>> ranges;
+    compute.reductionRanges.emplace_back();
     if (shares[d].partial)
       for (const tdl::Range &range : shares[d].reductionRanges)
-        ranges.push_back({range.lo, range.hi});
-    compute.reductionRanges.push_back(std::move(ranges));
+        compute.reductionRanges.back().push_back({range.lo, range.hi});
     compute.inputs.reserve(op.getInputs().size());
     for (auto [i, input] : llvm::enumerate(op.getInputs())) {
       int32_t tensor = tensorOf.lookup(input);
@@ -788,7 +847,7 @@ llvm::Error Materializer::addOutput(
     else
       produced[d] = addBuffer(d, out, shares[d].outputBox, shares[d].partial);
     compute.outputs.push_back(produced[d]);
-    pendingInstrs[d].push_back(std::move(compute));
+    pending[d].newInstr() = compute;
   }
   // Bring produced tiles to their owners.
   std::vector<int64_t> producedCuts =
@@ -847,8 +906,7 @@ llvm::Expected<plan::Plan> Materializer::run() {
   result.devices.resize(k);
   if (llvm::Error err = addTensors())
     return std::move(err);
-  pendingBuffers.resize(k);
-  pendingInstrs.resize(k);
+  pending.resize(k);
   // (Explicit pieces name devices: every device's differ.)
   share = options.sharePrograms && !options.explicitPieces && k > 1;
   if (share) {
@@ -865,12 +923,15 @@ llvm::Expected<plan::Plan> Materializer::run() {
   ownedBuffer.assign(k, std::vector<int32_t>(result.tensors.size(), -1));
   ownedTables.assign(result.tensors.size(), nullptr);
   for (int64_t d = 0; d < k; ++d) {
-    pendingBuffers[d].reserve(result.tensors.size());
+    pending[d].buffers.reserve(result.tensors.size());
     for (size_t t = 0; t < result.tensors.size(); ++t)
       ownedBuffer[d][t] = addBuffer(d, t, ownedRegion(t, d), false,
                                     /*owned=*/true);
   }
   commitPending();
+  // One slot per tensor is far more than any op needs: free them.
+  for (PendingRecords &records : pending)
+    records = PendingRecords();
 
   // Initial weights of each device's parameter tiles.
   for (ParamOp param : func.getOps<ParamOp>()) {
