@@ -150,66 +150,66 @@ protected:
     return true;
   }
 
+  /// Calls `check(devices, shared, unshared)` for 12 random graphs
+  /// partitioned for each of `ks` devices, materialized with and without
+  /// shared programs; stops at the first failure. Uneven extents (3, 5, 6
+  /// and 12 on 4 or 6 devices) give devices of one group tiles of
+  /// different sizes, which must split their classes.
+  template <typename Check>
+  void forEachRandomPlan(std::initializer_list<int64_t> ks, Check &&check) {
+    for (int64_t devices : ks)
+      for (unsigned seed = 1; seed <= 12; ++seed) {
+        std::string ir = tofu::test::randomModel(seed, 1 + seed % 4,
+                                                 {3, 4, 5, 6, 8, 12});
+        SCOPED_TRACE("k = " + std::to_string(devices) + ", seed " +
+                     std::to_string(seed) + ":\n" + ir);
+        OwningOpRef<ModuleOp> module = partitioned(ir, devices);
+        ASSERT_TRUE(module) << "the random model does not compile";
+        std::optional<plan::Plan> shared, unshared;
+        ASSERT_TRUE(materializeBoth(*module->getOps<func::FuncOp>().begin(),
+                                    shared, unshared));
+        check(static_cast<size_t>(devices), *shared, *unshared);
+        if (HasFailure())
+          return;
+      }
+  }
+
   MLIRContext context;
 };
 
-// Uneven extents (3, 5, 6 and 12 on 4 or 6 devices) give devices of one
-// group tiles of different sizes, which must split their classes.
-const std::vector<int64_t> kSizes = {3, 4, 5, 6, 8, 12};
-
 TEST_F(SharedPrograms, ExpandToTheUnsharedPrograms) {
   size_t planned = 0, sharing = 0;
-  for (int64_t devices : {2, 4, 6, 8})
-    for (unsigned seed = 1; seed <= 12; ++seed) {
-      std::string ir = tofu::test::randomModel(seed, 1 + seed % 4, kSizes);
-      SCOPED_TRACE("k = " + std::to_string(devices) + ", seed " +
-                   std::to_string(seed) + ":\n" + ir);
-      OwningOpRef<ModuleOp> module = partitioned(ir, devices);
-      ASSERT_TRUE(module) << "the random model does not compile";
-      std::optional<plan::Plan> shared, unshared;
-      ASSERT_TRUE(materializeBoth(*module->getOps<func::FuncOp>().begin(),
-                                  shared, unshared));
-      EXPECT_EQ(programOwners(*unshared), static_cast<size_t>(devices));
-      ++planned;
-      sharing += programOwners(*shared) < static_cast<size_t>(devices);
-      plan::expandSharedPrograms(*shared);
-      expectSamePrograms(*unshared, *shared);
-      if (HasFailure())
-        return;
-    }
+  forEachRandomPlan({2, 4, 6, 8}, [&](size_t devices, plan::Plan &shared,
+                                      plan::Plan &unshared) {
+    EXPECT_EQ(programOwners(unshared), devices);
+    ++planned;
+    sharing += programOwners(shared) < devices;
+    plan::expandSharedPrograms(shared);
+    expectSamePrograms(unshared, shared);
+  });
   // Most plans share: the comparison is not vacuous.
   EXPECT_GT(sharing, planned / 2);
 }
 
 TEST_F(SharedPrograms, PlanAndWriteAsTheUnsharedPlan) {
   size_t planned = 0, sharing = 0;
-  for (int64_t devices : {2, 3, 4, 6, 8})
-    for (unsigned seed = 1; seed <= 12; ++seed) {
-      std::string ir = tofu::test::randomModel(seed, 1 + seed % 4, kSizes);
-      SCOPED_TRACE("k = " + std::to_string(devices) + ", seed " +
-                   std::to_string(seed) + ":\n" + ir);
-      OwningOpRef<ModuleOp> module = partitioned(ir, devices);
-      ASSERT_TRUE(module) << "the random model does not compile";
-      std::optional<plan::Plan> shared, unshared;
-      ASSERT_TRUE(materializeBoth(*module->getOps<func::FuncOp>().begin(),
-                                  shared, unshared));
-      tofu::updateParamsInPlace(*shared);
-      tofu::updateParamsInPlace(*unshared);
-      std::vector<uint64_t> sharedBounds = tofu::planMemory(*shared);
-      std::vector<uint64_t> unsharedBounds = tofu::planMemory(*unshared);
-      EXPECT_EQ(sharedBounds, unsharedBounds);
-      ++planned;
-      sharing += programOwners(*shared) < static_cast<size_t>(devices);
-      std::vector<uint8_t> sharedBytes, unsharedBytes;
-      ASSERT_EQ(plan::writePlanBytes(*shared, sharedBytes), "");
-      ASSERT_EQ(plan::writePlanBytes(*unshared, unsharedBytes), "");
-      EXPECT_TRUE(sharedBytes == unsharedBytes)
-          << "plan.bin differs with shared programs";
-      plan::expandSharedPrograms(*shared);
-      expectSamePrograms(*unshared, *shared);
-      if (HasFailure())
-        return;
-    }
+  forEachRandomPlan({2, 3, 4, 6, 8}, [&](size_t devices, plan::Plan &shared,
+                                         plan::Plan &unshared) {
+    tofu::updateParamsInPlace(shared);
+    tofu::updateParamsInPlace(unshared);
+    std::vector<uint64_t> sharedBounds = tofu::planMemory(shared);
+    std::vector<uint64_t> unsharedBounds = tofu::planMemory(unshared);
+    EXPECT_EQ(sharedBounds, unsharedBounds);
+    ++planned;
+    sharing += programOwners(shared) < devices;
+    std::vector<uint8_t> sharedBytes, unsharedBytes;
+    ASSERT_EQ(plan::writePlanBytes(shared, sharedBytes), "");
+    ASSERT_EQ(plan::writePlanBytes(unshared, unsharedBytes), "");
+    EXPECT_TRUE(sharedBytes == unsharedBytes)
+        << "plan.bin differs with shared programs";
+    plan::expandSharedPrograms(shared);
+    expectSamePrograms(unshared, shared);
+  });
   EXPECT_GT(sharing, planned / 2);
 }
 
