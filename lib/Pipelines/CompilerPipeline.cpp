@@ -248,10 +248,9 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     return fail(options.inputPath +
                 ": a parameter has no initial value; a plan needs weights");
   plan->partitioner = options.partitioner;
-  // Devices share programs (SharedPrograms.h) through memory planning and
-  // writing; what lists or times every device's program expands them.
+  // Devices share programs (SharedPrograms.h) through memory planning,
+  // printing and writing; CUDA code generation and the prediction expand.
   if (options.stopAfter == Phase::Materialize) {
-    plan::expandSharedPrograms(*plan);
     printDevicePrograms(*plan, os);
     return llvm::Error::success();
   }
@@ -266,7 +265,6 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
                   " bytes, over the limit of " +
                   llvm::Twine(plan::kMaxArenaBytes) + " (docs/Errors.md)");
   if (options.stopAfter == Phase::Schedule) {
-    plan::expandSharedPrograms(*plan);
     printDevicePrograms(*plan, os);
     return llvm::Error::success();
   }
@@ -297,7 +295,6 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     cudagen::CudaCodegenOptions cuda;
     cuda.arch = options.cudaArch;
     cuda.nvccPath = options.nvccPath;
-    plan::expandSharedPrograms(*plan);
     if (llvm::Error err = cudagen::generateCudaKernels(*plan, cuda))
       return fail(options.inputPath + ": " + llvm::toString(std::move(err)));
     mark("cuda");

@@ -13,6 +13,7 @@
 
 #include "tofu/runtime/ExprFreeVariables.h"
 #include "tofu/runtime/ExprProgramCheck.h"
+#include "tofu/runtime/SharedPrograms.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -1757,6 +1758,8 @@ tofu::cudagen::generateCudaKernels(plan::Plan &plan,
                                    const CudaCodegenOptions &options) {
   if (llvm::Error err = checkCudaArch(options.arch))
     return err;
+  // Launches and fused kernels are per device: every device its program.
+  plan::expandSharedPrograms(plan);
   plan.cuda = plan::CudaModule();
   plan.cuda.arch = options.arch;
   std::string nvcc;

@@ -24,10 +24,10 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
-#include <iterator>
-#include <unordered_map>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <unordered_map>
 
 using namespace mlir;
 

@@ -274,15 +274,18 @@ void printDevicePrograms(const plan::Plan &plan, llvm::raw_ostream &os) {
     const plan::DeviceProgram &device = plan.devices[d];
     os << "device " << d << " (peak " << device.peakBytes << " bytes, receives "
        << device.commBytes << " bytes per step)\n";
-    for (size_t b = 0; b < device.buffers.size(); ++b) {
-      const plan::Buffer &buffer = device.buffers[b];
+    // (A device that shares a program prints it with its own regions.)
+    const std::vector<plan::Buffer> &buffers = plan::buffersOf(plan, d);
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const plan::Buffer &buffer = buffers[b];
       os << llvm::formatv("  buffer {0} = {1}{2} {3}{4} @{5} ({6} bytes)\n", b,
                           plan.tensors[buffer.tensor].name,
-                          formatBox(buffer.region), buffer.owned ? "owned" : "",
+                          formatBox(plan::bufferRegion(plan, d, b).toBox()),
+                          buffer.owned ? "owned" : "",
                           buffer.partial ? "partial" : "", buffer.offset,
                           buffer.bytes);
     }
-    for (const plan::Instr &instr : device.instrs) {
+    for (const plan::Instr &instr : plan::instrsOf(plan, d)) {
       os << llvm::formatv("  [{0}] ", instr.seq);
       switch (instr.kind) {
       case plan::Instr::Kind::Compute: {

@@ -9,6 +9,7 @@
 #include "tofu/Transforms/RecursivePartitioner.h"
 #include "tofu/Transforms/StepTimeModel.h"
 #include "tofu/runtime/CollectivePieces.h"
+#include "tofu/runtime/SharedPrograms.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -286,6 +287,9 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
   StepPrediction result;
   result.device = device.name;
   result.sharedHost = device.sharedHost;
+  if (plan::hasSharedPrograms(plan))
+    return failure("the plan's devices share programs; expand them first "
+                   "(plan::expandSharedPrograms)");
   auto gridAttr = func->getAttrOfType<DenseI64ArrayAttr>(kGridAttr);
   if (!gridAttr)
     return failure("the function has no device grid (tofu.grid)");

@@ -317,10 +317,12 @@ void updateParamsInPlace(plan::Plan &plan) {
       order.push_back(static_cast<uint32_t>(i));
     }
     // A stable sort by seq (moved updates), of the order, so that each
-    // instruction moves once.
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return instrs[a].seq < instrs[b].seq;
-    });
+    // instruction moves once; dropping alone keeps the order.
+    if (moved)
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t a, uint32_t b) {
+                         return instrs[a].seq < instrs[b].seq;
+                       });
     plan::reorderProgramInstrs(plan, d, order);
   }
 }
