@@ -39,6 +39,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <optional>
 #include <numeric>
 
 namespace tofu {
@@ -98,29 +100,81 @@ std::vector<Lifetime> ownLifetimes(const std::vector<plan::Instr> &program,
   return life;
 }
 
+/// Every device's buffer lifetimes, kept once per group of devices whose
+/// lifetimes are equal: devices that run one program (SharedPrograms.h)
+/// and whose buffers other devices read at the same moments.
+struct DeviceLifetimes {
+  /// The distinct lifetime tables, in order of their first device.
+  std::vector<std::vector<Lifetime>> groups;
+  /// Per device, its table in `groups`.
+  std::vector<uint32_t> groupOf;
+  /// Per group, its first device.
+  std::vector<size_t> firstDevice;
+
+  const std::vector<Lifetime> &of(size_t device) const {
+    return groups[groupOf[device]];
+  }
+};
+
+/// True when buffer `b` of `buffers` lives for the whole step: an owned
+/// tile of a parameter, state, input or label.
+bool isPersistent(const plan::Plan &plan, const plan::Buffer &buffer) {
+  plan::TensorRole role = plan.tensors[buffer.tensor].role;
+  return buffer.owned &&
+         (role == plan::TensorRole::Param || role == plan::TensorRole::State ||
+          role == plan::TensorRole::Input || role == plan::TensorRole::Label);
+}
+
 /// Every buffer's lifetime in `seq` units; persistent and never-used
 /// buffers live for the whole step ({-1, kForever}).
-std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
+///
+/// A device's lifetimes are its program's own uses (found once per program)
+/// widened by the moments other devices read its buffers. Those reads are
+/// collected per device as the (buffer, seq) pairs that widen a lifetime;
+/// devices with the same program and the same pairs share one table, so
+/// that k devices running a few programs do not make k tables.
+DeviceLifetimes bufferLifetimes(const plan::Plan &plan) {
   size_t k = plan.devices.size();
-  std::vector<std::vector<Lifetime>> life(k);
-  // A device's own uses are its program's: found once per program for the
-  // devices that share it (SharedPrograms.h).
-  for (size_t d = 0; d < k; ++d)
-    if (plan.devices[d].programOf < 0)
-      life[d] = ownLifetimes(plan.devices[d].instrs,
-                             plan.devices[d].buffers.size());
-  for (size_t d = 0; d < k; ++d)
+  auto ownerOf = [&](size_t d) {
+    const int32_t programOf = plan.devices[d].programOf;
+    return programOf < 0 ? d : static_cast<size_t>(programOf);
+  };
+  // Per program (by its owner): its own uses, with persistent and unused
+  // buffers not yet set to live forever.
+  std::vector<std::vector<Lifetime>> own(k);
+  std::vector<std::vector<char>> persistent(k);
+  for (size_t d = 0; d < k; ++d) {
     if (plan.devices[d].programOf >= 0)
-      life[d] = life[plan.devices[d].programOf];
+      continue;
+    const auto &buffers = plan.devices[d].buffers;
+    own[d] = ownLifetimes(plan.devices[d].instrs, buffers.size());
+    persistent[d].resize(buffers.size());
+    for (size_t b = 0; b < buffers.size(); ++b)
+      persistent[d][b] = isPersistent(plan, buffers[b]);
+  }
+  // The reads by other devices that widen a lifetime, per device.
+  std::vector<std::vector<std::pair<int32_t, int64_t>>> widened(k);
+  // Whether a read at `seq` widens `buffer`'s lifetime on `device`.
+  auto widens = [&](size_t device, int32_t buffer, int64_t seq) {
+    const size_t owner = ownerOf(device);
+    const Lifetime &life = own[owner][buffer];
+    return !persistent[owner][buffer] && (seq < life.first || seq > life.last);
+  };
+  auto touch = [&](size_t device, int32_t buffer, int64_t seq) {
+    if (widens(device, buffer, seq))
+      widened[device].push_back({buffer, seq});
+  };
   // The instructions of one collective (one source table) at one seq touch
   // each source buffer at that seq; a buffer touched by one of them needs no
-  // touch by the others. So each (table, seq) remembers which devices'
-  // sources it touched, and stops deriving pieces once all are (an
-  // all-gather: after its first instruction), which keeps this pass linear
-  // in k per collective instead of visiting k pieces on each of k devices.
+  // touch by the others, nor does one whose lifetime already holds that
+  // seq. So each (table, seq) remembers which devices' sources are left to
+  // touch, and stops deriving pieces once none are (an all-gather: after
+  // its first instruction; a fetch of tiles their owners read at that
+  // step: at once), which keeps this pass linear in k per collective
+  // instead of visiting k pieces on each of k devices.
   struct CollectiveUse {
-    std::vector<char> touched; ///< per device
-    size_t untouched = 0;      ///< sources not touched yet
+    std::vector<char> touched; ///< per device: nothing (left) to touch
+    size_t untouched = 0;      ///< sources left to touch
     /// Per cell of the table's index: all its devices touched.
     std::vector<char> cellDone;
   };
@@ -128,98 +182,116 @@ std::vector<std::vector<Lifetime>> bufferLifetimes(const plan::Plan &plan) {
                  uint32_t>
       useIndex;
   std::vector<CollectiveUse> uses;
-  // Per program (by its owner): its Fetch/Reduce instructions and the
-  // index of each one's use (-1: explicit pieces), found at the first
-  // device that runs it.
-  struct ProgramCollectives {
-    bool found = false;
-    std::vector<std::pair<uint32_t, int32_t>> instrs;
-  };
-  std::vector<ProgramCollectives> collectivesOf(k);
-  for (size_t d = 0; d < k; ++d) {
-    const std::vector<plan::Instr> &program = plan::instrsOf(plan, d);
-    const size_t owner = plan.devices[d].programOf < 0
-                             ? d
-                             : static_cast<size_t>(plan.devices[d].programOf);
-    ProgramCollectives &collectives = collectivesOf[owner];
-    if (!collectives.found) {
-      collectives.found = true;
-      for (size_t i = 0; i < program.size(); ++i) {
-        const plan::Instr &instr = program[i];
-        if (instr.kind == plan::Instr::Kind::Compute)
-          continue;
-        int32_t index = -1;
-        if (instr.sources && instr.pieces.empty()) {
-          auto [it, added] = useIndex.try_emplace(
-              {instr.sources.get(), instr.seq},
-              static_cast<uint32_t>(uses.size()));
-          if (added) {
-            uses.emplace_back();
-            uses.back().touched.assign(k, 0);
-            for (int32_t b : instr.sources->buffers)
-              uses.back().untouched += b >= 0;
-          }
-          index = static_cast<int32_t>(it->second);
-        }
-        collectives.instrs.push_back({static_cast<uint32_t>(i), index});
-      }
-    }
-    for (const auto &[i, index] : collectives.instrs) {
-      const plan::Instr &instr = program[i];
-      if (index < 0) {
+  // Program by program (by its owner), instruction by instruction, the
+  // devices that run it: one table's index is read by the k devices in a
+  // row, not once per device between all the others'.
+  std::vector<std::vector<uint32_t>> runners(k);
+  for (size_t d = 0; d < k; ++d)
+    runners[ownerOf(d)].push_back(static_cast<uint32_t>(d));
+  for (size_t owner = 0; owner < k; ++owner) {
+    const std::vector<plan::Instr> &program = plan.devices[owner].instrs;
+    for (const plan::Instr &instr : program) {
+      if (instr.kind == plan::Instr::Kind::Compute)
+        continue;
+      if (!instr.sources || !instr.pieces.empty()) {
+        // Explicit pieces (every device that runs the program has them).
         for (const plan::Piece &piece : instr.pieces)
-          life[piece.device][piece.buffer].touch(instr.seq);
+          touch(piece.device, piece.buffer, instr.seq);
         continue;
       }
-      CollectiveUse &use = uses[index];
-      if (use.untouched == 0)
-        continue;
+      auto [it, added] = useIndex.try_emplace({instr.sources.get(), instr.seq},
+                                              static_cast<uint32_t>(uses.size()));
+      if (added) {
+        CollectiveUse &use = uses.emplace_back();
+        const std::vector<int32_t> &sources = instr.sources->buffers;
+        use.touched.assign(k, 1);
+        for (size_t e = 0; e < sources.size() && e < k; ++e)
+          if (sources[e] >= 0 && widens(e, sources[e], instr.seq)) {
+            use.touched[e] = 0;
+            ++use.untouched;
+          }
+        if (use.untouched == 0)
+          std::vector<char>().swap(use.touched);
+      }
+      CollectiveUse &use = uses[it->second];
       const plan::CollectiveSources &table = *instr.sources;
       auto touchSource = [&](size_t e) {
         if (use.touched[e])
           return;
         use.touched[e] = 1;
         --use.untouched;
-        life[e][table.buffers[e]].touch(instr.seq);
+        widened[e].push_back({table.buffers[e], instr.seq});
       };
-      // With the table's index, by whole cells (a cell of g replicas or
-      // partial sums is touched once, not by g pieces on every device that
-      // reduces from it); otherwise piece by piece.
-      bool byCells = plan::forEachSourceCell(
-          plan, d, instr,
-          [&](uint64_t cell) {
-            const plan::CollectiveSourceIndex &index = *table.index;
-            if (use.cellDone.empty())
-              use.cellDone.assign(index.cellStart.size() - 1, 0);
-            if (use.cellDone[cell])
-              return;
-            use.cellDone[cell] = 1;
-            for (uint32_t j = index.cellStart[cell];
-                 j < index.cellStart[cell + 1]; ++j)
-              touchSource(static_cast<size_t>(index.cellDevices[j]));
-          },
-          touchSource);
-      if (!byCells)
-        plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
-          touchSource(static_cast<size_t>(piece.device));
-        });
+      for (uint32_t d : runners[owner]) {
+        if (use.untouched == 0)
+          break;
+        // With the table's index, by whole cells (a cell of g replicas or
+        // partial sums is touched once, not by g pieces on every device
+        // that reduces from it); otherwise piece by piece.
+        bool byCells = plan::forEachSourceCell(
+            plan, d, instr,
+            [&](uint64_t cell) {
+              const plan::CollectiveSourceIndex &index = *table.index;
+              if (use.cellDone.empty())
+                use.cellDone.assign(index.cellStart.size() - 1, 0);
+              if (use.cellDone[cell])
+                return;
+              use.cellDone[cell] = 1;
+              for (uint32_t j = index.cellStart[cell];
+                   j < index.cellStart[cell + 1]; ++j)
+                touchSource(static_cast<size_t>(index.cellDevices[j]));
+            },
+            touchSource);
+        if (!byCells)
+          plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
+            touchSource(static_cast<size_t>(piece.device));
+          });
+      }
       if (use.untouched == 0) {
         std::vector<char>().swap(use.touched);
         std::vector<char>().swap(use.cellDone);
       }
     }
   }
+  // Group the devices by program and widening reads (found by hash,
+  // confirmed by comparison); each group's table is its program's own
+  // lifetimes, widened, with persistent and unused buffers set to live
+  // for the whole step.
+  DeviceLifetimes life;
+  life.groupOf.resize(k);
+  llvm::DenseMap<uint64_t, llvm::SmallVector<uint32_t, 1>> groupsByHash;
+  std::vector<std::pair<size_t, std::vector<std::pair<int32_t, int64_t>>>>
+      groupKeys;
   for (size_t d = 0; d < k; ++d) {
-    const auto &buffers = plan::buffersOf(plan, d);
-    for (size_t b = 0; b < buffers.size(); ++b) {
-      plan::TensorRole role = plan.tensors[buffers[b].tensor].role;
-      bool persistent = buffers[b].owned && (role == plan::TensorRole::Param ||
-                                             role == plan::TensorRole::State ||
-                                             role == plan::TensorRole::Input ||
-                                             role == plan::TensorRole::Label);
-      if (persistent || life[d][b].last < 0)
-        life[d][b] = {-1, kForever};
+    auto &reads = widened[d];
+    std::sort(reads.begin(), reads.end());
+    reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+    const size_t owner = ownerOf(d);
+    uint64_t hash = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>(reads.data()),
+        reads.size() * sizeof(reads[0])));
+    hash ^= owner * 0x9e3779b97f4a7c15ull;
+    llvm::SmallVector<uint32_t, 1> &candidates = groupsByHash[hash];
+    auto same = llvm::find_if(candidates, [&](uint32_t g) {
+      return groupKeys[g].first == owner && groupKeys[g].second == reads;
+    });
+    if (same != candidates.end()) {
+      life.groupOf[d] = *same;
+      std::vector<std::pair<int32_t, int64_t>>().swap(reads);
+      continue;
     }
+    const uint32_t group = static_cast<uint32_t>(life.groups.size());
+    candidates.push_back(group);
+    life.groupOf[d] = group;
+    life.firstDevice.push_back(d);
+    std::vector<Lifetime> table = own[owner];
+    for (const auto &[buffer, seq] : reads)
+      table[buffer].touch(seq);
+    for (size_t b = 0; b < table.size(); ++b)
+      if (persistent[owner][b] || table[b].last < 0)
+        table[b] = {-1, kForever};
+    life.groups.push_back(std::move(table));
+    groupKeys.push_back({owner, std::move(reads)});
   }
   return life;
 }
@@ -253,24 +325,39 @@ uint64_t peakLiveBytes(const std::vector<Lifetime> &life,
 }
 
 /// Most bytes of `buffers` live at one moment over lifetimes `life`,
-/// leaving out the new values computed in place (`aliases`: they are in
-/// their parameter's bytes).
+/// leaving out the new values computed in place (`inPlace`, by buffer:
+/// they are in their parameter's bytes).
 uint64_t liveBound(const std::vector<plan::Buffer> &buffers,
                    const std::vector<Lifetime> &life,
-                   const std::vector<int32_t> &aliases) {
+                   llvm::ArrayRef<std::pair<int32_t, int32_t>> inPlace) {
+  std::vector<char> inParam(buffers.size(), 0);
+  for (const auto &[buffer, param] : inPlace)
+    inParam[buffer] = 1;
   return peakLiveBytes(life, [&](size_t b) -> int64_t {
-    return aliases[b] >= 0 ? 0 : static_cast<int64_t>(buffers[b].bytes);
+    return inParam[b] ? 0 : static_cast<int64_t>(buffers[b].bytes);
   });
 }
 
 } // namespace
 
 std::vector<uint64_t> liveBytesLowerBound(const plan::Plan &plan) {
-  std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
+  DeviceLifetimes life = bufferLifetimes(plan);
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> inPlace =
+      inPlaceUpdatedPairs(plan);
   std::vector<uint64_t> bound(plan.devices.size(), 0);
-  for (size_t d = 0; d < plan.devices.size(); ++d)
-    bound[d] = liveBound(plan::buffersOf(plan, d), life[d],
-                         inPlaceUpdatedBuffers(plan, d));
+  // Once per group of devices with the same lifetimes and in-place
+  // buffers (a group runs one program: its buffers are the same).
+  std::map<std::pair<uint32_t, std::vector<std::pair<int32_t, int32_t>>>,
+           uint64_t>
+      known;
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    auto [it, added] =
+        known.try_emplace({life.groupOf[d], std::move(inPlace[d])}, 0);
+    if (added)
+      it->second =
+          liveBound(plan::buffersOf(plan, d), life.of(d), it->first.second);
+    bound[d] = it->second;
+  }
   return bound;
 }
 
@@ -568,36 +655,37 @@ std::vector<int64_t> placementInputs(const std::vector<plan::Buffer> &buffers,
 
 std::vector<uint64_t> planMemory(plan::Plan &plan) {
   size_t k = plan.devices.size();
-  std::vector<std::vector<Lifetime>> life = bufferLifetimes(plan);
   // A parameter's new value computed in place (updateParamsInPlace) has no
   // bytes of its own: it is placed at the parameter's offset below, and
   // takes no room meanwhile (placement skips buffers of 0 bytes). Devices
   // that share a program (SharedPrograms.h) and differ in these get
   // programs of their own first.
-  std::vector<std::vector<int32_t>> aliases(k);
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> inPlace =
+      inPlaceUpdatedPairs(plan);
   {
     std::vector<std::vector<int64_t>> keys(k);
-    for (size_t d = 0; d < k; ++d) {
-      aliases[d] = inPlaceUpdatedBuffers(plan, d);
-      keys[d].assign(aliases[d].begin(), aliases[d].end());
-    }
+    for (size_t d = 0; d < k; ++d)
+      for (const auto &[buffer, param] : inPlace[d])
+        keys[d].insert(keys[d].end(), {buffer, param});
     plan::splitSharedPrograms(plan, keys);
   }
+  DeviceLifetimes life = bufferLifetimes(plan);
   std::vector<std::vector<uint64_t>> aliasBytes(k);
   for (size_t d = 0; d < k; ++d) {
     if (plan.devices[d].programOf >= 0)
       continue; // its program's owner's
     auto &buffers = plan.devices[d].buffers;
     aliasBytes[d].assign(buffers.size(), 0);
-    for (size_t b = 0; b < buffers.size(); ++b)
-      if (aliases[d][b] >= 0)
-        std::swap(aliasBytes[d][b], buffers[b].bytes);
+    for (const auto &[buffer, param] : inPlace[d])
+      std::swap(aliasBytes[d][buffer], buffers[buffer].bytes);
   }
   // The search-free placements are computed once per class of devices with
-  // equal placement inputs (found by hash, confirmed by comparison). The
-  // perturbed search, seeded per device, runs on the first
-  // kSearchedDevicesPerClass devices of a class; later ones take the best
-  // placement those found (valid for any device of the class).
+  // equal placement inputs (found by hash, confirmed by comparison), which
+  // are read once per group of devices with the same lifetimes (one
+  // program: the same buffers). The perturbed search, seeded per device,
+  // runs on the first kSearchedDevicesPerClass devices of a class; later
+  // ones take the best placement those found (valid for any device of the
+  // class).
   struct PlacementClass {
     std::vector<int64_t> inputs;
     Placement placement; ///< search-free
@@ -605,65 +693,78 @@ std::vector<uint64_t> planMemory(plan::Plan &plan) {
     Placement best;      ///< the smallest they reached
   };
   std::vector<PlacementClass> classes;
-  std::vector<uint64_t> bounds(k, 0);
   llvm::DenseMap<uint64_t, llvm::SmallVector<size_t, 1>> classesByHash;
-  // The offsets of each device that owns its program, and of each device
-  // sharing one whose offsets differ from its owner's (which then gets a
-  // program of its own); empty otherwise.
-  std::vector<std::vector<uint64_t>> offsets(k);
-  std::vector<std::vector<int64_t>> keys(k);
-  for (size_t d = 0; d < k; ++d) {
-    const auto &buffers = plan::buffersOf(plan, d);
-    const std::vector<Lifetime> &lifetimes = life[d];
+  const size_t numGroups = life.groups.size();
+  std::vector<size_t> classOfGroup(numGroups);
+  std::vector<uint64_t> boundOfGroup(numGroups);
+  for (size_t g = 0; g < numGroups; ++g) {
+    const size_t first = life.firstDevice[g];
+    const auto &buffers = plan::buffersOf(plan, first);
+    const std::vector<Lifetime> &lifetimes = life.groups[g];
     std::vector<int64_t> inputs = placementInputs(buffers, lifetimes);
     uint64_t hash = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
         reinterpret_cast<const uint8_t *>(inputs.data()),
         inputs.size() * sizeof(int64_t)));
     llvm::SmallVector<size_t, 1> &candidates = classesByHash[hash];
-    PlacementClass *same = nullptr;
+    std::optional<size_t> same;
     for (size_t c : candidates)
       if (classes[c].inputs == inputs)
-        same = &classes[c];
+        same = c;
     if (!same) {
+      same = classes.size();
       candidates.push_back(classes.size());
       classes.push_back(
           {std::move(inputs), placeWithoutSearch(buffers, lifetimes)});
-      same = &classes.back();
     }
-    Placement best;
-    if (same->searched < kSearchedDevicesPerClass) {
-      best = same->placement;
-      searchPerturbedOrders(buffers, lifetimes, d, best);
-      ++same->searched;
-      same->best.consider(best.offsets, best.peak);
+    classOfGroup[g] = *same;
+    // The new values in place have no bytes here (swapped out above).
+    boundOfGroup[g] = liveBound(buffers, lifetimes, {});
+  }
+  // Per device, its placement: its own (searched), or its class's best.
+  std::vector<Placement> searched(k);
+  std::vector<const Placement *> placementOf(k, nullptr);
+  std::vector<uint64_t> bounds(k, 0);
+  for (size_t d = 0; d < k; ++d) {
+    PlacementClass &same = classes[classOfGroup[life.groupOf[d]]];
+    if (same.searched < kSearchedDevicesPerClass) {
+      searched[d] = same.placement;
+      searchPerturbedOrders(plan::buffersOf(plan, d), life.of(d), d,
+                            searched[d]);
+      ++same.searched;
+      same.best.consider(searched[d].offsets, searched[d].peak);
+      placementOf[d] = &searched[d];
     } else {
-      best = same->best;
+      // Its class has all its searched devices: its best is final.
+      placementOf[d] = &same.best;
     }
-    plan.devices[d].peakBytes = best.peak;
-    bounds[d] = liveBound(buffers, lifetimes, aliases[d]);
+    plan.devices[d].peakBytes = placementOf[d]->peak;
+    bounds[d] = boundOfGroup[life.groupOf[d]];
+  }
+  // A device sharing a program whose offsets differ from its owner's gets
+  // a program of its own.
+  std::vector<std::vector<int64_t>> keys(k);
+  for (size_t d = 0; d < k; ++d) {
     const int32_t owner = plan.devices[d].programOf;
-    if (owner < 0) {
-      offsets[d] = std::move(best.offsets);
-    } else if (best.offsets != offsets[owner]) {
-      keys[d].assign(best.offsets.begin(), best.offsets.end());
-      offsets[d] = std::move(best.offsets);
-    }
+    if (owner < 0 || placementOf[d] == placementOf[owner] ||
+        placementOf[d]->offsets == placementOf[owner]->offsets)
+      continue;
+    keys[d].assign(placementOf[d]->offsets.begin(),
+                   placementOf[d]->offsets.end());
   }
   for (size_t d = 0; d < k; ++d)
     if (plan.devices[d].programOf < 0)
-      for (size_t b = 0; b < aliasBytes[d].size(); ++b)
-        if (aliases[d][b] >= 0)
-          plan.devices[d].buffers[b].bytes = aliasBytes[d][b];
+      for (const auto &[buffer, param] : inPlace[d])
+        plan.devices[d].buffers[buffer].bytes = aliasBytes[d][buffer];
   plan::splitSharedPrograms(plan, keys);
   for (size_t d = 0; d < k; ++d) {
     if (plan.devices[d].programOf >= 0)
       continue;
     auto &buffers = plan.devices[d].buffers;
+    const std::vector<uint64_t> &offsets = placementOf[d]->offsets;
     for (size_t b = 0; b < buffers.size(); ++b)
-      buffers[b].offset = offsets[d][b];
-    for (size_t b = 0; b < buffers.size(); ++b)
-      if (aliases[d][b] >= 0)
-        buffers[b].offset = buffers[aliases[d][b]].offset;
+      buffers[b].offset = offsets[b];
+    for (const auto &[buffer, param] : inPlace[d])
+      buffers[buffer].offset = buffers[param].offset;
   }
   return bounds;
 }

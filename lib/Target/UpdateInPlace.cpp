@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 namespace tofu {
@@ -75,35 +76,89 @@ struct Candidate {
 
 } // namespace
 
-std::vector<int32_t> inPlaceUpdatedBuffers(const plan::Plan &plan,
-                                           size_t device) {
-  const std::vector<plan::Buffer> &buffers = plan::buffersOf(plan, device);
-  std::vector<int32_t> alias(buffers.size(), -1);
-  if (plan.paramUpdates.empty())
-    return alias;
-  std::vector<int32_t> owned = ownedBuffers(plan, buffers);
-  std::vector<bool> written(buffers.size(), false);
-  for (const plan::Instr &instr : plan::instrsOf(plan, device)) {
-    for (int32_t b : instr.outputs)
-      if (b >= 0)
-        written[b] = true;
-    if (instr.dst >= 0)
-      written[instr.dst] = true;
+namespace {
+
+/// What inPlaceUpdatedPairs reads of a program, the same for every device
+/// that runs it: each tensor's owned buffer and which buffers an
+/// instruction writes.
+struct WrittenBuffers {
+  std::vector<int32_t> owned;
+  std::vector<bool> written;
+
+  WrittenBuffers(const plan::Plan &plan, size_t device)
+      : owned(ownedBuffers(plan, plan::buffersOf(plan, device))),
+        written(plan::buffersOf(plan, device).size(), false) {
+    for (const plan::Instr &instr : plan::instrsOf(plan, device)) {
+      for (int32_t b : instr.outputs)
+        if (b >= 0)
+          written[b] = true;
+      if (instr.dst >= 0)
+        written[instr.dst] = true;
+    }
   }
+};
+
+/// inPlaceUpdatedPairs of `device`, whose program's buffers are `facts`.
+std::vector<std::pair<int32_t, int32_t>>
+inPlacePairsOf(const plan::Plan &plan, size_t device,
+               const WrittenBuffers &facts) {
+  std::vector<std::pair<int32_t, int32_t>> pairs;
+  const std::vector<plan::Buffer> &buffers = plan::buffersOf(plan, device);
+  const std::vector<int32_t> &owned = facts.owned;
   for (const auto &[param, updated] : plan.paramUpdates) {
     if (param < 0 || updated < 0 ||
         static_cast<size_t>(param) >= owned.size() ||
         static_cast<size_t>(updated) >= owned.size())
       continue;
     int32_t p = owned[param], u = owned[updated];
-    if (p < 0 || u < 0 || written[p] || !written[u])
+    if (p < 0 || u < 0 || facts.written[p] || !facts.written[u])
       continue;
     if (buffers[p].bytes == buffers[u].bytes &&
         sameRegion(plan::bufferRegion(plan, device, p),
                    plan::bufferRegion(plan, device, u)))
-      alias[u] = p;
+      pairs.push_back({u, p});
   }
+  // By buffer; a buffer named twice keeps its last parameter (as an
+  // alias table would).
+  std::stable_sort(pairs.begin(), pairs.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  std::vector<std::pair<int32_t, int32_t>> unique;
+  for (size_t i = 0; i < pairs.size(); ++i)
+    if (i + 1 == pairs.size() || pairs[i + 1].first != pairs[i].first)
+      unique.push_back(pairs[i]);
+  return unique;
+}
+
+} // namespace
+
+std::vector<int32_t> inPlaceUpdatedBuffers(const plan::Plan &plan,
+                                           size_t device) {
+  std::vector<int32_t> alias(plan::buffersOf(plan, device).size(), -1);
+  if (plan.paramUpdates.empty())
+    return alias;
+  for (const auto &[u, p] :
+       inPlacePairsOf(plan, device, WrittenBuffers(plan, device)))
+    alias[u] = p;
   return alias;
+}
+
+std::vector<std::vector<std::pair<int32_t, int32_t>>>
+inPlaceUpdatedPairs(const plan::Plan &plan) {
+  const size_t k = plan.devices.size();
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> pairs(k);
+  if (plan.paramUpdates.empty())
+    return pairs;
+  // The written buffers of the program being read (devices that share a
+  // program come after its owner, in device order or not).
+  std::vector<std::unique_ptr<WrittenBuffers>> factsOf(k);
+  for (size_t d = 0; d < k; ++d) {
+    const int32_t programOf = plan.devices[d].programOf;
+    const size_t owner = programOf < 0 ? d : static_cast<size_t>(programOf);
+    if (!factsOf[owner])
+      factsOf[owner] = std::make_unique<WrittenBuffers>(plan, owner);
+    pairs[d] = inPlacePairsOf(plan, d, *factsOf[owner]);
+  }
+  return pairs;
 }
 
 void updateParamsInPlace(plan::Plan &plan) {
@@ -113,13 +168,13 @@ void updateParamsInPlace(plan::Plan &plan) {
   // The candidates, device by device.
   std::vector<Candidate> candidates;
   std::vector<size_t> producer, copyInto;
-  // Devices that share a program (SharedPrograms.h) share the producers
-  // and copies found in it; their regions are their own.
+  std::vector<int32_t> owned;
+  // Devices that share a program (SharedPrograms.h) share the owned
+  // buffers, producers and copies found in it; their regions are their own.
   int32_t scannedOwner = -1;
   for (size_t d = 0; d < k; ++d) {
     const std::vector<plan::Buffer> &buffers = plan::buffersOf(plan, d);
     const std::vector<plan::Instr> &instrs = plan::instrsOf(plan, d);
-    std::vector<int32_t> owned = ownedBuffers(plan, buffers);
     // The producer (single-output compute) and the final copy of each
     // buffer (the last one; kNone: none), indexed by buffer id: a map
     // insert per instruction was a tenth of this pass.
@@ -129,6 +184,7 @@ void updateParamsInPlace(plan::Plan &plan) {
                               : plan.devices[d].programOf;
     if (owner != scannedOwner) {
       scannedOwner = owner;
+      owned = ownedBuffers(plan, buffers);
       producer.assign(buffers.size(), kNone);
       copyInto.assign(buffers.size(), kNone);
       for (size_t i = 0; i < instrs.size(); ++i) {
@@ -203,15 +259,33 @@ void updateParamsInPlace(plan::Plan &plan) {
   llvm::DenseMap<const plan::CollectiveSources *, bool> namesNewValue;
   llvm::DenseSet<std::pair<const plan::CollectiveSources *, int64_t>>
       paramTablesSeen;
-  for (size_t d = 0; d < k; ++d) {
-    const auto &instrs = plan::instrsOf(plan, d);
+  // Program by program (by its owner), instruction by instruction, the
+  // devices that run it. A device's own operands are the program's: only
+  // those that are some runner's candidate buffer are visited per runner.
+  std::vector<std::vector<uint32_t>> runners(k);
+  for (size_t d = 0; d < k; ++d)
+    runners[plan.devices[d].programOf < 0 ? d : plan.devices[d].programOf]
+        .push_back(static_cast<uint32_t>(d));
+  for (size_t owner = 0; owner < k; ++owner) {
+    if (runners[owner].empty())
+      continue;
+    const std::vector<plan::Instr> &instrs = plan.devices[owner].instrs;
+    // The buffers of this program that are a candidate on some runner.
+    std::vector<bool> anyRunner(plan.devices[owner].buffers.size(), false);
+    for (uint32_t d : runners[owner])
+      for (const auto &[buffer, c] : byUpdated[d])
+        anyRunner[buffer] = true;
+    for (uint32_t d : runners[owner])
+      for (const auto &[buffer, c] : byParam[d])
+        anyRunner[buffer] = true;
     for (size_t i = 0; i < instrs.size(); ++i) {
       const plan::Instr &instr = instrs[i];
       if (i + kPrefetchAhead < instrs.size()) {
         __builtin_prefetch(instrs[i + kPrefetchAhead].inputs.data());
         __builtin_prefetch(instrs[i + kPrefetchAhead].outputs.data());
       }
-      auto use = [&](int32_t device, int32_t buffer, bool read) {
+      // Instruction i of device d uses buffer `buffer` of device `device`.
+      auto use = [&](size_t d, int32_t device, int32_t buffer, bool read) {
         if (!inMaps[device][buffer])
           return;
         if (auto it = byUpdated[device].find(buffer);
@@ -232,21 +306,25 @@ void updateParamsInPlace(plan::Plan &plan) {
                 std::max(uses[it->second].lastParamRead, instr.seq);
         }
       };
-      const int32_t self = static_cast<int32_t>(d);
+      auto ownUse = [&](int32_t buffer, bool read) {
+        if (buffer < 0 || !anyRunner[buffer])
+          return;
+        for (uint32_t d : runners[owner])
+          use(d, static_cast<int32_t>(d), buffer, read);
+      };
       for (int32_t b : instr.inputs)
-        if (b >= 0)
-          use(self, b, /*read=*/true);
+        ownUse(b, /*read=*/true);
       for (int32_t b : instr.outputs)
-        if (b >= 0)
-          use(self, b, /*read=*/false);
-      if (instr.dst >= 0)
-        // A reduction reads what it adds to.
-        use(self, instr.dst, instr.kind == plan::Instr::Kind::Reduce);
+        ownUse(b, /*read=*/false);
+      // A reduction reads what it adds to.
+      ownUse(instr.dst, instr.kind == plan::Instr::Kind::Reduce);
       if (instr.kind == plan::Instr::Kind::Compute)
         continue;
       if (!instr.sources || !instr.pieces.empty()) {
-        for (const plan::Piece &piece : instr.pieces)
-          use(piece.device, piece.buffer, /*read=*/true);
+        // Explicit pieces (every device that runs the program has them).
+        for (uint32_t d : runners[owner])
+          for (const plan::Piece &piece : instr.pieces)
+            use(d, piece.device, piece.buffer, /*read=*/true);
         continue;
       }
       const plan::CollectiveSources *table = instr.sources.get();
@@ -255,16 +333,18 @@ void updateParamsInPlace(plan::Plan &plan) {
         for (size_t e = 0; e < table->buffers.size() && e < k; ++e)
           known->second = known->second ||
                           byUpdated[e].count(table->buffers[e]) != 0;
-      if (known->second)
-        plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
-          use(piece.device, piece.buffer, /*read=*/true);
-        });
-      else if (paramTablesSeen.insert({table, instr.seq}).second)
+      if (known->second) {
+        for (uint32_t d : runners[owner])
+          plan::forEachPiece(plan, d, instr, [&](const plan::Piece &piece) {
+            use(d, piece.device, piece.buffer, /*read=*/true);
+          });
+      } else if (paramTablesSeen.insert({table, instr.seq}).second) {
         for (size_t e = 0; e < table->buffers.size() && e < k; ++e)
           if (auto it = byParam[e].find(table->buffers[e]);
               it != byParam[e].end())
             uses[it->second].lastParamRead =
                 std::max(uses[it->second].lastParamRead, instr.seq);
+      }
     }
   }
 

@@ -65,6 +65,12 @@ void updateParamsInPlace(plan::Plan &plan);
 std::vector<int32_t> inPlaceUpdatedBuffers(const plan::Plan &plan,
                                            size_t device);
 
+/// inPlaceUpdatedBuffers of every device, as (buffer, parameter buffer)
+/// pairs by buffer: what a program's instructions write is found once for
+/// the devices that share it (SharedPrograms.h).
+std::vector<std::vector<std::pair<int32_t, int32_t>>>
+inPlaceUpdatedPairs(const plan::Plan &plan);
+
 /// Assigns every buffer a static arena offset per device and sets each
 /// device's peakBytes. Lifetimes are measured across all devices (other
 /// devices read a device's buffers); the smallest of several placements
