@@ -107,6 +107,11 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     return fail("--gpus " + llvm::Twine(options.devices) +
                 " is over the limit of " + llvm::Twine(plan::kMaxDevices) +
                 " devices (docs/Errors.md)");
+  if (options.threads > kMaxMaterializeThreads)
+    return fail("--compile-threads " + llvm::Twine(options.threads) +
+                " is over the limit of " +
+                llvm::Twine(kMaxMaterializeThreads) +
+                " (0: the machine's cores, at most 8)");
   // Refuse an output tofuc cannot write before spending time on the model.
   if (!options.outputPath.empty())
     if (std::string kind = outputPathKind(options.outputPath);
@@ -237,6 +242,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
   MaterializeOptions materializeOptions;
   materializeOptions.borrowWeights = true;
   materializeOptions.explicitPieces = options.explicitPieces;
+  materializeOptions.threads = options.threads;
   materializeOptions.sharePrograms = true;
   auto plan = materialize(func, materializeOptions);
   if (!plan)

@@ -24,9 +24,13 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 
 using namespace mlir;
@@ -120,6 +124,34 @@ plan::Attr toPlanAttr(const std::string &name, const tdl::AttrValue &value) {
   return attr;
 }
 
+/// Threads that each run one fixed part of a range: thread t always gets the
+/// t-th of the contiguous parts, so a device's records are made and freed
+/// on one thread (one malloc arena) op after op. The calling thread runs
+/// the first part.
+class StaticWorkers {
+public:
+  /// Starts numThreads - 1 threads.
+  explicit StaticWorkers(unsigned numThreads);
+  ~StaticWorkers();
+  /// Runs body(i) for every i in [0, n), and returns when all have run.
+  void run(size_t n, llvm::function_ref<void(size_t)> body);
+
+private:
+  void work(unsigned part);
+  void runPart(unsigned part, size_t n,
+               llvm::function_ref<void(size_t)> body) const;
+
+  std::vector<std::thread> threads;
+  std::mutex mutex;
+  std::condition_variable wake, done;
+  /// The range and body of the current run, its number, and the threads
+  /// still running it.
+  std::pair<size_t, llvm::function_ref<void(size_t)>> job{0, nullptr};
+  uint64_t generation = 0;
+  size_t busy = 0;
+  bool stopping = false;
+};
+
 /// Builds the plan's tensors and device programs.
 class Materializer {
 public:
@@ -186,8 +218,25 @@ private:
                      std::shared_ptr<const plan::CollectiveSources> sources,
                      int32_t tensor, bool reduce, int64_t seq,
                      const plan::SharedName &opName);
+  /// Runs `body(d)` for every device d. With many devices, on several
+  /// threads (MaterializeOptions::threads): a body may then change only
+  /// device d's records (pending[d], its commBytes) and read what no body
+  /// changes. The plan is the same either way.
+  void forEachDevice(llvm::function_ref<void(int64_t)> body) {
+    forEachIndex(static_cast<size_t>(k),
+                 [&](size_t d) { body(static_cast<int64_t>(d)); });
+  }
+  /// Runs `body(i)` for i in [0, n), as forEachDevice.
+  void forEachIndex(size_t n, llvm::function_ref<void(size_t)> body);
+  /// Fewer devices than this are materialized on one thread (threads cost
+  /// more than they save).
+  static constexpr size_t kParallelDevices = 64;
+  /// At most this many threads materialize devices unless the options say.
+  static constexpr unsigned kMaxThreads = 8;
+  /// forEachIndex's threads; none: one thread.
+  std::unique_ptr<StaticWorkers> workers;
   /// The source table of `tensor`'s owned tiles (made on first use, shared
-  /// by every fetch from them).
+  /// by every fetch from them; thread-safe).
   std::shared_ptr<const plan::CollectiveSources> ownedSources(int32_t tensor);
   /// Fills buffer `dst` on `device`, holding `region` of `tensor`, from the
   /// owned tiles of `tensor` on the devices whose tile meets it.
@@ -243,8 +292,10 @@ private:
   std::vector<TilingAttr> tilings;               // per tensor
   std::vector<std::vector<int64_t>> cutDims;     // per tensor: tilingCutDims
   std::vector<std::vector<int32_t>> ownedBuffer; // [device][tensor]
-  /// Per tensor: ownedSources' table, null until first used.
+  /// Per tensor: ownedSources' table, null until first used, and whether
+  /// it is made.
   std::vector<std::shared_ptr<const plan::CollectiveSources>> ownedTables;
+  std::unique_ptr<std::once_flag[]> ownedTableMade;
   /// Whether devices share programs (MaterializeOptions::sharePrograms).
   bool share = false;
   /// One device's records of the op being materialized, not yet in its
@@ -299,8 +350,6 @@ private:
     in.reductionRanges.clear();
   }
   std::vector<PendingRecords> pending;
-  /// The compute instruction being built (its operand lists reused).
-  plan::Instr computeScratch;
   /// Per device that owns a program: the devices running it, increasing
   /// (itself first); empty for the others.
   std::vector<std::vector<int32_t>> classMembers;
@@ -361,9 +410,13 @@ void Materializer::splitClasses() {
     // by hash.
     std::vector<std::vector<int32_t>> groups{{static_cast<int32_t>(r)}};
     std::unordered_map<uint64_t, std::vector<size_t>> byHash;
+    std::vector<char> asOwner(members.size());
+    forEachIndex(members.size(), [&](size_t i) {
+      asOwner[i] = i > 0 && samePending(r, members[i]);
+    });
     for (size_t i = 1; i < members.size(); ++i) {
       int32_t d = members[i];
-      if (samePending(r, d)) {
+      if (asOwner[i]) {
         groups[0].push_back(d);
         continue;
       }
@@ -402,14 +455,14 @@ void Materializer::commitPending() {
   auto bySeq = [](const plan::Instr &a, const plan::Instr &b) {
     return a.seq < b.seq;
   };
-  for (PendingRecords &records : pending) {
-    llvm::MutableArrayRef<plan::Instr> instrs = records.instrList();
+  forEachDevice([&](int64_t d) {
+    llvm::MutableArrayRef<plan::Instr> instrs = pending[d].instrList();
     if (!std::is_sorted(instrs.begin(), instrs.end(), bySeq))
       std::stable_sort(instrs.begin(), instrs.end(), bySeq);
-  }
+  });
   if (share)
     splitClasses();
-  for (int64_t d = 0; d < k; ++d) {
+  forEachDevice([&](int64_t d) {
     plan::DeviceProgram &dev = result.devices[d];
     llvm::MutableArrayRef<plan::Buffer> buffers = pending[d].bufferList();
     llvm::MutableArrayRef<plan::Instr> instrs = pending[d].instrList();
@@ -446,13 +499,14 @@ void Materializer::commitPending() {
                                            list.begin(), list.end());
     }
     pending[d].numBuffers = pending[d].numInstrs = 0;
-  }
+  });
 }
 
 std::shared_ptr<const plan::CollectiveSources>
 Materializer::ownedSources(int32_t tensor) {
   auto &table = ownedTables[tensor];
-  if (!table) {
+  // Devices materialized on several threads may ask at once: one makes it.
+  std::call_once(ownedTableMade[tensor], [&] {
     std::vector<int32_t> buffers(k);
     for (int64_t e = 0; e < k; ++e)
       buffers[e] = ownedBuffer[e][tensor];
@@ -460,8 +514,76 @@ Materializer::ownedSources(int32_t tensor) {
         std::move(buffers), [this](size_t e, int32_t buffer) {
           return regionOf(static_cast<int64_t>(e), buffer);
         });
-  }
+  });
   return table;
+}
+
+void Materializer::forEachIndex(size_t n,
+                                llvm::function_ref<void(size_t)> body) {
+  if (n < kParallelDevices || !workers) {
+    for (size_t i = 0; i < n; ++i)
+      body(i);
+    return;
+  }
+  workers->run(n, body);
+}
+
+StaticWorkers::StaticWorkers(unsigned numThreads) {
+  for (unsigned t = 1; t < numThreads; ++t)
+    threads.emplace_back([this, t] { work(t); });
+}
+
+StaticWorkers::~StaticWorkers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  wake.notify_all();
+  for (std::thread &thread : threads)
+    thread.join();
+}
+
+void StaticWorkers::runPart(unsigned part, size_t n,
+                            llvm::function_ref<void(size_t)> body) const {
+  const size_t parts = threads.size() + 1;
+  for (size_t i = part * n / parts; i < (part + 1) * n / parts; ++i)
+    body(i);
+}
+
+void StaticWorkers::run(size_t n, llvm::function_ref<void(size_t)> body) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    job = {n, body};
+    busy = threads.size();
+    ++generation;
+  }
+  wake.notify_all();
+  runPart(0, n, body);
+  std::unique_lock<std::mutex> lock(mutex);
+  done.wait(lock, [&] { return busy == 0; });
+}
+
+void StaticWorkers::work(unsigned part) {
+  uint64_t seen = 0;
+  while (true) {
+    std::pair<size_t, llvm::function_ref<void(size_t)>> mine;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      wake.wait(lock, [&] { return stopping || generation != seen; });
+      if (stopping)
+        return;
+      seen = generation;
+      mine = job;
+    }
+    runPart(part, mine.first, mine.second);
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      last = --busy == 0;
+    }
+    if (last)
+      done.notify_one();
+  }
 }
 
 void Materializer::addCollective(
@@ -768,9 +890,10 @@ llvm::Error Materializer::addOutput(
     const std::vector<std::vector<int64_t>> &inputShapes,
     const std::vector<plan::ExprProgram> &programs, int64_t seq) {
   bool replicated = planOfOutput(strategies, output).empty();
-  std::vector<OpShare> shares;
-  for (int64_t d = 0; d < k; ++d)
-    shares.push_back(opShare(grid, instance, output, strategies, d));
+  std::vector<OpShare> shares(k);
+  forEachDevice([&](int64_t d) {
+    shares[d] = opShare(grid, instance, output, strategies, d);
+  });
   // Without any strategy every device computes the whole output (replicated
   // compute); each then keeps its own tile, so producers overlap: that is
   // only consistent when every owned tile is inside the device's own share.
@@ -806,15 +929,21 @@ llvm::Error Materializer::addOutput(
 
   std::vector<int32_t> produced(k);
   std::vector<tdl::Box> producedBoxes(k);
-  for (int64_t d = 0; d < k; ++d) {
+  // The first device (if any) whose input region interval analysis did
+  // not give, and which input.
+  std::mutex failedMutex;
+  std::optional<std::pair<int64_t, size_t>> failed;
+  forEachDevice([&](int64_t d) {
     if (isEmptyShare(shares[d])) {
       produced[d] = -1;
-      continue;
+      return;
     }
     auto needed = instance.requiredRegions(output, shares[d].outputBox,
                                            shares[d].reductionRanges);
     // Built aside (the fetches of its inputs add pending instructions),
-    // then copied into its slot, each keeping its lists' allocations.
+    // then copied into its slot, each keeping its lists' allocations (one
+    // per thread).
+    static thread_local plan::Instr computeScratch;
     plan::Instr &compute = computeScratch;
     resetInstr(compute);
     compute.kind = plan::Instr::Kind::Compute;
@@ -829,9 +958,13 @@ llvm::Error Materializer::addOutput(
     compute.inputs.reserve(op.getInputs().size());
     for (auto [i, input] : llvm::enumerate(op.getInputs())) {
       int32_t tensor = tensorOf.lookup(input);
-      if (i >= needed.size() || !needed[i])
-        return error(op, "interval analysis gave no region for input " +
-                             llvm::Twine(i));
+      if (i >= needed.size() || !needed[i]) {
+        std::lock_guard<std::mutex> lock(failedMutex);
+        if (!failed || d < failed->first)
+          failed = {d, i};
+        resetInstr(compute);
+        return;
+      }
       if (isOwnedRegion(tensor, d, *needed[i])) {
         compute.inputs.push_back(ownedBuffer[d][tensor]);
         continue;
@@ -848,34 +981,42 @@ llvm::Error Materializer::addOutput(
       produced[d] = addBuffer(d, out, shares[d].outputBox, shares[d].partial);
     compute.outputs.push_back(produced[d]);
     pending[d].newInstr() = compute;
-  }
+    // Drop the references to this op's spec and names.
+    resetInstr(compute);
+  });
+  if (failed)
+    return error(op, "interval analysis gave no region for input " +
+                         llvm::Twine(failed->second));
   // Bring produced tiles to their owners.
   std::vector<int64_t> producedCuts =
       shareCutDims(grid, planOfOutput(strategies, output));
   tdl::Box outputWhole = fullBox(result.tensors[out].shape);
   auto producedOf = [&](int64_t e) { return produced[e]; };
   auto producedBoxOf = [&](int64_t e) { return producedBoxes[e]; };
-  // The produced tiles as one collective's sources (made when first needed).
+  // The produced tiles as one collective's sources (made when first needed,
+  // by one thread).
   std::shared_ptr<const plan::CollectiveSources> producedSources;
-  for (int64_t d = 0; d < k; ++d) {
+  std::once_flag producedSourcesMade;
+  forEachDevice([&](int64_t d) {
     if (produced[d] == ownedBuffer[d][out])
-      continue;
+      return;
     tdl::Box owned = ownedRegion(out, d);
     if (produced[d] >= 0 && outputCoveredLocally(shares[d], owned)) {
       int64_t self[] = {d};
       addAssembly(d, ownedBuffer[d][out], owned, out, self, producedOf,
                   producedBoxOf, /*reduce=*/false, seq + 2, opName);
-      continue;
+      return;
     }
     if (!options.explicitPieces) {
-      if (!producedSources)
+      std::call_once(producedSourcesMade, [&] {
         producedSources = plan::makeCollectiveSources(
             produced, [this](size_t e, int32_t buffer) {
               return regionOf(static_cast<int64_t>(e), buffer);
             });
+      });
       addCollective(d, ownedBuffer[d][out], producedSources, out,
                     /*reduce=*/shares[d].partial, seq + 2, opName);
-      continue;
+      return;
     }
     // The devices whose produced box (their share's output box) meets the
     // owned tile.
@@ -884,16 +1025,17 @@ llvm::Error Materializer::addOutput(
     addAssembly(d, ownedBuffer[d][out], owned, out, producers, producedOf,
                 producedBoxOf, /*reduce=*/shares[d].partial, seq + 2,
                 opName);
-  }
+  });
   return llvm::Error::success();
 }
 
 void Materializer::addParamUpdates(int64_t seq) {
   const plan::SharedName opName = "param-update";
-  for (auto [param, updated] : result.paramUpdates)
-    for (int64_t d = 0; d < k; ++d)
+  forEachDevice([&](int64_t d) {
+    for (auto [param, updated] : result.paramUpdates)
       addFetchFromOwners(d, ownedBuffer[d][param], ownedRegion(param, d),
                          updated, seq, opName);
+  });
 }
 
 llvm::Expected<plan::Plan> Materializer::run() {
@@ -907,6 +1049,16 @@ llvm::Expected<plan::Plan> Materializer::run() {
   if (llvm::Error err = addTensors())
     return std::move(err);
   pending.resize(k);
+  if (static_cast<size_t>(k) >= kParallelDevices &&
+      func.getContext()->isMultithreadingEnabled()) {
+    unsigned threads =
+        options.threads > 0
+            ? options.threads
+            : std::min(kMaxThreads,
+                       std::max(1u, std::thread::hardware_concurrency()));
+    if (threads > 1)
+      workers = std::make_unique<StaticWorkers>(threads);
+  }
   // (Explicit pieces name devices: every device's differ.)
   share = options.sharePrograms && !options.explicitPieces && k > 1;
   if (share) {
@@ -922,16 +1074,17 @@ llvm::Expected<plan::Plan> Materializer::run() {
   // Every device owns one buffer per tensor: its tile.
   ownedBuffer.assign(k, std::vector<int32_t>(result.tensors.size(), -1));
   ownedTables.assign(result.tensors.size(), nullptr);
-  for (int64_t d = 0; d < k; ++d) {
+  ownedTableMade = std::make_unique<std::once_flag[]>(result.tensors.size());
+  forEachDevice([&](int64_t d) {
     pending[d].buffers.reserve(result.tensors.size());
     for (size_t t = 0; t < result.tensors.size(); ++t)
       ownedBuffer[d][t] = addBuffer(d, t, ownedRegion(t, d), false,
                                     /*owned=*/true);
-  }
+  });
   commitPending();
-  // One slot per tensor is far more than any op needs: free them.
-  for (PendingRecords &records : pending)
-    records = PendingRecords();
+  // One slot per tensor is far more than any op needs: free them (on the
+  // thread that made them).
+  forEachDevice([&](int64_t d) { pending[d] = PendingRecords(); });
 
   // Initial weights of each device's parameter tiles.
   for (ParamOp param : func.getOps<ParamOp>()) {

@@ -164,6 +164,12 @@ static cl::opt<bool> explicitPieces(
              "instead of one source table per collective (the plan is the "
              "same; O(k^2) pieces per all-gather; for tests)"),
     cl::Hidden, cl::cat(tofucCategory));
+static cl::opt<unsigned> compileThreads(
+    "compile-threads",
+    cl::desc("threads that build the device programs of a plan for 64 or "
+             "more devices (default 0: the machine's cores, at most 8; the "
+             "plan is the same for any number)"),
+    cl::init(0), cl::cat(tofucCategory));
 static cl::opt<bool> allowHardlinkedData(
     "allow-hardlinked-data",
     cl::desc("accept external data files with several hard links"),
@@ -242,6 +248,7 @@ int main(int argc, char **argv) {
   options.externalWeights = externalWeights;
   options.timePhases = timePhases;
   options.explicitPieces = explicitPieces;
+  options.threads = compileThreads;
   bool autoDevices = gpus == "auto";
   // A number below 1 or over the limit is refused by compileModel.
   if (!autoDevices && StringRef(gpus).getAsInteger(10, options.devices))

@@ -47,6 +47,9 @@ enum class PlanDump { None, Text, Json, Html };
 /// --external-weights.
 inline constexpr uint64_t kAutoExternalWeightsBytes = uint64_t(2) << 30;
 
+/// The most threads `--compile-threads` may ask for.
+inline constexpr unsigned kMaxMaterializeThreads = 64;
+
 /// Options of one compilation.
 struct CompileOptions {
   std::string inputPath;
@@ -62,6 +65,10 @@ struct CompileOptions {
   /// source table (MaterializeOptions::explicitPieces; tofuc
   /// --explicit-pieces): for tests that compare the two forms.
   bool explicitPieces = false;
+  /// --compile-threads: threads that materialize a plan of 64 or more devices
+  /// (MaterializeOptions::threads); 0: the machine's cores, at most 8; at
+  /// most kMaxMaterializeThreads.
+  unsigned threads = 0;
   int64_t devices = 1;
   std::string partitioner = "tofu";
   std::string topology; ///< --topology; empty = steps are k's prime factors

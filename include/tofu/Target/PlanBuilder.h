@@ -36,11 +36,15 @@ struct MaterializeOptions {
   /// that compare the two forms (tofuc --explicit-pieces).
   bool explicitPieces = false;
   /// Keep one program per class of devices whose programs are the same up
-  /// to regions and reduction bounds (DeviceProgram::programOf,
-  /// tofu/runtime/SharedPrograms.h) instead of one per device. Only for
-  /// plans without weights (each device's weight tiles are its own) and
-  /// without explicit pieces; ignored otherwise.
+  /// to regions, reduction bounds and weight tiles (DeviceProgram::programOf,
+  /// tofu/runtime/SharedPrograms.h) instead of one per device. Not with
+  /// explicit pieces (ignored then).
   bool sharePrograms = false;
+  /// Threads that materialize devices, each a fixed part of them, when
+  /// there are at least 64 devices and the context allows multithreading:
+  /// 0 is the machine's cores (at most 8). The plan is the same for any
+  /// number.
+  unsigned threads = 0;
 };
 
 /// Builds the per-device programs of a partitioned training step (`func` must

@@ -213,6 +213,43 @@ TEST_F(SharedPrograms, PlanAndWriteAsTheUnsharedPlan) {
   EXPECT_GT(sharing, planned / 2);
 }
 
+/// Devices materialized on several threads (three here: uneven parts of
+/// 64 and 72 devices) give the plan one thread gives, shared programs and
+/// all: the same classes, and expanded, the same programs and plan.bin.
+TEST_F(SharedPrograms, ThreadsMaterializeTheSamePlan) {
+  ASSERT_TRUE(context.isMultithreadingEnabled());
+  for (int64_t devices : {64, 72})
+    for (unsigned seed = 1; seed <= 6; ++seed) {
+      std::string ir = tofu::test::randomModel(seed, 1 + seed % 4,
+                                               {3, 4, 5, 6, 8, 12});
+      SCOPED_TRACE("k = " + std::to_string(devices) + ", seed " +
+                   std::to_string(seed) + ":\n" + ir);
+      OwningOpRef<ModuleOp> module = partitioned(ir, devices);
+      ASSERT_TRUE(module) << "the random model does not compile";
+      func::FuncOp func = *module->getOps<func::FuncOp>().begin();
+      tofu::MaterializeOptions options;
+      options.sharePrograms = true;
+      options.threads = 1;
+      auto one = tofu::materialize(func, options);
+      ASSERT_TRUE(bool(one)) << llvm::toString(one.takeError());
+      options.threads = 3;
+      auto three = tofu::materialize(func, options);
+      ASSERT_TRUE(bool(three)) << llvm::toString(three.takeError());
+      for (size_t d = 0; d < one->devices.size(); ++d)
+        ASSERT_EQ(one->devices[d].programOf, three->devices[d].programOf)
+            << "device " << d;
+      std::vector<uint8_t> oneBytes, threeBytes;
+      ASSERT_EQ(plan::writePlanBytes(*one, oneBytes), "");
+      ASSERT_EQ(plan::writePlanBytes(*three, threeBytes), "");
+      EXPECT_TRUE(oneBytes == threeBytes) << "plan.bin differs with threads";
+      plan::expandSharedPrograms(*one);
+      plan::expandSharedPrograms(*three);
+      expectSamePrograms(*one, *three);
+      if (HasFailure())
+        return;
+    }
+}
+
 /// Two devices sharing one program of three instructions, the second with
 /// reduction ranges: reordering the program moves the sharing device's
 /// bounds alike and drops those of dropped instructions; a split by key
