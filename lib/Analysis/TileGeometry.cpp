@@ -238,6 +238,40 @@ OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
                    grid.coordinates(device));
 }
 
+OutputShareMaker::OutputShareMaker(const DeviceGrid &grid,
+                                   const tdl::OpInstance &op, unsigned output,
+                                   llvm::ArrayRef<StrategyAttr> plan)
+    : grid(grid), outputBox(fullBox(op.outputTypes()[output].dims)) {
+  for (const auto &var : op.reductionVars(output))
+    reductionRanges.push_back({0, var.extent});
+  for (StrategyAttr strategy : planOfOutput(plan, output))
+    steps.push_back(
+        {strategy.getDim(), strategy.getKind().getValue() == "split"});
+}
+
+OpShare OutputShareMaker::operator()(int64_t device) const {
+  // As opShareAt, with the device's coordinate at each step found on the
+  // way (DeviceGrid::coordinates, without the vector).
+  OpShare share{outputBox, reductionRanges, false};
+  int64_t stride = grid.numDevices();
+  for (size_t step = 0; step < steps.size() && step < grid.steps.size();
+       ++step) {
+    stride /= grid.steps[step];
+    const int64_t coord = device / stride % grid.steps[step];
+    const auto [dim, split] = steps[step];
+    if (split) {
+      auto &range = share.outputBox[dim];
+      range = splitRange(range, grid.steps[step], coord);
+    } else {
+      auto &range = share.reductionRanges[dim];
+      bool wasEmpty = range.hi <= range.lo;
+      range = splitRange(range, grid.steps[step], coord);
+      share.partial = true;
+      share.emptyReductionPart |= !wasEmpty && range.hi <= range.lo;
+    }
+  }
+  return share;
+}
 
 OutputShares::OutputShares(const DeviceGrid &grid, const tdl::OpInstance &op,
                            unsigned output, llvm::ArrayRef<StrategyAttr> plan)

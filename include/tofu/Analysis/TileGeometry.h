@@ -93,6 +93,25 @@ OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
                 unsigned output, llvm::ArrayRef<StrategyAttr> plan,
                 int64_t device);
 
+/// opShare for every device of one output, with what the devices' shares
+/// start from (the output's whole box, its reduction ranges and what each
+/// recursion step does) found once: materialize asks for k shares per op.
+class OutputShareMaker {
+public:
+  OutputShareMaker(const DeviceGrid &grid, const tdl::OpInstance &op,
+                   unsigned output, llvm::ArrayRef<StrategyAttr> plan);
+  /// opShare(grid, op, output, plan, device).
+  OpShare operator()(int64_t device) const;
+
+private:
+  DeviceGrid grid;
+  tdl::Box outputBox;
+  std::vector<tdl::Range> reductionRanges;
+  /// Per recursion step with a strategy: its dimension, and whether it
+  /// splits the output (else a reduction).
+  std::vector<std::pair<int64_t, bool>> steps;
+};
+
 /// The output dimension each recursion step cuts in the boxes the devices
 /// produce under an output's per-step strategies `steps` (`planOfOutput`):
 /// a split step cuts its dimension, a reduction split or a missing strategy

@@ -174,6 +174,26 @@ TEST(TileGeometry, OutputSharesTermsAddUpToThePerPairBytes) {
           ctx, instance->outputTypes()[0].dims.size(), steps);
       for (const auto &plan : plans) {
         tofu::OutputShares shares(grid, *instance, 0, plan);
+        // The shares materialize makes with the per-output work done once
+        // are opShare's.
+        const tofu::OutputShareMaker shareOf(grid, *instance, 0, plan);
+        for (int64_t d = 0; d < grid.numDevices(); ++d) {
+          tofu::OpShare want = tofu::opShare(grid, *instance, 0, plan, d);
+          tofu::OpShare got = shareOf(d);
+          auto bounds = [](const std::vector<tofu::tdl::Range> &ranges) {
+            std::vector<std::pair<int64_t, int64_t>> pairs;
+            for (const tofu::tdl::Range &r : ranges)
+              pairs.push_back({r.lo, r.hi});
+            return pairs;
+          };
+          ASSERT_EQ(bounds(want.outputBox), bounds(got.outputBox))
+              << c.op << " device " << d;
+          ASSERT_EQ(bounds(want.reductionRanges), bounds(got.reductionRanges))
+              << c.op << " device " << d;
+          ASSERT_EQ(want.partial, got.partial) << c.op << " device " << d;
+          ASSERT_EQ(want.emptyReductionPart, got.emptyReductionPart)
+              << c.op << " device " << d;
+        }
         // Every combination of the inputs' and the output's tilings.
         std::vector<size_t> choice(inputTypes.size() + 1, 0);
         while (true) {
