@@ -111,7 +111,7 @@ llvm::Error compileModel(const CompileOptions &options, llvm::raw_ostream &os,
     return fail("--compile-threads " + llvm::Twine(options.threads) +
                 " is over the limit of " +
                 llvm::Twine(kMaxMaterializeThreads) +
-                " (0: the machine's cores, at most 8)");
+                " (0: the machine's cores, at most 8, from 256 devices)");
   // Refuse an output tofuc cannot write before spending time on the model.
   if (!options.outputPath.empty())
     if (std::string kind = outputPathKind(options.outputPath);

@@ -228,11 +228,15 @@ private:
   }
   /// Runs `body(i)` for i in [0, n), as forEachDevice.
   void forEachIndex(size_t n, llvm::function_ref<void(size_t)> body);
-  /// Fewer devices than this are materialized on one thread (threads cost
-  /// more than they save).
-  static constexpr size_t kParallelDevices = 64;
+  /// Fewer devices than this are materialized on one thread unless the
+  /// options ask for threads: below, threads cost more than they save
+  /// (GPT-3 at k = 64 and 128 on two threads: 15-40% slower; at 256, 25%
+  /// faster; bench/compile_scale.md).
+  static constexpr int64_t kThreadedDevices = 256;
   /// At most this many threads materialize devices unless the options say.
   static constexpr unsigned kMaxThreads = 8;
+  /// forEachIndex runs fewer indices than this on the calling thread.
+  static constexpr size_t kParallelIndices = 16;
   /// forEachIndex's threads; none: one thread.
   std::unique_ptr<StaticWorkers> workers;
   /// The source table of `tensor`'s owned tiles (made on first use, shared
@@ -520,7 +524,7 @@ Materializer::ownedSources(int32_t tensor) {
 
 void Materializer::forEachIndex(size_t n,
                                 llvm::function_ref<void(size_t)> body) {
-  if (n < kParallelDevices || !workers) {
+  if (n < kParallelIndices || !workers) {
     for (size_t i = 0; i < n; ++i)
       body(i);
     return;
@@ -1054,14 +1058,12 @@ llvm::Expected<plan::Plan> Materializer::run() {
   if (llvm::Error err = addTensors())
     return std::move(err);
   pending.resize(k);
-  if (static_cast<size_t>(k) >= kParallelDevices &&
-      func.getContext()->isMultithreadingEnabled()) {
-    unsigned threads =
-        options.threads > 0
-            ? options.threads
-            : std::min(kMaxThreads,
-                       std::max(1u, std::thread::hardware_concurrency()));
-    if (threads > 1)
+  if (func.getContext()->isMultithreadingEnabled()) {
+    unsigned threads = options.threads;
+    if (threads == 0 && k >= kThreadedDevices)
+      threads = std::min(kMaxThreads,
+                         std::max(1u, std::thread::hardware_concurrency()));
+    if (threads > 1 && k > 1)
       workers = std::make_unique<StaticWorkers>(threads);
   }
   // (Explicit pieces name devices: every device's differ.)

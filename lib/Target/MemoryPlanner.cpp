@@ -116,7 +116,7 @@ struct DeviceLifetimes {
   }
 };
 
-/// True when buffer `b` of `buffers` lives for the whole step: an owned
+/// True when `buffer` lives for the whole step: an owned
 /// tile of a parameter, state, input or label.
 bool isPersistent(const plan::Plan &plan, const plan::Buffer &buffer) {
   plan::TensorRole role = plan.tensors[buffer.tensor].role;

@@ -166,9 +166,9 @@ static cl::opt<bool> explicitPieces(
     cl::Hidden, cl::cat(tofucCategory));
 static cl::opt<unsigned> compileThreads(
     "compile-threads",
-    cl::desc("threads that build the device programs of a plan for 64 or "
-             "more devices (default 0: the machine's cores, at most 8; the "
-             "plan is the same for any number)"),
+    cl::desc("threads that build the device programs (default 0: the "
+             "machine's cores, at most 8, for 256 or more devices, else "
+             "one; the plan is the same for any number)"),
     cl::init(0), cl::cat(tofucCategory));
 static cl::opt<bool> allowHardlinkedData(
     "allow-hardlinked-data",

@@ -65,9 +65,9 @@ struct CompileOptions {
   /// source table (MaterializeOptions::explicitPieces; tofuc
   /// --explicit-pieces): for tests that compare the two forms.
   bool explicitPieces = false;
-  /// --compile-threads: threads that materialize a plan of 64 or more devices
-  /// (MaterializeOptions::threads); 0: the machine's cores, at most 8; at
-  /// most kMaxMaterializeThreads.
+  /// --compile-threads: threads that materialize the plan
+  /// (MaterializeOptions::threads); 0: the machine's cores (at most 8) from
+  /// 256 devices on; at most kMaxMaterializeThreads.
   unsigned threads = 0;
   int64_t devices = 1;
   std::string partitioner = "tofu";

@@ -40,10 +40,10 @@ struct MaterializeOptions {
   /// tofu/runtime/SharedPrograms.h) instead of one per device. Not with
   /// explicit pieces (ignored then).
   bool sharePrograms = false;
-  /// Threads that materialize devices, each a fixed part of them, when
-  /// there are at least 64 devices and the context allows multithreading:
-  /// 0 is the machine's cores (at most 8). The plan is the same for any
-  /// number.
+  /// Threads that materialize devices, each a fixed part of them, when the
+  /// context allows multithreading: 0 is the machine's cores (at most 8)
+  /// from 256 devices on, and one thread below. The plan is the same for
+  /// any number.
   unsigned threads = 0;
 };
 
