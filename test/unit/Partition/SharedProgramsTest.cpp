@@ -150,28 +150,37 @@ protected:
     return true;
   }
 
-  /// Calls `check(devices, shared, unshared)` for 12 random graphs
-  /// partitioned for each of `ks` devices, materialized with and without
-  /// shared programs; stops at the first failure. Uneven extents (3, 5, 6
-  /// and 12 on 4 or 6 devices) give devices of one group tiles of
+  /// Calls `check(devices, func)` for `seeds` random graphs partitioned
+  /// for each of `ks` devices; stops at the first failure. Uneven extents
+  /// (3, 5, 6 and 12 on 4 or 6 devices) give devices of one group tiles of
   /// different sizes, which must split their classes.
   template <typename Check>
-  void forEachRandomPlan(std::initializer_list<int64_t> ks, Check &&check) {
+  void forEachPartitioned(std::initializer_list<int64_t> ks, unsigned seeds,
+                          Check &&check) {
     for (int64_t devices : ks)
-      for (unsigned seed = 1; seed <= 12; ++seed) {
+      for (unsigned seed = 1; seed <= seeds; ++seed) {
         std::string ir = tofu::test::randomModel(seed, 1 + seed % 4,
                                                  {3, 4, 5, 6, 8, 12});
         SCOPED_TRACE("k = " + std::to_string(devices) + ", seed " +
                      std::to_string(seed) + ":\n" + ir);
         OwningOpRef<ModuleOp> module = partitioned(ir, devices);
         ASSERT_TRUE(module) << "the random model does not compile";
-        std::optional<plan::Plan> shared, unshared;
-        ASSERT_TRUE(materializeBoth(*module->getOps<func::FuncOp>().begin(),
-                                    shared, unshared));
-        check(static_cast<size_t>(devices), *shared, *unshared);
+        check(devices, *module->getOps<func::FuncOp>().begin());
         if (HasFailure())
           return;
       }
+  }
+
+  /// Calls `check(devices, shared, unshared)` for 12 random graphs
+  /// partitioned for each of `ks` devices (forEachPartitioned),
+  /// materialized with and without shared programs.
+  template <typename Check>
+  void forEachRandomPlan(std::initializer_list<int64_t> ks, Check &&check) {
+    forEachPartitioned(ks, 12, [&](int64_t devices, func::FuncOp func) {
+      std::optional<plan::Plan> shared, unshared;
+      ASSERT_TRUE(materializeBoth(func, shared, unshared));
+      check(static_cast<size_t>(devices), *shared, *unshared);
+    });
   }
 
   MLIRContext context;
@@ -218,36 +227,26 @@ TEST_F(SharedPrograms, PlanAndWriteAsTheUnsharedPlan) {
 /// all: the same classes, and expanded, the same programs and plan.bin.
 TEST_F(SharedPrograms, ThreadsMaterializeTheSamePlan) {
   ASSERT_TRUE(context.isMultithreadingEnabled());
-  for (int64_t devices : {64, 72})
-    for (unsigned seed = 1; seed <= 6; ++seed) {
-      std::string ir = tofu::test::randomModel(seed, 1 + seed % 4,
-                                               {3, 4, 5, 6, 8, 12});
-      SCOPED_TRACE("k = " + std::to_string(devices) + ", seed " +
-                   std::to_string(seed) + ":\n" + ir);
-      OwningOpRef<ModuleOp> module = partitioned(ir, devices);
-      ASSERT_TRUE(module) << "the random model does not compile";
-      func::FuncOp func = *module->getOps<func::FuncOp>().begin();
-      tofu::MaterializeOptions options;
-      options.sharePrograms = true;
-      options.threads = 1;
-      auto one = tofu::materialize(func, options);
-      ASSERT_TRUE(bool(one)) << llvm::toString(one.takeError());
-      options.threads = 3;
-      auto three = tofu::materialize(func, options);
-      ASSERT_TRUE(bool(three)) << llvm::toString(three.takeError());
-      for (size_t d = 0; d < one->devices.size(); ++d)
-        ASSERT_EQ(one->devices[d].programOf, three->devices[d].programOf)
-            << "device " << d;
-      std::vector<uint8_t> oneBytes, threeBytes;
-      ASSERT_EQ(plan::writePlanBytes(*one, oneBytes), "");
-      ASSERT_EQ(plan::writePlanBytes(*three, threeBytes), "");
-      EXPECT_TRUE(oneBytes == threeBytes) << "plan.bin differs with threads";
-      plan::expandSharedPrograms(*one);
-      plan::expandSharedPrograms(*three);
-      expectSamePrograms(*one, *three);
-      if (HasFailure())
-        return;
-    }
+  forEachPartitioned({64, 72}, 6, [&](int64_t devices, func::FuncOp func) {
+    tofu::MaterializeOptions options;
+    options.sharePrograms = true;
+    options.threads = 1;
+    auto one = tofu::materialize(func, options);
+    ASSERT_TRUE(bool(one)) << llvm::toString(one.takeError());
+    options.threads = 3;
+    auto three = tofu::materialize(func, options);
+    ASSERT_TRUE(bool(three)) << llvm::toString(three.takeError());
+    for (size_t d = 0; d < one->devices.size(); ++d)
+      ASSERT_EQ(one->devices[d].programOf, three->devices[d].programOf)
+          << "device " << d;
+    std::vector<uint8_t> oneBytes, threeBytes;
+    ASSERT_EQ(plan::writePlanBytes(*one, oneBytes), "");
+    ASSERT_EQ(plan::writePlanBytes(*three, threeBytes), "");
+    EXPECT_TRUE(oneBytes == threeBytes) << "plan.bin differs with threads";
+    plan::expandSharedPrograms(*one);
+    plan::expandSharedPrograms(*three);
+    expectSamePrograms(*one, *three);
+  });
 }
 
 /// Two devices sharing one program of three instructions, the second with
