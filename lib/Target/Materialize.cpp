@@ -134,6 +134,7 @@ public:
   explicit StaticWorkers(unsigned numThreads);
   ~StaticWorkers();
   /// Runs body(i) for every i in [0, n), and returns when all have run.
+  /// Not reentrant: a body must not call run.
   void run(size_t n, llvm::function_ref<void(size_t)> body);
 
 private:
