@@ -198,29 +198,6 @@ tdl::Box ownedBoxAt(const DeviceGrid &grid, llvm::ArrayRef<int64_t> shape,
   return box;
 }
 
-/// opShare for a device given by its grid coordinates, with the output's
-/// full box, its reduction ranges and its strategies per step precomputed.
-OpShare opShareAt(const DeviceGrid &grid, const tdl::Box &outputBox,
-                  const std::vector<tdl::Range> &reductionRanges,
-                  llvm::ArrayRef<StrategyAttr> steps,
-                  llvm::ArrayRef<int64_t> coords) {
-  OpShare share{outputBox, reductionRanges, false};
-  for (size_t step = 0; step < steps.size() && step < coords.size(); ++step) {
-    StrategyAttr strategy = steps[step];
-    if (strategy.getKind().getValue() == "split") {
-      auto &range = share.outputBox[strategy.getDim()];
-      range = splitRange(range, grid.steps[step], coords[step]);
-    } else {
-      auto &range = share.reductionRanges[strategy.getDim()];
-      bool wasEmpty = range.hi <= range.lo;
-      range = splitRange(range, grid.steps[step], coords[step]);
-      share.partial = true;
-      share.emptyReductionPart |= !wasEmpty && range.hi <= range.lo;
-    }
-  }
-  return share;
-}
-
 bool hasEmptyReduction(const OpShare &share) {
   return share.emptyReductionPart;
 }
@@ -230,12 +207,7 @@ bool hasEmptyReduction(const OpShare &share) {
 OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
                 unsigned output, llvm::ArrayRef<StrategyAttr> plan,
                 int64_t device) {
-  std::vector<tdl::Range> reductionRanges;
-  for (const auto &var : op.reductionVars(output))
-    reductionRanges.push_back({0, var.extent});
-  return opShareAt(grid, fullBox(op.outputTypes()[output].dims),
-                   reductionRanges, planOfOutput(plan, output),
-                   grid.coordinates(device));
+  return OutputShareMaker(grid, op, output, plan)(device);
 }
 
 OutputShareMaker::OutputShareMaker(const DeviceGrid &grid,
@@ -250,8 +222,8 @@ OutputShareMaker::OutputShareMaker(const DeviceGrid &grid,
 }
 
 OpShare OutputShareMaker::operator()(int64_t device) const {
-  // As opShareAt, with the device's coordinate at each step found on the
-  // way (DeviceGrid::coordinates, without the vector).
+  // The device's coordinate at each step is found on the way
+  // (DeviceGrid::coordinates, without the vector).
   OpShare share{outputBox, reductionRanges, false};
   int64_t stride = grid.numDevices();
   for (size_t step = 0; step < steps.size() && step < grid.steps.size();
@@ -285,17 +257,14 @@ OutputShares::OutputShares(const DeviceGrid &grid, const tdl::OpInstance &op,
     inputElementBytes.push_back(type ? elementBytes(type->elem) : 0);
   }
   llvm::SmallVector<StrategyAttr> steps = planOfOutput(plan, output);
-  tdl::Box outputBox = fullBox(out.dims);
-  std::vector<tdl::Range> reductionRanges;
-  for (const auto &var : op.reductionVars(output))
-    reductionRanges.push_back({0, var.extent});
   size_t numSteps = grid.steps.size();
   coords.reserve(numDevices * numSteps);
   shares.reserve(numDevices);
+  const OutputShareMaker shareOf(grid, op, output, plan);
   for (int64_t d = 0; d < numDevices; ++d) {
     std::vector<int64_t> c = grid.coordinates(d);
     coords.insert(coords.end(), c.begin(), c.end());
-    shares.push_back(opShareAt(grid, outputBox, reductionRanges, steps, c));
+    shares.push_back(shareOf(d));
   }
   for (int64_t d = 0; d < numDevices; ++d) {
     if (isEmptyShare(shares[d]))
@@ -413,8 +382,9 @@ std::vector<int64_t> outputCommBytesByStep(
   int64_t k = grid.numDevices();
   const auto &inputTypes = op.inputTypes();
   std::vector<OpShare> shares;
+  const OutputShareMaker shareOf(grid, op, output, plan);
   for (int64_t d = 0; d < k; ++d)
-    shares.push_back(opShare(grid, op, output, plan, d));
+    shares.push_back(shareOf(d));
   std::vector<std::vector<int64_t>> inputCuts;
   for (TilingAttr tiling : inputTilings)
     inputCuts.push_back(tilingCutDims(grid, tiling));

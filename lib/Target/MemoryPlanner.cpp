@@ -135,10 +135,6 @@ bool isPersistent(const plan::Plan &plan, const plan::Buffer &buffer) {
 /// that k devices running a few programs do not make k tables.
 DeviceLifetimes bufferLifetimes(const plan::Plan &plan) {
   size_t k = plan.devices.size();
-  auto ownerOf = [&](size_t d) {
-    const int32_t programOf = plan.devices[d].programOf;
-    return programOf < 0 ? d : static_cast<size_t>(programOf);
-  };
   // Per program (by its owner): its own uses, with persistent and unused
   // buffers not yet set to live forever.
   std::vector<std::vector<Lifetime>> own(k);
@@ -156,7 +152,7 @@ DeviceLifetimes bufferLifetimes(const plan::Plan &plan) {
   std::vector<std::vector<std::pair<int32_t, int64_t>>> widened(k);
   // Whether a read at `seq` widens `buffer`'s lifetime on `device`.
   auto widens = [&](size_t device, int32_t buffer, int64_t seq) {
-    const size_t owner = ownerOf(device);
+    const size_t owner = plan::programOwner(plan, device);
     const Lifetime &life = own[owner][buffer];
     return !persistent[owner][buffer] && (seq < life.first || seq > life.last);
   };
@@ -185,9 +181,8 @@ DeviceLifetimes bufferLifetimes(const plan::Plan &plan) {
   // Program by program (by its owner), instruction by instruction, the
   // devices that run it: one table's index is read by the k devices in a
   // row, not once per device between all the others'.
-  std::vector<std::vector<uint32_t>> runners(k);
-  for (size_t d = 0; d < k; ++d)
-    runners[ownerOf(d)].push_back(static_cast<uint32_t>(d));
+  const std::vector<std::vector<uint32_t>> runners =
+      plan::devicesByProgram(plan);
   for (size_t owner = 0; owner < k; ++owner) {
     const std::vector<plan::Instr> &program = plan.devices[owner].instrs;
     for (const plan::Instr &instr : program) {
@@ -266,7 +261,7 @@ DeviceLifetimes bufferLifetimes(const plan::Plan &plan) {
     auto &reads = widened[d];
     std::sort(reads.begin(), reads.end());
     reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
-    const size_t owner = ownerOf(d);
+    const size_t owner = plan::programOwner(plan, d);
     uint64_t hash = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
         reinterpret_cast<const uint8_t *>(reads.data()),
         reads.size() * sizeof(reads[0])));
@@ -670,15 +665,12 @@ std::vector<uint64_t> planMemory(plan::Plan &plan) {
     plan::splitSharedPrograms(plan, keys);
   }
   DeviceLifetimes life = bufferLifetimes(plan);
-  std::vector<std::vector<uint64_t>> aliasBytes(k);
-  for (size_t d = 0; d < k; ++d) {
-    if (plan.devices[d].programOf >= 0)
-      continue; // its program's owner's
-    auto &buffers = plan.devices[d].buffers;
-    aliasBytes[d].assign(buffers.size(), 0);
-    for (const auto &[buffer, param] : inPlace[d])
-      std::swap(aliasBytes[d][buffer], buffers[buffer].bytes);
-  }
+  // (A new value in place has its parameter's bytes: inPlaceUpdatedPairs
+  // asks for that, so they are restored from the parameter below.)
+  for (size_t d = 0; d < k; ++d)
+    if (plan.devices[d].programOf < 0) // else its program's owner's
+      for (const auto &[buffer, param] : inPlace[d])
+        plan.devices[d].buffers[buffer].bytes = 0;
   // The search-free placements are computed once per class of devices with
   // equal placement inputs (found by hash, confirmed by comparison), which
   // are read once per group of devices with the same lifetimes (one
@@ -717,7 +709,7 @@ std::vector<uint64_t> planMemory(plan::Plan &plan) {
           {std::move(inputs), placeWithoutSearch(buffers, lifetimes)});
     }
     classOfGroup[g] = *same;
-    // The new values in place have no bytes here (swapped out above).
+    // The new values in place have no bytes here (set to 0 above).
     boundOfGroup[g] = liveBound(buffers, lifetimes, {});
   }
   // Per device, its placement: its own (searched), or its class's best.
@@ -754,7 +746,8 @@ std::vector<uint64_t> planMemory(plan::Plan &plan) {
   for (size_t d = 0; d < k; ++d)
     if (plan.devices[d].programOf < 0)
       for (const auto &[buffer, param] : inPlace[d])
-        plan.devices[d].buffers[buffer].bytes = aliasBytes[d][buffer];
+        plan.devices[d].buffers[buffer].bytes =
+            plan.devices[d].buffers[param].bytes;
   plan::splitSharedPrograms(plan, keys);
   for (size_t d = 0; d < k; ++d) {
     if (plan.devices[d].programOf >= 0)

@@ -34,7 +34,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <memory>
 #include <numeric>
 
 namespace tofu {
@@ -148,15 +147,15 @@ inPlaceUpdatedPairs(const plan::Plan &plan) {
   std::vector<std::vector<std::pair<int32_t, int32_t>>> pairs(k);
   if (plan.paramUpdates.empty())
     return pairs;
-  // The written buffers of the program being read (devices that share a
-  // program come after its owner, in device order or not).
-  std::vector<std::unique_ptr<WrittenBuffers>> factsOf(k);
-  for (size_t d = 0; d < k; ++d) {
-    const int32_t programOf = plan.devices[d].programOf;
-    const size_t owner = programOf < 0 ? d : static_cast<size_t>(programOf);
-    if (!factsOf[owner])
-      factsOf[owner] = std::make_unique<WrittenBuffers>(plan, owner);
-    pairs[d] = inPlacePairsOf(plan, d, *factsOf[owner]);
+  // Program by program: its written buffers, then its devices' pairs.
+  const std::vector<std::vector<uint32_t>> runners =
+      plan::devicesByProgram(plan);
+  for (size_t owner = 0; owner < k; ++owner) {
+    if (runners[owner].empty())
+      continue;
+    const WrittenBuffers facts(plan, owner);
+    for (uint32_t d : runners[owner])
+      pairs[d] = inPlacePairsOf(plan, d, facts);
   }
   return pairs;
 }
@@ -165,64 +164,60 @@ void updateParamsInPlace(plan::Plan &plan) {
   if (plan.paramUpdates.empty())
     return;
   const size_t k = plan.devices.size();
-  // The candidates, device by device.
+  // The candidates, program by program: devices that share a program
+  // (SharedPrograms.h) share the owned buffers, producers and copies found
+  // in it; their regions are their own.
+  const std::vector<std::vector<uint32_t>> runners =
+      plan::devicesByProgram(plan);
   std::vector<Candidate> candidates;
-  std::vector<size_t> producer, copyInto;
-  std::vector<int32_t> owned;
-  // Devices that share a program (SharedPrograms.h) share the owned
-  // buffers, producers and copies found in it; their regions are their own.
-  int32_t scannedOwner = -1;
-  for (size_t d = 0; d < k; ++d) {
-    const std::vector<plan::Buffer> &buffers = plan::buffersOf(plan, d);
-    const std::vector<plan::Instr> &instrs = plan::instrsOf(plan, d);
+  for (size_t owner = 0; owner < k; ++owner) {
+    if (runners[owner].empty())
+      continue;
+    const std::vector<plan::Buffer> &buffers = plan.devices[owner].buffers;
+    const std::vector<plan::Instr> &instrs = plan.devices[owner].instrs;
+    const std::vector<int32_t> owned = ownedBuffers(plan, buffers);
     // The producer (single-output compute) and the final copy of each
     // buffer (the last one; kNone: none), indexed by buffer id: a map
     // insert per instruction was a tenth of this pass.
     constexpr size_t kNone = std::numeric_limits<size_t>::max();
-    const int32_t owner = plan.devices[d].programOf < 0
-                              ? static_cast<int32_t>(d)
-                              : plan.devices[d].programOf;
-    if (owner != scannedOwner) {
-      scannedOwner = owner;
-      owned = ownedBuffers(plan, buffers);
-      producer.assign(buffers.size(), kNone);
-      copyInto.assign(buffers.size(), kNone);
-      for (size_t i = 0; i < instrs.size(); ++i) {
-        const plan::Instr &instr = instrs[i];
-        // Operand lists are separate allocations: load a later one's early.
-        if (i + kPrefetchAhead < instrs.size())
-          __builtin_prefetch(instrs[i + kPrefetchAhead].outputs.data());
-        if (instr.kind == plan::Instr::Kind::Compute &&
-            instr.outputs.size() == 1 && instr.outputs[0] >= 0)
-          producer[instr.outputs[0]] = i;
-        if (instr.kind == plan::Instr::Kind::Fetch && instr.dst >= 0 &&
-            instr.op == kParamUpdateOp)
-          copyInto[instr.dst] = i;
+    std::vector<size_t> producer(buffers.size(), kNone),
+        copyInto(buffers.size(), kNone);
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      const plan::Instr &instr = instrs[i];
+      // Operand lists are separate allocations: load a later one's early.
+      if (i + kPrefetchAhead < instrs.size())
+        __builtin_prefetch(instrs[i + kPrefetchAhead].outputs.data());
+      if (instr.kind == plan::Instr::Kind::Compute &&
+          instr.outputs.size() == 1 && instr.outputs[0] >= 0)
+        producer[instr.outputs[0]] = i;
+      if (instr.kind == plan::Instr::Kind::Fetch && instr.dst >= 0 &&
+          instr.op == kParamUpdateOp)
+        copyInto[instr.dst] = i;
+    }
+    for (uint32_t d : runners[owner])
+      for (const auto &[param, updated] : plan.paramUpdates) {
+        int32_t p = owned[param], u = owned[updated];
+        if (p < 0 || u < 0)
+          continue;
+        const plan::Buffer &pb = buffers[p], &ub = buffers[u];
+        const plan::BoxView updatedRegion = plan::bufferRegion(plan, d, u);
+        if (pb.bytes == 0 || pb.bytes != ub.bytes ||
+            !sameRegion(plan::bufferRegion(plan, d, p), updatedRegion))
+          continue;
+        const size_t copy = copyInto[p], update = producer[u];
+        if (copy == kNone || update == kNone)
+          continue;
+        std::vector<plan::Piece> pieces =
+            plan::derivePieces(plan, d, instrs[copy]);
+        if (pieces.size() != 1 ||
+            pieces[0].device != static_cast<int32_t>(d) ||
+            pieces[0].buffer != u ||
+            !sameRegion(plan::BoxView(pieces[0].region), updatedRegion))
+          continue;
+        if (!llvm::is_contained(kInPlaceKernels, instrs[update].kernel))
+          continue;
+        candidates.push_back({static_cast<int32_t>(d), p, u, copy, update});
       }
-    }
-    for (const auto &[param, updated] : plan.paramUpdates) {
-      int32_t p = owned[param], u = owned[updated];
-      if (p < 0 || u < 0)
-        continue;
-      const plan::Buffer &pb = buffers[p], &ub = buffers[u];
-      const plan::BoxView updatedRegion = plan::bufferRegion(plan, d, u);
-      if (pb.bytes == 0 || pb.bytes != ub.bytes ||
-          !sameRegion(plan::bufferRegion(plan, d, p), updatedRegion))
-        continue;
-      const size_t copy = copyInto[p], update = producer[u];
-      if (copy == kNone || update == kNone)
-        continue;
-      std::vector<plan::Piece> pieces =
-          plan::derivePieces(plan, d, instrs[copy]);
-      if (pieces.size() != 1 ||
-          pieces[0].device != static_cast<int32_t>(d) ||
-          pieces[0].buffer != u ||
-          !sameRegion(plan::BoxView(pieces[0].region), updatedRegion))
-        continue;
-      if (!llvm::is_contained(kInPlaceKernels, instrs[update].kernel))
-        continue;
-      candidates.push_back({static_cast<int32_t>(d), p, u, copy, update});
-    }
   }
   if (candidates.empty())
     return;
@@ -262,10 +257,6 @@ void updateParamsInPlace(plan::Plan &plan) {
   // Program by program (by its owner), instruction by instruction, the
   // devices that run it. A device's own operands are the program's: only
   // those that are some runner's candidate buffer are visited per runner.
-  std::vector<std::vector<uint32_t>> runners(k);
-  for (size_t d = 0; d < k; ++d)
-    runners[plan.devices[d].programOf < 0 ? d : plan.devices[d].programOf]
-        .push_back(static_cast<uint32_t>(d));
   for (size_t owner = 0; owner < k; ++owner) {
     if (runners[owner].empty())
       continue;

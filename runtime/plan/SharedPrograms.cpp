@@ -45,6 +45,13 @@ bool hasSharedPrograms(const Plan &plan) {
   return false;
 }
 
+std::vector<std::vector<uint32_t>> devicesByProgram(const Plan &plan) {
+  std::vector<std::vector<uint32_t>> runners(plan.devices.size());
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    runners[programOwner(plan, d)].push_back(static_cast<uint32_t>(d));
+  return runners;
+}
+
 void detachSharedProgram(Plan &plan, size_t device) {
   DeviceProgram &dev = plan.devices[device];
   if (dev.programOf < 0)

@@ -95,7 +95,8 @@ OpShare opShare(const DeviceGrid &grid, const tdl::OpInstance &op,
 
 /// opShare for every device of one output, with what the devices' shares
 /// start from (the output's whole box, its reduction ranges and what each
-/// recursion step does) found once: materialize asks for k shares per op.
+/// recursion step does) found once: materialize and the cost terms ask for
+/// k shares per output.
 class OutputShareMaker {
 public:
   OutputShareMaker(const DeviceGrid &grid, const tdl::OpInstance &op,

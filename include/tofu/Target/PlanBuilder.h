@@ -70,8 +70,9 @@ std::vector<int32_t> inPlaceUpdatedBuffers(const plan::Plan &plan,
                                            size_t device);
 
 /// inPlaceUpdatedBuffers of every device, as (buffer, parameter buffer)
-/// pairs by buffer: what a program's instructions write is found once for
-/// the devices that share it (SharedPrograms.h).
+/// pairs by buffer (each buffer has its parameter buffer's bytes and
+/// region): what a program's instructions write is found once for the
+/// devices that share it (SharedPrograms.h).
 std::vector<std::vector<std::pair<int32_t, int32_t>>>
 inPlaceUpdatedPairs(const plan::Plan &plan);
 

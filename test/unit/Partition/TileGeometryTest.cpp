@@ -174,11 +174,27 @@ TEST(TileGeometry, OutputSharesTermsAddUpToThePerPairBytes) {
           ctx, instance->outputTypes()[0].dims.size(), steps);
       for (const auto &plan : plans) {
         tofu::OutputShares shares(grid, *instance, 0, plan);
-        // The shares materialize makes with the per-output work done once
-        // are opShare's.
+        // Every device's share (OutputShareMaker, behind opShare) is the
+        // output box and reduction ranges split at each step by the
+        // strategy of that step, at the device's grid coordinate.
         const tofu::OutputShareMaker shareOf(grid, *instance, 0, plan);
         for (int64_t d = 0; d < grid.numDevices(); ++d) {
-          tofu::OpShare want = tofu::opShare(grid, *instance, 0, plan, d);
+          tofu::OpShare want;
+          for (int64_t extent : instance->outputTypes()[0].dims)
+            want.outputBox.push_back({0, extent});
+          for (const auto &var : instance->reductionVars(0))
+            want.reductionRanges.push_back({0, var.extent});
+          std::vector<int64_t> coords = grid.coordinates(d);
+          for (size_t step = 0; step < plan.size(); ++step) {
+            bool split = plan[step].getKind().getValue() == "split";
+            auto &range = split ? want.outputBox[plan[step].getDim()]
+                                : want.reductionRanges[plan[step].getDim()];
+            bool wasEmpty = range.hi <= range.lo;
+            range = tofu::splitRange(range, steps[step], coords[step]);
+            want.partial |= !split;
+            want.emptyReductionPart |=
+                !split && !wasEmpty && range.hi <= range.lo;
+          }
           tofu::OpShare got = shareOf(d);
           auto bounds = [](const std::vector<tofu::tdl::Range> &ranges) {
             std::vector<std::pair<int64_t, int64_t>> pairs;

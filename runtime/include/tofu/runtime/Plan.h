@@ -717,6 +717,13 @@ struct Plan {
   CudaModule cuda;
 };
 
+/// The device whose program device `device` runs: itself, or the one whose
+/// program it shares (DeviceProgram::programOf).
+inline size_t programOwner(const Plan &plan, size_t device) {
+  const int32_t programOf = plan.devices[device].programOf;
+  return programOf < 0 ? device : static_cast<size_t>(programOf);
+}
+
 /// The buffers device `device` runs with: its own, or those of the device
 /// whose program it shares (DeviceProgram::programOf); their regions are
 /// bufferRegion's.

@@ -32,6 +32,11 @@ bool sameInProgram(const Instr &a, const Instr &b);
 /// True when some device of `plan` runs another device's program.
 bool hasSharedPrograms(const Plan &plan);
 
+/// Per device that owns its program, the devices that run it, in increasing
+/// order (itself among them); empty for the others. Passes that derive
+/// something once per program and then per device go program by program.
+std::vector<std::vector<uint32_t>> devicesByProgram(const Plan &plan);
+
 /// Gives device `device`, which shares another's program, its own copy with
 /// its own regions and reduction bounds (and the owner's regionStarts, for
 /// devices that may share the copy next).
