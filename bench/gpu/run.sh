@@ -135,7 +135,7 @@ if [ $HAVE_GPU -eq 0 ]; then
   echo "run.sh: no GPU visible (nvidia-smi -L lists none): every part is skipped"
   skip_all gtest.library gtest.elementwise gtest.multifetch gtest.executor
   for p in $PLANS; do skip_all "plan.$p"; done
-  for p in $K1_PLANS; do skip_all "trace.$p"; done
+  for p in $K1_PLANS; do skip_all "trace.$p" "ktimes.$p"; done
   for p in $GEMM_PLANS; do skip_all "gemm.$p"; done
   for p in $DUMP_PLANS; do skip_all "dump.$p"; done
   for p in $SAVE_PLANS; do skip_all "save.$p"; done
@@ -174,6 +174,15 @@ else
     data_flags "$p"
     part "trace.$p" 30 "$B/tofu-run" "$BUNDLE/plans/$p.bin" "${BACKEND[@]}" \
       --steps 5 --quiet --trace "$OUTDIR/runs/$p.trace.json" "${dflags[@]}"
+  done
+  # Each instruction's calls alone, replayed in a CUDA graph (tofu-run
+  # --kernel-times): what the step-time model's per-kernel costs are fitted
+  # to (bench/gpu/fit_kernels.py). The CPU backend has no such mode.
+  for p in $K1_PLANS; do
+    if [ "$SIMULATE" = 1 ]; then skip_all "ktimes.$p"; continue; fi
+    data_flags "$p"
+    part "ktimes.$p" 40 "$B/tofu-run" "$BUNDLE/plans/$p.bin" "${BACKEND[@]}" \
+      --steps 3 --quiet --kernel-times "$OUTDIR/runs/$p.kernel-times.json" "${dflags[@]}"
   done
   # The same cuBLAS calls alone (gemm_bench), against their time in the step.
   for p in $GEMM_PLANS; do

@@ -200,6 +200,8 @@ struct CudaExecutor::Impl {
   std::string issueOp(const ScheduledInstr &e, const CudaOp &op,
                       cudaStream_t stream);
   std::string runStep(int64_t step);
+  std::string timeEntries(int32_t repeats, int32_t launches,
+                          std::vector<CudaExecutor::EntryTime> &times);
   std::string checkErrorRecords();
   /// The variant and grid of `launch` on `gpu` (CudaKernelLaunch.h), with
   /// the entry points the plan's cubin has.
@@ -1103,6 +1105,107 @@ std::string CudaExecutor::Impl::runStep(int64_t step) {
   return checkErrorRecords();
 }
 
+std::string CudaExecutor::Impl::timeEntries(
+    int32_t repeats, int32_t launches,
+    std::vector<CudaExecutor::EntryTime> &times) {
+  times.clear();
+  if (!initialized || stepsRun < 1)
+    return "timing the schedule's entries needs an initialized executor "
+           "that has run a step";
+  if (multiProcess)
+    return "timing the schedule's entries is not supported with one "
+           "process per GPU (run the plan in one process, --devices N)";
+  if (repeats < 1 || launches < 1)
+    return "timing the schedule's entries needs at least one repeat and "
+           "one launch";
+  std::vector<cudaEvent_t> starts(gpus.size(), nullptr),
+      ends(gpus.size(), nullptr);
+  auto destroyEvents = [&] {
+    for (cudaEvent_t e : starts)
+      if (e)
+        cudaEventDestroy(e);
+    for (cudaEvent_t e : ends)
+      if (e)
+        cudaEventDestroy(e);
+  };
+  std::string err;
+  for (size_t g = 0; g < gpus.size() && err.empty(); ++g) {
+    if (!gpus[g].active)
+      continue;
+    cudaError_t rc = cudaSetDevice(gpus[g].ordinal);
+    if (rc == cudaSuccess)
+      rc = cudaEventCreate(&starts[g]);
+    if (rc == cudaSuccess)
+      rc = cudaEventCreate(&ends[g]);
+    if (rc != cudaSuccess)
+      err = cudaFailure("creating the timing events", rc);
+  }
+  for (size_t s = 0; s < schedule.instrs.size() && err.empty(); ++s) {
+    const ScheduledInstr &e = schedule.instrs[s];
+    bool timed = !e.ops.empty();
+    for (const CudaOp &op : e.ops)
+      if (op.kind == CudaOp::Kind::Send || op.kind == CudaOp::Kind::Recv)
+        timed = false;
+    if (!timed)
+      continue;
+    const int32_t g = schedule.mapping.devices[e.device].gpu;
+    cudaStream_t stream = streamOf(e);
+    cudaGraph_t entryGraph = nullptr;
+    cudaGraphExec_t entryExec = nullptr;
+    cudaError_t rc = cudaSetDevice(gpus[g].ordinal);
+    if (rc == cudaSuccess)
+      rc = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+    if (rc != cudaSuccess) {
+      err = cudaFailure("capturing an entry for timing", rc);
+      break;
+    }
+    for (int32_t r = 0; r < repeats && err.empty(); ++r)
+      for (size_t o = 0; o < e.ops.size() && err.empty(); ++o)
+        err = issueOp(e, e.ops[o], stream);
+    // End the capture also after an error, so the stream leaves capture.
+    rc = cudaStreamEndCapture(stream, &entryGraph);
+    if (err.empty() && rc != cudaSuccess)
+      err = cudaFailure("capturing an entry for timing", rc);
+    if (err.empty())
+      if ((rc = cudaGraphInstantiate(&entryExec, entryGraph, 0)) !=
+          cudaSuccess)
+        err = cudaFailure("instantiating an entry's graph", rc);
+    float ms = 0;
+    if (err.empty()) {
+      // One warm-up launch, then `launches` between the two events.
+      rc = cudaGraphLaunch(entryExec, stream);
+      if (rc == cudaSuccess)
+        rc = cudaEventRecord(starts[g], stream);
+      for (int32_t l = 0; l < launches && rc == cudaSuccess; ++l)
+        rc = cudaGraphLaunch(entryExec, stream);
+      if (rc == cudaSuccess)
+        rc = cudaEventRecord(ends[g], stream);
+      if (rc == cudaSuccess)
+        rc = cudaEventSynchronize(ends[g]);
+      if (rc == cudaSuccess)
+        rc = cudaEventElapsedTime(&ms, starts[g], ends[g]);
+      if (rc != cudaSuccess)
+        err = cudaFailure("timing an entry's graph", rc);
+    }
+    if (entryExec)
+      cudaGraphExecDestroy(entryExec);
+    if (entryGraph)
+      cudaGraphDestroy(entryGraph);
+    if (!err.empty()) {
+      const Instr &in = plan.devices[e.device].instrs[e.index];
+      err = "timing device " + std::to_string(e.device) + " instruction " +
+            std::to_string(e.index) + " (op '" + in.op + "'): " + err;
+      break;
+    }
+    times.push_back({static_cast<int32_t>(s),
+                     ms * 1e-3 / (double(launches) * repeats)});
+  }
+  destroyEvents();
+  if (!err.empty())
+    return err;
+  return checkErrorRecords();
+}
+
 CudaExecutor::CudaExecutor(const Plan &plan, CudaRunOptions options)
     : impl(std::make_unique<Impl>(plan, options)) {}
 CudaExecutor::~CudaExecutor() = default;
@@ -1112,6 +1215,10 @@ void CudaExecutor::setDataSource(DataSource source) {
 }
 std::string CudaExecutor::init() { return impl->init(); }
 std::string CudaExecutor::runStep(int64_t step) { return impl->runStep(step); }
+std::string CudaExecutor::timeEntries(int32_t repeats, int32_t launches,
+                                      std::vector<EntryTime> &times) {
+  return impl->timeEntries(repeats, launches, times);
+}
 int64_t CudaExecutor::graphReplays() const { return impl->replays; }
 void CudaExecutor::setIssueHook(IssueHook hook) {
   impl->hook = std::move(hook);

@@ -111,6 +111,22 @@ public:
   /// The device address of `offset` in GPU `gpu`'s allocation.
   void *deviceAddress(int32_t gpu, uint64_t offset) const;
 
+  /// What one schedule entry's calls cost when they run alone (timeEntries).
+  struct EntryTime {
+    int32_t entry = 0;   ///< position in schedule().instrs
+    double seconds = 0;  ///< per issue of the entry's calls
+  };
+  /// Times every schedule entry's calls alone, as a replayed step runs them
+  /// without waiting on other streams: per entry, a CUDA graph of `repeats`
+  /// back-to-back copies of its calls on its own stream, launched once to
+  /// warm up and then `launches` times between two events; the time per
+  /// copy includes the gap a replayed graph leaves between calls. The calls
+  /// run on the step's buffers again and again (in-place updates repeat):
+  /// call it after the run's last step. One process only (NCCL sends and
+  /// receives are not timed: such entries are left out), after at least
+  /// one step (cuDNN has chosen its algorithms).
+  std::string timeEntries(int32_t repeats, int32_t launches,
+                          std::vector<EntryTime> &times);
   /// Per plan device, the bytes of cuDNN workspace its ConvRunner holds.
   std::vector<uint64_t> workspaceBytes() const;
   /// Steps replayed from the captured graph so far.

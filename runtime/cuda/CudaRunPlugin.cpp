@@ -13,7 +13,12 @@
 #include "CudaStepObserver.h"
 #include "CudaTraffic.h"
 
+#include "tofu/runtime/AtomicFile.h"
+#include "tofu/runtime/JsonQuoted.h"
+
+#include <cstdio>
 #include <cstdlib>
+#include <ostream>
 
 using namespace tofu::cuda;
 using namespace tofu::plan;
@@ -28,6 +33,46 @@ int32_t localRankOf(int32_t rank) {
     if (const char *v = std::getenv(name); v && *v)
       return static_cast<int32_t>(std::atoi(v));
   return rank;
+}
+
+/// What runs `op`, for --kernel-times: the generated kernel's name, the
+/// cuBLAS or cuDNN call, or the runtime's copy.
+std::string callName(const Plan &plan, const CudaOp &op) {
+  switch (op.kind) {
+  case CudaOp::Kind::Kernel:
+    return plan.cuda.kernels[plan.cuda.launches[op.launch].kernel].name;
+  case CudaOp::Kind::Gemm:
+    return gemmCallName(op);
+  case CudaOp::Kind::GemmBias:
+    return "runtime:gemm-bias";
+  case CudaOp::Kind::Conv:
+    return op.convDirection == 0   ? "cudnnConvolutionForward"
+           : op.convDirection == 1 ? "cudnnConvolutionBackwardData"
+                                   : "cudnnConvolutionBackwardFilter";
+  case CudaOp::Kind::Copy:
+    return "cudaMemcpyAsync";
+  case CudaOp::Kind::BoxCopy:
+    return "runtime:box-copy";
+  case CudaOp::Kind::BoxAdd:
+    return "runtime:box-add";
+  case CudaOp::Kind::Zero:
+    return "cudaMemsetAsync";
+  case CudaOp::Kind::SaveLoss:
+    return "runtime:save-loss";
+  case CudaOp::Kind::Send:
+    return "ncclSend";
+  case CudaOp::Kind::Recv:
+    return "ncclRecv";
+  case CudaOp::Kind::MultiFetch:
+    return "runtime:multi-fetch";
+  case CudaOp::Kind::MultiReduce:
+    return "runtime:multi-reduce";
+  case CudaOp::Kind::Pool:
+    return op.pool.backward ? "cudnnPoolingBackward" : "cudnnPoolingForward";
+  case CudaOp::Kind::BatchNorm:
+    return "cudnn:batch-norm";
+  }
+  return "unknown";
 }
 
 class CudaTrainingBackend : public TrainingBackend {
@@ -128,6 +173,48 @@ public:
   }
   std::string finalLines() const override {
     return describeTraffic(traffic) + "\n";
+  }
+  std::string writeKernelTimes(const std::string &path) override {
+    // 20 copies a graph, 5 timed launches: 100 issues per entry, enough
+    // for microsecond kernels to dwarf the two events' resolution.
+    constexpr int32_t kRepeats = 20, kLaunches = 5;
+    std::vector<CudaExecutor::EntryTime> times;
+    if (std::string err = exec.timeEntries(kRepeats, kLaunches, times);
+        !err.empty())
+      return "--kernel-times: " + err;
+    int count = 0;
+    std::string gpu = describeGpus(count);
+    if (!gpu.empty() && gpu.back() == '\n')
+      gpu.pop_back();
+    const Schedule &schedule = exec.schedule();
+    return tofu::writeFileAtomically(path, [&](std::ostream &out) {
+      out << "{\n  \"format\": \"tofu-kernel-times/1\",\n  \"gpus\": "
+          << jsonQuoted(gpu) << ",\n  \"repeats\": " << kRepeats
+          << ",\n  \"launches\": " << kLaunches << ",\n  \"entries\": [";
+      for (size_t t = 0; t < times.size(); ++t) {
+        const ScheduledInstr &e = schedule.instrs[times[t].entry];
+        const auto &instrs = plan.devices[e.device].instrs;
+        std::string kernels, ops, calls;
+        for (int32_t i = e.firstIndex; i <= e.index; ++i) {
+          const Instr &in = instrs[i];
+          std::string kernel = in.kind == Instr::Kind::Compute ? in.kernel
+                               : in.kind == Instr::Kind::Fetch ? "Fetch"
+                                                               : "Reduce";
+          kernels += (i > e.firstIndex ? ", " : "") + jsonQuoted(kernel);
+          ops += (i > e.firstIndex ? ", " : "") + jsonQuoted(in.op);
+        }
+        for (size_t o = 0; o < e.ops.size(); ++o)
+          calls += (o ? ", " : "") + jsonQuoted(callName(plan, e.ops[o]));
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.4e", times[t].seconds);
+        out << (t ? ",\n" : "\n") << "    {\"device\": " << e.device
+            << ", \"first_index\": " << e.firstIndex
+            << ", \"index\": " << e.index << ", \"kernels\": [" << kernels
+            << "], \"ops\": [" << ops << "], \"calls\": [" << calls
+            << "], \"seconds\": " << seconds << "}";
+      }
+      out << "\n  ]\n}\n";
+    });
   }
 
 private:

@@ -2,6 +2,7 @@
 
 #include "tofu/runtime/TraceRecorder.h"
 #include "tofu/runtime/AtomicFile.h"
+#include "tofu/runtime/JsonQuoted.h"
 
 #include <cstdio>
 
@@ -9,24 +10,6 @@ using namespace tofu::runtime;
 using namespace tofu::plan;
 
 namespace {
-
-/// `s` as a JSON string literal.
-std::string quoted(const std::string &s) {
-  std::string q = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      q += '\\';
-      q += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      q += buf;
-    } else {
-      q += static_cast<char>(c);
-    }
-  }
-  return q + "\"";
-}
 
 /// Microseconds with nanosecond resolution.
 std::string micros(std::chrono::steady_clock::duration d) {
@@ -51,7 +34,7 @@ TraceRecorder::TraceRecorder(const Plan &plan, int onlyDevice)
     events += std::string("{\"name\": \"") + what +
               "\", \"ph\": \"M\", \"pid\": " + std::to_string(pid) +
               ", \"tid\": " + std::to_string(tid) +
-              ", \"args\": {\"name\": " + quoted(name) + "}}";
+              ", \"args\": {\"name\": " + jsonQuoted(name) + "}}";
   };
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     if (onlyDevice >= 0 && d != static_cast<size_t>(onlyDevice))
@@ -77,7 +60,7 @@ void TraceRecorder::record(const CpuExecutor::ExecutedInstr &e) {
   }
   if (!events.empty())
     events += ",\n";
-  events += "{\"name\": " + quoted(name) + ", \"cat\": \"" + cat +
+  events += "{\"name\": " + jsonQuoted(name) + ", \"cat\": \"" + cat +
             "\", \"ph\": \"X\", \"ts\": " + micros(e.start - origin) +
             ", \"dur\": " + micros(e.end - e.start) +
             ", \"pid\": " + std::to_string(e.device) +

@@ -68,6 +68,7 @@
 #include "Calibrate.h"
 
 #include "tofu/runtime/AtomicFile.h"
+#include "tofu/runtime/JsonQuoted.h"
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/Kernels.h"
 
@@ -390,18 +391,6 @@ std::string number(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.6g", value);
   return text;
-}
-
-/// A JSON string literal (the texts here are ASCII without control
-/// characters, but quote and backslash are escaped anyway).
-std::string quoted(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out + "\"";
 }
 
 } // namespace
@@ -895,14 +884,14 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
 
   std::ostringstream json;
   json << "{\n  \"format\": \"tofu-device/1\",\n"
-       << "  \"name\": " << quoted("calibrated") << ",\n"
+       << "  \"name\": " << jsonQuoted("calibrated") << ",\n"
        << "  \"description\": "
-       << quoted("This machine as tofu-run's CPU backend runs it: every "
+       << jsonQuoted("This machine as tofu-run's CPU backend runs it: every "
                  "rate is a measured median of tofu-run's own kernels "
                  "(efficiency 1); k virtual devices share the host.")
        << ",\n  \"sources\": [\n";
   for (size_t i = 0; i < sources.size(); ++i)
-    json << "    " << quoted(sources[i]) << (i + 1 < sources.size() ? "," : "")
+    json << "    " << jsonQuoted(sources[i]) << (i + 1 < sources.size() ? "," : "")
          << "\n";
   json << "  ],\n  \"compute\": {\n    \"f32\": {"
        << "\"gemm\": {\"peak_flops\": " << number(gemmRate)
@@ -932,7 +921,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
        << "  \"feed_seconds_per_element\": " << number(feed) << ",\n"
        << "  \"kernels\": {";
   for (size_t i = 0; i < kernelCosts.size(); ++i) {
-    json << (i ? ",\n              " : "") << quoted(kernelCosts[i].kernel)
+    json << (i ? ",\n              " : "") << jsonQuoted(kernelCosts[i].kernel)
          << ": {\"small\": " << number(kernelCosts[i].small)
          << ", \"large\": " << number(kernelCosts[i].large);
     if (kernelCosts[i].row > 0)

@@ -66,7 +66,7 @@ const char *kUsage =
     "                [--dump-plan] [--kernels native|interpreter]\n"
     "                [--trace trace.json] [--data DIR] [--resume FILE]\n"
     "                [--quiet] [--comm-timeout S] [--devices N]\n"
-    "                [--no-cuda-graph] [--nccl-timeout S]\n"
+    "                [--no-cuda-graph] [--nccl-timeout S] [--kernel-times FILE]\n"
     "                [--dump-cuda-schedule [--ranks W --rank R]]\n"
     "       tofu-run --calibrate device.json\n"
     "\n"
@@ -88,6 +88,11 @@ const char *kUsage =
     "                     --ranks W --rank R: what rank R of W processes\n"
     "                     (mpirun -np W ... --backend cuda) would issue, its\n"
     "                     NCCL sends and receives included\n"
+    "  --kernel-times FILE  cuda, one process: after the last step, time\n"
+    "                     each scheduled instruction's calls alone (a CUDA\n"
+    "                     graph of 20 copies, replayed) and write them as\n"
+    "                     JSON (docs/Cuda.md, \"Kernel times\"); the\n"
+    "                     buffers are overwritten, so --save runs before it\n"
     "  --nccl-timeout S   cuda, one process per GPU: a step whose streams or\n"
     "                     NCCL calls make no progress for S seconds (default\n"
     "                     300), or an NCCL error, aborts every rank with a\n"
@@ -148,6 +153,7 @@ int fail(const std::string &msg) {
 struct Options {
   std::string planPath, backend = "auto", reportPath, savePath, dumpDir;
   std::string tracePath, dataDir, resumePath;
+  std::string kernelTimesPath; ///< --kernel-times FILE (cuda)
   bool saveExternalData = false;
   std::string kernels = "native";
   bool kernelsGiven = false; ///< --kernels on the command line
@@ -315,6 +321,9 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
     } else if (a == "--trace") {
       if (!(err = outputValue(opts.tracePath, true)).empty())
         return err;
+    } else if (a == "--kernel-times") {
+      if (!(err = outputValue(opts.kernelTimesPath, true)).empty())
+        return err;
     } else if (a == "--dump") {
       if (!(err = pathValue(opts.dumpDir)).empty())
         return err;
@@ -368,6 +377,9 @@ std::string parseArgs(int argc, char **argv, Options &opts) {
            std::to_string(opts.dumpRanks);
   if (opts.dumpRanks && opts.devices)
     return "--devices does not apply with --ranks (each process runs one GPU)";
+  if (!opts.kernelTimesPath.empty() && opts.backend != "cuda")
+    return "--kernel-times applies to --backend cuda only (on the CPU "
+           "backend, --trace FILE times every instruction)";
   if (opts.ncclTimeoutGiven && opts.backend != "cuda")
     return "--nccl-timeout applies to --backend cuda only";
   if ((opts.devices || opts.noCudaGraph) && opts.backend != "cuda" &&
@@ -995,6 +1007,14 @@ int run(int argc, char **argv) {
         return fail("--save: " + err);
     if (!opts.quiet)
       std::printf("saved trained model to %s\n", opts.savePath.c_str());
+  }
+  if (!opts.kernelTimesPath.empty()) {
+    if (std::string err = backend->writeKernelTimes(opts.kernelTimesPath);
+        !err.empty())
+      return fail(err);
+    if (!opts.quiet)
+      std::printf("kernel times written to %s\n",
+                  opts.kernelTimesPath.c_str());
   }
   if (std::string err = group.finish(); !err.empty())
     return fail(err);

@@ -88,6 +88,15 @@ public:
   }
   /// Extra lines for the end of the run ("" for none).
   virtual std::string finalLines() const { return ""; }
+  /// --kernel-times FILE, after the run's last step: times the step's calls
+  /// alone and writes them as JSON (docs/Cuda.md, "Kernel times"). Only the
+  /// CUDA backend has it (the CPU backend's --trace already times every
+  /// instruction as it runs, one at a time).
+  virtual std::string writeKernelTimes(const std::string &path) {
+    (void)path;
+    return "--kernel-times applies to --backend cuda only (on the CPU "
+           "backend, --trace FILE times every instruction)";
+  }
 };
 
 } // namespace tofu::runtime
