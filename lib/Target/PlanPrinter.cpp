@@ -547,6 +547,18 @@ std::string formatPlanJson(const PlanSummary &summary, const plan::Plan &plan,
           {"received_bytes", static_cast<int64_t>(dev.receivedBytes)},
           {"peak_bytes", static_cast<int64_t>(dev.peakBytes)}});
     }
+    llvm::json::Array instructions;
+    for (const auto &in : p.device0Instructions)
+      instructions.push_back(llvm::json::Object{
+          {"index", in.index},
+          {"kernel", in.kernel},
+          {"contraction", in.contraction},
+          {"convolution", in.convolution},
+          {"dtype", in.dtype},
+          {"elements", in.elements},
+          {"rows", in.rows},
+          {"call_seconds", in.callSeconds},
+          {"seconds", in.seconds}});
     llvm::json::Object byKernel;
     for (const auto &[kernel, seconds] : p.kernelSeconds)
       byKernel[kernel] = seconds;
@@ -580,6 +592,7 @@ std::string formatPlanJson(const PlanSummary &summary, const plan::Plan &plan,
         {"samples_per_second", p.samplesPerSecond},
         {"per_device", std::move(devices)},
         {"compute_seconds_by_kernel", std::move(byKernel)},
+        {"device0_instructions", std::move(instructions)},
         {"fit", std::move(fit)}};
   }
   return llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str() +

@@ -397,6 +397,12 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         // more devices' instructions run side by side on the host's threads.
         work.alone = device.sharedHost && k == 1;
         time.compute = model.computeSeconds(work);
+        if (d == 0)
+          result.device0Instructions.push_back(
+              {static_cast<int64_t>(index), work.kernel.str(),
+               work.kind == OpClass::Contraction, work.convolution,
+               tdl::elemName(work.dtype), work.largestElements,
+               work.rows, model.callSeconds(work), time.compute});
         if (device.sharedHost && k > 1)
           time.oneThreadCompute = model.runsOnOneThread(work)
                                       ? time.compute
@@ -466,6 +472,16 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         }
       }
       dev.computeSeconds += time.compute;
+      if (d == 0 && instr.kind != plan::Instr::Kind::Compute) {
+        double comm = 0;
+        for (double c : time.comm)
+          comm += c;
+        result.device0Instructions.push_back(
+            {static_cast<int64_t>(index),
+             instr.kind == plan::Instr::Kind::Reduce ? "Reduce" : "Fetch",
+             false, false, "", 0, 0, device.launchSeconds,
+             time.copy + comm});
+      }
       dev.copySeconds += time.copy;
       for (double c : time.comm)
         dev.commSeconds += c;

@@ -617,19 +617,31 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
       auto cost = reader.object(*kernels, kernel, path);
       if (!cost)
         return cost.takeError();
-      if (llvm::Error err =
-              reader.onlyKnown(**cost, path, {"small", "large", "row"}))
+      if (llvm::Error err = reader.onlyKnown(**cost, path,
+                                             {"small", "large", "row", "call"}))
         return std::move(err);
       DeviceModel::KernelCost parsed;
       parsed.kernel = kernel;
-      auto small = reader.positive(**cost, "small", path + ".small", 1e-3);
-      if (!small)
-        return small.takeError();
-      auto large = reader.positive(**cost, "large", path + ".large", 1e-3);
-      if (!large)
-        return large.takeError();
-      parsed.smallSecondsPerElement = *small;
-      parsed.largeSecondsPerElement = *large;
+      if ((*cost)->get("call")) {
+        auto call = reader.positive(**cost, "call", path + ".call", 1);
+        if (!call)
+          return call.takeError();
+        parsed.callSeconds = *call;
+      }
+      // Per-element costs: required, except for a kernel that gives only
+      // its call's cost (a cuBLAS or cuDNN call: its work is the rates').
+      const bool perElement = (*cost)->get("small") || (*cost)->get("large") ||
+                              (*cost)->get("row") || !(*cost)->get("call");
+      if (perElement) {
+        auto small = reader.positive(**cost, "small", path + ".small", 1e-3);
+        if (!small)
+          return small.takeError();
+        auto large = reader.positive(**cost, "large", path + ".large", 1e-3);
+        if (!large)
+          return large.takeError();
+        parsed.smallSecondsPerElement = *small;
+        parsed.largeSecondsPerElement = *large;
+      }
       if ((*cost)->get("row")) {
         auto row = reader.positive(**cost, "row", path + ".row", 1e-3);
         if (!row)
@@ -778,8 +790,13 @@ std::string formatDeviceDescription(const DeviceModel &model) {
   if (!model.kernelCosts.empty()) {
     llvm::json::Object kernels;
     for (const auto &cost : model.kernelCosts) {
-      llvm::json::Object entry{{"small", cost.smallSecondsPerElement},
-                               {"large", cost.largeSecondsPerElement}};
+      llvm::json::Object entry;
+      if (cost.hasPerElementCost()) {
+        entry["small"] = cost.smallSecondsPerElement;
+        entry["large"] = cost.largeSecondsPerElement;
+      }
+      if (cost.callSeconds > 0)
+        entry["call"] = cost.callSeconds;
       if (cost.rowSeconds > 0)
         entry["row"] = cost.rowSeconds;
       kernels[cost.kernel] = std::move(entry);

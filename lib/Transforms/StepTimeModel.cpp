@@ -266,13 +266,9 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
     flops += work.transcendentals * work.outputElements * fraction *
              device.transcendentalFlops;
   double busy = flops / rate;
-  const DeviceModel::KernelCost *cost = nullptr;
-  if (work.kind != OpClass::Contraction && !work.kernel.empty()) {
-    cost = device.kernelCost(work.kernel);
-    if (!cost) // a description without the training-mode cost: the other
-      cost = device.kernelCost(work.kernel.split('.').first);
-  }
-  if (cost) {
+  const DeviceModel::KernelCost *cost = kernelCostOf(work);
+  const double launch = callSeconds(work);
+  if (cost && work.kind != OpClass::Contraction && cost->hasPerElementCost()) {
     const double elements = work.largestElements * fraction;
     busy = elements * cost->secondsPerElement(elements) +
            work.rows * fraction * cost->rowSeconds;
@@ -305,8 +301,7 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
       packing += staging / levelBytesPerSecond(levelAfter(0, staging));
     }
   }
-  double seconds =
-      device.launchSeconds + std::max(busy, traffic) + packing;
+  double seconds = launch + std::max(busy, traffic) + packing;
   // The cold start as --calibrate measures it: a GEMM after another
   // kernel and a hand-over to the worker pool, tofu-run's in-order
   // schedule of one virtual device. With more devices their instructions
@@ -321,6 +316,30 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
     seconds += device.launchSeconds +
                memorySeconds(2 * work.outputBytes * fraction);
   return seconds;
+}
+
+const DeviceModel::KernelCost *
+StepTimeModel::kernelCostOf(const ShareWork &work) const {
+  if (work.kernel.empty())
+    return nullptr;
+  // The element type's own cost first ("Conv@f64": on a GPU a float64 op
+  // may run another way, a generated kernel instead of cuDNN's), then the
+  // kernel's; a description without the training-mode cost: the other.
+  const std::string typed =
+      "@" + std::string(tdl::elemName(work.dtype));
+  const llvm::StringRef base = work.kernel.split('.').first;
+  for (const std::string &key :
+       {work.kernel.str() + typed, work.kernel.str(), base.str() + typed,
+        base.str()})
+    if (const DeviceModel::KernelCost *cost = device.kernelCost(key))
+      return cost;
+  return nullptr;
+}
+
+double StepTimeModel::callSeconds(const ShareWork &work) const {
+  const DeviceModel::KernelCost *cost = kernelCostOf(work);
+  return cost && cost->callSeconds > 0 ? cost->callSeconds
+                                       : device.launchSeconds;
 }
 
 double StepTimeModel::memorySeconds(double bytes) const {

@@ -110,6 +110,21 @@ struct StepPrediction {
     double seconds() const { return compute + copy + comm; }
   };
   static constexpr int64_t kTimelineDevices = 16;
+  /// Device 0's instructions as the model sees them, in program order: what
+  /// a per-kernel calibration fits its costs to (bench/gpu/fit_kernels.py
+  /// against tofu-run --kernel-times).
+  struct Instruction {
+    int64_t index = 0;      ///< position in device 0's program
+    std::string kernel;     ///< the cost's key (e.g. "BatchNormalization.training"); "Fetch"/"Reduce"
+    bool contraction = false;
+    bool convolution = false; ///< a contraction at the conv rate
+    std::string dtype;      ///< the rates' element type ("f32", ...)
+    double elements = 0;    ///< of its largest operand (compute)
+    double rows = 0;        ///< rows or planes of a row-wise kernel
+    double callSeconds = 0; ///< its call's fixed cost
+    double seconds = 0;     ///< compute (or copy) time, call included
+  };
+  std::vector<Instruction> device0Instructions;
   std::vector<Span> timeline;
   /// Per recursion step: bytes received over its links, summed over
   /// devices, and by the device that receives the most.

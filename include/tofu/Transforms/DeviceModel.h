@@ -59,11 +59,22 @@ struct DeviceModel {
   /// rows, a loss's rows of classes, a batch norm's planes of one image and
   /// channel) may also cost `rowSeconds` per row: what makes short rows
   /// slower per element (0 = not measured).
+  /// A kernel may also have its own cost per call (`callSeconds`), which
+  /// replaces `launchSeconds` for it: on a GPU, what one call costs inside
+  /// a replayed CUDA graph differs by kernel (a generated kernel, a cuBLAS
+  /// or cuDNN call; tofu-run --kernel-times). Contractions (cuBLAS and
+  /// cuDNN calls) use only `callSeconds`: their work is the rates'. A
+  /// kernel may give only `callSeconds` (0 = launchSeconds applies).
   struct KernelCost {
     std::string kernel;
     double smallSecondsPerElement = 0, largeSecondsPerElement = 0;
     double rowSeconds = 0;
+    double callSeconds = 0;
     double secondsPerElement(double elements) const;
+    /// Whether it gives per-element costs (not only a call's).
+    bool hasPerElementCost() const {
+      return smallSecondsPerElement > 0 || largeSecondsPerElement > 0;
+    }
   };
   static constexpr double kSmallElements = 16384;
   static constexpr double kLargeElements = 1 << 20;

@@ -157,6 +157,10 @@ public:
   /// (the part of a group's share that one device will compute once the
   /// later recursion steps split it; 1 = the work as given).
   double computeSeconds(const ShareWork &work, double fraction = 1) const;
+  /// The fixed cost of `work`'s kernel call inside computeSeconds: its
+  /// kernel's own `callSeconds` where the description has one, else the
+  /// device's launchSeconds.
+  double callSeconds(const ShareWork &work) const;
   /// The sustained FLOP/s `work` runs at before its shape's efficiency:
   /// the device's rate for the work's element type and class.
   double flopsPerSecond(const ShareWork &work) const;
@@ -197,6 +201,11 @@ public:
   const DeviceModel &getDevice() const { return device; }
 
 private:
+  /// The description's measured cost of `work`'s kernel, or null: the
+  /// cost for its element type ("Conv@f64") before the kernel's own ("Conv");
+  /// a training-mode batch norm falls back to the inference-mode cost.
+  const DeviceModel::KernelCost *kernelCostOf(const ShareWork &work) const;
+
   DeviceModel device;
 };
 

@@ -242,6 +242,35 @@ TEST(DeviceModel, KernelCostsPerRowAreOptional) {
       << error;
 }
 
+TEST(DeviceModel, KernelCallCostsRoundTrip) {
+  // "call" alone (a cuBLAS call), or with per-element costs.
+  auto model = parseDeviceDescription(
+      minimal(R"(, "kernels": {"MatMul": {"call": 6e-6}, "Relu": {"small": 1e-9, "large": 2e-9, "call": 3e-6}})"),
+      "t.json");
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  EXPECT_DOUBLE_EQ(model->kernelCost("MatMul")->callSeconds, 6e-6);
+  EXPECT_FALSE(model->kernelCost("MatMul")->hasPerElementCost());
+  EXPECT_DOUBLE_EQ(model->kernelCost("Relu")->callSeconds, 3e-6);
+  EXPECT_TRUE(model->kernelCost("Relu")->hasPerElementCost());
+  std::string text = formatDeviceDescription(*model);
+  auto again = parseDeviceDescription(text, "again.json");
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError()) << text;
+  EXPECT_DOUBLE_EQ(again->kernelCost("MatMul")->callSeconds, 6e-6);
+  EXPECT_FALSE(again->kernelCost("MatMul")->hasPerElementCost());
+  EXPECT_DOUBLE_EQ(again->kernelCost("Relu")->largeSecondsPerElement, 2e-9);
+  // Neither a call nor per-element costs, or half of them: named errors.
+  std::string empty = errorOf(minimal(R"(, "kernels": {"Relu": {}})"));
+  EXPECT_NE(empty.find("kernels.Relu.small"), std::string::npos) << empty;
+  std::string half =
+      errorOf(minimal(R"(, "kernels": {"Relu": {"call": 1e-6, "small": 1e-9}})"));
+  EXPECT_NE(half.find("kernels.Relu.large"), std::string::npos) << half;
+  std::string negative =
+      errorOf(minimal(R"(, "kernels": {"Relu": {"call": -1}})"));
+  EXPECT_NE(negative.find("kernels.Relu.call: expected a positive finite number"),
+            std::string::npos)
+      << negative;
+}
+
 TEST(DeviceModel, RateByElementTypeAndClass) {
   DeviceModel h100 = DeviceModel::h100();
   StepTimeModel model(h100);

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace tofu;
@@ -137,6 +138,49 @@ TEST(StepTimeModel, MeasuredKernelCostReplacesTheFlops) {
   // Another kernel: its FLOPs at the vector rate (1e8).
   work.kernel = "Relu";
   EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 1000 / 1e8);
+}
+
+TEST(StepTimeModel, AKernelsOwnCallCostReplacesTheLaunch) {
+  // On a GPU a generated kernel, a cuBLAS call and a copy each cost their
+  // own fixed time per call (tofu-run --kernel-times).
+  DeviceModel device = roundModel(); // launch 1 us
+  device.memoryBytesPerSecond = 1e15; // the kernel cost decides
+  device.kernelCosts = {{"MatMul", 0, 0, 0, 7e-6},
+                        {"Relu", 2e-9, 2e-9, 0, 3e-6},
+                        {"Tanh", 0, 0, 0, 4e-6}};
+  StepTimeModel model(device);
+  ShareWork relu;
+  relu.kind = OpClass::Elementwise;
+  relu.kernel = "Relu";
+  relu.flops = 1000;
+  relu.largestElements = 1000;
+  EXPECT_DOUBLE_EQ(model.callSeconds(relu), 3e-6);
+  EXPECT_DOUBLE_EQ(model.computeSeconds(relu), 3e-6 + 1000 * 2e-9);
+  // Only a call cost: the FLOPs at the vector rate (1e8) as before.
+  ShareWork tanh = relu;
+  tanh.kernel = "Tanh";
+  EXPECT_DOUBLE_EQ(model.computeSeconds(tanh), 4e-6 + 1000 / 1e8);
+  // A contraction: its call's cost, its work at the GEMM rate.
+  ShareWork gemm;
+  gemm.kind = OpClass::Contraction;
+  gemm.kernel = "MatMul";
+  gemm.flops = 2e6;
+  gemm.m = gemm.n = gemm.k = 1e9; // efficiency ~1
+  const double busy = 2e6 / (1e9 * model.gemmEfficiency(1e9, 1e9, 1e9));
+  EXPECT_DOUBLE_EQ(model.computeSeconds(gemm), 7e-6 + busy);
+  // An element type's own cost comes first.
+  device.kernelCosts.push_back({"MatMul@f64", 0, 0, 0, 9e-6});
+  std::sort(device.kernelCosts.begin(), device.kernelCosts.end(),
+            [](const auto &a, const auto &b) { return a.kernel < b.kernel; });
+  StepTimeModel typed(device);
+  EXPECT_DOUBLE_EQ(typed.callSeconds(gemm), 7e-6); // f32: MatMul's
+  gemm.dtype = tdl::ElemType::F64;
+  EXPECT_DOUBLE_EQ(typed.callSeconds(gemm), 9e-6);
+  gemm.dtype = tdl::ElemType::F32;
+  // Kernels without a cost keep the launch.
+  gemm.kernel = "Gemm";
+  EXPECT_DOUBLE_EQ(model.callSeconds(gemm), 1e-6);
+  EXPECT_DOUBLE_EQ(model.computeSeconds(gemm), 1e-6 + busy);
 }
 
 TEST(StepTimeModel, BatchNormInTrainingModeHasItsOwnCost) {

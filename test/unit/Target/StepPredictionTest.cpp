@@ -192,6 +192,34 @@ TEST_F(PredictGemm, JsonCarriesThePrediction) {
             std::string::npos);
 }
 
+TEST_F(PredictGemm, Device0InstructionsAsTheModelSeesThem) {
+  // Device 0 runs the fetch of W, then the Gemm: each with its kernel key,
+  // its call's cost and its time (what bench/gpu/fit_kernels.py fits).
+  tofu::DeviceModel device = roundDevice();
+  device.kernelCosts = {{"Gemm", 0, 0, 0, 3e-6}};
+  tofu::StepPrediction p = predict(device);
+  ASSERT_EQ(p.device0Instructions.size(), plan.devices[0].instrs.size());
+  const tofu::StepPrediction::Instruction *gemm = nullptr, *fetch = nullptr;
+  for (const auto &in : p.device0Instructions)
+    (in.kernel == "Gemm" ? gemm : fetch) = &in;
+  ASSERT_TRUE(gemm && fetch);
+  EXPECT_TRUE(gemm->contraction);
+  EXPECT_EQ(gemm->dtype, "f32");
+  EXPECT_DOUBLE_EQ(gemm->callSeconds, 3e-6);
+  // The Gemm's own call cost replaces the 1 us launch.
+  EXPECT_NEAR(gemm->seconds, kCompute - 1e-6 + 3e-6, 1e-15);
+  EXPECT_EQ(fetch->kernel, "Fetch");
+  EXPECT_DOUBLE_EQ(fetch->callSeconds, 1e-6);
+  EXPECT_NEAR(fetch->seconds, kCopy + kComm, 1e-15);
+  auto json = llvm::json::parse(tofu::formatPlanJson(func, plan, &p));
+  ASSERT_TRUE(static_cast<bool>(json)) << llvm::toString(json.takeError());
+  const llvm::json::Array *listed = json->getAsObject()
+                                        ->getObject("predicted")
+                                        ->getArray("device0_instructions");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->size(), p.device0Instructions.size());
+}
+
 TEST_F(PredictGemm, SharedHostCopiesInCacheRunAtItsRate) {
   // The fetch of W moves 96 local and 96 remote bytes (traffic 2 x 192 =
   // 384 bytes): within a 1000-byte cache at 10 GB/s, its local copy and its
