@@ -111,7 +111,6 @@ def samples_of(model, predicted, times):
         # (a float64 batch norm is a generated kernel, a float32 one cuDNN).
         kernel = i["kernel"] if i["dtype"] in ("f32", "") else f"{i['kernel']}@{i['dtype']}"
         out.append(dict(model=model, kernel=kernel, contraction=i["contraction"],
-                        rate=(i["dtype"], "conv" if i["convolution"] else "gemm"),
                         elements=i["elements"], rows=i["rows"], call=i["call_seconds"],
                         base=i["seconds"], measured=e["seconds"]))
     return out

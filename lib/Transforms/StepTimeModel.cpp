@@ -7,6 +7,7 @@
 #include "tofu/Transforms/StepTimeModel.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
 
 #include <algorithm>
 
@@ -267,7 +268,7 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
              device.transcendentalFlops;
   double busy = flops / rate;
   const DeviceModel::KernelCost *cost = kernelCostOf(work);
-  const double launch = callSeconds(work);
+  const double launch = callSecondsOf(cost);
   if (cost && work.kind != OpClass::Contraction && cost->hasPerElementCost()) {
     const double elements = work.largestElements * fraction;
     busy = elements * cost->secondsPerElement(elements) +
@@ -320,26 +321,34 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
 
 const DeviceModel::KernelCost *
 StepTimeModel::kernelCostOf(const ShareWork &work) const {
-  if (work.kernel.empty())
+  // Most descriptions list no kernels: the search's hot path stops here.
+  if (work.kernel.empty() || device.kernelCosts.empty())
     return nullptr;
   // The element type's own cost first ("Conv@f64": on a GPU a float64 op
   // may run another way, a generated kernel instead of cuDNN's), then the
   // kernel's; a description without the training-mode cost: the other.
-  const std::string typed =
-      "@" + std::string(tdl::elemName(work.dtype));
+  const llvm::StringRef dtype = tdl::elemName(work.dtype);
   const llvm::StringRef base = work.kernel.split('.').first;
-  for (const std::string &key :
-       {work.kernel.str() + typed, work.kernel.str(), base.str() + typed,
-        base.str()})
-    if (const DeviceModel::KernelCost *cost = device.kernelCost(key))
+  for (llvm::StringRef name : {work.kernel, base}) {
+    llvm::SmallString<64> typed(name);
+    typed += "@";
+    typed += dtype;
+    if (const DeviceModel::KernelCost *cost = device.kernelCost(typed))
       return cost;
+    if (const DeviceModel::KernelCost *cost = device.kernelCost(name))
+      return cost;
+  }
   return nullptr;
 }
 
-double StepTimeModel::callSeconds(const ShareWork &work) const {
-  const DeviceModel::KernelCost *cost = kernelCostOf(work);
+double
+StepTimeModel::callSecondsOf(const DeviceModel::KernelCost *cost) const {
   return cost && cost->callSeconds > 0 ? cost->callSeconds
                                        : device.launchSeconds;
+}
+
+double StepTimeModel::callSeconds(const ShareWork &work) const {
+  return callSecondsOf(kernelCostOf(work));
 }
 
 double StepTimeModel::memorySeconds(double bytes) const {

@@ -205,6 +205,8 @@ private:
   /// cost for its element type ("Conv@f64") before the kernel's own ("Conv");
   /// a training-mode batch norm falls back to the inference-mode cost.
   const DeviceModel::KernelCost *kernelCostOf(const ShareWork &work) const;
+  /// `cost`'s call cost, or launchSeconds where it has none (or is null).
+  double callSecondsOf(const DeviceModel::KernelCost *cost) const;
 
   DeviceModel device;
 };
