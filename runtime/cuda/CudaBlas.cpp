@@ -211,6 +211,7 @@ void LtGemm::release() {
   if (desc)
     cublasLtMatmulDescDestroy(desc);
   desc = nullptr, layoutA = layoutB = layoutC = nullptr;
+  candidates.clear();
 }
 
 namespace {
@@ -321,10 +322,11 @@ std::string LtGemm::prepare(const LtHandle &lt, const GemmShape &g,
     cublasLtMatmulPreferenceDestroy(pref);
     return fail("cublasLtMatmulPreferenceSetAttribute", s);
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kMaxAlgorithms]{};
   int found = 0;
   s = cublasLtMatmulAlgoGetHeuristic(lt.get(), desc, layoutA, layoutB, layoutC,
-                                     layoutC, pref, 1, &result, &found);
+                                     layoutC, pref, kMaxAlgorithms, results,
+                                     &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS)
     return fail("cublasLtMatmulAlgoGetHeuristic", s);
@@ -332,9 +334,15 @@ std::string LtGemm::prepare(const LtHandle &lt, const GemmShape &g,
     release();
     return "cublasLtMatmulAlgoGetHeuristic found no algorithm";
   }
-  algo = result.algo;
-  workspaceBytes = result.workspaceSize;
+  for (int i = 0; i < found; ++i)
+    candidates.push_back({results[i].algo, results[i].workspaceSize});
+  useAlgorithm(0);
   return "";
+}
+
+void LtGemm::useAlgorithm(size_t index) {
+  algo = candidates[index].algo;
+  workspaceBytes = candidates[index].workspaceBytes;
 }
 
 std::string LtGemm::run(const LtHandle &lt, const void *a, const void *b,

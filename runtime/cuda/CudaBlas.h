@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tofu::cuda {
 
@@ -126,9 +127,21 @@ public:
   /// prepare; "" or the cuBLASLt error.
   std::string run(const LtHandle &lt, const void *a, const void *b, void *c,
                   cudaStream_t stream) const;
+  /// prepare keeps up to kMaxAlgorithms of cuBLASLt's heuristic candidates,
+  /// best first, and runs the first; the executor may time them and pick
+  /// another (CudaExecutor.cpp, chooseGemmAlgorithms).
+  static constexpr int kMaxAlgorithms = 8;
+  size_t algorithms() const { return candidates.size(); }
+  /// Runs candidate `index` (< algorithms()) from now on.
+  void useAlgorithm(size_t index);
 
 private:
   void release();
+  struct Candidate {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceBytes;
+  };
+  std::vector<Candidate> candidates;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
                          layoutC = nullptr;

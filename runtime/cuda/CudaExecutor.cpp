@@ -33,11 +33,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <tuple>
 
 using namespace tofu::cuda;
 using namespace tofu::plan;
@@ -213,6 +215,12 @@ struct CudaExecutor::Impl {
         gridKernels[launch.kernel] != nullptr);
   }
   std::string initMultiProcess(int count);
+  /// For every plain GEMM (no epilogue, one matrix, beta 0) whose cuBLASLt
+  /// candidates include one at least kGemmSpeedup times faster than the
+  /// cuBLAS call, timed here: runs it through that candidate (ltGemms).
+  /// Before the initial values are uploaded: the timing writes the GEMMs'
+  /// outputs.
+  std::string chooseGemmAlgorithms();
   /// Prepares the cublasLtMatmul of every Gemm op with an epilogue (outside
   /// any graph capture); says on stderr how many cuBLASLt refused.
   std::string prepareEpilogueGemms();
@@ -588,6 +596,8 @@ std::string CudaExecutor::Impl::init() {
     if (std::string err = fillFeed(plan, feedCopies, feedFill(), b, pinned);
         !err.empty())
       return err;
+  if (std::string err = chooseGemmAlgorithms(); !err.empty())
+    return err;
   // Initial parameter values.
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     if (!owns(static_cast<int32_t>(d)))
@@ -652,6 +662,166 @@ std::string CudaExecutor::Impl::prepareEpilogueGemms() {
                  "separate bias, GEMM and ReLU calls: cuBLASLt refused them "
                  "(first: %s)\n",
                  static_cast<long long>(fallbacks), firstWhy.c_str());
+  return "";
+}
+
+namespace {
+
+/// How much faster than cuBLAS's own choice a cuBLASLt candidate must run
+/// to replace it: a clear win only, so that the choice does not follow
+/// timing noise (on the H200, cublasSgemm picks a 52 us kernel for
+/// float32 m <= 16, n = 128, k <= 512 where a candidate takes 9 us;
+/// elsewhere the best candidate was within 2.2x: bench/gpu/H200-run18.md).
+constexpr double kGemmSpeedup = 3;
+
+/// Seconds per call of `issue` (which enqueues one call on `stream`),
+/// captured 10 times in a CUDA graph, launched once to warm up and 3 times
+/// timed: what a replayed step pays for it.
+std::string timeInGraph(cudaStream_t stream,
+                        const std::function<std::string()> &issue,
+                        double &seconds) {
+  constexpr int kCalls = 10, kLaunches = 3;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaEvent_t start = nullptr, end = nullptr;
+  std::string err;
+  cudaError_t rc = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+  if (rc != cudaSuccess)
+    return cudaFailure("capturing a GEMM for timing", rc);
+  for (int i = 0; i < kCalls && err.empty(); ++i)
+    err = issue();
+  rc = cudaStreamEndCapture(stream, &graph);
+  if (err.empty() && rc != cudaSuccess)
+    err = cudaFailure("capturing a GEMM for timing", rc);
+  if (err.empty() &&
+      (rc = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess)
+    err = cudaFailure("instantiating a GEMM's timing graph", rc);
+  float ms = 0;
+  if (err.empty()) {
+    rc = cudaEventCreate(&start);
+    if (rc == cudaSuccess)
+      rc = cudaEventCreate(&end);
+    if (rc == cudaSuccess)
+      rc = cudaGraphLaunch(exec, stream);
+    if (rc == cudaSuccess)
+      rc = cudaEventRecord(start, stream);
+    for (int l = 0; l < kLaunches && rc == cudaSuccess; ++l)
+      rc = cudaGraphLaunch(exec, stream);
+    if (rc == cudaSuccess)
+      rc = cudaEventRecord(end, stream);
+    if (rc == cudaSuccess)
+      rc = cudaEventSynchronize(end);
+    if (rc == cudaSuccess)
+      rc = cudaEventElapsedTime(&ms, start, end);
+    if (rc != cudaSuccess)
+      err = cudaFailure("timing a GEMM", rc);
+  }
+  if (start)
+    cudaEventDestroy(start);
+  if (end)
+    cudaEventDestroy(end);
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  seconds = ms * 1e-3 / (kCalls * kLaunches);
+  return err;
+}
+
+} // namespace
+
+std::string CudaExecutor::Impl::chooseGemmAlgorithms() {
+  const char *off = std::getenv("TOFU_CUDA_GEMM_CHOICE");
+  if (off && std::string(off) == "0")
+    return "";
+  // One choice per GPU, element type, shape and operand alignment (the low
+  // address bits: cuBLASLt's candidates depend on them), in issue order.
+  using Key = std::tuple<int32_t, int, bool, bool, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, double, uintptr_t,
+                         uintptr_t, uintptr_t>;
+  std::map<Key, int> chosen; // -1: cuBLAS's own call
+  int64_t replaced = 0;
+  std::string example;
+  for (const ScheduledInstr &e : schedule.instrs) {
+    if (!owns(e.device))
+      continue;
+    for (const CudaOp &op : e.ops) {
+      const GemmShape shape = gemmShapeOf(op);
+      const cudaDataType type = blasTypeOf(op);
+      if (op.kind != CudaOp::Kind::Gemm || op.bias.device >= 0 || op.relu ||
+          op.batch > 1 || shape.beta != 0 ||
+          (type != CUDA_R_32F && type != CUDA_R_64F))
+        continue;
+      void *a = pointer(op.a), *b = pointer(op.b), *c = pointer(op.c);
+      auto low = [](const void *p) {
+        return reinterpret_cast<uintptr_t>(p) & 255;
+      };
+      const Key key{schedule.mapping.devices[e.device].gpu, int(type),
+                    shape.transA, shape.transB, shape.m, shape.n, shape.k,
+                    shape.lda, shape.ldb, shape.ldc, shape.alpha, low(a),
+                    low(b), low(c)};
+      Device &dev = devices[e.device];
+      TOFU_CUDA(cudaSetDevice(gpuOf(e.device)));
+      auto known = chosen.find(key);
+      if (known != chosen.end() && known->second < 0)
+        continue;
+      if (!dev.lt) {
+        dev.lt = std::make_unique<LtHandle>();
+        if (std::string err = dev.lt->init(); !err.empty())
+          return "device " + std::to_string(e.device) + ": " + err;
+      }
+      auto lt = std::make_unique<LtGemm>();
+      if (!lt->prepare(*dev.lt, shape, type, GemmEpilogue{}, a, b, c, nullptr)
+               .empty()) {
+        chosen[key] = -1; // no cuBLASLt algorithm: cuBLAS's call
+        continue;
+      }
+      if (known == chosen.end()) {
+        double cublasSeconds = 0, best = 0;
+        if (std::string err = timeInGraph(
+                dev.compute,
+                [&] { return gemm(*dev.blas, shape, type, a, b, c); },
+                cublasSeconds);
+            !err.empty())
+          return err;
+        int choice = -1;
+        for (size_t i = 0; i < lt->algorithms(); ++i) {
+          lt->useAlgorithm(i);
+          double seconds = 0;
+          // A candidate that fails to run is not chosen.
+          if (!timeInGraph(dev.compute,
+                           [&] {
+                             return lt->run(*dev.lt, a, b, c, dev.compute);
+                           },
+                           seconds)
+                   .empty())
+            continue;
+          if (seconds * kGemmSpeedup <= cublasSeconds &&
+              (choice < 0 || seconds < best))
+            choice = static_cast<int>(i), best = seconds;
+        }
+        known = chosen.emplace(key, choice).first;
+        if (choice >= 0 && example.empty())
+          example = "m=" + std::to_string(shape.m) + " n=" +
+                    std::to_string(shape.n) + " k=" +
+                    std::to_string(shape.k) + ": " +
+                    std::to_string(cublasSeconds * 1e6) + " -> " +
+                    std::to_string(best * 1e6) + " us";
+        if (choice < 0)
+          continue;
+      }
+      lt->useAlgorithm(static_cast<size_t>(known->second));
+      ltGemms[&op] = std::move(lt);
+      ++replaced;
+    }
+  }
+  if (replaced > 0)
+    std::fprintf(stderr,
+                 "tofu-run: %lld GEMM call(s) run on a cuBLASLt algorithm "
+                 "timed at least %gx faster than cuBLAS's own choice (first: "
+                 "%s; TOFU_CUDA_GEMM_CHOICE=0 keeps cuBLAS's)\n",
+                 static_cast<long long>(replaced), kGemmSpeedup,
+                 example.c_str());
   return "";
 }
 
@@ -845,11 +1015,12 @@ std::string CudaExecutor::Impl::issueOp(const ScheduledInstr &e,
     GemmShape shape = gemmShapeOf(op);
     const BlasHandle &blas = *devices[e.device].blas;
     const cudaDataType type = blasTypeOf(op);
+    // An epilogue GEMM (prepareEpilogueGemms) or a plain one whose timed
+    // cuBLASLt algorithm won (chooseGemmAlgorithms).
+    if (auto it = ltGemms.find(&op); it != ltGemms.end())
+      return it->second->run(*devices[e.device].lt, pointer(op.a),
+                             pointer(op.b), pointer(op.c), stream);
     if (op.bias.device >= 0 || op.relu) {
-      auto it = ltGemms.find(&op);
-      if (it != ltGemms.end())
-        return it->second->run(*devices[e.device].lt, pointer(op.a),
-                               pointer(op.b), pointer(op.c), stream);
       // No cuBLASLt algorithm: the bias broadcast into C, the GEMM adding
       // to it, then the ReLU (float32 only: CudaSchedule fuses no other).
       if (op.bias.device >= 0) {

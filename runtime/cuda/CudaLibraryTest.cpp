@@ -194,6 +194,49 @@ TEST(CudaBlas, LtEpilogueGemmMatchesCpuGemmAndRelu) {
         }
 }
 
+TEST(CudaBlas, EveryLtCandidateMatchesCpuGemm) {
+  // The executor may run a plain GEMM on any of cuBLASLt's candidates
+  // (chooseGemmAlgorithms): each must compute the product. Shapes include
+  // rnn-k1's m = 16, n = 128, k = 512 (bench/gpu/H200-run18.md).
+  cuda::LtHandle lt;
+  ASSERT_EQ(lt.init(), "");
+  struct Case {
+    int64_t m, n, k;
+    bool ta, tb;
+  };
+  for (Case c : {Case{16, 128, 512, false, true}, Case{31, 23, 17, true, false},
+                 Case{128, 16, 512, false, false}}) {
+    auto a = unitRandoms(c.m * c.k, 8), b = unitRandoms(c.k * c.n, 9);
+    DeviceArray da(a), db(b), dc(std::vector<float>(c.m * c.n, 0));
+    cuda::GemmShape g;
+    g.transA = c.ta, g.transB = c.tb;
+    g.m = c.m, g.n = c.n, g.k = c.k;
+    g.lda = c.ta ? c.m : c.k;
+    g.ldb = c.tb ? c.k : c.n;
+    g.ldc = c.n;
+    cuda::LtGemm gemm;
+    ASSERT_EQ(gemm.prepare(lt, g, CUDA_R_32F, cuda::GemmEpilogue{}, da.get(),
+                           db.get(), dc.get(), nullptr),
+              "");
+    ASSERT_GE(gemm.algorithms(), 1u);
+    const std::vector<float> want =
+        cpuGemm(a, b, std::vector<float>(), c.m, c.n, c.k, c.ta, c.tb, 1.0);
+    for (size_t i = 0; i < gemm.algorithms(); ++i) {
+      const std::string what = "m " + std::to_string(c.m) + " n " +
+                               std::to_string(c.n) + " k " +
+                               std::to_string(c.k) + " candidate " +
+                               std::to_string(i);
+      gemm.useAlgorithm(i);
+      ASSERT_EQ(cudaMemset(dc.get(), 0, sizeof(float) * c.m * c.n),
+                cudaSuccess);
+      ASSERT_EQ(gemm.run(lt, da.get(), db.get(), dc.get(), nullptr), "")
+          << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      expectClose(dc.toHost(), want, "cublasLtMatmul " + what);
+    }
+  }
+}
+
 TEST(CudaBlas, BatchedGemmMatchesCpuMatMul) {
   cuda::BlasHandle blas;
   ASSERT_EQ(blas.init(), "");
