@@ -12,7 +12,9 @@
 //  * the generated kernels loaded from the plan's cubin (the runtime's
 //    cudaLibraryLoadData / cudaLibraryGetKernel: no link to libcuda, so
 //    tofu-run starts on machines without a driver) and launched with
-//    cudaLaunchKernel with the launch's buffers and int64 parameters; MatMul/Gemm through cuBLAS,
+//    cudaLaunchKernel with the launch's buffers and int64 parameters; MatMul/Gemm through cuBLAS
+//    (or a cuBLASLt algorithm timed at init at least 3x faster: docs/Cuda.md,
+//    "GEMM algorithm choice"),
 //    Conv* through cuDNN (CudaBlas.h, CudaConv.h); Fetch/Reduce as one
 //    MultiFetch/MultiReduce launch (CudaMultiFetch.cu, its piece table
 //    written once at init after the GPU's slices) or per piece as
