@@ -430,10 +430,16 @@ std::string mapConv(const Plan &plan, int32_t d, const Instr &in,
     return "auto_pad " + autoPad + " is not mapped to cuDNN yet";
   const size_t sp = rank - 2;
   for (size_t s = 2; s < rank; ++s)
-    if (X.shape[s] != X.global[s] || W.shape[s] != W.global[s] ||
-        Y.shape[s] != Y.global[s])
-      return "a split of a spatial or kernel dimension is not mapped to "
-             "cuDNN yet";
+    for (auto [name, o] : {std::pair<const char *, const Operand *>{"X", &X},
+                           {"W", &W},
+                           {"Y", &Y}})
+      if (o->shape[s] != o->global[s])
+        return std::string("a split of a spatial or kernel dimension is not "
+                           "mapped to cuDNN yet (") +
+               name + " holds [" + std::to_string(o->lo[s]) + ", " +
+               std::to_string(o->lo[s] + o->shape[s]) + ") of " +
+               std::to_string(o->global[s]) + " in dimension " +
+               std::to_string(s) + ")";
   const int64_t group = intAttr(in, "group", 1);
   // The batch rows and channel slices must line up between the operands.
   if (X.lo[0] != Y.lo[0] || X.shape[0] != Y.shape[0])
@@ -838,6 +844,9 @@ std::string tofu::cuda::buildSchedule(const Plan &plan, int32_t numGpus,
       if (isConv && convWhy.empty()) {
         // mapped to cuDNN above
       } else if (it != launchesAt.end()) {
+        if (isConv)
+          s.notLibraryWhy = first == last ? convWhy
+                                          : "part of a fused launch";
         for (int32_t l : it->second) {
           if (plan.cuda.launches[l].numElements == 0)
             continue;
@@ -1243,6 +1252,8 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
       case CudaOp::Kind::Kernel:
         out += " launch " +
                plan.cuda.kernels[plan.cuda.launches[op.launch].kernel].name;
+        if (!e.notLibraryWhy.empty())
+          out += " (not cuDNN: " + e.notLibraryWhy + ")";
         break;
       case CudaOp::Kind::Gemm:
         // The call's row-major shape (CudaBlas.h GemmShape), so that the

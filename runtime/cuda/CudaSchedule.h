@@ -203,6 +203,10 @@ struct ScheduledInstr {
   std::vector<int32_t> waits;
   bool recordsEvent = false; ///< some later instruction waits on it
   std::vector<CudaOp> ops;
+  /// Why a convolution, pooling or batch normalization runs its generated
+  /// kernel instead of cuDNN (mapConv / mapDnn's reason; "" otherwise),
+  /// printed by `--dump-cuda-schedule`.
+  std::string notLibraryWhy;
 };
 
 /// The piece table of one MultiFetch/MultiReduce launch (CudaMultiFetch.h),
