@@ -4,8 +4,11 @@ Calibrates this machine (``tofu-run --calibrate``), compiles each example
 model at k = 1 and 4 with ``tofuc --device <calibrated.json>
 --dump-plan=json`` (the plan is the one ``--gpus k`` gives: ``--device``
 does not change it), runs ``tofu-run --steps N --report`` and compares
-``predicted.step_seconds`` with the median measured step (step 1, the
-warm-up, left out). The built-in ``cpu`` description's prediction is shown
+``predicted.step_seconds`` with the median measured step after the first
+``--skip`` steps (default 7: step 1 warms up, and at k > 1 steps 2-7 are
+the CPU executor's trials of its two schedules, `--cpu-schedule auto`,
+half of them on the schedule it then drops; the prediction is of the step
+it keeps). The built-in ``cpu`` description's prediction is shown
 beside it. The load average is recorded before every run: the numbers mean
 little when the machine is busy. With ``--rounds R`` the whole of it
 (calibration, then every row) runs R times, interleaved, and each row
@@ -14,7 +17,7 @@ medians: this machine's speed moves by up to 2x from minute to minute
 (bench/simulate.md), so one calibration and one measurement minutes apart
 may see two different machines.
 
-    /usr/bin/python3 bench/simulate.py --build build --work /tmp/simulate --steps 20
+    /usr/bin/python3 bench/simulate.py --build build --work /tmp/simulate --rounds 5
 
 Prints a markdown table (bench/simulate.md records one run). Real models:
 ``--models "" --extra resnet18=DIR/resnet18/model.onnx`` after
@@ -85,11 +88,21 @@ def kernel_misses(tofu_run, plan, dump, work):
     return sum(traced.values()), sum(predicted.values()), worst
 
 
+def schedules(kept):
+    """The CPU schedule each round's run kept (report field cpu_schedule),
+    once when every round kept the same."""
+    return kept[0] if len(set(kept)) == 1 else " ".join(kept)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--work", default="/tmp/tofu-simulate")
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--skip", type=int, default=7,
+                        help="steps left out of the measured median: the "
+                             "warm-up and tofu-run's schedule trials (steps "
+                             "2-7 under --cpu-schedule auto)")
     parser.add_argument("--k", default="1,4")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--extra", action="append", default=[],
@@ -145,7 +158,8 @@ def main():
                 row = by_row.setdefault((name, k), {"batch": dump["batch_size"],
                                                     "comm": dump["comm_bytes"],
                                                     "predicted": [], "measured": [],
-                                                    "load": [], "interpreted": 0})
+                                                    "load": [], "interpreted": 0,
+                                                    "schedule": []})
                 if r == 0:
                     row["builtin"] = json.loads(run(
                         [tofuc, paths[name], "--gpus", str(k), "--lr", "0.01", "--device",
@@ -158,8 +172,12 @@ def main():
                 row["interpreted"] = max(row["interpreted"], sum(
                     1 for line in result.stderr.splitlines() if "interpret" in line))
                 with open(report) as f:
-                    steps = [s["seconds"] for s in json.load(f)["steps"]]
-                measured = statistics.median(steps[1:] if len(steps) > 1 else steps)
+                    report_json = json.load(f)
+                steps = [s["seconds"] for s in report_json["steps"]]
+                row["schedule"].append(report_json.get("cpu_schedule", "?"))
+                if len(steps) <= args.skip:
+                    sys.exit(f"--steps {args.steps} leaves no step after --skip {args.skip}")
+                measured = statistics.median(steps[args.skip:])
                 predicted = dump["predicted"]["step_seconds"]
                 row["predicted"].append(predicted)
                 row["measured"].append(measured)
@@ -172,8 +190,8 @@ def main():
     rounds = args.rounds > 1
     print("| model | k | batch | comm bytes | predicted (calibrated) | predicted "
           "(built-in cpu) | measured median | predicted / measured |"
-          + (" each round |" if rounds else "") + " load before | interpreted ops |")
-    print("|---|---|---|---|---|---|---|---|" + ("---|" if rounds else "") + "---|---|")
+          + (" each round |" if rounds else "") + " load before | schedule kept | interpreted ops |")
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if rounds else "") + "---|---|---|")
     within = 0
     for (name, k), row in by_row.items():
         # Over rounds: the median prediction against the median measurement.
@@ -184,7 +202,8 @@ def main():
         load = " ".join(f"{x}" for x in row["load"])
         print(f"| {name} | {k} | {row['batch']} | {row['comm']} | {pred * 1e3:.2f} ms | "
               f"{row['builtin'] * 1e3:.2f} ms | {meas * 1e3:.2f} ms | {pred / meas:.2f} |"
-              + (f" {each} |" if rounds else "") + f" {load} | {row['interpreted']} |")
+              + (f" {each} |" if rounds else "")
+              + f" {load} | {schedules(row['schedule'])} | {row['interpreted']} |")
     print(f"\n{within} of {len(by_row)} rows within 25%"
           + (f" (medians over {args.rounds} rounds)" if rounds else ""))
     if misses:
