@@ -408,7 +408,7 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
           {"format", "name", "description", "sources", "compute", "memory",
            "launch_seconds", "gemm_half_extent", "transcendental_flops",
            "step_overhead_seconds", "feed_seconds_per_element", "kernels",
-           "gemm_cold_seconds",
+           "gemm_cold_seconds", "gemm_pack_passes",
            "links", "shared_host", "host_threads"}))
     return std::move(err);
   auto format = root->getString("format");
@@ -586,6 +586,13 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
     if (!seconds)
       return seconds.takeError();
     model.gemmColdSeconds = *seconds;
+  }
+  if (root->get("gemm_pack_passes")) {
+    auto passes = reader.positive(*root, "gemm_pack_passes",
+                                  "gemm_pack_passes", 16);
+    if (!passes)
+      return passes.takeError();
+    model.gemmPackPasses = *passes;
   }
   if (root->get("step_overhead_seconds")) {
     auto seconds = reader.positive(*root, "step_overhead_seconds",
@@ -810,6 +817,8 @@ std::string formatDeviceDescription(const DeviceModel &model) {
     root["feed_seconds_per_element"] = model.feedSecondsPerElement;
   if (model.gemmColdSeconds > 0)
     root["gemm_cold_seconds"] = model.gemmColdSeconds;
+  if (model.gemmPackPasses != 1)
+    root["gemm_pack_passes"] = model.gemmPackPasses;
   if (model.hostThreads > 1)
     root["host_threads"] = static_cast<int64_t>(model.hostThreads);
   if (!model.description.empty())

@@ -288,8 +288,9 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
     // The CPU backend's GEMMs copy (pack) their operands into blocks
     // before multiplying, at the speed of wherever the operands are: not
     // hidden behind the FLOPs the GEMM probe measured on hot operands.
+    // gemm_pack_passes: how many such passes a GEMM makes (measured).
     if (work.kind == OpClass::Contraction && device.sharedHost)
-      packing = inputs;
+      packing = device.gemmPackPasses * inputs;
     // im2col writes the column matrix and the GEMM packs it (col2im: the
     // GEMM writes it, col2im reads it back), in chunks of at most 2M
     // elements (KernelsConv.cpp) that stay in the caches their size allows.

@@ -5,6 +5,10 @@
 //  compute.f32.gemm    MatMul kernel, 1024 x 1024 x 1024: 2 m n k / time
 //  gemm_half_extent    h from the 16 x 1024 x 1024 MatMul's rate r relative to
 //                      the large one: s(16) / s(1024) = r, s(x) = x / (x + h)
+//  gemm_pack_passes    the same MatMul right after a streaming Add over 96 MiB
+//                      (its 4 MiB operand in memory): its time beyond the
+//                      hot one over one read of its operands at the
+//                      memory rate, in [1, 16]
 //  compute.f32.conv    Conv kernel, X [8, 64, 32, 32], W [64, 64, 3, 3], pads 1
 //  compute.f32.vector  Add kernel on 16384 floats (in cache): elements / time
 //  memory              Add kernel on 8M floats: 3 x 4 bytes per element / time
@@ -521,7 +525,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   enum ProbeId {
     kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
     kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kCacheAdd, kL3Add,
-    kGemm64, kGemm64Cold, kGemm128, kGemm128Cold, kNumProbes
+    kGemm64, kGemm64Cold, kGemm128, kGemm128Cold, kSkinnyFromMemory,
+    kNumProbes
   };
   std::vector<Probe> probes(kNumProbes);
   probes[kGemm] = kernelProbe("MatMul 1024x1024x1024", "MatMul", {&a, &b}, y,
@@ -590,6 +595,16 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   probes[kGemm128Cold] = kernelProbe(
       "MatMul 128x128x128 after another kernel", "MatMul", {&g128a, &g128b},
       g128y, none, 0.05);
+  // The skinny GEMM again, each call right after a streaming Add over 96
+  // MiB: its 4 MiB operand comes from memory, as a large weight does in a
+  // step; what it then costs beyond its hot time is packing, not FLOPs.
+  probes[kSkinnyFromMemory] = kernelProbe(
+      "MatMul 16x1024x1024 after streaming 3 x 32 MiB", "MatMul",
+      {&skinny, &b}, skinnyOut, none, 0.1);
+  {
+    Probe stream = probes[kStream];
+    probes[kSkinnyFromMemory].before = [stream] { (void)stream.body(); };
+  }
   {
     Probe neighbour = ringProbe("", bigRing, 0, 1);
     probes[kGemm64Cold].before = probes[kGemm128Cold].before = [neighbour] {
@@ -734,6 +749,20 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   const double memoryRate = 3.0 * 4 * (8 << 20) / t(kStream);
   note("Add 8M floats (streaming 3 x 32 MiB): " + number(t(kStream)) +
        " s, " + number(memoryRate / 1e9) + " GB/s" + spread(kStream));
+
+  // The skinny GEMM with its operands in memory: its time beyond the hot
+  // one, in passes over those operands at the streaming rate (at least
+  // the one pass the model charges anyway, at most 16).
+  const double skinnyOperandSeconds =
+      4.0 * (16 * 1024 + 1024 * 1024) / memoryRate;
+  const double packPasses =
+      std::clamp((t(kSkinnyFromMemory) - t(kSkinny)) / skinnyOperandSeconds,
+                 1.0, 16.0);
+  note("MatMul 16x1024x1024 after streaming 3 x 32 MiB: " +
+       number(t(kSkinnyFromMemory)) + " s" + spread(kSkinnyFromMemory) +
+       "; gemm_pack_passes " + number(packPasses) +
+       ": its time beyond the hot one over one read of its operands at " +
+       "the streaming rate");
   // The caches: what an op reading what the ops just before it wrote
   // streams at, and up to how much traffic (3 x 4 MiB, else 3 x 256 KiB,
   // when it runs at least twice as fast as the streaming Add; else no cache
@@ -915,6 +944,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
        << "  \"gemm_half_extent\": " << number(half) << ",\n";
   if (gemmCold > 0)
     json << "  \"gemm_cold_seconds\": " << number(gemmCold) << ",\n";
+  json << "  \"gemm_pack_passes\": " << number(packPasses) << ",\n";
   json
        << "  \"transcendental_flops\": " << number(transcendental) << ",\n"
        << "  \"step_overhead_seconds\": " << number(stepOverhead) << ",\n"

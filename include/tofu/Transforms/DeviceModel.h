@@ -126,6 +126,12 @@ struct DeviceModel {
   /// and small operands evicted): added to every contraction (measured by
   /// tofu-run --calibrate; 0 = none).
   double gemmColdSeconds = 0;
+  /// How many times a GEMM on a shared host reads and packs its operands
+  /// from wherever they are, beyond the multiply's own FLOPs (1 = one pass
+  /// at their memory level's rate; measured by tofu-run --calibrate from a
+  /// skinny GEMM whose large operand comes from memory, where OpenBLAS's
+  /// packing, not the FLOPs, sets the time).
+  double gemmPackPasses = 1;
   /// Fixed cost of one transfer when no link says otherwise.
   double messageLatencySeconds = 0;
   /// Interconnect levels, innermost (fastest) first; the last one also

@@ -390,6 +390,12 @@ TEST(StepTimeModel, ConvolutionsAsTheCpuBackendRunsThem) {
   EXPECT_DOUBLE_EQ(model.computeSeconds(work),
                    1e-6 + std::max(busy, traffic) + 1000 / 1e9 +
                        2 * 27 * 32 * 4 / 8e9 + 9248 / 1e9);
+  // gemm_pack_passes: the GEMM reads and packs its inputs that many times
+  // (the column matrix and the staging as before).
+  device.gemmPackPasses = 3;
+  EXPECT_DOUBLE_EQ(StepTimeModel(device).computeSeconds(work),
+                   1e-6 + std::max(busy, traffic) + 3 * 1000 / 1e9 +
+                       2 * 27 * 32 * 4 / 8e9 + 9248 / 1e9);
   // Without the levels (the search), the TDL's FLOPs and sides as before.
   ShareWork plain = describeShare(dx, 0, whole(dx));
   EXPECT_GT(model.computeSeconds(plain), busy);
