@@ -11,6 +11,12 @@
       -> Flatten -> Gemm(F * (S / 4)^2, K)
     loss = SoftmaxCrossEntropyLoss(logits, labels)   (scalar output "loss")
 
+With ``--shortcut`` the MaxPool's output gets a ResNet-style downsampling
+shortcut added, Conv(F, F, 1, stride 2, no bias) of r1, before conv2: a
+strided 1x1 convolution reads every other row and column of r1, so its X
+region leaves out the last row and column (the CUDA backend must still map
+it to cuDNN).
+
 Both BatchNormalizations have the running-statistic outputs, so tofuc's
 training step writes running_mean and running_var back (ONNX momentum
 convention, biased batch variance). Written with onnx.helper (opset 15),
@@ -28,7 +34,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def build(batch, channels, size, filters, classes, seed):
+def build(batch, channels, size, filters, classes, seed, shortcut=False):
     if size % 4:
         raise SystemExit("--size must be a multiple of 4")
     rng = np.random.default_rng(seed)
@@ -53,6 +59,17 @@ def build(batch, channels, size, filters, classes, seed):
         init("fc.weight", rng.standard_normal([classes, flat]) * 0.2),
         init("fc.bias", rng.standard_normal([classes]) * 0.1),
     ]
+    conv2_input = "p1"
+    shortcut_nodes = []
+    if shortcut:
+        # Drawn last: the model without the shortcut keeps its weights.
+        inits.append(init("down.weight", rng.standard_normal([F, F, 1, 1]) * 0.3))
+        shortcut_nodes = [
+            helper.make_node("Conv", ["r1", "down.weight"], ["d1"], name="down",
+                             kernel_shape=[1, 1], strides=[2, 2]),
+            helper.make_node("Add", ["p1", "d1"], ["q1"], name="shortcut"),
+        ]
+        conv2_input = "q1"
     nodes = [
         helper.make_node("Conv", ["input", "conv1.weight"], ["c1"], name="conv1",
                          kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
@@ -64,7 +81,8 @@ def build(batch, channels, size, filters, classes, seed):
         helper.make_node("Relu", ["b1"], ["r1"], name="relu1"),
         helper.make_node("MaxPool", ["r1"], ["p1"], name="maxpool",
                          kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
-        helper.make_node("Conv", ["p1", "conv2.weight", "conv2.bias"], ["c2"],
+        *shortcut_nodes,
+        helper.make_node("Conv", [conv2_input, "conv2.weight", "conv2.bias"], ["c2"],
                          name="conv2", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("BatchNormalization",
                          ["c2", "bn2.weight", "bn2.bias", "bn2.running_mean",
@@ -103,10 +121,12 @@ def main(argv=None) -> int:
     parser.add_argument("--filters", type=int, default=8)
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shortcut", action="store_true",
+                        help="add a 1x1 stride-2 convolution shortcut before conv2")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args(argv)
     onnx.save(build(args.batch, args.channels, args.size, args.filters,
-                    args.classes, args.seed), args.output)
+                    args.classes, args.seed, args.shortcut), args.output)
     return 0
 
 

@@ -429,11 +429,21 @@ std::string mapConv(const Plan &plan, int32_t d, const Instr &in,
   if (!autoPad.empty() && autoPad != "NOTSET")
     return "auto_pad " + autoPad + " is not mapped to cuDNN yet";
   const size_t sp = rank - 2;
+  // X (dX for ConvGradInput) may end before its tensor does: a strided
+  // convolution whose windows never reach the last rows (a 1x1 stride-2
+  // downsampling over an even extent reads rows 0, 2, ..., so the plan
+  // holds X without the last one). cuDNN then convolves the rows held, as
+  // a tensor of that extent: every window starts where it does in the
+  // whole tensor (the same begin pad), reads no row past the region (the
+  // plan's region is the windows' hull) and its zero padding past the
+  // region's end stands for rows no window reads or for the tensor's own
+  // end padding; Y's extents must still follow (checked below).
   for (size_t s = 2; s < rank; ++s)
     for (auto [name, o] : {std::pair<const char *, const Operand *>{"X", &X},
                            {"W", &W},
                            {"Y", &Y}})
-      if (o->shape[s] != o->global[s])
+      if (o->shape[s] != o->global[s] &&
+          !(o == &X && o->lo[s] == 0 && o->shape[s] < o->global[s]))
         return std::string("a split of a spatial or kernel dimension is not "
                            "mapped to cuDNN yet (") +
                name + " holds [" + std::to_string(o->lo[s]) + ", " +
@@ -1279,9 +1289,17 @@ std::string tofu::cuda::describeSchedule(const Plan &plan,
         out += " gemm-bias";
         break;
       case CudaOp::Kind::Conv:
-        out += op.convDirection == 0   ? " cudnnConvolutionForward"
-               : op.convDirection == 1 ? " cudnnConvolutionBackwardData"
-                                       : " cudnnConvolutionBackwardFilter";
+        // The call's shapes, so that a step's convolutions can be timed
+        // alone as the GEMMs are.
+        out += std::string(op.convDirection == 0 ? " cudnnConvolutionForward"
+                           : op.convDirection == 1
+                               ? " cudnnConvolutionBackwardData"
+                               : " cudnnConvolutionBackwardFilter") +
+               "(" + dtypeNumpyName(op.dtype) + " x=" + dims(op.x) +
+               " w=" + dims(op.w) + " pads=" + dims(op.padsBegin) +
+               " strides=" + dims(op.strides) +
+               " dilations=" + dims(op.dilations) +
+               " group=" + std::to_string(op.group) + ")";
         break;
       case CudaOp::Kind::Copy:
         out += op.path == CopyPath::Peer ? " cudaMemcpyPeerAsync"

@@ -757,6 +757,47 @@ TEST(CudaSchedule, ConvolutionsGoToCudnnOrTheirGeneratedKernel) {
   }
 }
 
+TEST(CudaSchedule, AStridedConvolutionReadingPartOfXGoesToCudnn) {
+  // The 1x1 stride-2 shortcut of make_cnn_bn.py --shortcut reads rows and
+  // columns 0, 2, 4, 6 of its 8 x 8 X. At k = 2 (a channel split) the plan
+  // holds each device's X as [0, 7) x [0, 7) for the forward call and the
+  // weight gradient: each is a cuDNN call over that 7 x 7 tensor, Y's 4 x 4
+  // following from it (at k = 1 r1 is read whole, in place). Every
+  // convolution without a bias, all three directions, is a cuDNN call.
+  for (const char *name : {"cnnbnsc-1", "cnnbnsc-2"}) {
+    const Plan &plan = planNamed(name);
+    if (plan.devices.empty())
+      continue;
+    for (int32_t gpus : {1, static_cast<int32_t>(plan.devices.size())}) {
+      Schedule s = scheduled(name, gpus);
+      std::set<int> directions;
+      size_t partialX = 0;
+      for (const ScheduledInstr &e : s.instrs)
+        for (const CudaOp &op : e.ops)
+          if (op.kind == CudaOp::Kind::Conv && op.w.size() == 4 &&
+              op.w[2] == 1 && op.w[3] == 1) {
+            EXPECT_EQ(op.strides, (std::vector<int64_t>{2, 2})) << name;
+            EXPECT_TRUE(op.x[2] == 7 || op.x[2] == 8) << name;
+            EXPECT_EQ(op.x[3], op.x[2]) << name;
+            partialX += op.x[2] == 7;
+            directions.insert(op.convDirection);
+          }
+      EXPECT_EQ(directions, (std::set<int>{0, 1, 2})) << name;
+      if (plan.devices.size() == 2)
+        EXPECT_EQ(partialX, 4u) << name; // Conv and ConvGradWeight x 2
+      for (const ScheduledInstr &e : s.instrs) {
+        const Instr &in = plan.devices[e.device].instrs[e.index];
+        const bool bias = in.kernel == "Conv" && in.inputs.size() == 3 &&
+                          in.inputs[2] >= 0;
+        if ((in.kernel == "Conv" || in.kernel == "ConvGradInput" ||
+             in.kernel == "ConvGradWeight") &&
+            !bias)
+          EXPECT_EQ(e.notLibraryWhy, "") << name << " " << in.kernel;
+      }
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // MultiFetch / MultiReduce (CudaMultiFetch.h, CudaMultiFetchTables.h)
 //===----------------------------------------------------------------------===//
@@ -1866,6 +1907,11 @@ TEST(CudaScheduleOnHost, ConvPoolAndBatchNormMatchTheCpuBackend) {
   expectEmulationMatchesCpu("cnnbn-1", 1, 3, false);
   expectEmulationMatchesCpu("cnnbn-8", 1, 3, false);
   expectEmulationMatchesCpu("cnnbn-8", 8, 2, false);
+  // The strided 1x1 shortcut convolution on cuDNN, at k = 2 with X held
+  // without its last row and column (AStridedConvolutionReadingPartOfX...).
+  expectEmulationMatchesCpu("cnnbnsc-1", 1, 3, false);
+  expectEmulationMatchesCpu("cnnbnsc-2", 1, 3, false);
+  expectEmulationMatchesCpu("cnnbnsc-2", 2, 3, false);
 }
 
 TEST(CudaScheduleOnHost, Bf16MlpAndGptMatchTheCpuBackend) {
@@ -2089,6 +2135,7 @@ int main(int argc, char **argv) {
   }
   compileExamplePlans({{"mlp", {1, 8}}, {"mlp64", {1, 8}}, {"rnn", {8}},
                        {"gpt", {1, 8}}, {"cnn", {1, 8}}, {"cnnbn", {1, 8}},
+                       {"cnnbnsc", {1, 2}},
                        {"mlpbf16", {1, 8}}, {"gptbf16", {8}}},
                       "sm_80");
   return RUN_ALL_TESTS();

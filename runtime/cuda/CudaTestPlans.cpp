@@ -102,6 +102,9 @@ void tofu::test::compileExamplePlans(const std::vector<ExampleModel> &models,
               "--seq 8 --vocab 32 --batch 2"},
       // Training-mode BatchNormalization, MaxPool and AveragePool.
       {"cnnbn", "cnn/make_cnn_bn.py"},
+      // The same with a 1x1 stride-2 shortcut convolution, whose X the plan
+      // holds without its last row and column.
+      {"cnnbnsc", "cnn/make_cnn_bn.py --shortcut"},
   };
   // Models compiled with extra tofuc flags: name -> (model, flags).
   const std::map<std::string, std::pair<std::string, std::string>> variants =

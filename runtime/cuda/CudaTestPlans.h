@@ -48,7 +48,8 @@ int shell(const std::string &cmd);
 /// An example model and the device counts to compile it for.
 struct ExampleModel {
   std::string name; ///< "mlp", "cnn", "rnn" (2 layers, hidden 16), "gpt"
-                    ///< or "cnnbn" (examples/cnn/make_cnn_bn.py);
+                    ///< "cnnbn" (examples/cnn/make_cnn_bn.py), or
+                    ///< "cnnbnsc" (the same with --shortcut);
                     ///< "mlpbf16" and "gptbf16": mlp and gpt compiled
                     ///< with --precision bf16
   std::vector<int> ks;
