@@ -113,6 +113,10 @@ def main():
                              "interleaved, and compare the median prediction "
                              "with the median measurement (this machine's speed "
                              "moves by up to 2x from minute to minute)")
+    parser.add_argument("--calibrate-each", action="store_true",
+                        help="calibrate again right before every row (about "
+                             "30 s each), so that each prediction and its "
+                             "measurement see the machine of the same minute")
     parser.add_argument("--per-kernel", action="store_true",
                         help="also trace each plan (tofu-run --trace, 4 steps) "
                              "and print, per row, the kernels whose predicted "
@@ -151,6 +155,9 @@ def main():
         print(cal.stderr, file=sys.stderr, end="")
         for name in names:
             for k in ks:
+                if args.calibrate_each and (name, k) != (names[0], ks[0]):
+                    # The first row uses the round's calibration above.
+                    cal = run([tofu_run, "--calibrate", device])
                 plan = os.path.join(args.work, f"{name}-k{k}.bin")
                 dump = json.loads(run([tofuc, paths[name], "--gpus", str(k), "--lr", "0.01",
                                        "--device", device, "--dump-plan=json",
