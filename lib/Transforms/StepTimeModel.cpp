@@ -330,7 +330,10 @@ StepTimeModel::kernelCostOf(const ShareWork &work) const {
   // kernel's; a description without the training-mode cost: the other.
   const llvm::StringRef dtype = tdl::elemName(work.dtype);
   const llvm::StringRef base = work.kernel.split('.').first;
-  for (llvm::StringRef name : {work.kernel, base}) {
+  const llvm::StringRef names[] = {work.kernel, base};
+  // A kernel without a mode suffix is its own base: looked up once.
+  for (llvm::StringRef name :
+       llvm::ArrayRef(names).take_front(base == work.kernel ? 1 : 2)) {
     llvm::SmallString<64> typed(name);
     typed += "@";
     typed += dtype;

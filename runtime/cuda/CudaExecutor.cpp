@@ -673,29 +673,38 @@ namespace {
 /// float32 m <= 16, n = 128, k <= 512 where a candidate takes 9 us;
 /// elsewhere the best candidate was within 2.2x: bench/gpu/H200-run18.md).
 constexpr double kGemmSpeedup = 3;
+/// Each timing of the choice: 10 calls in a graph, launched 3 times.
+constexpr int kGemmTimingCalls = 10, kGemmTimingLaunches = 3;
 
-/// Seconds per call of `issue` (which enqueues one call on `stream`),
-/// captured 10 times in a CUDA graph, launched once to warm up and 3 times
-/// timed: what a replayed step pays for it.
+/// Seconds per call of `issue` (which enqueues one call on `stream`, the
+/// current device's): captured `calls` times in a CUDA graph, launched once
+/// to warm up and `launches` times between two events, so what a replayed
+/// step pays for it. `what` names the work in errors. Used by the GEMM
+/// algorithm choice and by --kernel-times.
 std::string timeInGraph(cudaStream_t stream,
                         const std::function<std::string()> &issue,
+                        int calls, int launches, const char *what,
                         double &seconds) {
-  constexpr int kCalls = 10, kLaunches = 3;
+  seconds = 0;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   cudaEvent_t start = nullptr, end = nullptr;
   std::string err;
   cudaError_t rc = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
   if (rc != cudaSuccess)
-    return cudaFailure("capturing a GEMM for timing", rc);
-  for (int i = 0; i < kCalls && err.empty(); ++i)
+    return cudaFailure((std::string("capturing ") + what + " for timing").c_str(),
+                       rc);
+  for (int i = 0; i < calls && err.empty(); ++i)
     err = issue();
+  // End the capture also after an error, so the stream leaves capture.
   rc = cudaStreamEndCapture(stream, &graph);
   if (err.empty() && rc != cudaSuccess)
-    err = cudaFailure("capturing a GEMM for timing", rc);
+    err = cudaFailure((std::string("capturing ") + what + " for timing").c_str(),
+                      rc);
   if (err.empty() &&
       (rc = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess)
-    err = cudaFailure("instantiating a GEMM's timing graph", rc);
+    err = cudaFailure(
+        (std::string("instantiating the timing graph of ") + what).c_str(), rc);
   float ms = 0;
   if (err.empty()) {
     rc = cudaEventCreate(&start);
@@ -705,7 +714,7 @@ std::string timeInGraph(cudaStream_t stream,
       rc = cudaGraphLaunch(exec, stream);
     if (rc == cudaSuccess)
       rc = cudaEventRecord(start, stream);
-    for (int l = 0; l < kLaunches && rc == cudaSuccess; ++l)
+    for (int l = 0; l < launches && rc == cudaSuccess; ++l)
       rc = cudaGraphLaunch(exec, stream);
     if (rc == cudaSuccess)
       rc = cudaEventRecord(end, stream);
@@ -714,7 +723,7 @@ std::string timeInGraph(cudaStream_t stream,
     if (rc == cudaSuccess)
       rc = cudaEventElapsedTime(&ms, start, end);
     if (rc != cudaSuccess)
-      err = cudaFailure("timing a GEMM", rc);
+      err = cudaFailure((std::string("timing ") + what).c_str(), rc);
   }
   if (start)
     cudaEventDestroy(start);
@@ -724,7 +733,7 @@ std::string timeInGraph(cudaStream_t stream,
     cudaGraphExecDestroy(exec);
   if (graph)
     cudaGraphDestroy(graph);
-  seconds = ms * 1e-3 / (kCalls * kLaunches);
+  seconds = ms * 1e-3 / (double(calls) * launches);
   return err;
 }
 
@@ -781,6 +790,7 @@ std::string CudaExecutor::Impl::chooseGemmAlgorithms() {
         if (std::string err = timeInGraph(
                 dev.compute,
                 [&] { return gemm(*dev.blas, shape, type, a, b, c); },
+                kGemmTimingCalls, kGemmTimingLaunches, "a GEMM",
                 cublasSeconds);
             !err.empty())
           return err;
@@ -793,6 +803,7 @@ std::string CudaExecutor::Impl::chooseGemmAlgorithms() {
                            [&] {
                              return lt->run(*dev.lt, a, b, c, dev.compute);
                            },
+                           kGemmTimingCalls, kGemmTimingLaunches, "a GEMM",
                            seconds)
                    .empty())
             continue;
@@ -1289,29 +1300,7 @@ std::string CudaExecutor::Impl::timeEntries(
   if (repeats < 1 || launches < 1)
     return "timing the schedule's entries needs at least one repeat and "
            "one launch";
-  std::vector<cudaEvent_t> starts(gpus.size(), nullptr),
-      ends(gpus.size(), nullptr);
-  auto destroyEvents = [&] {
-    for (cudaEvent_t e : starts)
-      if (e)
-        cudaEventDestroy(e);
-    for (cudaEvent_t e : ends)
-      if (e)
-        cudaEventDestroy(e);
-  };
-  std::string err;
-  for (size_t g = 0; g < gpus.size() && err.empty(); ++g) {
-    if (!gpus[g].active)
-      continue;
-    cudaError_t rc = cudaSetDevice(gpus[g].ordinal);
-    if (rc == cudaSuccess)
-      rc = cudaEventCreate(&starts[g]);
-    if (rc == cudaSuccess)
-      rc = cudaEventCreate(&ends[g]);
-    if (rc != cudaSuccess)
-      err = cudaFailure("creating the timing events", rc);
-  }
-  for (size_t s = 0; s < schedule.instrs.size() && err.empty(); ++s) {
+  for (size_t s = 0; s < schedule.instrs.size(); ++s) {
     const ScheduledInstr &e = schedule.instrs[s];
     bool timed = !e.ops.empty();
     for (const CudaOp &op : e.ops)
@@ -1321,59 +1310,27 @@ std::string CudaExecutor::Impl::timeEntries(
       continue;
     const int32_t g = schedule.mapping.devices[e.device].gpu;
     cudaStream_t stream = streamOf(e);
-    cudaGraph_t entryGraph = nullptr;
-    cudaGraphExec_t entryExec = nullptr;
-    cudaError_t rc = cudaSetDevice(gpus[g].ordinal);
-    if (rc == cudaSuccess)
-      rc = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
-    if (rc != cudaSuccess) {
-      err = cudaFailure("capturing an entry for timing", rc);
-      break;
-    }
-    for (int32_t r = 0; r < repeats && err.empty(); ++r)
-      for (size_t o = 0; o < e.ops.size() && err.empty(); ++o)
-        err = issueOp(e, e.ops[o], stream);
-    // End the capture also after an error, so the stream leaves capture.
-    rc = cudaStreamEndCapture(stream, &entryGraph);
-    if (err.empty() && rc != cudaSuccess)
-      err = cudaFailure("capturing an entry for timing", rc);
-    if (err.empty())
-      if ((rc = cudaGraphInstantiate(&entryExec, entryGraph, 0)) !=
-          cudaSuccess)
-        err = cudaFailure("instantiating an entry's graph", rc);
-    float ms = 0;
-    if (err.empty()) {
-      // One warm-up launch, then `launches` between the two events.
-      rc = cudaGraphLaunch(entryExec, stream);
-      if (rc == cudaSuccess)
-        rc = cudaEventRecord(starts[g], stream);
-      for (int32_t l = 0; l < launches && rc == cudaSuccess; ++l)
-        rc = cudaGraphLaunch(entryExec, stream);
-      if (rc == cudaSuccess)
-        rc = cudaEventRecord(ends[g], stream);
-      if (rc == cudaSuccess)
-        rc = cudaEventSynchronize(ends[g]);
-      if (rc == cudaSuccess)
-        rc = cudaEventElapsedTime(&ms, starts[g], ends[g]);
-      if (rc != cudaSuccess)
-        err = cudaFailure("timing an entry's graph", rc);
-    }
-    if (entryExec)
-      cudaGraphExecDestroy(entryExec);
-    if (entryGraph)
-      cudaGraphDestroy(entryGraph);
+    std::string err;
+    double seconds = 0;
+    if (cudaError_t rc = cudaSetDevice(gpus[g].ordinal); rc != cudaSuccess)
+      err = cudaFailure("selecting an entry's GPU", rc);
+    else
+      err = timeInGraph(
+          stream,
+          [&] {
+            for (const CudaOp &op : e.ops)
+              if (std::string opErr = issueOp(e, op, stream); !opErr.empty())
+                return opErr;
+            return std::string();
+          },
+          repeats, launches, "an entry", seconds);
     if (!err.empty()) {
       const Instr &in = plan.devices[e.device].instrs[e.index];
-      err = "timing device " + std::to_string(e.device) + " instruction " +
-            std::to_string(e.index) + " (op '" + in.op + "'): " + err;
-      break;
+      return "timing device " + std::to_string(e.device) + " instruction " +
+             std::to_string(e.index) + " (op '" + in.op + "'): " + err;
     }
-    times.push_back({static_cast<int32_t>(s),
-                     ms * 1e-3 / (double(launches) * repeats)});
+    times.push_back({static_cast<int32_t>(s), seconds});
   }
-  destroyEvents();
-  if (!err.empty())
-    return err;
   return checkErrorRecords();
 }
 
