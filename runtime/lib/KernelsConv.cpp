@@ -270,6 +270,98 @@ int64_t batchChunk(int64_t rows, int64_t P, int64_t images) {
   return std::max<int64_t>(1, std::min(images, kColElements / per));
 }
 
+/// Output rows shorter than this (images of a few pixels: a ResNet's late
+/// stages at small inputs) make im2col and col2im go through a table of
+/// input positions (inputPositions) instead of copying runs of input rows:
+/// a run of 1-8 elements costs its loops' set-up and a memset call per
+/// padded edge, ~10 ns, several times its bytes (bench/simulate.md,
+/// session 37).
+constexpr int64_t kShortRow = 16;
+/// The largest table (local kernel offsets x output positions) the short
+/// path builds; beyond it, the run copies.
+constexpr int64_t kMaxPositionTable = int64_t(1) << 18;
+
+/// An input position that lies outside the input's global extent (padding,
+/// read as 0) or inside it but outside the local box of `inputPositions`'s
+/// view.
+constexpr int64_t kPaddingPosition = -1, kOutsideBox = -2;
+
+/// Where a convolution's local kernel offsets and output positions meet its
+/// input: entry kr * P + p, for kernel offset kr of the box [k0, k0 + kN)
+/// and output position p of [o0, o0 + oN) (both row-major, P positions),
+/// is the offset of input position o * stride - padBegin + kk * dilation in
+/// one (image, channel) plane of `view`'s box (X for im2col, dX for
+/// col2im), or kPaddingPosition / kOutsideBox.
+std::vector<int64_t> inputPositions(const Geometry &g, const TensorView &view,
+                                    const std::vector<int64_t> &k0,
+                                    const std::vector<int64_t> &kN,
+                                    const std::vector<int64_t> &o0,
+                                    const std::vector<int64_t> &oN) {
+  const size_t sp = g.sp;
+  const int64_t kCount = product(kN), P = product(oN);
+  const std::vector<int64_t> vs = stridesOf(view.shape);
+  std::vector<int64_t> table(kCount * P);
+  std::vector<int64_t> kk(sp, 0), o(sp, 0);
+  for (int64_t kr = 0; kr < kCount; ++kr) {
+    std::fill(o.begin(), o.end(), 0);
+    for (int64_t p = 0; p < P; ++p) {
+      int64_t offset = 0;
+      bool padding = false, outside = false;
+      for (size_t s = 0; s < sp; ++s) {
+        const int64_t pos = (o0[s] + o[s]) * g.strides[s] - g.padBegin[s] +
+                            (k0[s] + kk[s]) * g.dilations[s];
+        const int64_t l = pos - view.lo[2 + s];
+        padding |= pos < 0 || pos >= g.in[s];
+        outside |= l < 0 || l >= view.shape[2 + s];
+        offset += l * vs[2 + s];
+      }
+      table[kr * P + p] = padding ? kPaddingPosition
+                          : outside ? kOutsideBox
+                                    : offset;
+      for (size_t s = sp; s-- > 0;) {
+        if (++o[s] < oN[s])
+          break;
+        o[s] = 0;
+      }
+    }
+    for (size_t s = sp; s-- > 0;) {
+      if (++kk[s] < kN[s])
+        break;
+      kk[s] = 0;
+    }
+  }
+  return table;
+}
+
+/// True when im2col and col2im take the table of input positions.
+bool shortRows(const std::vector<int64_t> &kN, const std::vector<int64_t> &oN) {
+  return oN.back() < kShortRow && product(kN) * product(oN) <= kMaxPositionTable;
+}
+
+/// Copies rows x count runs of P elements, run (m, i) from src + m *
+/// srcRow + i * srcImage to dst + m * dstRow + i * dstImage: a chunk's
+/// images of some channels gathered into one [rows, count * P] matrix, or
+/// scattered back. Threaded over m; a short run is a plain loop (a memmove
+/// call costs more than a few elements).
+template <typename T>
+void copyRuns(const T *src, int64_t srcRow, int64_t srcImage, T *dst,
+              int64_t dstRow, int64_t dstImage, int64_t rows, int64_t count,
+              int64_t P) {
+  parallelFor(rows, static_cast<double>(count * P),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t m = begin; m < end; ++m)
+                  for (int64_t i = 0; i < count; ++i) {
+                    const T *s = src + m * srcRow + i * srcImage;
+                    T *d = dst + m * dstRow + i * dstImage;
+                    if (P >= kShortRow)
+                      std::copy(s, s + P, d);
+                    else
+                      for (int64_t p = 0; p < P; ++p)
+                        d[p] = s[p];
+                  }
+              });
+}
+
 /// dst[j] = src[j * stride] for j < n (an im2col row's run of an input row).
 template <typename T>
 inline void gatherRun(T *dst, const T *src, int64_t n, int64_t stride) {
@@ -321,6 +413,30 @@ std::string im2col(const TensorView &X, const Geometry &g, int64_t n0,
   const int64_t innerN = oN[sp - 1];
   if (P == 0)
     return "";
+  const T *x = elements<T>(X);
+  if (shortRows(kN, oN)) {
+    // Short rows: each column row (cw, kr) over the chunk's images is a
+    // lookup of the same P input positions in each image's plane.
+    const std::vector<int64_t> table = inputPositions(g, X, k0, kN, o0, oN);
+    if (std::find(table.begin(), table.end(), kOutsideBox) != table.end())
+      return unsupportedConfiguration(kHalo);
+    const T *planes = x + (n0 - X.lo[0]) * xs[0] + (chan0 - X.lo[1]) * xs[1];
+    parallelFor(cwCount * kCount, static_cast<double>(nCount * P),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t task = begin; task < end; ++task) {
+                    const int64_t cw = task / kCount, kr = task % kCount;
+                    const int64_t *at = table.data() + kr * P;
+                    T *row = col + task * ld;
+                    for (int64_t i = 0; i < nCount; ++i) {
+                      const T *plane = planes + i * xs[0] + cw * xs[1];
+                      T *dst = row + i * P;
+                      for (int64_t p = 0; p < P; ++p)
+                        dst[p] = at[p] >= 0 ? plane[at[p]] : T(0);
+                    }
+                  }
+                });
+    return "";
+  }
   // The innermost dimension: for each kernel offset, the output positions
   // [first, last) that read inside X's global extent, and the local index
   // of `first`'s input; `missing` when one of them is not in the box.
@@ -339,7 +455,6 @@ std::string im2col(const TensorView &X, const Geometry &g, int64_t n0,
     missing[kk] = b > a && (local0[kk] < 0 ||
                             local0[kk] + (b - 1 - a) * st >= X.shape[2 + in]);
   }
-  const T *x = elements<T>(X);
   FirstError error;
   if (sp == 2) {
     // Two spatial dims (the common case): per kernel row offset ky and
@@ -460,6 +575,30 @@ void col2im(const T *col, int64_t ld, const Geometry &g, const TensorView &dX,
   const int64_t kCount = product(kN), P = product(oN), innerN = oN[in];
   if (P == 0)
     return;
+  if (shortRows(kN, oN)) {
+    // Short rows: each column row (cw, kr) adds into the same P positions
+    // of each image's plane (kPaddingPosition and kOutsideBox: none of
+    // dX's box). Threaded over channels: a task adds into its own planes.
+    const std::vector<int64_t> table = inputPositions(g, dX, k0, kN, o0, oN);
+    T *planes = elements<T>(dX) + (n0 - dX.lo[0]) * dxs[0] +
+                (chan0 - dX.lo[1]) * dxs[1];
+    parallelFor(cwCount, static_cast<double>(kCount * nCount * P),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t cw = begin; cw < end; ++cw)
+                    for (int64_t kr = 0; kr < kCount; ++kr) {
+                      const int64_t *at = table.data() + kr * P;
+                      const T *row = col + (cw * kCount + kr) * ld;
+                      for (int64_t i = 0; i < nCount; ++i) {
+                        T *plane = planes + i * dxs[0] + cw * dxs[1];
+                        const T *src = row + i * P;
+                        for (int64_t p = 0; p < P; ++p)
+                          if (at[p] >= 0)
+                            plane[at[p]] += src[p];
+                      }
+                    }
+                });
+    return;
+  }
   const int64_t st = g.strides[in];
   std::vector<int64_t> first(kN[in]), last(kN[in]), local0(kN[in]);
   for (int64_t kk = 0; kk < kN[in]; ++kk) {
@@ -943,15 +1082,8 @@ template <typename T> std::string conv(const KernelArgs &args) {
         T *out = outBuffer.get((mB - mA) * ld);
         blasGemm(false, false, mB - mA, ld, rowLen, T(1), w, rowLen, col, ld,
                  T(0), out, ld);
-        parallelFor((mB - mA) * count, static_cast<double>(P),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t t = begin; t < end; ++t) {
-                        const int64_t m = t / count, i = t % count;
-                        const T *src = out + m * ld + i * P;
-                        std::copy(src, src + P,
-                                  y + (i0 + i) * ys[0] + (mA + m - ym0) * ys[1]);
-                      }
-                    });
+        copyRuns(out, ld, P, y + i0 * ys[0] + (mA - ym0) * ys[1], ys[1],
+                 ys[0], mB - mA, count, P);
       }
       if (B)
         for (int64_t i = 0; i < count; ++i)
@@ -1072,15 +1204,7 @@ template <typename T> std::string convGradInput(const KernelArgs &args) {
                     (yA - dY.lo[1]) * dys[1];
       if (count > 1) {
         T *gathered = dyBuffer.get(mN * ld);
-        parallelFor(mN * count, static_cast<double>(P),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t t = begin; t < end; ++t) {
-                        const int64_t m = t / count, i = t % count;
-                        const T *src = dy + i * dys[0] + m * dys[1];
-                        std::copy(src, src + P,
-                                  gathered + m * ld + i * P);
-                      }
-                    });
+        copyRuns(dy, dys[1], dys[0], gathered, ld, P, mN, count, P);
         dy = gathered;
       }
       blasGemm(true, false, rows, ld, mN, T(1), w, wRowLen, dy, ld, T(0), col,
@@ -1138,15 +1262,7 @@ template <typename T> std::string convGradWeight(const KernelArgs &args) {
       const T *dy = elements<T>(dY) + i0 * dys[0] + (mA - dY.lo[1]) * dys[1];
       if (count > 1) {
         T *gathered = dyBuffer.get((mB - mA) * ld);
-        parallelFor((mB - mA) * count, static_cast<double>(P),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t t = begin; t < end; ++t) {
-                        const int64_t m = t / count, i = t % count;
-                        const T *src = dy + i * dys[0] + m * dys[1];
-                        std::copy(src, src + P,
-                                  gathered + m * ld + i * P);
-                      }
-                    });
+        copyRuns(dy, dys[1], dys[0], gathered, ld, P, mB - mA, count, P);
         dy = gathered;
       }
       blasGemm(false, true, mB - mA, rowLen, ld, T(1), dy, ld, col, ld,

@@ -393,6 +393,14 @@ std::vector<ConvCase> convCases() {
       {2, 4, 4, 4, {7, 6}, {3, 2}, {2, 1}, {0, 1, 2, 0}, {1, 2}},
       {1, 6, 4, 2, {8, 8}, {2, 3}, {3, 2}, {1, 0, 0, 2}, {2, 1}},
       {3, 2, 3, 1, {5, 5}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}},
+      // Output rows of 16 or more: im2col and col2im copy runs of input
+      // rows (the cases above have shorter rows, which go through a table
+      // of input positions).
+      {2, 3, 4, 1, {20}, {3}, {1}, {1, 1}, {1}},
+      {2, 2, 3, 1, {5, 34}, {3, 3}, {1, 2}, {1, 1, 1, 0}, {1, 1}},
+      // Three spatial dimensions.
+      {1, 2, 3, 1, {3, 4, 5}, {2, 2, 3}, {1, 1, 2}, {0, 1, 1, 0, 0, 1},
+       {1, 1, 1}},
   };
 }
 
