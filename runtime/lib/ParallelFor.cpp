@@ -51,7 +51,15 @@ struct PoolTaskScope {
 /// (a worker) or for the others to finish (the caller). Back-to-back calls
 /// (a step's waves of small instructions, the kernels' loops) then cost a
 /// few hundred nanoseconds instead of a futex wake-up and a sleep each.
-constexpr std::chrono::microseconds kSpinFor(50);
+/// 1 ms, not less: a step's small ops run on the calling thread alone, and
+/// a run of them longer than the spin put the worker to sleep, so the next
+/// threaded GEMM ran its first block alone while the worker woke (a 256 x
+/// 64 x 256 MatMul after 0.1-1 ms of one-thread work: 130-165 us with a
+/// 50 us spin, 81-83 us with 1 ms, 72-86 us back to back; the
+/// transformer encoder's step 8% shorter; bench/simulate.md, session 37).
+/// The spin yields the core after a short busy wait, so another runnable
+/// thread or process still gets it.
+constexpr std::chrono::microseconds kSpinFor(1000);
 
 /// Spins until `ready()` or kSpinFor has passed; true when ready. After a
 /// short busy wait it yields the core at each turn, so that on a machine
