@@ -54,9 +54,24 @@ def launch(env, launcher, k, args, expect_rc=0, world=None, hung_rank=None, stan
     does it) and its exit code is left out."""
     start = time.monotonic()
     if launcher == "torchrun":
-        logs = env.path("torchrun-logs", str(len(os.listdir(env.workdir))))
-        res = E.run_tool(M.torchrun_prefix(world or k, logs, standalone) + [env.tofu_run, *args],
-                         expect_rc=expect_rc, timeout=BOUND_S * 2)
+        for attempt in (1, 2):
+            logs = env.path("torchrun-logs", str(len(os.listdir(env.workdir))))
+            res = E.run_tool(M.torchrun_prefix(world or k, logs, standalone) +
+                             [env.tofu_run, *args], expect_rc=None, timeout=BOUND_S * 2)
+            # torchrun picks MASTER_PORT by binding port 0 and closing the
+            # socket before it starts the workers; under ctest -j2 another
+            # test's connection can take the port in between (seen once:
+            # "cannot listen on port ...: Address already in use"). That
+            # race is the launcher's: run once more with a new port.
+            if attempt == 1 and res.returncode != 0 and \
+                    "Address already in use" in res.stderr:
+                print("torchrun's MASTER_PORT was taken before tofu-run listened on it; "
+                      "launching again", flush=True)
+                continue
+            break
+        if expect_rc is not None:
+            E.check(res.returncode == expect_rc,
+                    f"expected exit code {expect_rc}, got {res.returncode}:\n{res.describe()}")
         # The agent tees every rank's stderr, prefixed "[default<r>]:".
         return (res.stdout + res.stderr, res.stderr, [res.returncode],
                 time.monotonic() - start)
