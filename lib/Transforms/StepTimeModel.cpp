@@ -10,6 +10,7 @@
 #include "llvm/ADT/SmallString.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tofu {
 
@@ -223,7 +224,8 @@ double StepTimeModel::gemmEfficiency(double m, double n, double k) const {
   return side(m) * side(n) * side(k);
 }
 
-double StepTimeModel::gemmThreadShare(double m, double n, double k) const {
+double StepTimeModel::gemmThreadShare(double m, double n, double k,
+                                      double repeats) const {
   if (!device.sharedHost || device.hostThreads <= 1)
     return 1;
   // Blas.cpp's blockedGemm: one thread under 2^20 FLOPs, else one block of
@@ -232,7 +234,17 @@ double StepTimeModel::gemmThreadShare(double m, double n, double k) const {
   if (2 * m * n * k < double(1 << 20))
     threads = 1;
   threads = std::max(1.0, std::min(threads, std::floor(std::max(m, n) / 32)));
+  // KernelsMatMul.cpp: a batch of GEMMs that blockedGemm would not split
+  // runs its elements side by side once the batch's FLOPs reach 2^20.
+  if (threads == 1 && repeats >= 2 &&
+      2 * m * n * k * repeats >= double(1 << 20))
+    threads = std::min<double>(device.hostThreads, std::floor(repeats));
   return threads / device.hostThreads;
+}
+
+double StepTimeModel::batchedGemms(const ShareWork &work) {
+  const double one = 2 * work.m * work.n * work.k;
+  return one > 0 ? std::max(1.0, std::round(work.flops / one)) : 1;
 }
 
 bool StepTimeModel::runsOnOneThread(const ShareWork &work) const {
@@ -261,7 +273,8 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   else if (work.kind == OpClass::Contraction) {
     rate *= gemmEfficiency(work.m, work.n, work.k);
     if (work.alone)
-      rate *= gemmThreadShare(work.m, work.n, work.k);
+      rate *= gemmThreadShare(work.m, work.n, work.k,
+                              work.convolution ? 1 : batchedGemms(work));
   }
   else
     flops += work.transcendentals * work.outputElements * fraction *

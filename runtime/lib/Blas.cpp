@@ -50,10 +50,7 @@ void blockedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   (void)oneBlasThread;
   const bool byRows = M >= N;
   const int64_t extent = byRows ? M : N;
-  int64_t threads = parallelThreads();
-  if (2.0 * double(M) * double(N) * double(K) < double(1 << 20))
-    threads = 1;
-  threads = std::min<int64_t>(threads, extent / 32);
+  const int64_t threads = blasGemmThreads(M, N, K);
   if (threads <= 1) {
     gemm(M, N, a, b, c);
     return;
@@ -68,6 +65,13 @@ void blockedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 }
 
 } // namespace
+
+int64_t tofu::runtime::blasGemmThreads(int64_t M, int64_t N, int64_t K) {
+  if (2.0 * double(M) * double(N) * double(K) < double(1 << 20))
+    return 1;
+  return std::max<int64_t>(
+      1, std::min<int64_t>(parallelThreads(), std::max(M, N) / 32));
+}
 
 void tofu::runtime::blasGemm(bool transA, bool transB, int64_t M, int64_t N,
                              int64_t K, float alpha, const float *a,

@@ -24,6 +24,10 @@ void blasGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 void blasGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
               double alpha, const double *a, int64_t lda, const double *b,
               int64_t ldb, double beta, double *c, int64_t ldc);
+/// The threads blasGemm splits an [M, N] x K product over: 1 (the calling
+/// thread alone) under 2^20 FLOPs or with fewer than 64 rows and columns,
+/// else one block of at least 32 rows (columns) of C per pool thread.
+int64_t blasGemmThreads(int64_t M, int64_t N, int64_t K);
 
 } // namespace tofu::runtime
 

@@ -14,12 +14,14 @@
 // One GEMM per local batch element (sgemm or dgemm: the kernel is one
 // template over float and double, FloatKernel.h), or one GEMM for all of
 // them when B is one matrix shared by the batch and A's batch elements are
-// stored back to back (their rows then stack).
+// stored back to back (their rows then stack). Batch elements whose GEMMs
+// are too small for blasGemm to split run side by side on the worker pool.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Blas.h"
 #include "FloatKernel.h"
+#include "ParallelFor.h"
 #include "tofu/runtime/Kernels.h"
 #include "tofu/runtime/MatMulBatchOffsets.h"
 
@@ -142,9 +144,20 @@ std::string product(const KernelArgs &args, bool transA, bool transB) {
              a + aOff[0], lda, b + bOff[0] + bStart, ldb, T(0), y, N);
     return "";
   }
-  for (size_t e = 0; e < aOff.size(); ++e)
-    blasGemm(transA, transB, M, N, K, T(1), a + aOff[e] + aStart, lda,
-             b + bOff[e] + bStart, ldb, T(0), y + e * M * N, N);
+  auto multiply = [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e)
+      blasGemm(transA, transB, M, N, K, T(1), a + aOff[e] + aStart, lda,
+               b + bOff[e] + bStart, ldb, T(0), y + e * M * N, N);
+  };
+  const int64_t batch = static_cast<int64_t>(aOff.size());
+  if (batch > 1 && blasGemmThreads(M, N, K) == 1)
+    // Products too small for blasGemm to split (attention's per-head 32 x
+    // 32 x 16) run side by side on the pool, each on one thread, once the
+    // batch's FLOPs reach blasGemm's own threshold (2^20; parallelFor's is
+    // 2^18 work units).
+    parallelFor(batch, 0.5 * double(M) * double(N) * double(K), multiply);
+  else
+    multiply(0, batch);
   return "";
 }
 

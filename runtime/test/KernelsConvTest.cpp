@@ -173,6 +173,9 @@ TYPED_TEST(MatMulKernel, BatchedBroadcastingAndVectors) {
       {{3, 4}, {4, 5}},       {{2, 3, 4}, {4, 5}},    {{4}, {2, 4, 3}},
       {{2, 1, 3, 4}, {5, 4, 6}}, {{3, 4}, {4}},       {{4}, {4}},
       {{1, 3, 4}, {2, 4, 2}}, {{2, 3, 0}, {0, 5}},
+      // 64 products of 16 x 64 x 16 (2^21 FLOPs in all, 2^15 each): the
+      // batch elements run side by side on the worker pool.
+      {{64, 16, 64}, {64, 64, 16}}, {{8, 8, 16, 64}, {8, 1, 64, 16}},
   };
   uint32_t seed = 10;
   for (const auto &[sa, sb] : cases) {

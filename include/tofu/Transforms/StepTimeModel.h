@@ -168,8 +168,14 @@ public:
   double gemmEfficiency(double m, double n, double k) const;
   /// The part of a shared host's threads (DeviceModel::hostThreads) the
   /// CPU runtime runs a GEMM of these sides on: 1 when the host has one
-  /// thread or the GEMM is large enough to split over all of them.
-  double gemmThreadShare(double m, double n, double k) const;
+  /// thread or the GEMM is large enough to split over all of them. A batch
+  /// of `repeats` such GEMMs (a batched MatMul) too small to split each
+  /// runs its GEMMs side by side once the batch is large enough.
+  double gemmThreadShare(double m, double n, double k,
+                         double repeats = 1) const;
+  /// How many GEMMs of sides m x n x k a contraction's FLOPs make: its
+  /// batch (the extents both operands shrink with), 1 when none.
+  static double batchedGemms(const ShareWork &work);
   /// Whether `work` is a vector kernel the CPU runtime runs on one thread
   /// even when nothing runs beside it (under kOneThreadElements elements):
   /// its time, a one-thread time, is what virtual devices side by side run

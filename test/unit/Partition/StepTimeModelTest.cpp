@@ -449,6 +449,22 @@ TEST(StepTimeModel, AGemmAloneGetsTheThreadsTheRuntimeGivesIt) {
   EXPECT_DOUBLE_EQ(model.gemmThreadShare(512, 512, 512), 1.0);
   EXPECT_DOUBLE_EQ(model.gemmThreadShare(16, 63, 4096), 0.5);   // 63 < 2 x 32
   EXPECT_DOUBLE_EQ(model.gemmThreadShare(16, 64, 4096), 1.0);
+  // KernelsMatMul.cpp: a batch of GEMMs too small to split runs its
+  // elements side by side once the batch reaches 2^20 FLOPs.
+  EXPECT_DOUBLE_EQ(model.gemmThreadShare(32, 32, 16, 32), 1.0); // 2^20
+  EXPECT_DOUBLE_EQ(model.gemmThreadShare(32, 32, 16, 31), 0.5);
+  EXPECT_DOUBLE_EQ(model.gemmThreadShare(16, 63, 4096, 2), 1.0);
+  ShareWork heads; // 32 heads of 32 x 32 x 16
+  heads.kind = OpClass::Contraction;
+  heads.m = heads.n = 32;
+  heads.k = 16;
+  heads.flops = 32 * 2.0 * 32 * 32 * 16;
+  EXPECT_DOUBLE_EQ(StepTimeModel::batchedGemms(heads), 32);
+  heads.alone = true;
+  ShareWork oneHead = heads;
+  oneHead.flops /= 32;
+  EXPECT_NEAR(model.computeSeconds(heads) - 1e-6,
+              16 * (model.computeSeconds(oneHead) - 1e-6), 1e-15);
 
   ShareWork small;
   small.kind = OpClass::Contraction;
