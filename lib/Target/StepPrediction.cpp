@@ -536,6 +536,8 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
         active += time.total() > 0;
       const double side = std::min<double>(std::max(device.hostThreads, 1u),
                                            std::max<size_t>(active, 1));
+      if (side > 1)
+        ++result.sideBySideLevels;
       for (size_t d = 0; d < times.size(); ++d) {
         InstrTime time = times[d];
         if (side > 1) {
@@ -590,6 +592,13 @@ llvm::Expected<StepPrediction> predictStep(func::FuncOp func,
             ? model.stepOverheadSeconds(static_cast<double>(distinct)) +
                   model.memorySeconds(2 * copiedBytes)
             : model.stepOverheadSeconds(static_cast<double>(most));
+    // tofu-run hands each level run side by side to its worker pool and
+    // joins it: a cost per level, not per instruction (the transformer
+    // encoder at k = 4: 332 such levels, 2.1 ms of its traced step between
+    // them; bench/simulate.md, session 37).
+    if (device.sharedHost)
+      result.overheadSeconds +=
+          static_cast<double>(result.sideBySideLevels) * device.waveSeconds;
   }
   result.stepSeconds = result.computeSeconds + result.copySeconds +
                        result.commSeconds() + result.overheadSeconds;

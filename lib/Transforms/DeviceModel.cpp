@@ -408,7 +408,7 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
           {"format", "name", "description", "sources", "compute", "memory",
            "launch_seconds", "gemm_half_extent", "transcendental_flops",
            "step_overhead_seconds", "feed_seconds_per_element", "kernels",
-           "gemm_cold_seconds", "gemm_pack_passes",
+           "gemm_cold_seconds", "gemm_pack_passes", "wave_seconds",
            "links", "shared_host", "host_threads"}))
     return std::move(err);
   auto format = root->getString("format");
@@ -593,6 +593,13 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
     if (!passes)
       return passes.takeError();
     model.gemmPackPasses = *passes;
+  }
+  if (root->get("wave_seconds")) {
+    auto seconds =
+        reader.positive(*root, "wave_seconds", "wave_seconds", 1);
+    if (!seconds)
+      return seconds.takeError();
+    model.waveSeconds = *seconds;
   }
   if (root->get("step_overhead_seconds")) {
     auto seconds = reader.positive(*root, "step_overhead_seconds",
@@ -819,6 +826,8 @@ std::string formatDeviceDescription(const DeviceModel &model) {
     root["gemm_cold_seconds"] = model.gemmColdSeconds;
   if (model.gemmPackPasses != 1)
     root["gemm_pack_passes"] = model.gemmPackPasses;
+  if (model.waveSeconds > 0)
+    root["wave_seconds"] = model.waveSeconds;
   if (model.hostThreads > 1)
     root["host_threads"] = static_cast<int64_t>(model.hostThreads);
   if (!model.description.empty())

@@ -9,6 +9,9 @@
 //                      (its 4 MiB operand in memory): its time beyond the
 //                      hot one over one read of its operands at the
 //                      memory rate, in [1, 16]
+//  wave_seconds        the plan of launch_seconds with its 2 devices side
+//                      by side (each level handed to the worker pool): its
+//                      time per level less one Relu's
 //  compute.f32.conv    Conv kernel, X [8, 64, 32, 32], W [64, 64, 3, 3], pads 1
 //  compute.f32.vector  Add kernel on 16384 floats (in cache): elements / time
 //  memory              Add kernel on 8M floats: 3 x 4 bytes per element / time
@@ -368,17 +371,18 @@ plan::Plan feedPlan(bool feeds) {
 /// Elements feedPlan(true) feeds per step.
 constexpr double kFedElements = 32.0 * 3 * 32 * 32 + 32;
 
-/// A probe of one step of `plan` on the CPU executor (in order: one
-/// instruction at a time, as a single device's plan always runs). The plan
-/// and executor live in the probe.
-Probe executorProbe(std::string label, plan::Plan plan, double window,
-                    std::string &error) {
+/// A probe of one step of `plan` on the CPU executor (by default in
+/// order: one instruction at a time, as a single device's plan always
+/// runs). The plan and executor live in the probe.
+Probe executorProbe(
+    std::string label, plan::Plan plan, double window, std::string &error,
+    CpuExecutor::Schedule schedule = CpuExecutor::Schedule::InOrder) {
   Probe probe;
   probe.name = std::move(label);
   probe.window = window;
   auto owned = std::make_shared<plan::Plan>(std::move(plan));
   auto executor = std::make_shared<CpuExecutor>(*owned);
-  executor->setSchedule(CpuExecutor::Schedule::InOrder);
+  executor->setSchedule(schedule);
   if (std::string err = executor->init(); !err.empty()) {
     error = "the executor refused the calibration plan '" + probe.name +
             "': " + err;
@@ -526,7 +530,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
     kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kCacheAdd, kL3Add,
     kGemm64, kGemm64Cold, kGemm128, kGemm128Cold, kSkinnyFromMemory,
-    kNumProbes
+    kRelusSideBySide, kNumProbes
   };
   std::vector<Probe> probes(kNumProbes);
   probes[kGemm] = kernelProbe("MatMul 1024x1024x1024", "MatMul", {&a, &b}, y,
@@ -556,6 +560,10 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   probes[kRelus] = executorProbe("executor: 2 x 2000 Relus of 64 floats",
                                  tinyPlan(kTinyInstructions, false), 0.1,
                                  error);
+  probes[kRelusSideBySide] = executorProbe(
+      "executor: 2 x 2000 Relus of 64 floats, the devices side by side",
+      tinyPlan(kTinyInstructions, false), 0.1, error,
+      CpuExecutor::Schedule::Concurrent);
   probes[kFetches] = executorProbe(
       "executor: 2 x 2000 fetches of 64 floats from the other device",
       tinyPlan(kTinyInstructions, true), 0.1, error);
@@ -821,6 +829,14 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   const double launch = std::max({t(kOneAdd), perCompute, 1e-9});
   note("launch_seconds " + number(launch) +
        ": the larger of the two kernel calls above");
+  // The same plan with its two devices side by side: each level (two
+  // Relus) is handed to the worker pool and joined.
+  const double wave =
+      std::max(t(kRelusSideBySide) / kTinyInstructions - perCompute, 1e-9);
+  note("executor: the same Relus with the 2 devices side by side: " +
+       number(t(kRelusSideBySide) / kTinyInstructions) +
+       " s per level; wave_seconds " + number(wave) +
+       ": that less one Relu's time" + spread(kRelusSideBySide));
 
   // The step's own work.
   const double stepOverhead = std::max(t(kEmptyStep), 1e-9);
@@ -945,6 +961,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   if (gemmCold > 0)
     json << "  \"gemm_cold_seconds\": " << number(gemmCold) << ",\n";
   json << "  \"gemm_pack_passes\": " << number(packPasses) << ",\n";
+  json << "  \"wave_seconds\": " << number(wave) << ",\n";
   json
        << "  \"transcendental_flops\": " << number(transcendental) << ",\n"
        << "  \"step_overhead_seconds\": " << number(stepOverhead) << ",\n"

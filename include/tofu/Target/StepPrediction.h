@@ -73,8 +73,11 @@ struct StepPrediction {
   /// The step's work outside its instructions (StepTimeModel::
   /// stepOverheadSeconds): fixed, plus feeding `fedElements` input and
   /// label elements (shared host: every device's; dedicated devices feed
-  /// side by side: the device with the most).
+  /// side by side: the device with the most); on a shared host, also the
+  /// executor's hand-over of each of the `sideBySideLevels` levels whose
+  /// devices run side by side (DeviceModel::waveSeconds each).
   double overheadSeconds = 0;
+  int64_t sideBySideLevels = 0;
   uint64_t fedElements = 0;
   std::vector<double> commSecondsPerStep; ///< link time, per recursion step
   double commSeconds() const;

@@ -132,6 +132,12 @@ struct DeviceModel {
   /// skinny GEMM whose large operand comes from memory, where OpenBLAS's
   /// packing, not the FLOPs, sets the time).
   double gemmPackPasses = 1;
+  /// On a shared host with several virtual devices: what tofu-run's
+  /// executor spends per level whose devices' instructions run side by side
+  /// on the host's threads (handing the lists to the worker pool and
+  /// joining them), beyond the instructions (measured by tofu-run
+  /// --calibrate; 0 = none).
+  double waveSeconds = 0;
   /// Fixed cost of one transfer when no link says otherwise.
   double messageLatencySeconds = 0;
   /// Interconnect levels, innermost (fastest) first; the last one also

@@ -208,19 +208,23 @@ TEST(DeviceModel, HostThreadsAndGemmColdStart) {
   EXPECT_EQ(text.find("gemm_cold_seconds"), std::string::npos);
   EXPECT_EQ(old->gemmPackPasses, 1);
   EXPECT_EQ(text.find("gemm_pack_passes"), std::string::npos);
+  EXPECT_EQ(old->waveSeconds, 0);
+  EXPECT_EQ(text.find("wave_seconds"), std::string::npos);
   auto model = parseDeviceDescription(
-      minimal(R"(, "shared_host": true, "host_threads": 4, "gemm_cold_seconds": 7e-6, "gemm_pack_passes": 2.5)"),
+      minimal(R"(, "shared_host": true, "host_threads": 4, "gemm_cold_seconds": 7e-6, "gemm_pack_passes": 2.5, "wave_seconds": 4e-7)"),
       "t.json");
   ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
   EXPECT_EQ(model->hostThreads, 4u);
   EXPECT_DOUBLE_EQ(model->gemmColdSeconds, 7e-6);
   EXPECT_DOUBLE_EQ(model->gemmPackPasses, 2.5);
+  EXPECT_DOUBLE_EQ(model->waveSeconds, 4e-7);
   auto again =
       parseDeviceDescription(formatDeviceDescription(*model), "again.json");
   ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
   EXPECT_EQ(again->hostThreads, 4u);
   EXPECT_DOUBLE_EQ(again->gemmColdSeconds, 7e-6);
   EXPECT_DOUBLE_EQ(again->gemmPackPasses, 2.5);
+  EXPECT_DOUBLE_EQ(again->waveSeconds, 4e-7);
 }
 
 TEST(DeviceModel, KernelCostsPerRowAreOptional) {
@@ -335,6 +339,8 @@ TEST(DeviceModel, ErrorsNameTheField) {
       "gemm_cold_seconds: expected a positive finite number at most 1, got 0");
   has(errorOf(minimal(", \"gemm_pack_passes\": 17")),
       "gemm_pack_passes: expected a positive finite number at most 16, got 17");
+  has(errorOf(minimal(", \"wave_seconds\": 2")),
+      "wave_seconds: expected a positive finite number at most 1, got 2");
   // Deep nesting is refused before the recursive JSON parser sees it.
   has(errorOf(std::string(200000, '[') + std::string(200000, ']')),
       "(file): nested more than 32 levels deep");

@@ -487,11 +487,24 @@ TEST_F(PredictGemm, DevicesSideBySideShareTheHostsThreads) {
   EXPECT_NEAR(p.computeSeconds, 2 * kCompute - 1e-6, 1e-15);
   EXPECT_NEAR(p.copySeconds, kCopy, 1e-15);
   EXPECT_NEAR(p.commSeconds(), kComm, 1e-15);
-  // One thread: one device after the other, as SharedHostAddsDevicesUp.
+  // Each level run side by side costs the executor's hand-over once
+  // (wave_seconds), in the step's overhead.
+  const int64_t levels = p.sideBySideLevels;
+  EXPECT_GT(levels, 0);
+  const double withoutWaves = p.stepSeconds, overhead = p.overheadSeconds;
+  device.waveSeconds = 3e-6;
+  p = predict(device);
+  EXPECT_EQ(p.sideBySideLevels, levels);
+  EXPECT_NEAR(p.overheadSeconds, overhead + levels * 3e-6, 1e-15);
+  EXPECT_NEAR(p.stepSeconds, withoutWaves + levels * 3e-6, 1e-15);
+  // One thread: one device after the other, as SharedHostAddsDevicesUp,
+  // and no level side by side.
   device.hostThreads = 1;
   p = predict(device);
   EXPECT_NEAR(p.computeSeconds, 2 * kCompute, 1e-15);
   EXPECT_NEAR(p.copySeconds, 2 * kCopy, 1e-15);
+  EXPECT_EQ(p.sideBySideLevels, 0);
+  EXPECT_NEAR(p.overheadSeconds, overhead, 1e-15);
 }
 
 TEST(PredictThreads, SmallVectorKernelsOfDevicesSideBySideRunOnTheirOwnThreads) {
