@@ -286,6 +286,17 @@ constexpr int64_t kMaxPositionTable = int64_t(1) << 18;
 /// view.
 constexpr int64_t kPaddingPosition = -1, kOutsideBox = -2;
 
+/// Steps the row-major odometer `index` over [0, extent) in its first
+/// `dims` entries (the last fastest); back to all zeros after the last.
+void stepOdometer(std::vector<int64_t> &index,
+                  const std::vector<int64_t> &extent, size_t dims) {
+  for (size_t s = dims; s-- > 0;) {
+    if (++index[s] < extent[s])
+      return;
+    index[s] = 0;
+  }
+}
+
 /// Where a convolution's local kernel offsets and output positions meet its
 /// input: entry kr * P + p, for kernel offset kr of the box [k0, k0 + kN)
 /// and output position p of [o0, o0 + oN) (both row-major, P positions),
@@ -318,17 +329,9 @@ std::vector<int64_t> inputPositions(const Geometry &g, const TensorView &view,
       table[kr * P + p] = padding ? kPaddingPosition
                           : outside ? kOutsideBox
                                     : offset;
-      for (size_t s = sp; s-- > 0;) {
-        if (++o[s] < oN[s])
-          break;
-        o[s] = 0;
-      }
+      stepOdometer(o, oN, sp);
     }
-    for (size_t s = sp; s-- > 0;) {
-      if (++kk[s] < kN[s])
-        break;
-      kk[s] = 0;
-    }
+    stepOdometer(kk, kN, sp);
   }
   return table;
 }
@@ -543,17 +546,9 @@ std::string im2col(const TensorView &X, const Geometry &g, int64_t n0,
                 gatherRun(dst + a, plane + base + local0[kk[in]], b - a, st);
                 std::fill(dst + b, dst + innerN, T(0));
               }
-              for (size_t s = in; s-- > 0;) {
-                if (++o[s] < oN[s])
-                  break;
-                o[s] = 0;
-              }
+              stepOdometer(o, oN, in);
             }
-            for (size_t s = sp; s-- > 0;) {
-              if (++kk[s] < kN[s])
-                break;
-              kk[s] = 0;
-            }
+            stepOdometer(kk, kN, sp);
           }
         }
       });
@@ -674,17 +669,9 @@ void col2im(const T *col, int64_t ld, const Geometry &g, const TensorView &dX,
                       if (inside)
                         scatterAddRun(plane + base + local0[kk[in]],
                                       row + r * innerN + a, b - a, st);
-                      for (size_t s = in; s-- > 0;) {
-                        if (++o[s] < oN[s])
-                          break;
-                        o[s] = 0;
-                      }
+                      stepOdometer(o, oN, in);
                     }
-                    for (size_t s = sp; s-- > 0;) {
-                      if (++kk[s] < kN[s])
-                        break;
-                      kk[s] = 0;
-                    }
+                    stepOdometer(kk, kN, sp);
                   }
                 }
               });
