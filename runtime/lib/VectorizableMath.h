@@ -80,6 +80,41 @@ inline float vectorizableExp(float x) {
 /// e^x in double (glibc's std::exp).
 inline double vectorizableExp(double x) { return std::exp(x); }
 
+/// tanh(x) in float32 arithmetic, branch-free: below |x| = 1/2 the odd
+/// Taylor series to x^15 (truncation under 1e-8 relative there), else
+/// sign(x) (1 - 2 / (e^(2|x|) + 1)) with vectorizableExp (the subtraction
+/// loses under 1.2 bits at |x| = 1/2). Measured against the double tanh,
+/// rounded, over every 2^12-th float in [-12, 12]: within 4 ulp
+/// (runtime/test/KernelsTest.cpp, VectorizableTanhAndSigmoid). NaN stays
+/// NaN; -0 stays -0.
+inline float vectorizableTanh(float x) {
+  const float a = std::fabs(x);
+  // e^(2|x|), clamped where tanh is 1 in float32 (NaN: to 20, then
+  // restored below).
+  const float e = vectorizableExp(2.0f * (a < 20.0f ? a : 20.0f));
+  const float large = 1.0f - 2.0f / (e + 1.0f);
+  const float x2 = x * x;
+  float p = -929569.0f / 638512875.0f;
+  p = p * x2 + 21844.0f / 6081075.0f;
+  p = p * x2 - 1382.0f / 155925.0f;
+  p = p * x2 + 62.0f / 2835.0f;
+  p = p * x2 - 17.0f / 315.0f;
+  p = p * x2 + 2.0f / 15.0f;
+  p = p * x2 - 1.0f / 3.0f;
+  const float small = x + x * x2 * p;
+  // tanh is odd: the sign is x's (also for -0, where small is +0).
+  const float t = std::copysign(a < 0.5f ? small : large, x);
+  return x != x ? x : t;
+}
+
+/// The logistic sigmoid 1 / (1 + e^-x) in float32 arithmetic with
+/// vectorizableExp: within 4 ulp of the double form on [-80, 80]
+/// (KernelsTest, VectorizableTanhAndSigmoid); 0 below about -88, 1 above
+/// 17; NaN stays NaN.
+inline float vectorizableSigmoid(float x) {
+  return 1.0f / (1.0f + vectorizableExp(-x));
+}
+
 /// Phi(x) in float32 arithmetic; `gauss` receives e^(-x^2 / 2). See the
 /// file comment; accuracy measured in runtime/test/KernelsTest.cpp
 /// (NormalCdf). NaN stays NaN.

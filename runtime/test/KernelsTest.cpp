@@ -451,6 +451,56 @@ TEST(Kernels, VectorizableExp) {
   EXPECT_TRUE(std::isnan(vectorizableExp(std::numeric_limits<float>::quiet_NaN())));
 }
 
+/// Float32 tanh and sigmoid (VectorizableMath.h) against the double forms,
+/// rounded, over every 2^12-th float in [-12, 12] (tanh) and [-80, 80]
+/// (sigmoid, where its result is a normal float): within 4 ulp; and the
+/// special values.
+TEST(Kernels, VectorizableTanhAndSigmoid) {
+  auto bits = [](float f) {
+    int32_t b;
+    std::memcpy(&b, &f, sizeof b);
+    return b;
+  };
+  auto worstUlps = [&](float limit, auto fn, auto ref, float &at) {
+    int64_t worst = 0;
+    for (float sign : {-1.0f, 1.0f})
+      for (int32_t b = bits(0.0f); b <= bits(limit); b += 1 << 12) {
+        float v;
+        std::memcpy(&v, &b, sizeof v);
+        v = std::copysign(v, sign);
+        float want = static_cast<float>(ref(static_cast<double>(v)));
+        int64_t ulps = std::abs(int64_t(bits(fn(v))) - int64_t(bits(want)));
+        if (ulps > worst) {
+          worst = ulps;
+          at = v;
+        }
+      }
+    return worst;
+  };
+  float at = 0;
+  EXPECT_LE(worstUlps(12.0f, vectorizableTanh,
+                      [](double x) { return std::tanh(x); }, at),
+            4)
+      << "tanh at x = " << at;
+  EXPECT_LE(worstUlps(80.0f, vectorizableSigmoid,
+                      [](double x) { return 1 / (1 + std::exp(-x)); }, at),
+            4)
+      << "sigmoid at x = " << at;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(vectorizableTanh(inf), 1.0f);
+  EXPECT_EQ(vectorizableTanh(-inf), -1.0f);
+  EXPECT_EQ(vectorizableTanh(30.0f), 1.0f);
+  EXPECT_EQ(vectorizableTanh(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(vectorizableTanh(-0.0f)));
+  EXPECT_EQ(vectorizableTanh(1e-30f), 1e-30f);
+  EXPECT_TRUE(std::isnan(vectorizableTanh(nan)));
+  EXPECT_EQ(vectorizableSigmoid(inf), 1.0f);
+  EXPECT_EQ(vectorizableSigmoid(-inf), 0.0f);
+  EXPECT_EQ(vectorizableSigmoid(0.0f), 0.5f);
+  EXPECT_TRUE(std::isnan(vectorizableSigmoid(nan)));
+}
+
 /// Float32 Gelu and GeluGrad ("none") against the double form computed
 /// with erfc (accurate in the left tail), over every 2^10-th float in
 /// [-14, 14], where the result is a normal float: relative error within
