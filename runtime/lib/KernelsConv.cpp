@@ -37,7 +37,11 @@
 //   (the common case) the input row of each (kernel row, output row) comes
 //   from a table made once per call, where other ranks step an odometer
 //   over the outer dims per row (im2col and col2im were 25% of resnet18's
-//   step with the odometer alone).
+//   step with the odometer alone); output rows shorter than 16 (small
+//   images) look every column row up in one table of input positions
+//   instead (inputPositions), where a run of a few elements would cost
+//   more in loop set-up than in bytes. dY's rows are gathered (and Conv's
+//   GEMM output copied back into Y) by copyRuns.
 // - direct, when group > 1 and each group has one input channel (depthwise
 //   convolutions, also with a channel multiplier) over 1 or 2 spatial dims:
 //   plane-by-plane loops over a zero-padded copy of the input hull, where

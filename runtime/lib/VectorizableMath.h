@@ -1,4 +1,4 @@
-//===- VectorizableMath.h - exp and the normal CDF, vectorizable -*- C++ -*-===//
+//===- VectorizableMath.h - exp, tanh, sigmoid, normal CDF, vectorizable -===//
 //
 // Float32 functions written branch-free (selects, range reduction,
 // polynomials), so that a loop over them compiles to SIMD code where a libm
@@ -17,6 +17,10 @@
 // positive x overflow to inf. Measured against the double-precision exp,
 // rounded, over every 2^12-th float in [-104, 89]: at most 2 ulp
 // (runtime/test/KernelsTest.cpp, VectorizableExp). NaN stays NaN.
+//
+// `vectorizableTanh(x)`, `vectorizableSigmoid(x)`: float only, from
+// vectorizableExp (tanh below |x| = 1/2 by its odd Taylor series); within 4
+// ulp of the double forms (KernelsTest, VectorizableTanhAndSigmoid).
 //
 // `vectorizableNormalCdf(x, &density)`: the standard normal CDF Phi(x) = (1 + erf(x /
 // sqrt 2)) / 2, with e^(-x^2 / 2) as a by-product (GELU is x Phi(x), its

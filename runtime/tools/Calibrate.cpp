@@ -27,8 +27,10 @@
 //  launch_seconds      the executor's time per instruction on a plan of 2
 //                      virtual devices running 2000 Relus of 64 floats each
 //                      (at least the time of one Add kernel call on 1 float)
-//  transcendental_flops  Tanh kernel on 8192 floats: its time per element over
-//                      the Add's (both on one thread)
+//  transcendental_flops  Exp kernel on 8192 floats (one libm call per element,
+//                      as the kernels without a vectorized float32 form
+//                      compute): its time per element over the Add's (both
+//                      on one thread)
 //  step_overhead_seconds  the executor's step of a plan without instructions
 //  feed_seconds_per_element  the executor's step of a plan that only feeds
 //                      a classifier's batch (features [32, 3, 32, 32] and
@@ -527,7 +529,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
       {"BatchNormalizationGrad", Layout::Image, 2, KernelShape::ChannelParams,
        KernelShape::Same, &trainingGrad, "BatchNormalizationGrad.training"}};
   enum ProbeId {
-    kGemm, kSkinny, kConv, kAdd, kTanh, kStream, kOneAdd, kRelus, kFetches,
+    kGemm, kSkinny, kConv, kAdd, kExp, kStream, kOneAdd, kRelus, kFetches,
     kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kCacheAdd, kL3Add,
     kGemm64, kGemm64Cold, kGemm128, kGemm128Cold, kSkinnyFromMemory,
     kRelusSideBySide, kNumProbes
@@ -541,7 +543,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
                               "Conv", {&convX, &convW}, convY, convAttrs, 0.3);
   probes[kAdd] = kernelProbe("Add 16384 floats (in cache)", "Add",
                              {&small1, &small2}, smallOut, none, 0.1, 16);
-  probes[kTanh] = kernelProbe("Tanh 8192 floats (in cache)", "Tanh",
+  probes[kExp] = kernelProbe("Exp 8192 floats (in cache)", "Exp",
                               {&half1}, halfOut, none, 0.1, 4);
   probes[kStream] = kernelProbe("Add 8M floats (streaming 3 x 32 MiB)", "Add",
                                 {&large1, &large2}, largeOut, none, 0.3);
@@ -747,13 +749,16 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   const double vectorRate = 16384 / t(kAdd);
   note("Add 16384 floats (in cache): " + number(t(kAdd)) + " s, " +
        number(vectorRate / 1e9) + " GFLOP/s" + spread(kAdd));
-  // Per element, on one thread as both run (ParallelFor.h: a Tanh of 16384
-  // floats, 16 operations each, would use every thread).
+  // Per element, on one thread as both run (ParallelFor.h: an Exp of 16384
+  // floats, 16 operations each, would use every thread). Exp, not Tanh:
+  // float32 Tanh, Sigmoid and GELU have vectorized forms, measured in
+  // `kernels` below; the kernels this rate prices (Exp, Log, Erf, Sqrt,
+  // Pow, ...) call libm per element.
   const double transcendental =
-      std::max(1.0, (t(kTanh) / 8192) / (t(kAdd) / 16384));
-  note("Tanh 8192 floats (in cache, one thread): " + number(t(kTanh)) +
+      std::max(1.0, (t(kExp) / 8192) / (t(kAdd) / 16384));
+  note("Exp 8192 floats (in cache, one thread): " + number(t(kExp)) +
        " s, " + number(transcendental) + " x the Add per element" +
-       spread(kTanh));
+       spread(kExp));
   const double memoryRate = 3.0 * 4 * (8 << 20) / t(kStream);
   note("Add 8M floats (streaming 3 x 32 MiB): " + number(t(kStream)) +
        " s, " + number(memoryRate / 1e9) + " GB/s" + spread(kStream));
