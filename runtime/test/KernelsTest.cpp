@@ -382,13 +382,15 @@ TEST(Kernels, MatMul) {
 
 TEST(Kernels, ThreadedMatMulOverwritesItsOutput) {
   // Products large enough to split over the pool (blasGemmThreads): by rows
-  // (C taller than wide) and by columns (each thread's block a strided part
-  // of every row). blasGemm zeroes each block itself before BLAS adds into
-  // it: the NaNs the output held must not survive, nor may one thread's
-  // zeroing reach another's block.
+  // (C taller than wide; wide with a short K and 32 rows a thread) and by
+  // columns (too few rows: each thread's block a strided part of every
+  // row). blasGemm zeroes each block itself before BLAS adds into it: the
+  // NaNs the output held must not survive, nor may one thread's zeroing
+  // reach another's block.
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (auto [M, K, N] : {std::array<int64_t, 3>{256, 32, 96},
-                         std::array<int64_t, 3>{96, 32, 256}}) {
+                         std::array<int64_t, 3>{96, 32, 256},
+                         std::array<int64_t, 3>{48, 64, 256}}) {
     Host A = randomF32({M, K}, 64), B = randomF32({K, N}, 65),
          Y = zerosF32({M, N});
     std::fill(Y.f.begin(), Y.f.end(), nan);
