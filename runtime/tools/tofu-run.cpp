@@ -1022,7 +1022,24 @@ int run(int argc, char **argv) {
 }
 } // namespace
 
+/// The CPU kernels of a build for x86-64-v3 (runtime/CMakeLists.txt,
+/// TOFU_RUNTIME_ARCH) execute AVX2 and FMA instructions: on a CPU without
+/// them, refuse before the first kernel rather than die of SIGILL in it.
+bool cpuRunsTheKernels() {
+#if defined(TOFU_RUNTIME_X86_64_V3) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("bmi2");
+#else
+  return true;
+#endif
+}
+
 int main(int argc, char **argv) {
+  if (!cpuRunsTheKernels())
+    return fail("this tofu-run's CPU kernels were built for x86-64-v3 (AVX2, "
+                "FMA, BMI2), which this CPU lacks; rebuild with cmake "
+                "-DTOFU_RUNTIME_ARCH=baseline");
   try {
     return run(argc, argv);
   } catch (const std::bad_alloc &) {
