@@ -347,15 +347,44 @@ DeviceModel::kernelCost(llvm::StringRef kernel) const {
   return it != kernelCosts.end() && it->kernel == kernel ? &*it : nullptr;
 }
 
-double DeviceModel::KernelCost::secondsPerElement(double elements) const {
-  if (elements <= kSmallElements)
+namespace {
+
+/// The value at `x` of the line through (x0, y0) and (x1, y1) in log(x),
+/// clamped to the nearer end outside [x0, x1].
+double logInterpolate(double x, double x0, double y0, double x1, double y1) {
+  if (x <= x0 || x1 <= x0)
+    return y0;
+  if (x >= x1)
+    return y1;
+  return y0 + std::log(x / x0) / std::log(x1 / x0) * (y1 - y0);
+}
+
+} // namespace
+
+bool DeviceModel::KernelCost::threadsAt(double elements) const {
+  return threadsFromElements > 0 && elements >= threadsFromElements;
+}
+
+double DeviceModel::KernelCost::secondsPerElement(double elements,
+                                                  unsigned threads) const {
+  if (threadsFromElements <= 0)
+    return logInterpolate(elements, kSmallElements, smallSecondsPerElement,
+                          kLargeElements, largeSecondsPerElement);
+  if (threadsFromElements > kLargeElements)
+    // The large probe ran on one thread too: one curve up to the kernel's
+    // threading size, then the large probe's cost shared by the threads.
+    return threadsAt(elements)
+               ? largeSecondsPerElement / std::max(threads, 1u)
+               : logInterpolate(elements, kSmallElements,
+                                smallSecondsPerElement, kLargeElements,
+                                largeSecondsPerElement);
+  if (!threadsAt(elements))
     return smallSecondsPerElement;
-  if (elements >= kLargeElements)
-    return largeSecondsPerElement;
-  const double at = std::log(elements / kSmallElements) /
-                    std::log(kLargeElements / kSmallElements);
-  return smallSecondsPerElement +
-         at * (largeSecondsPerElement - smallSecondsPerElement);
+  // Threaded: from the one-thread cost shared by the threads where it
+  // starts to the large probe's.
+  return logInterpolate(elements, threadsFromElements,
+                        smallSecondsPerElement / std::max(threads, 1u),
+                        kLargeElements, largeSecondsPerElement);
 }
 
 const DeviceModel::Link *DeviceModel::linkNamed(llvm::StringRef level) const {
@@ -632,7 +661,8 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
       if (!cost)
         return cost.takeError();
       if (llvm::Error err = reader.onlyKnown(**cost, path,
-                                             {"small", "large", "row", "call"}))
+                                             {"small", "large", "row", "call",
+                                              "threads_from"}))
         return std::move(err);
       DeviceModel::KernelCost parsed;
       parsed.kernel = kernel;
@@ -661,6 +691,13 @@ llvm::Expected<DeviceModel> parseDeviceDescription(llvm::StringRef json,
         if (!row)
           return row.takeError();
         parsed.rowSeconds = *row;
+      }
+      if ((*cost)->get("threads_from")) {
+        auto from = reader.positive(**cost, "threads_from",
+                                    path + ".threads_from", 1e15);
+        if (!from)
+          return from.takeError();
+        parsed.threadsFromElements = *from;
       }
       model.kernelCosts.push_back(std::move(parsed));
     }
@@ -813,6 +850,8 @@ std::string formatDeviceDescription(const DeviceModel &model) {
         entry["call"] = cost.callSeconds;
       if (cost.rowSeconds > 0)
         entry["row"] = cost.rowSeconds;
+      if (cost.threadsFromElements > 0)
+        entry["threads_from"] = cost.threadsFromElements;
       kernels[cost.kernel] = std::move(entry);
     }
     root["kernels"] = std::move(kernels);

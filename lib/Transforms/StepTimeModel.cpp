@@ -248,8 +248,12 @@ double StepTimeModel::batchedGemms(const ShareWork &work) {
 }
 
 bool StepTimeModel::runsOnOneThread(const ShareWork &work) const {
-  return work.kind != OpClass::Contraction &&
-         work.largestElements < kOneThreadElements;
+  if (work.kind == OpClass::Contraction)
+    return false;
+  const DeviceModel::KernelCost *cost = kernelCostOf(work);
+  if (cost && cost->threadsFromElements > 0)
+    return !cost->threadsAt(work.largestElements);
+  return work.largestElements < kOneThreadElements;
 }
 
 double StepTimeModel::computeSeconds(const ShareWork &work,
@@ -284,7 +288,8 @@ double StepTimeModel::computeSeconds(const ShareWork &work,
   const double launch = callSecondsOf(cost);
   if (cost && work.kind != OpClass::Contraction && cost->hasPerElementCost()) {
     const double elements = work.largestElements * fraction;
-    busy = elements * cost->secondsPerElement(elements) +
+    busy = elements * cost->secondsPerElement(
+                          elements, device.sharedHost ? device.hostThreads : 1) +
            work.rows * fraction * cost->rowSeconds;
   }
   double traffic = memorySeconds(bytes);

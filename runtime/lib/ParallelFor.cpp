@@ -41,6 +41,9 @@ namespace {
 /// without touching the pool's locks.
 thread_local bool inPoolTask = false;
 
+/// runOnPool calls that ran on the pool (poolRuns).
+std::atomic<uint64_t> handedToPool{0};
+
 /// Sets inPoolTask for the lifetime of the guard.
 struct PoolTaskScope {
   PoolTaskScope() { inPoolTask = true; }
@@ -237,10 +240,25 @@ unsigned tofu::runtime::parallelThreads() {
   return threads;
 }
 
+void tofu::runtime::runOnThisThread(const std::function<void()> &fn) {
+  struct Serial {
+    const bool outer = inPoolTask;
+    Serial() { inPoolTask = true; }
+    ~Serial() { inPoolTask = outer; }
+  } serial;
+  fn();
+}
+
+uint64_t tofu::runtime::poolRuns() {
+  return handedToPool.load(std::memory_order_relaxed);
+}
+
 void tofu::runtime::runOnPool(unsigned count,
                               const std::function<void(unsigned)> &task) {
-  if (count > 1 && !inPoolTask && thePool().run(count, task))
+  if (count > 1 && !inPoolTask && thePool().run(count, task)) {
+    handedToPool.fetch_add(1, std::memory_order_relaxed);
     return;
+  }
   for (unsigned t = 0; t < count; ++t)
     task(t);
 }

@@ -43,6 +43,17 @@ std::vector<int> poolPinnedCpus();
 /// calling thread instead.
 void runOnPool(unsigned count, const std::function<void(unsigned)> &task);
 
+/// Runs `fn` on the calling thread with every parallelFor and runOnPool
+/// inside it run serially there, as inside a pool task (tofu-run's
+/// concurrent waves run each device's kernels so): what `--calibrate`
+/// times as a kernel's one-thread cost.
+void runOnThisThread(const std::function<void()> &fn);
+
+/// How many runOnPool calls of this process have handed their tasks to the
+/// worker pool (not run them on the calling thread alone): `--calibrate`
+/// finds from which size a kernel threads by calling it once per size.
+uint64_t poolRuns();
+
 /// Runs `body(begin, end)` over [0, n) on up to parallelThreads() threads
 /// when n * workPerItem (a rough count of operations) is at least 2^18,
 /// else on the calling thread.

@@ -82,3 +82,32 @@ TEST(WorkerPool, PinsItsThreadsToDistinctCpus) {
   EXPECT_EQ(std::set<int>(cpuOfTask.begin(), cpuOfTask.end()),
             std::set<int>(pinned.begin(), pinned.end()));
 }
+
+TEST(WorkerPool, RunOnThisThreadKeepsLoopsOnTheCaller) {
+  // A loop large enough to thread: inside runOnThisThread every range runs
+  // on the calling thread and the pool is not used; outside, with more than
+  // one thread, the pool is.
+  const int64_t n = int64_t(1) << 20;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  auto loop = [&] {
+    parallelFor(n, 1.0, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() != caller)
+        ++elsewhere;
+    });
+  };
+  const uint64_t before = poolRuns();
+  runOnThisThread(loop);
+  EXPECT_EQ(elsewhere.load(), 0);
+  EXPECT_EQ(poolRuns(), before);
+  // Nested: the inner call restores the outer one's serial state.
+  runOnThisThread([&] {
+    runOnThisThread([] {});
+    loop();
+  });
+  EXPECT_EQ(poolRuns(), before);
+  if (parallelThreads() < 2)
+    GTEST_SKIP() << "one hardware thread: nothing runs on the pool";
+  loop();
+  EXPECT_EQ(poolRuns(), before + 1);
+}

@@ -49,8 +49,13 @@
 //                      and ConvBiasGrad, BatchNormalization and its gradient
 //                      (X [8, C, H, W]; inference mode, and training mode as
 //                      "BatchNormalization.training" and
-//                      "BatchNormalizationGrad.training"), at 16384 and 1M
-//                      elements
+//                      "BatchNormalizationGrad.training"), at 16384
+//                      elements on one thread (runOnThisThread: as a
+//                      step's small calls and every kernel beside other
+//                      devices' run) and 1M elements as the kernel runs;
+//                      and `threads_from`, the fewest elements (a power of
+//                      two from 2^10 to 2^20) at which a call used the
+//                      worker pool (poolRuns), 2^21 when none did
 //  (reduction)         BiasGrad kernel, [4096, 1024] -> [1024]: recorded in
 //                      the sources (vector work; not a separate class)
 //  memory.bytes        the host's physical memory (sysconf)
@@ -80,6 +85,8 @@
 #include "tofu/runtime/JsonQuoted.h"
 #include "tofu/runtime/CpuBackend.h"
 #include "tofu/runtime/Kernels.h"
+
+#include "../lib/ParallelFor.h"
 
 #include <algorithm>
 #include <chrono>
@@ -192,7 +199,7 @@ TensorView viewAs(Tensor &t, std::vector<int64_t> shape) {
 Probe viewProbe(std::string label, const char *name,
                 std::vector<TensorView> inputs, TensorView output,
                 const std::vector<plan::Attr> &attrs, double window,
-                int calls) {
+                int calls, bool oneThread = false) {
   Probe probe;
   probe.name = std::move(label);
   probe.window = window;
@@ -203,13 +210,19 @@ Probe viewProbe(std::string label, const char *name,
   args->outputs.push_back(std::move(output));
   args->attrs = &attrs;
   std::string kernelName = name;
-  probe.body = [kernel, args, calls, kernelName]() -> std::string {
+  probe.body = [kernel, args, calls, kernelName, oneThread]() -> std::string {
     if (!kernel)
       return "no native kernel " + kernelName;
-    for (int i = 0; i < calls; ++i)
-      if (std::string err = kernel(*args); !err.empty())
-        return err;
-    return "";
+    std::string err;
+    auto run = [&] {
+      for (int i = 0; i < calls && err.empty(); ++i)
+        err = kernel(*args);
+    };
+    if (oneThread)
+      runOnThisThread(run);
+    else
+      run();
+    return err;
   };
   return probe;
 }
@@ -638,64 +651,106 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   struct KernelProbes {
     size_t small, large, shortRows; ///< probe indices (shortRows: or 0)
     double smallRows, largeRows, shortRowsCount;
+    /// The fewest elements at which the kernel used the pool (0: not up
+    /// to the large probe's).
+    double threadsFrom;
   };
   std::vector<KernelProbes> kernelProbes;
+  /// The inputs and output of kernel `k` on a largest operand of `shape`.
+  auto operandsOf = [&](const KernelShape &k,
+                        const std::vector<int64_t> &shape) {
+    std::vector<TensorView> inputs;
+    if (k.extra == KernelShape::LossGrad)
+      inputs.push_back(TensorView::whole(&dloss, plan::DType::F32, {}));
+    for (int i = 0;
+         i < std::max(k.sameShape, k.extra == KernelShape::LossGrad ? 1 : 0);
+         ++i)
+      inputs.push_back(viewAs(i == 0 ? k1 : k2, shape));
+    if (k.extra == KernelShape::ChannelParams) {
+      // BatchNormalization: scale, B, mean, var; its gradient: scale,
+      // mean, var.
+      std::vector<Tensor *> params = {&scale, &bias, &mean, &var};
+      if (k.sameShape == 2)
+        params = {&scale, &mean, &var};
+      for (Tensor *param : params)
+        inputs.push_back(viewAs(*param, {shape[1]}));
+    }
+    if (k.extra == KernelShape::RowStatistics) {
+      inputs.push_back(viewAs(scale, {shape[1]}));
+      inputs.push_back(viewAs(rowMean, {shape[0], 1}));
+      inputs.push_back(viewAs(rowInvStd, {shape[0], 1}));
+    }
+    if (k.extra == KernelShape::RowParams)
+      for (Tensor *param : {&scale, &bias})
+        inputs.push_back(viewAs(*param, {shape[1]}));
+    if (k.extra == KernelShape::Labels || k.extra == KernelShape::LossGrad)
+      inputs.push_back(
+          TensorView::whole(labels.data(), plan::DType::I64, {shape[0]}));
+    TensorView output = viewAs(kOut, shape);
+    if (k.out == KernelShape::Channels)
+      output = viewAs(kOut, {shape[1]});
+    if (k.out == KernelShape::Columns)
+      output = viewAs(kOut, {shape[1]});
+    if (k.out == KernelShape::Scalar)
+      output = viewAs(kOut, {});
+    return std::make_pair(std::move(inputs), output);
+  };
+  /// The largest operand's shape for `n` elements: flat, rows of
+  /// `rowLength`, or images of 8 x 8 pixels (planes of 4 in short rows).
+  auto shapeOf = [](const KernelShape &k, int64_t n, int64_t rowLength,
+                    bool shortRows) {
+    if (k.layout == Layout::Rows)
+      return std::vector<int64_t>{n / rowLength, rowLength};
+    if (k.layout == Layout::Image)
+      return shortRows ? std::vector<int64_t>{8, n / 32, 2, 2}
+                       : std::vector<int64_t>{8, n / 512, 8, 8};
+    return std::vector<int64_t>{n};
+  };
   for (const KernelShape &k : kernelShapes) {
-    KernelProbes at{0, 0, 0, 0, 0, 0};
+    KernelProbes at{0, 0, 0, 0, 0, 0, 0};
     for (int variant = 0; variant < (rowWise(k) ? 3 : 2); ++variant) {
+      // The small probes (and short rows) on one thread, as a step's small
+      // calls run (below the kernel's threading size, measured below) and
+      // as every kernel runs beside other devices' (runOnThisThread); the
+      // large one as the kernel runs alone.
       const bool small = variant != 1, shortRows = variant == 2;
       const int64_t n = small ? int64_t(kKernelSmallElements)
                               : int64_t(kKernelLargeElements);
-      std::vector<int64_t> shape = {n};
-      if (k.layout == Layout::Rows)
-        shape = {n / (shortRows ? 16 : 128), shortRows ? 16 : 128};
-      if (k.layout == Layout::Image)
-        shape = shortRows ? std::vector<int64_t>{8, 512, 2, 2}
-                : small   ? std::vector<int64_t>{8, 32, 8, 8}
-                          : std::vector<int64_t>{8, 64, 32, 64};
+      std::vector<int64_t> shape = shapeOf(k, n, shortRows ? 16 : 128,
+                                           shortRows);
+      if (k.layout == Layout::Image && !small)
+        shape = {8, 64, 32, 64};
       (variant == 0 ? at.small : variant == 1 ? at.large : at.shortRows) =
           probes.size();
       (variant == 0   ? at.smallRows
        : variant == 1 ? at.largeRows
                       : at.shortRowsCount) = rowsOf(k, shape);
-      std::vector<TensorView> inputs;
-      if (k.extra == KernelShape::LossGrad)
-        inputs.push_back(TensorView::whole(&dloss, plan::DType::F32, {}));
-      for (int i = 0; i < std::max(k.sameShape, k.extra == KernelShape::LossGrad ? 1 : 0); ++i)
-        inputs.push_back(viewAs(i == 0 ? k1 : k2, shape));
-      if (k.extra == KernelShape::ChannelParams) {
-        // BatchNormalization: scale, B, mean, var; its gradient: scale,
-        // mean, var.
-        std::vector<Tensor *> params = {&scale, &bias, &mean, &var};
-        if (k.sameShape == 2)
-          params = {&scale, &mean, &var};
-        for (Tensor *param : params)
-          inputs.push_back(viewAs(*param, {shape[1]}));
-      }
-      if (k.extra == KernelShape::RowStatistics) {
-        inputs.push_back(viewAs(scale, {shape[1]}));
-        inputs.push_back(viewAs(rowMean, {shape[0], 1}));
-        inputs.push_back(viewAs(rowInvStd, {shape[0], 1}));
-      }
-      if (k.extra == KernelShape::RowParams)
-        for (Tensor *param : {&scale, &bias})
-          inputs.push_back(viewAs(*param, {shape[1]}));
-      if (k.extra == KernelShape::Labels || k.extra == KernelShape::LossGrad)
-        inputs.push_back(
-            TensorView::whole(labels.data(), plan::DType::I64, {shape[0]}));
-      TensorView output = viewAs(kOut, shape);
-      if (k.out == KernelShape::Channels)
-        output = viewAs(kOut, {shape[1]});
-      if (k.out == KernelShape::Columns)
-        output = viewAs(kOut, {shape[1]});
-      if (k.out == KernelShape::Scalar)
-        output = viewAs(kOut, {});
+      auto [inputs, output] = operandsOf(k, shape);
       probes.push_back(viewProbe(std::string(k.name()) + " " +
                                      std::to_string(n) + " elements" +
                                      (shortRows ? " in short rows" : ""),
                                  k.kernel, std::move(inputs), output,
-                                 *k.attrs, 0.05, small ? 8 : 1));
+                                 *k.attrs, 0.05, small ? 8 : 1, small));
     }
+    // From which size the kernel splits its work over the worker pool: one
+    // call per power of two from 2^10 to the large probe's size (rows of
+    // 128; images of 8 x 8 pixels), watching whether it used the pool.
+    if (parallelThreads() > 1)
+      for (int64_t n = 1 << 10; n <= int64_t(kKernelLargeElements); n *= 2) {
+        auto [inputs, output] = operandsOf(k, shapeOf(k, n, 128, false));
+        KernelArgs args;
+        args.inputs = std::move(inputs);
+        args.outputs = {output};
+        args.attrs = k.attrs;
+        KernelFn kernel = lookupKernel(k.kernel);
+        const uint64_t before = poolRuns();
+        if (!kernel || !kernel(args).empty())
+          break; // the probes report it
+        if (poolRuns() != before) {
+          at.threadsFrom = double(n);
+          break;
+        }
+      }
     kernelProbes.push_back(at);
   }
 
@@ -876,7 +931,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   // reader; written in this order).
   struct Cost {
     std::string kernel;
-    double small, large, row;
+    double small, large, row, threadsFrom;
     bool operator<(const Cost &other) const { return kernel < other.kernel; }
   };
   std::vector<Cost> kernelCosts;
@@ -896,14 +951,24 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     const double perLarge =
         std::max(large.seconds() - at.largeRows * row, 0.1 * large.seconds()) /
         kKernelLargeElements;
-    kernelCosts.push_back({kernelShapes[i].name(), perSmall, perLarge, row});
+    // A kernel that does not thread up to the large probe: from beyond it.
+    const double threadsFrom =
+        at.threadsFrom > 0 ? at.threadsFrom
+                           : parallelThreads() > 1 ? 2 * kKernelLargeElements
+                                                   : 0;
+    kernelCosts.push_back(
+        {kernelShapes[i].name(), perSmall, perLarge, row, threadsFrom});
     note(std::string(kernelShapes[i].name()) + ": " + number(perSmall) +
-         " s per element at " + number(kKernelSmallElements) + " elements, " +
+         " s per element at " + number(kKernelSmallElements) +
+         " elements on one thread, " +
          number(perLarge) + " at " + number(kKernelLargeElements) +
          (at.shortRows ? ", " + number(row) + " s per row (" +
                              number(at.shortRowsCount) + " short rows: " +
                              number(probes[at.shortRows].seconds()) + " s)"
                        : std::string()) +
+         (threadsFrom > 0 ? "; threads from " + number(threadsFrom) +
+                                " elements"
+                          : std::string()) +
          " (rounds spread " + number(100 * small.spread()) + "%, " +
          number(100 * large.spread()) + "%)");
   }
@@ -978,6 +1043,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
          << ", \"large\": " << number(kernelCosts[i].large);
     if (kernelCosts[i].row > 0)
       json << ", \"row\": " << number(kernelCosts[i].row);
+    if (kernelCosts[i].threadsFrom > 0)
+      json << ", \"threads_from\": " << number(kernelCosts[i].threadsFrom);
     json << "}";
   }
   json << "},\n"

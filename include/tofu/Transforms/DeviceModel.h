@@ -65,12 +65,26 @@ struct DeviceModel {
   /// or cuDNN call; tofu-run --kernel-times). Contractions (cuBLAS and
   /// cuDNN calls) use only `callSeconds`: their work is the rates'. A
   /// kernel may give only `callSeconds` (0 = launchSeconds applies).
+  /// `threadsFromElements` (measured: the fewest elements at which the
+  /// CPU runtime's kernel split its work over the worker pool; 0 = not
+  /// known) makes the small cost a one-thread one: a call below that size
+  /// costs it per element; from that size on, the cost runs from the small
+  /// one shared by the host's threads to the large probe's (where the
+  /// kernel does not thread up to kLargeElements, the large probe ran on
+  /// one thread too). Without it, the two probes are interpolated as
+  /// above.
   struct KernelCost {
     std::string kernel;
     double smallSecondsPerElement = 0, largeSecondsPerElement = 0;
     double rowSeconds = 0;
     double callSeconds = 0;
-    double secondsPerElement(double elements) const;
+    double threadsFromElements = 0;
+    /// Seconds per element of a call of `elements` on a host whose kernels
+    /// split over `threads` threads.
+    double secondsPerElement(double elements, unsigned threads = 1) const;
+    /// Whether a call of `elements` splits over the pool (false when not
+    /// known).
+    bool threadsAt(double elements) const;
     /// Whether it gives per-element costs (not only a call's).
     bool hasPerElementCost() const {
       return smallSecondsPerElement > 0 || largeSecondsPerElement > 0;

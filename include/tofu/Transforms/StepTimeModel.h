@@ -177,13 +177,16 @@ public:
   /// batch (the extents both operands shrink with), 1 when none.
   static double batchedGemms(const ShareWork &work);
   /// Whether `work` is a vector kernel the CPU runtime runs on one thread
-  /// even when nothing runs beside it (under kOneThreadElements elements):
-  /// its time, a one-thread time, is what virtual devices side by side run
-  /// on separate threads. (A contraction beside other devices' work is
-  /// already timed at the whole host's rate: work.alone is false.)
+  /// even when nothing runs beside it (below its measured threading size,
+  /// DeviceModel::KernelCost::threadsFromElements; without one, under
+  /// kOneThreadElements elements): its time, a one-thread time, is what
+  /// virtual devices side by side run on separate threads. (A contraction
+  /// beside other devices' work is already timed at the whole host's rate:
+  /// work.alone is false.)
   bool runsOnOneThread(const ShareWork &work) const;
-  /// The executor's size under which a kernel runs on one thread
-  /// (runtime/lib/CpuBackend.cpp, planWaves).
+  /// The size under which runsOnOneThread assumes a kernel without a
+  /// measured threading size runs on one thread (the executor's, in
+  /// runtime/lib/CpuBackend.cpp's planWaves).
   static constexpr double kOneThreadElements = 1 << 16;
   /// Seconds to stream `bytes` of traffic (read and written) through
   /// memory: at the cache's rate when the device has a cache level and they

@@ -250,6 +250,28 @@ TEST(DeviceModel, KernelCostsPerRowAreOptional) {
       << error;
 }
 
+TEST(DeviceModel, KernelThreadingSizesRoundTrip) {
+  // threads_from (tofu-run --calibrate: from which size the CPU kernel used
+  // the worker pool) is optional; absent, 0 (not known).
+  auto model = parseDeviceDescription(
+      minimal(R"(, "kernels": {"Relu": {"small": 1e-9, "large": 2e-9}, "Tanh": {"small": 4e-9, "large": 1e-9, "threads_from": 16384}})"),
+      "t.json");
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  EXPECT_EQ(model->kernelCost("Relu")->threadsFromElements, 0);
+  EXPECT_DOUBLE_EQ(model->kernelCost("Tanh")->threadsFromElements, 16384);
+  std::string text = formatDeviceDescription(*model);
+  auto again = parseDeviceDescription(text, "again.json");
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError()) << text;
+  EXPECT_DOUBLE_EQ(again->kernelCost("Tanh")->threadsFromElements, 16384);
+  EXPECT_EQ(again->kernelCost("Relu")->threadsFromElements, 0);
+  std::string zero = errorOf(minimal(
+      R"(, "kernels": {"Tanh": {"small": 4e-9, "large": 1e-9, "threads_from": 0}})"));
+  EXPECT_NE(zero.find("kernels.Tanh.threads_from: expected a positive finite "
+                      "number"),
+            std::string::npos)
+      << zero;
+}
+
 TEST(DeviceModel, KernelCallCostsRoundTrip) {
   // "call" alone (a cuBLAS call), or with per-element costs.
   auto model = parseDeviceDescription(

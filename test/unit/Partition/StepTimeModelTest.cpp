@@ -140,6 +140,57 @@ TEST(StepTimeModel, MeasuredKernelCostReplacesTheFlops) {
   EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 1000 / 1e8);
 }
 
+TEST(StepTimeModel, AMeasuredThreadingSizeSplitsTheCost) {
+  // Tanh measured at 4 ns per element on one thread (16384 elements) and 1
+  // ns at 1M, threading from 16384 elements on a host of 2 threads: below
+  // that size the one-thread cost; from it, the one-thread cost halved,
+  // then toward the large probe's in log(elements).
+  DeviceModel::KernelCost tanh{"Tanh", 4e-9, 1e-9};
+  tanh.threadsFromElements = 16384;
+  EXPECT_DOUBLE_EQ(tanh.secondsPerElement(8192, 2), 4e-9);
+  EXPECT_DOUBLE_EQ(tanh.secondsPerElement(16383, 2), 4e-9);
+  EXPECT_DOUBLE_EQ(tanh.secondsPerElement(16384, 2), 2e-9);
+  EXPECT_DOUBLE_EQ(tanh.secondsPerElement(131072, 2), 2e-9 - 0.5e-9);
+  EXPECT_DOUBLE_EQ(tanh.secondsPerElement(1 << 22, 2), 1e-9);
+  // Add threads from 262144 elements: a call of 131072 is a one-thread
+  // call at the small probe's cost (interpolating toward the threaded
+  // large probe, 1.5 ns, had it half as slow as it runs).
+  DeviceModel::KernelCost add{"Add", 2e-9, 1e-9};
+  add.threadsFromElements = 262144;
+  EXPECT_DOUBLE_EQ(add.secondsPerElement(131072, 2), 2e-9);
+  EXPECT_NEAR(add.secondsPerElement(524288, 2), 1e-9, 1e-21);
+  // A kernel that does not thread up to the large probe (2^21): both probes
+  // on one thread, interpolated; past its threading size, shared.
+  DeviceModel::KernelCost bias{"BiasGrad", 2e-9, 1e-9};
+  bias.threadsFromElements = 1 << 21;
+  EXPECT_NEAR(bias.secondsPerElement(131072, 2), 1.5e-9, 1e-21);
+  EXPECT_DOUBLE_EQ(bias.secondsPerElement(1 << 21, 2), 0.5e-9);
+  // The step's view: Tanh of 8192 elements runs on one thread; of 65536,
+  // split (the side-by-side levels count the first as one-thread work).
+  DeviceModel device = roundModel();
+  device.sharedHost = true;
+  device.hostThreads = 2;
+  device.memoryBytesPerSecond = 1e15; // the kernel cost decides
+  device.kernelCosts = {tanh};
+  StepTimeModel model(device);
+  ShareWork work;
+  work.kind = OpClass::Elementwise;
+  work.kernel = "Tanh";
+  work.largestElements = 8192;
+  EXPECT_TRUE(model.runsOnOneThread(work));
+  EXPECT_DOUBLE_EQ(model.computeSeconds(work), 1e-6 + 8192 * 4e-9);
+  work.largestElements = 65536;
+  EXPECT_FALSE(model.runsOnOneThread(work));
+  EXPECT_NEAR(model.computeSeconds(work), 1e-6 + 65536 * (2e-9 - 1e-9 / 3),
+              1e-18);
+  // Without a measured size: one thread under kOneThreadElements.
+  device.kernelCosts[0].threadsFromElements = 0;
+  work.largestElements = 32768;
+  EXPECT_TRUE(StepTimeModel(device).runsOnOneThread(work));
+  work.largestElements = 65536;
+  EXPECT_FALSE(StepTimeModel(device).runsOnOneThread(work));
+}
+
 TEST(StepTimeModel, AKernelsOwnCallCostReplacesTheLaunch) {
   // On a GPU a generated kernel, a cuBLAS call and a copy each cost their
   // own fixed time per call (tofu-run --kernel-times).
