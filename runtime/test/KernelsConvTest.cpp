@@ -197,6 +197,40 @@ TYPED_TEST(MatMulKernel, BatchedBroadcastingAndVectors) {
   }
 }
 
+TYPED_TEST(ConvKernels, BiasGradOverManyChannelsAndLongPlanes) {
+  // dY [3, 40, 47, 47]: enough work to split the channels over the pool,
+  // planes of 2209 elements (the partial sums' lanes and a tail), and a
+  // local box of channels [5, 37) whose dY holds channels [3, 40).
+  using T = TypeParam;
+  const Shape shape = {3, 40, 47, 47};
+  Tensor dY = random(shape, 77);
+  const int64_t plane = 47 * 47;
+  std::vector<T> dy = dY.as<T>(), dB(32, T(-7));
+  const Box dyBox = {{0, 3, 0, 0}, {3, 40, 47, 47}};
+  std::vector<T> local;
+  for (int64_t n = 0; n < 3; ++n)
+    for (int64_t c = 3; c < 40; ++c)
+      local.insert(local.end(), dy.begin() + (n * 40 + c) * plane,
+                   dy.begin() + (n * 40 + c + 1) * plane);
+  ASSERT_EQ(runCompute("ConvBiasGrad", {},
+                       {TensorView::ofRegion(local.data(), kDType<T>, dyBox,
+                                             shape)},
+                       {TensorView::ofRegion(dB.data(), kDType<T>,
+                                             Box{{5}, {37}}, {40})},
+                       {}, {}, ComputePath::Native, nullptr),
+            "");
+  for (int64_t c = 5; c < 37; ++c) {
+    double want = 0;
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t i = 0; i < plane; ++i)
+        want += dY.v[(n * 40 + c) * plane + i];
+    EXPECT_NEAR(double(dB[c - 5]), want,
+                (std::is_same_v<T, float> ? 1e-6 : 1e-12) *
+                    (1 + std::fabs(want)))
+        << "channel " << c;
+  }
+}
+
 TYPED_TEST(MatMulKernel, LocalBoxesAndPartialK) {
   using T = TypeParam;
   // Y [2, 5, 6] = A [2, 5, 8] x B [8, 6]; this device: batch 1, rows
