@@ -47,12 +47,15 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
   // variance; its gradient's sums over the batch) than in inference mode:
   // a measured cost of its own.
   if (work.kernel == "BatchNormalization" ||
-      work.kernel == "BatchNormalizationGrad") {
+      work.kernel == "BatchNormalizationGrad" ||
+      work.kernel == "BatchNormalizationNormalized") {
     auto mode = op.attrs().find("training_mode");
     if (mode != op.attrs().end() && mode->second.i != 0)
       work.kernel = work.kernel == "BatchNormalization"
                         ? "BatchNormalization.training"
-                        : "BatchNormalizationGrad.training";
+                    : work.kernel == "BatchNormalizationGrad"
+                        ? "BatchNormalizationGrad.training"
+                        : "BatchNormalizationNormalized.training";
   }
   work.convolution = work.kind == OpClass::Contraction &&
                      op.opName().starts_with("Conv");
@@ -92,7 +95,7 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
   // Row-wise kernels: how many rows (planes) the largest operand holds.
   static constexpr llvm::StringLiteral kPlaneKernels[] = {
       "BatchNormalization", "BatchNormalizationGrad",
-      "BatchNormalizationNormalized"};
+      "BatchNormalizationNormalized", "MaxPool", "MaxPoolGrad"};
   static constexpr llvm::StringLiteral kRowKernels[] = {
       "Softmax", "SoftmaxGrad", "LogSoftmax", "LayerNormalization",
       "LayerNormalizationGrad", "SoftmaxCrossEntropyLoss",

@@ -49,7 +49,10 @@
 //                      and ConvBiasGrad, BatchNormalization and its gradient
 //                      (X [8, C, H, W]; inference mode, and training mode as
 //                      "BatchNormalization.training" and
-//                      "BatchNormalizationGrad.training"), at 16384
+//                      "BatchNormalizationGrad.training"),
+//                      BatchNormalizationNormalized (both modes), MaxPool
+//                      and MaxPoolGrad (3 x 3 windows, stride 2, pads 1,
+//                      per element of X), at 16384
 //                      elements on one thread (runOnThisThread: as a
 //                      step's small calls and every kernel beside other
 //                      devices' run) and 1M elements as the kernel runs;
@@ -476,6 +479,28 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
   const std::vector<plan::Attr> training = {intAttr("training_mode", 1),
                                             intAttr("tofu.output", 0)};
   const std::vector<plan::Attr> trainingGrad = {intAttr("training_mode", 1)};
+  // Max pooling as ResNets' stems pool: 3 x 3 windows, stride 2, pads 1.
+  const std::vector<plan::Attr> poolAttrs = {
+      intsAttr("kernel_shape", {3, 3}), intsAttr("strides", {2, 2}),
+      intsAttr("pads", {1, 1, 1, 1})};
+  // A pooled [N, C, H, W]: [N, C, (H - 1) / 2 + 1, (W - 1) / 2 + 1].
+  auto pooledShape = [](const std::vector<int64_t> &shape) {
+    return std::vector<int64_t>{shape[0], shape[1], (shape[2] - 1) / 2 + 1,
+                                (shape[3] - 1) / 2 + 1};
+  };
+  // MaxPoolGrad's Y: MaxPool of its X, written before each use (the
+  // probes of every size share the buffer).
+  Tensor pooledY({1 << 18});
+  /// Writes MaxPool(k1 viewed as `shape`) into pooledY, so that each of
+  /// MaxPoolGrad's windows finds its maximum as in a step.
+  auto poolInto = [&](const std::vector<int64_t> &shape) {
+    KernelArgs pool;
+    pool.inputs = {viewAs(k1, shape)};
+    pool.outputs = {viewAs(pooledY, pooledShape(shape))};
+    pool.attrs = &poolAttrs;
+    if (KernelFn maxPool = lookupKernel("MaxPool"))
+      (void)maxPool(pool); // a failure shows in the MaxPool probe
+  };
   // Integer labels (classes < 128) and a scalar gradient for the losses.
   std::vector<int64_t> labels(8192);
   for (size_t i = 0; i < labels.size(); ++i)
@@ -495,9 +520,12 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
       RowParams,
       RowStatistics, ///< LayerNormalizationGrad's Scale, Mean, InvStdDev
       Labels,
-      LossGrad
+      LossGrad,
+      Statistics, ///< BatchNormalizationNormalized's input_mean, input_var
+      PoolGrad    ///< MaxPoolGrad: dY first, then X, then Y
     } extra;
-    enum Out { Same, Channels, Columns, Scalar } out;
+    /// Pooled: MaxPool's output (kPool's windows: 3 x 3, stride 2, pads 1).
+    enum Out { Same, Channels, Columns, Scalar, Pooled } out;
     const std::vector<plan::Attr> *attrs;
     /// The description's name for the cost (default: the kernel's).
     const char *key = nullptr;
@@ -540,7 +568,16 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
       {"BatchNormalization", Layout::Image, 1, KernelShape::ChannelParams,
        KernelShape::Same, &training, "BatchNormalization.training"},
       {"BatchNormalizationGrad", Layout::Image, 2, KernelShape::ChannelParams,
-       KernelShape::Same, &trainingGrad, "BatchNormalizationGrad.training"}};
+       KernelShape::Same, &trainingGrad, "BatchNormalizationGrad.training"},
+      {"BatchNormalizationNormalized", Layout::Image, 1,
+       KernelShape::Statistics, KernelShape::Same, &inference},
+      {"BatchNormalizationNormalized", Layout::Image, 1,
+       KernelShape::Statistics, KernelShape::Same, &trainingGrad,
+       "BatchNormalizationNormalized.training"},
+      {"MaxPool", Layout::Image, 1, KernelShape::None, KernelShape::Pooled,
+       &poolAttrs},
+      {"MaxPoolGrad", Layout::Image, 0, KernelShape::PoolGrad,
+       KernelShape::Same, &poolAttrs}};
   enum ProbeId {
     kGemm, kSkinny, kConv, kAdd, kExp, kStream, kOneAdd, kRelus, kFetches,
     kEmptyStep, kFeedStep, kBiasGrad, kCopy, kTinyCopy, kCacheAdd, kL3Add,
@@ -675,6 +712,13 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
       for (Tensor *param : params)
         inputs.push_back(viewAs(*param, {shape[1]}));
     }
+    if (k.extra == KernelShape::Statistics)
+      for (Tensor *param : {&mean, &var})
+        inputs.push_back(viewAs(*param, {shape[1]}));
+    if (k.extra == KernelShape::PoolGrad)
+      // dY, X, and Y (poolInto: MaxPool(X) before each use).
+      inputs = {viewAs(k2, pooledShape(shape)), viewAs(k1, shape),
+                viewAs(pooledY, pooledShape(shape))};
     if (k.extra == KernelShape::RowStatistics) {
       inputs.push_back(viewAs(scale, {shape[1]}));
       inputs.push_back(viewAs(rowMean, {shape[0], 1}));
@@ -693,6 +737,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
       output = viewAs(kOut, {shape[1]});
     if (k.out == KernelShape::Scalar)
       output = viewAs(kOut, {});
+    if (k.out == KernelShape::Pooled)
+      output = viewAs(kOut, pooledShape(shape));
     return std::make_pair(std::move(inputs), output);
   };
   /// The largest operand's shape for `n` elements: flat, rows of
@@ -731,13 +777,18 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
                                      (shortRows ? " in short rows" : ""),
                                  k.kernel, std::move(inputs), output,
                                  *k.attrs, 0.05, small ? 8 : 1, small));
+      if (k.extra == KernelShape::PoolGrad)
+        probes.back().before = [poolInto, shape] { poolInto(shape); };
     }
     // From which size the kernel splits its work over the worker pool: one
     // call per power of two from 2^10 to the large probe's size (rows of
     // 128; images of 8 x 8 pixels), watching whether it used the pool.
     if (parallelThreads() > 1)
       for (int64_t n = 1 << 10; n <= int64_t(kKernelLargeElements); n *= 2) {
-        auto [inputs, output] = operandsOf(k, shapeOf(k, n, 128, false));
+        const std::vector<int64_t> shape = shapeOf(k, n, 128, false);
+        if (k.extra == KernelShape::PoolGrad)
+          poolInto(shape);
+        auto [inputs, output] = operandsOf(k, shape);
         KernelArgs args;
         args.inputs = std::move(inputs);
         args.outputs = {output};

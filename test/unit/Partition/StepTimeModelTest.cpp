@@ -256,6 +256,12 @@ TEST(StepTimeModel, BatchNormInTrainingModeHasItsOwnCost) {
   device.kernelCosts.pop_back();
   EXPECT_DOUBLE_EQ(StepTimeModel(device).computeSeconds(work),
                    1e-6 + 72 * 1e-9);
+  // The normalized X of a batch norm's gradient: its own training cost.
+  auto normalized = make("BatchNormalizationNormalized",
+                         {f32({2, 4, 3, 3}), f32({4}), f32({4})},
+                         {{"training_mode", tdl::AttrValue::ofInt(1)}});
+  EXPECT_EQ(describeShare(normalized, 0, whole(normalized)).kernel,
+            "BatchNormalizationNormalized.training");
 }
 
 TEST(StepTimeModel, RowWiseKernelsPayPerRow) {
@@ -267,6 +273,15 @@ TEST(StepTimeModel, RowWiseKernelsPayPerRow) {
   auto norm = make("BatchNormalization",
                    {f32({2, 4, 3, 3}), f32({4}), f32({4}), f32({4}), f32({4})});
   EXPECT_DOUBLE_EQ(describeShare(norm, 0, whole(norm)).rows, 8);
+  // Max pooling: per plane of X (the largest operand), as --calibrate's
+  // MaxPool probes count them.
+  auto pool = make("MaxPool", {f32({2, 4, 6, 6})},
+                   {{"kernel_shape", tdl::AttrValue::ofInts({3, 3})},
+                    {"strides", tdl::AttrValue::ofInts({2, 2})},
+                    {"pads", tdl::AttrValue::ofInts({1, 1, 1, 1})}});
+  ShareWork pooled = describeShare(pool, 0, whole(pool));
+  EXPECT_DOUBLE_EQ(pooled.largestElements, 2 * 4 * 6 * 6);
+  EXPECT_DOUBLE_EQ(pooled.rows, 8);
   // Not row-wise: no rows.
   auto relu = make("Relu", {f32({64, 16})});
   EXPECT_DOUBLE_EQ(describeShare(relu, 0, whole(relu)).rows, 0);
