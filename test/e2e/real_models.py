@@ -63,7 +63,12 @@ tofu-run's float32 losses and step-1 gradients are compared with float64
 torch on the float32 weights, and so are torch's own float32 results on the
 same model and batch: those are the model's measured conditioning limits,
 ``L_loss`` (torch float32's worst relative error over the 3 losses) and
-``L_grad`` (its worst over the parameters' gradients, measured as above).
+``L_grad`` (its worst over the parameters' gradients, measured as above),
+each the worse of two torch float32 runs: on the batch, and on the batch
+permuted as in the float64 spread (another, equally valid rounding; one run
+alone can be luckier than the model's conditioning: EfficientNet-B0's
+losses 2.2e-4 off on the batch, 1.0e-3 permuted, and tofu's 1.5e-3 or
+2.7e-3 depending on how its GEMMs split C, bench/real_models.md).
 tofu float32 must be within ``F32_FACTOR`` (10) times ``max(L_loss,
 F32_FLOOR)`` on every loss and ``max(L_grad, F32_FLOOR)`` on every gradient.
 F32_FLOOR = 1e-6 (8 float32 ulps): below it the worst error of a float32
@@ -402,18 +407,25 @@ def torch_train(case, model, dtype):
     return np.asarray(losses), grads
 
 
-def torch_spread(case, model, ref):
-    """torch float64 on the batch permuted along its batch dims, against
-    ``ref``: (losses rel, worst gradient rel). The permutation changes
-    nothing mathematically (the mean over the batch), only summation orders,
-    so this is how far float64 rounding alone moves this model's 3 steps."""
+def torch_permuted(case, model, dtype):
+    """torch in ``dtype`` on the batch permuted along its batch dims: (losses,
+    gradients) as torch_train. The permutation changes nothing
+    mathematically (the mean over the batch), only summation orders."""
     permuted = copy.copy(case)
     permuted.batch = {}
     for name, value in case.batch.items():
         dim = case.batch_dims.get(name, 0)
         permuted.batch[name] = value.flip(dim)
-    losses, grads = torch_train(permuted, model, torch.float64)
-    E.check(np.all(np.isfinite(losses)), f"torch float64 on the permuted batch: {losses}")
+    losses, grads = torch_train(permuted, model, dtype)
+    E.check(np.all(np.isfinite(losses)), f"torch {dtype} on the permuted batch: {losses}")
+    return losses, grads
+
+
+def torch_spread(case, model, ref):
+    """torch float64 on the permuted batch against ``ref``: (losses rel,
+    worst gradient rel), how far float64 rounding alone moves this model's
+    3 steps."""
+    losses, grads = torch_permuted(case, model, torch.float64)
     return loss_rel(losses, ref[0]), worst(grads, ref[1])[0]
 
 
@@ -563,9 +575,18 @@ def float32_run(env, case, model32, ref, row, problems):
     ref_losses, ref_grads = ref
     t0 = time.time()
     t32_losses, t32_grads = torch_train(case, model32, torch.float32)
+    # torch float32 again on the permuted batch: another, equally valid
+    # rounding of the same mathematics. The limit is the worse of the two
+    # (one torch run can be luckier than the model's conditioning allows:
+    # EfficientNet-B0's losses 2.2e-4 off on the batch, 1.0e-3 on it
+    # permuted; bench/real_models.md).
+    p32_losses, p32_grads = torch_permuted(case, model32, torch.float32)
     row.cells["torch_s"] += time.time() - t0
-    limit_loss = loss_rel(t32_losses, ref_losses)
-    limit_grad, limit_param = worst(t32_grads, ref_grads)
+    as_given_loss = loss_rel(t32_losses, ref_losses)
+    permuted_loss = loss_rel(p32_losses, ref_losses)
+    limit_loss = max(as_given_loss, permuted_loss)
+    limit_grad, limit_param = max(worst(t32_grads, ref_grads),
+                                  worst(p32_grads, ref_grads))
     tol_loss = F32_FACTOR * max(limit_loss, F32_FLOOR)
     tol_grad = F32_FACTOR * max(limit_grad, F32_FLOOR)
     row.cells.update({"limit_loss": limit_loss, "limit_grad": limit_grad})
@@ -578,7 +599,8 @@ def float32_run(env, case, model32, ref, row, problems):
     lrel, (grel, gp) = loss_rel(losses, ref_losses), worst(grads, ref_grads)
     row.cells.update({"f32_loss": lrel, "f32_grad": grel})
     print(f"{name}: float32 k=1: torch float32 vs float64 (the limit): losses rel "
-          f"{limit_loss:.2e}, worst gradient rel {limit_grad:.2e} ({limit_param}); "
+          f"{limit_loss:.2e} ({as_given_loss:.2e} on the batch, {permuted_loss:.2e} "
+          f"permuted), worst gradient rel {limit_grad:.2e} ({limit_param}); "
           f"tofu float32: losses rel {lrel:.2e}, worst gradient rel {grel:.2e} ({gp}); "
           f"tolerances {tol_loss:.2e} / {tol_grad:.2e}; tofuc {tc:.1f} s, tofu-run {tr:.1f} s",
           flush=True)
