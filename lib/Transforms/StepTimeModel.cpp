@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace tofu {
 
@@ -44,18 +45,21 @@ ShareWork describeShare(const tdl::OpInstance &op, unsigned output,
   work.kind = classifyOp(op);
   work.kernel = op.opName();
   // A batch norm in training mode makes more passes (the batch's mean and
-  // variance; its gradient's sums over the batch) than in inference mode:
-  // a measured cost of its own.
-  if (work.kernel == "BatchNormalization" ||
-      work.kernel == "BatchNormalizationGrad" ||
-      work.kernel == "BatchNormalizationNormalized") {
+  // variance; its gradient's sums over the batch; the normalized X from the
+  // batch's statistics) than in inference mode: a measured cost of its own.
+  static constexpr std::pair<llvm::StringLiteral, llvm::StringLiteral>
+      kTrainingCosts[] = {
+          {"BatchNormalization", "BatchNormalization.training"},
+          {"BatchNormalizationGrad", "BatchNormalizationGrad.training"},
+          {"BatchNormalizationNormalized",
+           "BatchNormalizationNormalized.training"}};
+  for (const auto &[kernel, training] : kTrainingCosts) {
+    if (work.kernel != kernel)
+      continue;
     auto mode = op.attrs().find("training_mode");
     if (mode != op.attrs().end() && mode->second.i != 0)
-      work.kernel = work.kernel == "BatchNormalization"
-                        ? "BatchNormalization.training"
-                    : work.kernel == "BatchNormalizationGrad"
-                        ? "BatchNormalizationGrad.training"
-                        : "BatchNormalizationNormalized.training";
+      work.kernel = training;
+    break;
   }
   work.convolution = work.kind == OpClass::Contraction &&
                      op.opName().starts_with("Conv");

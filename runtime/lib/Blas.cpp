@@ -85,8 +85,7 @@ void blockedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   // per K) is much of the GEMM, and a column block is a strided part of
   // every row (256 x 1024 x 32: 207 us by columns, 131 by rows; with K of
   // 256 and more, either within 5%).
-  const bool byRows =
-      M >= N || (K < kShortK && M >= kMinBlock * std::max<int64_t>(threads, 1));
+  const bool byRows = M >= N || (K < kShortK && M >= kMinBlock * threads);
   const int64_t extent = byRows ? M : N;
   if (threads <= 1) {
     block(M, N, a, b, c);

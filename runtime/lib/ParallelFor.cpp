@@ -44,10 +44,12 @@ thread_local bool inPoolTask = false;
 /// runOnPool calls that ran on the pool (poolRuns).
 std::atomic<uint64_t> handedToPool{0};
 
-/// Sets inPoolTask for the lifetime of the guard.
+/// Sets inPoolTask for the lifetime of the guard, then restores the value
+/// it had (false in the pool's own tasks; runOnThisThread may nest).
 struct PoolTaskScope {
+  const bool outer = inPoolTask;
   PoolTaskScope() { inPoolTask = true; }
-  ~PoolTaskScope() { inPoolTask = false; }
+  ~PoolTaskScope() { inPoolTask = outer; }
 };
 
 /// How long a thread spins before it sleeps, waiting for the next task
@@ -241,11 +243,7 @@ unsigned tofu::runtime::parallelThreads() {
 }
 
 void tofu::runtime::runOnThisThread(const std::function<void()> &fn) {
-  struct Serial {
-    const bool outer = inPoolTask;
-    Serial() { inPoolTask = true; }
-    ~Serial() { inPoolTask = outer; }
-  } serial;
+  PoolTaskScope scope;
   fn();
 }
 

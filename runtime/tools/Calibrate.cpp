@@ -524,7 +524,7 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
       Statistics, ///< BatchNormalizationNormalized's input_mean, input_var
       PoolGrad    ///< MaxPoolGrad: dY first, then X, then Y
     } extra;
-    /// Pooled: MaxPool's output (kPool's windows: 3 x 3, stride 2, pads 1).
+    /// Pooled: MaxPool's output (poolAttrs' windows: 3 x 3, stride 2, pads 1).
     enum Out { Same, Channels, Columns, Scalar, Pooled } out;
     const std::vector<plan::Attr> *attrs;
     /// The description's name for the cost (default: the kernel's).
@@ -783,7 +783,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
     // From which size the kernel splits its work over the worker pool: one
     // call per power of two from 2^10 to the large probe's size (rows of
     // 128; images of 8 x 8 pixels), watching whether it used the pool.
-    if (parallelThreads() > 1)
+    const KernelFn kernel = lookupKernel(k.kernel);
+    if (parallelThreads() > 1 && kernel)
       for (int64_t n = 1 << 10; n <= int64_t(kKernelLargeElements); n *= 2) {
         const std::vector<int64_t> shape = shapeOf(k, n, 128, false);
         if (k.extra == KernelShape::PoolGrad)
@@ -793,9 +794,8 @@ std::string calibrateDevice(const std::string &path, std::ostream &log) {
         args.inputs = std::move(inputs);
         args.outputs = {output};
         args.attrs = k.attrs;
-        KernelFn kernel = lookupKernel(k.kernel);
         const uint64_t before = poolRuns();
-        if (!kernel || !kernel(args).empty())
+        if (!kernel(args).empty())
           break; // the probes report it
         if (poolRuns() != before) {
           at.threadsFrom = double(n);

@@ -1025,7 +1025,7 @@ int run(int argc, char **argv) {
 /// The CPU kernels of a build for x86-64-v3 (runtime/CMakeLists.txt,
 /// TOFU_RUNTIME_ARCH) execute AVX2 and FMA instructions: on a CPU without
 /// them, refuse before the first kernel rather than die of SIGILL in it.
-bool cpuRunsTheKernels() {
+static bool cpuRunsTheKernels() {
 #if defined(TOFU_RUNTIME_X86_64_V3) && (defined(__x86_64__) || defined(__i386__))
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
